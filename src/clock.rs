@@ -1,0 +1,457 @@
+//! Simulation time: the clock, the speed controls and the driver that runs sim steps.
+//!
+//! A **sim step** advances game time by `sec_per_step` (10 s by default, so a game day is 8,640
+//! steps). Steps are decoupled from frames: every frame the driver (an exclusive system in the
+//! schedule the game picks, [`Update`] by default) decides how many steps are due and runs the
+//! [`SimStep`] schedule that many times. Inside a step the [`AgentSystems`] sets run chained.
+//!
+//! Work that finishes *between* steps — polling model calls — lives in the [`SimPoll`] schedule,
+//! which the driver runs before every step and once per frame, so results land as soon as they
+//! are ready and a frame never waits for a model.
+//!
+//! Two [`TimeMode`]s decide what a pending thought does to the clock:
+//! - [`TimeMode::Lockstep`]: a step is taken only when no persona is [`AwaitingCognition`].
+//!   Deterministic for a deterministic backend; used by tests, benchmarks and faithful runs.
+//! - [`TimeMode::Realtime`]: the clock keeps running; a persona whose cognition is pending keeps
+//!   doing its current action and catches up.
+
+use std::time::{Duration, Instant};
+
+use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
+use bevy::prelude::*;
+use chrono::{NaiveDate, NaiveDateTime, Timelike};
+use serde::{Deserialize, Serialize};
+
+use crate::settings::AgentSettings;
+
+/// The schedule holding one simulation step. Run by the clock driver, never by Bevy's main loop.
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SimStep;
+
+/// The schedule that collects finished background work (model calls) between steps. The driver
+/// runs it once per frame and before each step.
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SimPoll;
+
+/// The stages of one sim step, run in this order inside [`SimStep`].
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AgentSystems {
+    /// Empty hook for game code that must run before the personas think this step.
+    First,
+    /// Personas look around: spatial memory, attention, new memories (SPEC §3.1).
+    Perceive,
+    /// Personas recall what matters for what they perceived (SPEC §3.2).
+    Retrieve,
+    /// Long- and short-term planning and reactions (SPEC §3.3–§3.5).
+    Plan,
+    /// Reflection when enough has happened (SPEC §3.8).
+    Reflect,
+    /// Actions become tiles and paths; bodies move one tile (SPEC §3.9).
+    Execute,
+    /// Empty hook for game code that reads the step's outcome. The clock advances right after.
+    Last,
+}
+
+/// How a pending model call affects the clock.
+#[derive(Reflect, Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeMode {
+    /// A step waits until every persona's cognition for the previous step has finished.
+    #[default]
+    Lockstep,
+    /// The clock keeps running; pending personas keep doing their current action.
+    Realtime,
+}
+
+/// How fast game time runs relative to real time.
+///
+/// At 1× the driver runs [`AgentSettings::steps_per_second_at_1x`] steps per real second.
+#[derive(Reflect, Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum SimSpeed {
+    /// No steps (single steps may still be requested).
+    Paused,
+    /// 1×.
+    #[default]
+    X1,
+    /// 2×.
+    X2,
+    /// 4×.
+    X4,
+    /// 8×.
+    X8,
+    /// 16×.
+    X16,
+    /// 32×.
+    X32,
+    /// As fast as the models allow, within a per-frame time budget.
+    Max,
+}
+
+impl SimSpeed {
+    /// All speeds, slowest first.
+    pub const ALL: [SimSpeed; 8] = [
+        SimSpeed::Paused,
+        SimSpeed::X1,
+        SimSpeed::X2,
+        SimSpeed::X4,
+        SimSpeed::X8,
+        SimSpeed::X16,
+        SimSpeed::X32,
+        SimSpeed::Max,
+    ];
+
+    /// The multiplier of a fixed speed; `None` for paused and max.
+    pub fn multiplier(self) -> Option<f64> {
+        match self {
+            SimSpeed::Paused | SimSpeed::Max => None,
+            SimSpeed::X1 => Some(1.0),
+            SimSpeed::X2 => Some(2.0),
+            SimSpeed::X4 => Some(4.0),
+            SimSpeed::X8 => Some(8.0),
+            SimSpeed::X16 => Some(16.0),
+            SimSpeed::X32 => Some(32.0),
+        }
+    }
+
+    /// The next faster speed (max stays max).
+    pub fn faster(self) -> Self {
+        let i = Self::ALL.iter().position(|s| *s == self).unwrap_or(1);
+        Self::ALL[(i + 1).min(Self::ALL.len() - 1)]
+    }
+
+    /// The next slower speed (paused stays paused).
+    pub fn slower(self) -> Self {
+        let i = Self::ALL.iter().position(|s| *s == self).unwrap_or(1);
+        Self::ALL[i.saturating_sub(1)]
+    }
+
+    /// A short label for the HUD ("⏸", "1×", …, "max").
+    pub fn label(self) -> &'static str {
+        match self {
+            SimSpeed::Paused => "paused",
+            SimSpeed::X1 => "1x",
+            SimSpeed::X2 => "2x",
+            SimSpeed::X4 => "4x",
+            SimSpeed::X8 => "8x",
+            SimSpeed::X16 => "16x",
+            SimSpeed::X32 => "32x",
+            SimSpeed::Max => "max",
+        }
+    }
+}
+
+/// The simulation clock.
+#[derive(Resource, Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimClock {
+    start: NaiveDateTime,
+    now: NaiveDateTime,
+    step: u64,
+    sec_per_step: u32,
+    /// Current speed.
+    pub speed: SimSpeed,
+    /// Current time mode.
+    pub mode: TimeMode,
+    /// When set, stop (pause) once this step count is reached. Headless runs use it.
+    pub stop_at_step: Option<u64>,
+    #[serde(skip)]
+    accumulator: f64,
+    #[serde(skip)]
+    single_steps: u32,
+}
+
+impl Default for SimClock {
+    fn default() -> Self {
+        Self::new(Self::default_start(), 10)
+    }
+}
+
+impl SimClock {
+    /// The default start: February 13, 2023, 00:00:00 (as in Smallville).
+    pub fn default_start() -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .unwrap_or_default()
+    }
+
+    /// A clock at `start` advancing `sec_per_step` seconds per step (at least 1).
+    pub fn new(start: NaiveDateTime, sec_per_step: u32) -> Self {
+        Self {
+            start,
+            now: start,
+            step: 0,
+            sec_per_step: sec_per_step.max(1),
+            speed: SimSpeed::default(),
+            mode: TimeMode::default(),
+            stop_at_step: None,
+            accumulator: 0.0,
+            single_steps: 0,
+        }
+    }
+
+    /// A clock resumed at `step` steps after `start`.
+    pub fn resumed(start: NaiveDateTime, sec_per_step: u32, step: u64) -> Self {
+        let mut clock = Self::new(start, sec_per_step);
+        clock.step = step;
+        clock.now = start + chrono::Duration::seconds(step as i64 * clock.sec_per_step as i64);
+        clock
+    }
+
+    /// Sets the mode (builder style).
+    pub fn with_mode(mut self, mode: TimeMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the speed (builder style).
+    pub fn with_speed(mut self, speed: SimSpeed) -> Self {
+        self.speed = speed;
+        self
+    }
+
+    /// When the simulation started.
+    pub fn start(&self) -> NaiveDateTime {
+        self.start
+    }
+
+    /// The current game time: the time of the step about to run or running.
+    pub fn now(&self) -> NaiveDateTime {
+        self.now
+    }
+
+    /// Steps taken so far.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Game seconds per step.
+    pub fn sec_per_step(&self) -> u32 {
+        self.sec_per_step
+    }
+
+    /// Steps in one game day (8,640 at 10 s per step).
+    pub fn steps_per_day(&self) -> u64 {
+        86_400 / self.sec_per_step as u64
+    }
+
+    /// Minutes since midnight of the current game time.
+    pub fn minute_of_day(&self) -> u32 {
+        self.now.hour() * 60 + self.now.minute()
+    }
+
+    /// Asks for exactly one more step, even while paused.
+    pub fn request_step(&mut self) {
+        self.single_steps = self.single_steps.saturating_add(1);
+    }
+
+    /// Advances the clock by one step. The driver calls this after each [`SimStep`].
+    pub fn advance(&mut self) {
+        self.step += 1;
+        self.now += chrono::Duration::seconds(self.sec_per_step as i64);
+    }
+
+    /// Whether `stop_at_step` has been reached.
+    pub fn finished(&self) -> bool {
+        self.stop_at_step.is_some_and(|stop| self.step >= stop)
+    }
+}
+
+/// Marks a persona whose cognition has work in flight (a model call). In [`TimeMode::Lockstep`]
+/// no step is taken while any entity carries it.
+#[derive(Component, Debug, Clone, Copy)]
+pub struct AwaitingCognition {
+    /// The step at which the work started.
+    pub since_step: u64,
+    /// When (real time) the work started, for the "thinking" marker.
+    pub since: Instant,
+}
+
+impl AwaitingCognition {
+    /// Work starting now, at `step`.
+    pub fn new(step: u64) -> Self {
+        Self { since_step: step, since: Instant::now() }
+    }
+}
+
+/// Written after every completed step.
+#[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepCompleted {
+    /// The number of the step that just ran (0 for the first).
+    pub step: u64,
+    /// The game time that step ran at.
+    pub time: NaiveDateTime,
+}
+
+/// Adds the clock, the [`SimStep`]/[`SimPoll`] schedules and the driver.
+pub struct ClockPlugin {
+    schedule: InternedScheduleLabel,
+}
+
+impl Default for ClockPlugin {
+    fn default() -> Self {
+        Self { schedule: Update.intern() }
+    }
+}
+
+impl ClockPlugin {
+    /// Drives the simulation from `schedule` instead of [`Update`].
+    pub fn in_schedule(schedule: impl ScheduleLabel) -> Self {
+        Self { schedule: schedule.intern() }
+    }
+}
+
+impl Plugin for ClockPlugin {
+    fn build(&self, app: &mut App) {
+        app.init_resource::<SimClock>()
+            .init_resource::<AgentSettings>()
+            .register_type::<AgentSettings>()
+            .add_message::<StepCompleted>()
+            .init_schedule(SimStep)
+            .init_schedule(SimPoll)
+            .configure_sets(
+                SimStep,
+                (
+                    AgentSystems::First,
+                    AgentSystems::Perceive,
+                    AgentSystems::Retrieve,
+                    AgentSystems::Plan,
+                    AgentSystems::Reflect,
+                    AgentSystems::Execute,
+                    AgentSystems::Last,
+                )
+                    .chain(),
+            )
+            .add_systems(self.schedule, drive_sim_steps);
+    }
+}
+
+/// How many steps a frame of `dt` seconds owes at a fixed speed, given the carried fraction.
+/// Returns `(steps, new_accumulator)`; never more than `max_steps`, and the remainder beyond the
+/// cap is dropped so a long hitch cannot cause a catch-up spiral.
+pub fn steps_due(accumulator: f64, dt_secs: f64, steps_per_sec: f64, max_steps: u32) -> (u32, f64) {
+    let total = accumulator + dt_secs.max(0.0) * steps_per_sec.max(0.0);
+    let whole = total.floor();
+    if whole >= max_steps as f64 {
+        return (max_steps, 0.0);
+    }
+    (whole as u32, total - whole)
+}
+
+fn cognition_pending(world: &mut World) -> bool {
+    let mut query = world.query_filtered::<(), With<AwaitingCognition>>();
+    query.iter(world).next().is_some()
+}
+
+fn run_one_step(world: &mut World) {
+    let (step, time) = {
+        let clock = world.resource::<SimClock>();
+        (clock.step, clock.now)
+    };
+    world.run_schedule(SimStep);
+    world.resource_mut::<SimClock>().advance();
+    world.write_message(StepCompleted { step, time });
+}
+
+/// The driver: runs [`SimPoll`], then as many [`SimStep`]s as the speed and mode allow.
+pub fn drive_sim_steps(world: &mut World) {
+    world.run_schedule(SimPoll);
+    let settings = world.get_resource::<AgentSettings>().cloned().unwrap_or_default();
+    let dt = world.resource::<Time>().delta_secs_f64();
+
+    let (mode, speed, owed) = {
+        let mut clock = world.resource_mut::<SimClock>();
+        let owed = match clock.speed.multiplier() {
+            Some(mult) => {
+                let (steps, acc) = steps_due(
+                    clock.accumulator,
+                    dt,
+                    settings.steps_per_second_at_1x * mult,
+                    settings.max_steps_per_frame,
+                );
+                clock.accumulator = acc;
+                steps
+            }
+            None => 0,
+        };
+        (clock.mode, clock.speed, owed)
+    };
+
+    let budget = Duration::from_millis(settings.max_speed_frame_budget_ms);
+    let frame_start = Instant::now();
+    let mut taken = 0u32;
+    loop {
+        if world.resource::<SimClock>().finished() {
+            world.resource_mut::<SimClock>().speed = SimSpeed::Paused;
+            break;
+        }
+        let single = world.resource::<SimClock>().single_steps > 0;
+        let wanted = single || taken < owed || speed == SimSpeed::Max;
+        if !wanted || (speed == SimSpeed::Max && frame_start.elapsed() >= budget) {
+            break;
+        }
+        if mode == TimeMode::Lockstep && cognition_pending(world) {
+            if speed == SimSpeed::Max && frame_start.elapsed() < budget {
+                // Model answers arrive on other threads: give them a moment, then collect.
+                std::thread::yield_now();
+                world.run_schedule(SimPoll);
+                continue;
+            }
+            // Blocked: do not bank steps while waiting, or the clock would race afterwards.
+            let mut clock = world.resource_mut::<SimClock>();
+            clock.accumulator = clock.accumulator.min(1.0);
+            break;
+        }
+        run_one_step(world);
+        taken += 1;
+        if single {
+            let mut clock = world.resource_mut::<SimClock>();
+            clock.single_steps = clock.single_steps.saturating_sub(1);
+        }
+        world.run_schedule(SimPoll);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_day_is_8640_steps() {
+        let mut clock = SimClock::default();
+        assert_eq!(clock.steps_per_day(), 8_640);
+        for _ in 0..8_640 {
+            clock.advance();
+        }
+        assert_eq!(clock.now().to_string(), "2023-02-14 00:00:00");
+        assert_eq!(clock.step(), 8_640);
+    }
+
+    #[test]
+    fn resumed_clock_matches_advanced_clock() {
+        let mut a = SimClock::default();
+        for _ in 0..1234 {
+            a.advance();
+        }
+        let b = SimClock::resumed(SimClock::default_start(), 10, 1234);
+        assert_eq!(a.now(), b.now());
+        assert_eq!(b.minute_of_day(), (1234 * 10 / 60) as u32);
+    }
+
+    #[test]
+    fn steps_due_carries_fractions_and_caps() {
+        assert_eq!(steps_due(0.0, 0.5, 1.0, 64), (0, 0.5));
+        let (n, acc) = steps_due(0.5, 0.75, 2.0, 64);
+        assert_eq!(n, 2);
+        assert!((acc - 0.0).abs() < 1e-9);
+        assert_eq!(steps_due(0.0, 10.0, 32.0, 64), (64, 0.0));
+        assert_eq!(steps_due(0.2, -1.0, 1.0, 64), (0, 0.2));
+    }
+
+    #[test]
+    fn speed_steps_up_and_down() {
+        assert_eq!(SimSpeed::Paused.slower(), SimSpeed::Paused);
+        assert_eq!(SimSpeed::X1.faster(), SimSpeed::X2);
+        assert_eq!(SimSpeed::X32.faster(), SimSpeed::Max);
+        assert_eq!(SimSpeed::Max.faster(), SimSpeed::Max);
+        assert_eq!(SimSpeed::X1.slower(), SimSpeed::Paused);
+    }
+}

@@ -1,0 +1,250 @@
+//! The contract every language-model backend fulfils.
+//!
+//! A backend answers three kinds of question: *complete this chat* (optionally streamed and
+//! optionally constrained to a JSON schema), *embed these texts*, and — where it can — *score
+//! these closed-set options* by likelihood. Everything is `async` and `Send`, because calls run
+//! on task pools or a backend's own thread, never on the frame.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+
+/// A boxed, sendable future: the return type of every backend call.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Who said a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions framing the conversation.
+    System,
+    /// The prompt.
+    User,
+    /// The model's answer (also used to prefill an answer).
+    Assistant,
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who speaks.
+    pub role: Role,
+    /// What is said.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self { role: Role::System, content: content.into() }
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self { role: Role::User, content: content.into() }
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self { role: Role::Assistant, content: content.into() }
+    }
+}
+
+/// A chat-completion request.
+///
+/// `kind` names the prompt (e.g. `"wake_up_hour"`): it keys usage accounting and lets the
+/// scripted backend answer by prompt kind. It is not sent to a server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The prompt kind, for accounting and scripted answers.
+    pub kind: String,
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// Upper bound on generated tokens.
+    pub max_tokens: u32,
+    /// Sampling temperature (0 = greedy).
+    pub temperature: f32,
+    /// Nucleus sampling.
+    pub top_p: f32,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// When set, the answer must be JSON matching this schema (structured output / grammar).
+    pub json_schema: Option<serde_json::Value>,
+    /// Seed for backends that sample.
+    pub seed: Option<u64>,
+}
+
+impl ChatRequest {
+    /// A request of `kind` with one user message and conservative defaults
+    /// (`max_tokens = 500`, `temperature = 0.5`, `top_p = 1`).
+    pub fn new(kind: impl Into<String>, prompt: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            messages: vec![ChatMessage::user(prompt)],
+            max_tokens: 500,
+            temperature: 0.5,
+            top_p: 1.0,
+            stop: Vec::new(),
+            json_schema: None,
+            seed: None,
+        }
+    }
+
+    /// Sets `max_tokens`.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// Sets the temperature.
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = temperature;
+        self
+    }
+
+    /// Constrains the answer to JSON matching `schema`.
+    pub fn with_json_schema(mut self, schema: serde_json::Value) -> Self {
+        self.json_schema = Some(schema);
+        self
+    }
+
+    /// Adds stop sequences.
+    pub fn with_stop(mut self, stop: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.stop.extend(stop.into_iter().map(Into::into));
+        self
+    }
+
+    /// The concatenated text of every message: the basis of cache keys and scripted answers.
+    pub fn prompt_text(&self) -> String {
+        let mut text = String::new();
+        for message in &self.messages {
+            text.push_str(&message.content);
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// Token counts reported by a backend for one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// Tokens read.
+    pub prompt_tokens: u64,
+    /// Tokens written.
+    pub completion_tokens: u64,
+}
+
+/// A finished chat completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The generated text.
+    pub text: String,
+    /// Token counts (estimated when the backend does not report them).
+    pub usage: TokenUsage,
+}
+
+/// A closed-set question: which of `options` best continues `messages`?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChoiceRequest {
+    /// The prompt kind, for accounting.
+    pub kind: String,
+    /// The question.
+    pub messages: Vec<ChatMessage>,
+    /// The candidate answers, scored as continuations of the assistant turn.
+    pub options: Vec<String>,
+}
+
+/// Failures of a backend call. Messages never contain secrets.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    /// The server could not be reached or the connection dropped.
+    #[error("connection failed: {0}")]
+    Connection(String),
+    /// The call did not finish in time.
+    #[error("timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// The server asked us to slow down.
+    #[error("rate limited (HTTP 429)")]
+    RateLimited {
+        /// What `Retry-After` asked for, if anything.
+        retry_after: Option<std::time::Duration>,
+    },
+    /// The server answered with an error status.
+    #[error("server error: HTTP {status}: {message}")]
+    Status {
+        /// The HTTP status code.
+        status: u16,
+        /// A short, secret-free description.
+        message: String,
+    },
+    /// The answer could not be understood.
+    #[error("malformed response: {0}")]
+    Malformed(String),
+    /// The backend does not offer this capability (e.g. choice scoring).
+    #[error("not supported by this backend: {0}")]
+    Unsupported(&'static str),
+    /// The backend has shut down.
+    #[error("backend closed")]
+    Closed,
+}
+
+impl LlmError {
+    /// Whether a retry may help (429, 5xx, connection failures, timeouts).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Connection(_) | Self::Timeout(_) | Self::RateLimited { .. } => true,
+            Self::Status { status, .. } => *status >= 500,
+            Self::Malformed(_) | Self::Unsupported(_) | Self::Closed => false,
+        }
+    }
+}
+
+/// A language-model backend.
+///
+/// Implementations must be cheap to share (`Arc<dyn LlmBackend>`) and must never block the
+/// caller's thread for long: network and inference work happens on the backend's own threads.
+pub trait LlmBackend: Send + Sync + 'static {
+    /// A short name for the HUD and reports (`"http"`, `"local"`, `"scripted"`, …).
+    fn name(&self) -> &str;
+
+    /// The model identifier used for cache keys and saves.
+    fn model(&self) -> &str;
+
+    /// Completes a chat.
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>>;
+
+    /// Completes a chat, sending text deltas to `deltas` as they are produced; returns the
+    /// whole answer. Backends without streaming send the full text once.
+    fn chat_stream(
+        &self,
+        request: ChatRequest,
+        deltas: async_channel::Sender<String>,
+    ) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        Box::pin(async move {
+            let response = self.chat(request).await?;
+            // A closed receiver only means nobody is watching the stream.
+            let _ = deltas.send(response.text.clone()).await;
+            Ok(response)
+        })
+    }
+
+    /// Embeds each text; every vector has [`LlmBackend::embedding_dim`] entries.
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>>;
+
+    /// The embedding model's name, recorded in saves.
+    fn embedding_model(&self) -> &str;
+
+    /// The length of every embedding vector.
+    fn embedding_dim(&self) -> usize;
+
+    /// Scores each option's log-likelihood as the answer (higher is likelier). Backends that
+    /// cannot return [`LlmError::Unsupported`], and callers fall back to generation.
+    fn score_choices(&self, request: ChoiceRequest) -> BoxFuture<'_, Result<Vec<f32>, LlmError>> {
+        let _ = request;
+        Box::pin(async { Err(LlmError::Unsupported("choice scoring")) })
+    }
+
+    /// Whether [`LlmBackend::score_choices`] is implemented.
+    fn supports_choice_scoring(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,4 @@
+//! The LLM layer (SPEC §5).
+
+mod backend;
+pub use backend::*;

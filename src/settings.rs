@@ -1,0 +1,148 @@
+//! Every tunable number of the simulation, with the defaults SPEC.md gives them.
+//!
+//! [`AgentSettings`] is a [`Resource`] initialised with `init_resource`, so a game that inserts
+//! its own value before adding the plugins wins. Structural choices (which schedule drives the
+//! clock, which backend answers) live on the plugins instead.
+
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// Tunables of the cognitive loop, the clock driver and the prompt layer.
+#[derive(Resource, Reflect, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[reflect(Resource, Default)]
+#[serde(default)]
+pub struct AgentSettings {
+    /// Default persona hyper-parameters (a persona file may override them).
+    pub persona: PersonaDefaults,
+    /// Global retrieval weights `[recency, relevance, importance]` (SPEC §3.2: 0.5, 3, 2).
+    pub retrieval_weights: [f32; 3],
+    /// How many memories `new_retrieve` returns by default (SPEC §3.2: 30).
+    pub retrieve_n: usize,
+    /// Steps after a chat before the same pair may chat again (SPEC §3.5: 800).
+    pub chat_cooldown_steps: u32,
+    /// Rounds of a persona ↔ persona conversation, two utterances each (SPEC §3.7: 8).
+    pub max_chat_rounds: u32,
+    /// A previous chat with the same partner is context when it ended less than this many
+    /// minutes ago (SPEC §3.7: 480).
+    pub chat_context_minutes: i64,
+    /// Lifetime of thoughts (plans, reflections, chat memos) in days (SPEC §3.3: 30).
+    pub thought_expiration_days: i64,
+    /// Poignancy of the daily-plan thought (SPEC §3.3: 5).
+    pub plan_thought_poignancy: u8,
+    /// Blocks at least this long are decomposed into sub-tasks (SPEC §3.4: 60 min).
+    pub decompose_min_minutes: u32,
+    /// No decomposition and no chats from this hour on (SPEC §3.4, §3.5: 23).
+    pub quiet_hour: u32,
+    /// Times the hourly schedule is regenerated while it is too monotonous (SPEC §3.3: 3).
+    pub schedule_regen_max: u32,
+    /// Fewer distinct activities than this triggers a regeneration (SPEC §3.3: 5).
+    pub schedule_min_distinct: usize,
+    /// Wake-up hour when the model gives no usable answer (SPEC §3.3: 8).
+    pub wake_up_fail_safe: u32,
+    /// Focal points per reflection (SPEC §3.8: 3).
+    pub reflection_focal_points: usize,
+    /// Insights per focal point (SPEC §3.8: 5).
+    pub reflection_insights: usize,
+    /// Attempts after the first before a prompt falls back to its fail-safe (SPEC §5: 3).
+    pub prompt_retries: u32,
+    /// Clock driver: how many sim steps one real second holds at 1× speed.
+    pub steps_per_second_at_1x: f64,
+    /// Clock driver: at most this many steps run in one frame at a fixed speed, so a slow frame
+    /// cannot trigger a catch-up spiral.
+    pub max_steps_per_frame: u32,
+    /// Clock driver: at "max" speed, stop starting new steps in a frame after this many
+    /// milliseconds, so the window stays responsive.
+    pub max_speed_frame_budget_ms: u64,
+    /// Realtime mode: show the pending-thought marker after cognition has been pending this many
+    /// real seconds.
+    pub thinking_marker_after_secs: f32,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            persona: PersonaDefaults::default(),
+            retrieval_weights: [0.5, 3.0, 2.0],
+            retrieve_n: 30,
+            chat_cooldown_steps: 800,
+            max_chat_rounds: 8,
+            chat_context_minutes: 480,
+            thought_expiration_days: 30,
+            plan_thought_poignancy: 5,
+            decompose_min_minutes: 60,
+            quiet_hour: 23,
+            schedule_regen_max: 3,
+            schedule_min_distinct: 5,
+            wake_up_fail_safe: 8,
+            reflection_focal_points: 3,
+            reflection_insights: 5,
+            prompt_retries: 3,
+            steps_per_second_at_1x: 1.0,
+            max_steps_per_frame: 64,
+            max_speed_frame_budget_ms: 12,
+            thinking_marker_after_secs: 1.5,
+        }
+    }
+}
+
+/// A persona's cognitive hyper-parameters (SPEC §2).
+#[derive(Reflect, Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PersonaDefaults {
+    /// Vision radius in tiles (4).
+    pub vision_r: i32,
+    /// How many perceived events get attention per step (3).
+    pub att_bandwidth: usize,
+    /// How many latest events count as "already known" when perceiving (5).
+    pub retention: usize,
+    /// Persona multiplier on the recency weight (1).
+    pub recency_w: f32,
+    /// Persona multiplier on the relevance weight (1).
+    pub relevance_w: f32,
+    /// Persona multiplier on the importance weight (1).
+    pub importance_w: f32,
+    /// Recency decay per game hour since last access (0.995).
+    pub recency_decay: f32,
+    /// Accumulated poignancy that triggers a reflection (150).
+    pub importance_trigger_max: i32,
+}
+
+impl Default for PersonaDefaults {
+    fn default() -> Self {
+        Self {
+            vision_r: 4,
+            att_bandwidth: 3,
+            retention: 5,
+            recency_w: 1.0,
+            relevance_w: 1.0,
+            importance_w: 1.0,
+            recency_decay: 0.995,
+            importance_trigger_max: 150,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let s = AgentSettings::default();
+        assert_eq!(s.retrieval_weights, [0.5, 3.0, 2.0]);
+        assert_eq!(s.chat_cooldown_steps, 800);
+        assert_eq!(s.persona.vision_r, 4);
+        assert_eq!(s.persona.importance_trigger_max, 150);
+        assert!((s.persona.recency_decay - 0.995).abs() < 1e-6);
+    }
+
+    #[test]
+    fn partial_config_keeps_other_defaults() {
+        let s: AgentSettings =
+            serde_json::from_str(r#"{"retrieve_n": 12, "persona": {"vision_r": 6}}"#).unwrap();
+        assert_eq!(s.retrieve_n, 12);
+        assert_eq!(s.persona.vision_r, 6);
+        assert_eq!(s.persona.att_bandwidth, 3);
+        assert_eq!(s.chat_cooldown_steps, 800);
+    }
+}

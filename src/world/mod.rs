@@ -1,0 +1,67 @@
+//! The town: a tile grid with collision, `world:sector:arena:game_object` addresses, tile
+//! events, the address index with fall-backs, vision and path finding (SPEC §1).
+
+use bevy::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// A tile's column and row on the map (x to the right, y down, as in Tiled).
+///
+/// Serialised as `[x, y]`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Reflect, Serialize, Deserialize,
+)]
+#[serde(from = "[i32; 2]", into = "[i32; 2]")]
+pub struct TileCoord {
+    /// Column.
+    pub x: i32,
+    /// Row.
+    pub y: i32,
+}
+
+impl TileCoord {
+    /// A coordinate.
+    pub const fn new(x: i32, y: i32) -> Self {
+        Self { x, y }
+    }
+
+    /// Euclidean distance to `other`, in tiles.
+    pub fn distance(self, other: Self) -> f32 {
+        let dx = (self.x - other.x) as f32;
+        let dy = (self.y - other.y) as f32;
+        (dx * dx + dy * dy).sqrt()
+    }
+}
+
+impl From<[i32; 2]> for TileCoord {
+    fn from([x, y]: [i32; 2]) -> Self {
+        Self { x, y }
+    }
+}
+
+impl From<TileCoord> for [i32; 2] {
+    fn from(c: TileCoord) -> Self {
+        [c.x, c.y]
+    }
+}
+
+/// Something happening on a tile: `(subject, predicate, object, description)`.
+///
+/// A tile that holds a game object starts with the idle event `("w:s:a:o", None, None, None)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Reflect, Serialize, Deserialize)]
+pub struct TileEvent {
+    /// Who or what acts (a persona name or a full object address).
+    pub subject: String,
+    /// The verb (`None` = idle).
+    pub predicate: Option<String>,
+    /// What is acted on.
+    pub object: Option<String>,
+    /// A human-readable description.
+    pub description: Option<String>,
+}
+
+impl TileEvent {
+    /// The idle event of `subject`.
+    pub fn idle(subject: impl Into<String>) -> Self {
+        Self { subject: subject.into(), predicate: None, object: None, description: None }
+    }
+}
