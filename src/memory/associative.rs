@@ -1,0 +1,582 @@
+//! The associative memory: the memory stream with its indexes (SPEC §2).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use chrono::NaiveDateTime;
+
+use super::MemoryError;
+use super::embedding::EmbeddingStore;
+use super::node::{
+    ChatLine, ConceptNode, Filling, MAX_POIGNANCY, MIN_POIGNANCY, NewMemory, NodeId, NodeKind,
+    is_idle_triple, normalise_keywords,
+};
+
+/// Seconds since the Unix epoch, the unit of the retrieval columns.
+pub(crate) fn epoch_seconds(t: NaiveDateTime) -> i64 {
+    t.and_utc().timestamp()
+}
+
+/// Per-node data retrieval reads, as parallel arrays indexed by node id: a scan over 100,000
+/// nodes touches a few flat arrays instead of chasing every node's strings.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Columns {
+    /// Embedding row of the node's `embedding_key`.
+    pub row: Vec<u32>,
+    pub poignancy: Vec<u8>,
+    /// `last_accessed` in epoch seconds.
+    pub last_accessed: Vec<i64>,
+    /// `expiration` in epoch seconds, `i64::MAX` for none.
+    pub expiration: Vec<i64>,
+    /// Event or thought and not idle: what `new_retrieve` may return.
+    pub candidate: Vec<bool>,
+}
+
+/// Per-kind indexes. Sequences and keyword lists are stored oldest first (append-only, so adding
+/// is O(1)) and read newest first by iterating in reverse.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct KindIndex {
+    seq: Vec<NodeId>,
+    by_keyword: BTreeMap<String, Vec<NodeId>>,
+}
+
+/// A persona's memory stream: events, chats and thoughts, their keyword indexes and keyword
+/// strengths, the embeddings of their texts, and flat columns for fast retrieval (SPEC §2).
+///
+/// Nodes are never removed; a node's [`NodeId`] is its position in [`nodes`](Self::nodes).
+/// "Newest first" means most recently added first.
+#[derive(Clone, PartialEq, Default)]
+pub struct AssociativeMemory {
+    nodes: Vec<ConceptNode>,
+    events: KindIndex,
+    chats: KindIndex,
+    thoughts: KindIndex,
+    kw_strength_event: BTreeMap<String, u32>,
+    kw_strength_thought: BTreeMap<String, u32>,
+    embeddings: EmbeddingStore,
+    pub(crate) columns: Columns,
+}
+
+impl fmt::Debug for AssociativeMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AssociativeMemory")
+            .field("events", &self.events.seq.len())
+            .field("chats", &self.chats.seq.len())
+            .field("thoughts", &self.thoughts.seq.len())
+            .field("embeddings", &self.embeddings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AssociativeMemory {
+    /// An empty memory whose embeddings come from `model` with `dim` dimensions.
+    /// ([`Default`] lets the first embedding fix the dimension.)
+    pub fn new(model: impl Into<String>, dim: usize) -> Self {
+        Self {
+            embeddings: EmbeddingStore::new(model, dim),
+            ..Self::default()
+        }
+    }
+
+    /// All nodes, oldest first; `nodes()[id.index()]` is the node `id`.
+    pub fn nodes(&self) -> &[ConceptNode] {
+        &self.nodes
+    }
+
+    /// The node `id`.
+    pub fn node(&self, id: NodeId) -> Option<&ConceptNode> {
+        self.nodes.get(id.index())
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the stream is empty.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Number of nodes of `kind`.
+    pub fn count(&self, kind: NodeKind) -> usize {
+        self.index(kind).seq.len()
+    }
+
+    /// Nodes of `kind`, newest first.
+    pub fn of_kind(
+        &self,
+        kind: NodeKind,
+    ) -> impl ExactSizeIterator<Item = &ConceptNode> + DoubleEndedIterator {
+        self.index(kind)
+            .seq
+            .iter()
+            .rev()
+            .map(|id| &self.nodes[id.index()])
+    }
+
+    /// Events, newest first.
+    pub fn events(&self) -> impl ExactSizeIterator<Item = &ConceptNode> + DoubleEndedIterator {
+        self.of_kind(NodeKind::Event)
+    }
+
+    /// Chats, newest first.
+    pub fn chats(&self) -> impl ExactSizeIterator<Item = &ConceptNode> + DoubleEndedIterator {
+        self.of_kind(NodeKind::Chat)
+    }
+
+    /// Thoughts, newest first.
+    pub fn thoughts(&self) -> impl ExactSizeIterator<Item = &ConceptNode> + DoubleEndedIterator {
+        self.of_kind(NodeKind::Thought)
+    }
+
+    /// Nodes of `kind` carrying `keyword` (matched lowercased), newest first.
+    pub fn with_keyword(&self, kind: NodeKind, keyword: &str) -> impl Iterator<Item = NodeId> + '_ {
+        self.index(kind)
+            .by_keyword
+            .get(&keyword.trim().to_lowercase())
+            .into_iter()
+            .flatten()
+            .rev()
+            .copied()
+    }
+
+    /// How often `keyword` has appeared in non-idle events (`kind = Event`) or thoughts
+    /// (`kind = Thought`); chats keep no strengths.
+    pub fn keyword_strength(&self, kind: NodeKind, keyword: &str) -> u32 {
+        let map = match kind {
+            NodeKind::Event => &self.kw_strength_event,
+            NodeKind::Thought => &self.kw_strength_thought,
+            NodeKind::Chat => return 0,
+        };
+        map.get(&keyword.trim().to_lowercase())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// All event keyword strengths.
+    pub fn event_keyword_strengths(&self) -> &BTreeMap<String, u32> {
+        &self.kw_strength_event
+    }
+
+    /// All thought keyword strengths.
+    pub fn thought_keyword_strengths(&self) -> &BTreeMap<String, u32> {
+        &self.kw_strength_thought
+    }
+
+    /// The embedding store.
+    pub fn embeddings(&self) -> &EmbeddingStore {
+        &self.embeddings
+    }
+
+    /// The stored (normalised) embedding of `text`, so a caller can skip the embedding model.
+    pub fn embedding(&self, text: &str) -> Option<&[f32]> {
+        self.embeddings.get(text)
+    }
+
+    /// Adds an event (SPEC §3.1). `filling` is usually empty; for the persona's own "chat with"
+    /// event it holds the chat node stored with it. Returns the new id; on error nothing changes.
+    pub fn add_event(
+        &mut self,
+        memory: NewMemory,
+        filling: Vec<NodeId>,
+    ) -> Result<NodeId, MemoryError> {
+        self.add(NodeKind::Event, memory, Filling::Evidence(filling))
+    }
+
+    /// Adds a chat whose conversation is `lines`. Returns the new id; on error nothing changes.
+    pub fn add_chat(
+        &mut self,
+        memory: NewMemory,
+        lines: Vec<ChatLine>,
+    ) -> Result<NodeId, MemoryError> {
+        self.add(NodeKind::Chat, memory, Filling::Chat(lines))
+    }
+
+    /// Adds a thought resting on `evidence` (older nodes); its depth is 1 + the deepest
+    /// evidence's. Returns the new id; on error (e.g. an unknown evidence id) nothing changes.
+    pub fn add_thought(
+        &mut self,
+        memory: NewMemory,
+        evidence: Vec<NodeId>,
+    ) -> Result<NodeId, MemoryError> {
+        self.add(NodeKind::Thought, memory, Filling::Evidence(evidence))
+    }
+
+    fn add(
+        &mut self,
+        kind: NodeKind,
+        memory: NewMemory,
+        filling: Filling,
+    ) -> Result<NodeId, MemoryError> {
+        let raw_id =
+            u32::try_from(self.nodes.len()).map_err(|_| MemoryError::Full(self.nodes.len()))?;
+        let id = NodeId(raw_id);
+        let depth = self.depth_of(id, kind, &filling)?;
+        // The embedding is the last fallible step, so an error leaves the memory untouched.
+        let row = match (
+            &memory.embedding,
+            self.embeddings.row(&memory.embedding_key),
+        ) {
+            (_, Some(row)) => row,
+            (Some(vector), None) => self.embeddings.insert(&memory.embedding_key, vector)?,
+            (None, None) => {
+                return Err(MemoryError::MissingEmbedding {
+                    key: memory.embedding_key,
+                });
+            }
+        };
+        let node = ConceptNode {
+            id,
+            node_count: raw_id + 1,
+            type_count: 0,
+            kind,
+            depth,
+            created: memory.created,
+            expiration: memory.expiration,
+            last_accessed: memory.created,
+            subject: memory.subject,
+            predicate: memory.predicate,
+            object: memory.object,
+            description: memory.description,
+            embedding_key: memory.embedding_key,
+            poignancy: memory.poignancy.clamp(MIN_POIGNANCY, MAX_POIGNANCY),
+            keywords: normalise_keywords(&memory.keywords),
+            filling,
+        };
+        self.push_indexed(node, row, true);
+        Ok(id)
+    }
+
+    /// Depth of a node of `kind` with `filling` about to get `id`; checks the evidence exists.
+    fn depth_of(&self, id: NodeId, kind: NodeKind, filling: &Filling) -> Result<u32, MemoryError> {
+        let mut deepest = 0;
+        for &evidence in filling.evidence() {
+            let Some(node) = self.nodes.get(evidence.index()).filter(|_| evidence < id) else {
+                return Err(MemoryError::DanglingEvidence { node: id, evidence });
+            };
+            deepest = deepest.max(node.depth);
+        }
+        Ok(match kind {
+            NodeKind::Thought => deepest.saturating_add(1),
+            NodeKind::Event | NodeKind::Chat => 0,
+        })
+    }
+
+    /// Appends a validated node, updating every index and column. `count_strength` is false
+    /// when loading, where strengths come from `kw_strength.json`.
+    fn push_indexed(&mut self, mut node: ConceptNode, row: usize, count_strength: bool) {
+        let id = node.id;
+        let idle = is_idle_triple(&node.predicate, &node.object);
+        let index = self.index_mut(node.kind);
+        index.seq.push(id);
+        node.type_count = u32::try_from(index.seq.len()).unwrap_or(u32::MAX);
+        for kw in &node.keywords {
+            index.by_keyword.entry(kw.clone()).or_default().push(id);
+        }
+        if count_strength && !idle {
+            let strengths = match node.kind {
+                NodeKind::Event => Some(&mut self.kw_strength_event),
+                NodeKind::Thought => Some(&mut self.kw_strength_thought),
+                NodeKind::Chat => None,
+            };
+            if let Some(strengths) = strengths {
+                for kw in &node.keywords {
+                    *strengths.entry(kw.clone()).or_insert(0) += 1;
+                }
+            }
+        }
+        let columns = &mut self.columns;
+        columns.row.push(row as u32);
+        columns.poignancy.push(node.poignancy);
+        columns
+            .last_accessed
+            .push(epoch_seconds(node.last_accessed));
+        columns
+            .expiration
+            .push(node.expiration.map_or(i64::MAX, epoch_seconds));
+        columns.candidate.push(node.kind != NodeKind::Chat && !idle);
+        self.nodes.push(node);
+    }
+
+    fn index(&self, kind: NodeKind) -> &KindIndex {
+        match kind {
+            NodeKind::Event => &self.events,
+            NodeKind::Chat => &self.chats,
+            NodeKind::Thought => &self.thoughts,
+        }
+    }
+
+    fn index_mut(&mut self, kind: NodeKind) -> &mut KindIndex {
+        match kind {
+            NodeKind::Event => &mut self.events,
+            NodeKind::Chat => &mut self.chats,
+            NodeKind::Thought => &mut self.thoughts,
+        }
+    }
+
+    /// The `(subject, predicate, object)` of the latest `retention` events, newest first —
+    /// perception skips an event it already holds among these (SPEC §3.1).
+    pub fn latest_event_triples(&self, retention: usize) -> Vec<(&str, &str, &str)> {
+        self.events()
+            .take(retention)
+            .map(ConceptNode::spo)
+            .collect()
+    }
+
+    /// Events sharing a keyword with `subject`, `predicate` or `object`, newest first, each once
+    /// (reactions, SPEC §3.2). Each part is matched lowercased, and an address such as
+    /// `w:s:a:bed` also by its last segment (`bed`), the way perception forms keywords.
+    pub fn retrieve_relevant_events(
+        &self,
+        subject: &str,
+        predicate: &str,
+        object: &str,
+    ) -> Vec<NodeId> {
+        self.relevant(NodeKind::Event, [subject, predicate, object])
+    }
+
+    /// Thoughts sharing a keyword with `subject`, `predicate` or `object`, newest first, each
+    /// once. Matching as in [`retrieve_relevant_events`](Self::retrieve_relevant_events).
+    pub fn retrieve_relevant_thoughts(
+        &self,
+        subject: &str,
+        predicate: &str,
+        object: &str,
+    ) -> Vec<NodeId> {
+        self.relevant(NodeKind::Thought, [subject, predicate, object])
+    }
+
+    fn relevant(&self, kind: NodeKind, parts: [&str; 3]) -> Vec<NodeId> {
+        let mut keys = BTreeSet::new();
+        for part in parts {
+            let lower = part.trim().to_lowercase();
+            if let Some(last) = lower
+                .rsplit(':')
+                .next()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+            {
+                keys.insert(last.to_owned());
+            }
+            keys.insert(lower);
+        }
+        let index = self.index(kind);
+        let found: BTreeSet<NodeId> = keys
+            .iter()
+            .filter_map(|k| index.by_keyword.get(k))
+            .flatten()
+            .copied()
+            .collect();
+        found.into_iter().rev().collect()
+    }
+
+    /// The latest chat whose keywords include `name` (matched lowercased).
+    pub fn last_chat_with(&self, name: &str) -> Option<&ConceptNode> {
+        self.with_keyword(NodeKind::Chat, name)
+            .next()
+            .and_then(|id| self.node(id))
+    }
+
+    /// The latest `n` non-idle events and thoughts by `last_accessed` (ties: the newer node
+    /// last), oldest first — the statements reflection asks its questions about (SPEC §3.8).
+    pub fn latest_accessed_events_and_thoughts(&self, n: usize) -> Vec<&ConceptNode> {
+        let mut nodes: Vec<&ConceptNode> = self
+            .nodes
+            .iter()
+            .filter(|node| self.columns.candidate[node.id.index()])
+            .collect();
+        nodes.sort_by_key(|node| (node.last_accessed, node.id));
+        let skip = nodes.len().saturating_sub(n);
+        nodes.split_off(skip)
+    }
+
+    /// Sets `last_accessed` of every node in `ids` to `now`. Unknown ids are ignored.
+    pub fn set_last_accessed(&mut self, ids: &[NodeId], now: NaiveDateTime) {
+        let seconds = epoch_seconds(now);
+        for id in ids {
+            if let Some(node) = self.nodes.get_mut(id.index()) {
+                node.last_accessed = now;
+                self.columns.last_accessed[id.index()] = seconds;
+            }
+        }
+    }
+
+    /// Rebuilds a memory from saved parts, checking every node (see the `save` module).
+    pub(crate) fn from_parts(
+        nodes: Vec<ConceptNode>,
+        embeddings: EmbeddingStore,
+        kw_strength_event: BTreeMap<String, u32>,
+        kw_strength_thought: BTreeMap<String, u32>,
+    ) -> Result<Self, MemoryError> {
+        let mut memory = Self {
+            embeddings,
+            kw_strength_event: kw_strength_event
+                .into_iter()
+                .map(|(k, v)| (k.trim().to_lowercase(), v))
+                .collect(),
+            kw_strength_thought: kw_strength_thought
+                .into_iter()
+                .map(|(k, v)| (k.trim().to_lowercase(), v))
+                .collect(),
+            ..Self::default()
+        };
+        memory.nodes.reserve_exact(nodes.len());
+        for (position, mut node) in nodes.into_iter().enumerate() {
+            let expected = u32::try_from(position).map_err(|_| MemoryError::Full(position))?;
+            if node.id.0 != expected {
+                return Err(MemoryError::NodeIdSequence {
+                    expected,
+                    found: node.id.0,
+                });
+            }
+            if !(MIN_POIGNANCY..=MAX_POIGNANCY).contains(&node.poignancy) {
+                return Err(MemoryError::PoignancyOutOfRange {
+                    node: node.id,
+                    value: node.poignancy,
+                });
+            }
+            let filling_fits = matches!(
+                (node.kind, &node.filling),
+                (NodeKind::Chat, Filling::Chat(_))
+                    | (NodeKind::Event | NodeKind::Thought, Filling::Evidence(_))
+            );
+            if !filling_fits {
+                return Err(MemoryError::FillingMismatch {
+                    node: node.id,
+                    kind: node.kind,
+                });
+            }
+            let Some(row) = memory.embeddings.row(&node.embedding_key) else {
+                return Err(MemoryError::MissingEmbedding {
+                    key: node.embedding_key,
+                });
+            };
+            node.depth = memory.depth_of(node.id, node.kind, &node.filling)?;
+            node.node_count = expected + 1;
+            node.keywords = normalise_keywords(&node.keywords);
+            memory.push_indexed(node, row, false);
+        }
+        Ok(memory)
+    }
+
+    /// Event and thought keyword strengths, for saving.
+    pub(crate) fn strengths(&self) -> (&BTreeMap<String, u32>, &BTreeMap<String, u32>) {
+        (&self.kw_strength_event, &self.kw_strength_thought)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    fn at(hour: u32) -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(hour, 0, 0))
+            .expect("valid time")
+    }
+
+    fn event(s: &str, p: &str, o: &str, vector: Vec<f32>) -> NewMemory {
+        let last = |x: &str| x.rsplit(':').next().unwrap_or(x).to_owned();
+        NewMemory::new(at(8), (s, p, o), format!("{s} {p} {o}"))
+            .keywords([last(s), last(o)])
+            .embedding(vector)
+    }
+
+    #[test]
+    fn adding_fills_sequences_keywords_and_columns() {
+        let mut mem = AssociativeMemory::new("test", 2);
+        let a = mem
+            .add_event(event("Ana", "is", "brewing coffee", vec![1.0, 0.0]), vec![])
+            .unwrap();
+        let b = mem
+            .add_event(event("w:s:a:bed", "is", "idle", vec![0.0, 1.0]), vec![])
+            .unwrap();
+        assert_eq!((a, b), (NodeId(0), NodeId(1)));
+        assert_eq!(mem.events().map(|n| n.id).collect::<Vec<_>>(), vec![b, a]);
+        assert_eq!(
+            mem.with_keyword(NodeKind::Event, "ANA").collect::<Vec<_>>(),
+            vec![a]
+        );
+        assert_eq!(
+            mem.with_keyword(NodeKind::Event, "bed").collect::<Vec<_>>(),
+            vec![b]
+        );
+        assert_eq!(mem.keyword_strength(NodeKind::Event, "ana"), 1);
+        assert_eq!(
+            mem.keyword_strength(NodeKind::Event, "bed"),
+            0,
+            "idle events do not count"
+        );
+        assert_eq!(mem.columns.candidate, vec![true, false]);
+        assert_eq!(mem.columns.row, vec![0, 1]);
+        assert_eq!(
+            mem.node(b).map(|n| (n.node_count, n.type_count)),
+            Some((2, 2))
+        );
+    }
+
+    #[test]
+    fn failed_add_changes_nothing() {
+        let mut mem = AssociativeMemory::new("test", 2);
+        mem.add_event(event("Ana", "is", "reading", vec![1.0, 0.0]), vec![])
+            .unwrap();
+        let before = mem.clone();
+        let err = mem.add_thought(
+            event("Ana", "likes", "books", vec![0.5, 0.5]),
+            vec![NodeId(5)],
+        );
+        assert!(matches!(
+            err,
+            Err(MemoryError::DanglingEvidence {
+                node: NodeId(1),
+                evidence: NodeId(5)
+            })
+        ));
+        let err = mem.add_event(event("Ana", "is", "writing", vec![1.0, 0.0, 0.0]), vec![]);
+        assert!(matches!(
+            err,
+            Err(MemoryError::DimensionMismatch {
+                expected: 2,
+                found: 3,
+                ..
+            })
+        ));
+        let err = mem.add_event(
+            NewMemory::new(at(9), ("a", "b", "c"), "never embedded"),
+            vec![],
+        );
+        assert!(matches!(err, Err(MemoryError::MissingEmbedding { .. })));
+        assert_eq!(mem, before);
+    }
+
+    #[test]
+    fn latest_accessed_orders_by_last_accessed() {
+        let mut mem = AssociativeMemory::new("test", 2);
+        let a = mem
+            .add_event(event("Ana", "is", "reading", vec![1.0, 0.0]), vec![])
+            .unwrap();
+        let b = mem
+            .add_event(event("Ana", "is", "writing", vec![0.0, 1.0]), vec![])
+            .unwrap();
+        mem.add_event(event("w:s:a:desk", "is", "idle", vec![1.0, 1.0]), vec![])
+            .unwrap();
+        let c = mem
+            .add_thought(event("Ana", "likes", "words", vec![1.0, 1.0]), vec![a])
+            .unwrap();
+        mem.set_last_accessed(&[a], at(12));
+        let ids: Vec<NodeId> = mem
+            .latest_accessed_events_and_thoughts(10)
+            .iter()
+            .map(|n| n.id)
+            .collect();
+        assert_eq!(ids, vec![b, c, a]);
+        let ids: Vec<NodeId> = mem
+            .latest_accessed_events_and_thoughts(2)
+            .iter()
+            .map(|n| n.id)
+            .collect();
+        assert_eq!(ids, vec![c, a]);
+    }
+}
