@@ -1,0 +1,565 @@
+//! Grounding the next action (SPEC §3.4): where it happens (sector → arena → object), how it
+//! looks (emoji), and what it means as events — the persona's `(name, verb, object)` and the
+//! used object's own state.
+
+use super::text::{clean_item, emoji_run, parse_triple, strip_prefix_ci, truncate_chars};
+use crate::llm::ChatRequest;
+use crate::persona::EventTriple;
+use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, parse_choice};
+
+/// The emoji shown when the model gives no usable one (SPEC §3.4).
+pub const FALLBACK_EMOJI: &str = "🙂";
+
+/// The object "name" meaning "a random tile of the arena" (SPEC §1, §3.4).
+pub const RANDOM_OBJECT: &str = "<random>";
+
+/// Options as "- name" lines, or "(none)".
+fn option_lines(options: &[String]) -> String {
+    if options.is_empty() {
+        return "(none)".to_string();
+    }
+    options
+        .iter()
+        .map(|o| format!("- {o}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The option named by the answer.
+fn choose(cleaned: &str, options: &[String]) -> Result<String, ParseError> {
+    if options.is_empty() {
+        return Err(ParseError::new("there are no options to choose from"));
+    }
+    let answer = strip_prefix_ci(cleaned.trim_start(), "answer:").unwrap_or(cleaned);
+    let answer = answer.trim_start().trim_start_matches("- ");
+    let index = parse_choice(truncate_chars(answer, 2_000), options)?;
+    options
+        .get(index)
+        .cloned()
+        .ok_or_else(|| ParseError::new("choice out of range"))
+}
+
+/// Which sector (area) an action happens in, among the sectors the persona knows.
+///
+/// Fail-safe: the living area's sector (SPEC §3.4), whether or not it is among the options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionSector {
+    /// The persona's full name.
+    pub name: String,
+    /// The action to place (for a decomposed step, "task (step)").
+    pub action: String,
+    /// The living area's sector ("Okafor house").
+    pub living_sector: String,
+    /// The workplace's sector, if any.
+    pub workplace_sector: Option<String>,
+    /// The sector the persona is in now.
+    pub current_sector: String,
+    /// The known sectors to choose from.
+    pub options: Vec<String>,
+}
+
+impl Prompt for ActionSector {
+    type Output = String;
+
+    fn kind(&self) -> &'static str {
+        "action_sector"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let inputs = [
+            self.name.clone(),
+            self.living_sector.clone(),
+            self.workplace_sector
+                .clone()
+                .unwrap_or_else(|| "none".to_string()),
+            self.current_sector.clone(),
+            self.action.clone(),
+            option_lines(&self.options),
+        ];
+        let prompt = library.fill(self.kind(), &inputs)?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(32)
+            .with_temperature(0.0))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+        choose(cleaned, &self.options)
+    }
+
+    fn fail_safe(&self) -> String {
+        self.living_sector.clone()
+    }
+
+    fn options(&self) -> Option<Vec<String>> {
+        Some(self.options.clone())
+    }
+
+    fn from_option(&self, index: usize) -> Option<String> {
+        self.options.get(index).cloned()
+    }
+}
+
+/// Which arena (room) of the chosen sector an action happens in.
+///
+/// Fail-safe: the persona's living arena when it is among the options (case-insensitively),
+/// else the first option, else the living arena.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionArena {
+    /// The persona's full name.
+    pub name: String,
+    /// The action to place.
+    pub action: String,
+    /// The chosen sector.
+    pub sector: String,
+    /// The living area's arena ("bedroom"), preferred by the fail-safe.
+    pub living_arena: String,
+    /// The sector's known arenas.
+    pub options: Vec<String>,
+}
+
+impl Prompt for ActionArena {
+    type Output = String;
+
+    fn kind(&self) -> &'static str {
+        "action_arena"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let inputs = [
+            self.name.clone(),
+            self.sector.clone(),
+            self.action.clone(),
+            option_lines(&self.options),
+        ];
+        let prompt = library.fill(self.kind(), &inputs)?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(32)
+            .with_temperature(0.0))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+        choose(cleaned, &self.options)
+    }
+
+    fn fail_safe(&self) -> String {
+        self.options
+            .iter()
+            .find(|o| o.trim().eq_ignore_ascii_case(self.living_arena.trim()))
+            .or_else(|| self.options.first())
+            .cloned()
+            .unwrap_or_else(|| self.living_arena.clone())
+    }
+
+    fn options(&self) -> Option<Vec<String>> {
+        Some(self.options.clone())
+    }
+
+    fn from_option(&self, index: usize) -> Option<String> {
+        self.options.get(index).cloned()
+    }
+}
+
+/// Which object of the chosen arena an action uses.
+///
+/// Fail-safe: a known object chosen by [`ActionObject::seed`] (so the same persona and step
+/// pick the same one), or [`RANDOM_OBJECT`] when no object is known (SPEC §3.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionObject {
+    /// The persona's full name.
+    pub name: String,
+    /// The action to place.
+    pub action: String,
+    /// The place as text ("Riverside Cafe, cafe").
+    pub place: String,
+    /// The arena's known objects.
+    pub options: Vec<String>,
+    /// Picks the fail-safe object deterministically (e.g. from the persona's random stream).
+    pub seed: u64,
+}
+
+impl Prompt for ActionObject {
+    type Output = String;
+
+    fn kind(&self) -> &'static str {
+        "action_object"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let inputs = [
+            self.name.clone(),
+            self.place.clone(),
+            self.action.clone(),
+            option_lines(&self.options),
+        ];
+        let prompt = library.fill(self.kind(), &inputs)?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(32)
+            .with_temperature(0.0))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+        choose(cleaned, &self.options)
+    }
+
+    fn fail_safe(&self) -> String {
+        if self.options.is_empty() {
+            return RANDOM_OBJECT.to_string();
+        }
+        let index = usize::try_from(self.seed % self.options.len() as u64).unwrap_or(0);
+        self.options
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| RANDOM_OBJECT.to_string())
+    }
+
+    fn options(&self) -> Option<Vec<String>> {
+        Some(self.options.clone())
+    }
+
+    fn from_option(&self, index: usize) -> Option<String> {
+        self.options.get(index).cloned()
+    }
+}
+
+/// 1–3 emoji from an answer, words dropped.
+fn parse_emoji(cleaned: &str) -> Result<String, ParseError> {
+    emoji_run(truncate_chars(cleaned, 2_000), 3)
+        .ok_or_else(|| ParseError::new("no emoji in the answer"))
+}
+
+/// The action as 1–3 emoji (`act_pronunciatio`). Text around the emoji is dropped.
+/// Fail-safe: [`FALLBACK_EMOJI`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionEmoji {
+    /// The action.
+    pub action: String,
+}
+
+impl Prompt for ActionEmoji {
+    type Output = String;
+
+    fn kind(&self) -> &'static str {
+        "action_emoji"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let prompt = library.fill(self.kind(), &[self.action.as_str()])?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(16)
+            .with_temperature(0.3))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+        parse_emoji(cleaned)
+    }
+
+    fn fail_safe(&self) -> String {
+        FALLBACK_EMOJI.to_string()
+    }
+}
+
+/// The used object's state as 1–3 emoji (`act_obj_pronunciatio`). Fail-safe: [`FALLBACK_EMOJI`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectEmoji {
+    /// The object's state ("coffee machine is brewing coffee").
+    pub object_state: String,
+}
+
+impl Prompt for ObjectEmoji {
+    type Output = String;
+
+    fn kind(&self) -> &'static str {
+        "object_emoji"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let prompt = library.fill(self.kind(), &[self.object_state.as_str()])?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(16)
+            .with_temperature(0.3))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+        parse_emoji(cleaned)
+    }
+
+    fn fail_safe(&self) -> String {
+        FALLBACK_EMOJI.to_string()
+    }
+}
+
+/// The action as `(name, predicate, object)` (`act_event`). Whatever subject the model writes,
+/// the subject is the persona. Fail-safe: `(name, "is", "idle")`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionEventTriple {
+    /// The persona's full name.
+    pub name: String,
+    /// The action.
+    pub action: String,
+}
+
+impl Prompt for ActionEventTriple {
+    type Output = EventTriple;
+
+    fn kind(&self) -> &'static str {
+        "action_event_triple"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let prompt = library.fill(self.kind(), &[self.name.as_str(), self.action.as_str()])?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(40)
+            .with_temperature(0.0))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<EventTriple, ParseError> {
+        let (_, predicate, object) = parse_triple(cleaned)?;
+        Ok(EventTriple::new(self.name.clone(), predicate, object))
+    }
+
+    fn fail_safe(&self) -> EventTriple {
+        EventTriple::idle(self.name.clone())
+    }
+}
+
+/// What the used object is doing while the persona uses it (`act_obj_description`), always
+/// "<object> is <state>" — a bare state is prefixed, a restated subject normalised.
+/// Fail-safe: "<object> is idle".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectDescription {
+    /// The persona's full name.
+    pub name: String,
+    /// The object's name ("coffee machine").
+    pub object: String,
+    /// The persona's action.
+    pub action: String,
+}
+
+impl Prompt for ObjectDescription {
+    type Output = String;
+
+    fn kind(&self) -> &'static str {
+        "object_description"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let prompt = library.fill(
+            self.kind(),
+            &[
+                self.name.as_str(),
+                self.object.as_str(),
+                self.action.as_str(),
+            ],
+        )?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(40)
+            .with_temperature(0.3))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+        let line = truncate_chars(cleaned, 2_000)
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        let line = strip_prefix_ci(line, "answer:")
+            .unwrap_or(line)
+            .trim_start();
+        let line = strip_prefix_ci(line, "the ").unwrap_or(line);
+        let object = self.object.trim();
+        let state = match strip_prefix_ci(line, object).filter(|_| !object.is_empty()) {
+            Some(rest) => rest.trim_start(),
+            None => line,
+        };
+        let state = ["is ", "are ", "it is ", "it's "]
+            .iter()
+            .find_map(|p| strip_prefix_ci(state, p))
+            .unwrap_or(state);
+        let state = clean_item(state);
+        if state.is_empty() {
+            return Err(ParseError::new("no state in the answer"));
+        }
+        if state.chars().count() > 80 {
+            return Err(ParseError::new("the state is not a short phrase"));
+        }
+        Ok(format!("{object} is {state}"))
+    }
+
+    fn fail_safe(&self) -> String {
+        format!("{} is idle", self.object.trim())
+    }
+}
+
+/// The used object's state as a triple (`act_obj_event`); the subject is always the object's
+/// address. Fail-safe: `(object address, "is", "idle")`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectEventTriple {
+    /// The object's full address (`w:s:a:o`): the triple's subject.
+    pub object_address: String,
+    /// The object's name as shown in the prompt.
+    pub object_name: String,
+    /// The object's state ("coffee machine is brewing coffee").
+    pub object_state: String,
+}
+
+impl Prompt for ObjectEventTriple {
+    type Output = EventTriple;
+
+    fn kind(&self) -> &'static str {
+        "object_event_triple"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let prompt = library.fill(
+            self.kind(),
+            &[self.object_name.as_str(), self.object_state.as_str()],
+        )?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(40)
+            .with_temperature(0.0))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<EventTriple, ParseError> {
+        let (_, predicate, object) = parse_triple(cleaned)?;
+        Ok(EventTriple::new(
+            self.object_address.clone(),
+            predicate,
+            object,
+        ))
+    }
+
+    fn fail_safe(&self) -> EventTriple {
+        EventTriple::idle(self.object_address.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sector() -> ActionSector {
+        ActionSector {
+            name: "Mira Okafor".into(),
+            action: "working at Riverside Cafe".into(),
+            living_sector: "Okafor house".into(),
+            workplace_sector: Some("Riverside Cafe".into()),
+            current_sector: "Okafor house".into(),
+            options: vec![
+                "Okafor house".into(),
+                "Riverside Cafe".into(),
+                "Maple Park".into(),
+            ],
+        }
+    }
+
+    #[test]
+    fn closed_set_choices() {
+        let p = sector();
+        assert_eq!(p.parse("Riverside Cafe"), Ok("Riverside Cafe".into()));
+        assert_eq!(p.parse("Answer: - maple park."), Ok("Maple Park".into()));
+        assert!(p.parse("the moon").is_err());
+        assert_eq!(p.fail_safe(), "Okafor house");
+        assert_eq!(p.from_option(1).as_deref(), Some("Riverside Cafe"));
+        assert_eq!(p.from_option(3), None);
+        let empty = ActionSector {
+            options: vec![],
+            ..p
+        };
+        assert!(empty.parse("Okafor house").is_err());
+    }
+
+    #[test]
+    fn arena_and_object_fail_safes() {
+        let arena = ActionArena {
+            living_arena: "bedroom".into(),
+            options: vec!["kitchen".into(), "Bedroom".into()],
+            ..Default::default()
+        };
+        assert_eq!(arena.fail_safe(), "Bedroom");
+        assert_eq!(
+            ActionArena {
+                options: vec!["cafe".into()],
+                ..arena.clone()
+            }
+            .fail_safe(),
+            "cafe"
+        );
+        assert_eq!(
+            ActionArena {
+                options: vec![],
+                ..arena
+            }
+            .fail_safe(),
+            "bedroom"
+        );
+        let object = ActionObject {
+            options: vec!["bed".into(), "desk".into(), "closet".into()],
+            seed: 7,
+            ..Default::default()
+        };
+        assert_eq!(object.fail_safe(), "desk");
+        assert_eq!(
+            ActionObject {
+                options: vec![],
+                ..object
+            }
+            .fail_safe(),
+            RANDOM_OBJECT
+        );
+    }
+
+    #[test]
+    fn emoji_and_triples() {
+        let e = ActionEmoji::default();
+        assert_eq!(e.parse("Sure! ☕🥐 breakfast").as_deref(), Ok("☕🥐"));
+        assert!(e.parse("coffee").is_err());
+        assert_eq!(e.fail_safe(), "🙂");
+        let t = ActionEventTriple {
+            name: "Mira Okafor".into(),
+            action: "making coffee".into(),
+        };
+        assert_eq!(
+            t.parse("(Someone Else, make, coffee)"),
+            Ok(EventTriple::new("Mira Okafor", "make", "coffee"))
+        );
+        assert_eq!(
+            t.parse("make, coffee)"),
+            Ok(EventTriple::new("Mira Okafor", "make", "coffee"))
+        );
+        assert_eq!(t.fail_safe(), EventTriple::new("Mira Okafor", "is", "idle"));
+        let o = ObjectEventTriple {
+            object_address: "W:C:c:coffee machine".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            o.parse("(coffee machine, brew, coffee)"),
+            Ok(EventTriple::new("W:C:c:coffee machine", "brew", "coffee"))
+        );
+        assert_eq!(
+            o.fail_safe(),
+            EventTriple::new("W:C:c:coffee machine", "is", "idle")
+        );
+    }
+
+    #[test]
+    fn object_description_is_normalised() {
+        let p = ObjectDescription {
+            object: "coffee machine".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            p.parse("The coffee machine is brewing coffee."),
+            Ok("coffee machine is brewing coffee".into())
+        );
+        assert_eq!(
+            p.parse("brewing coffee"),
+            Ok("coffee machine is brewing coffee".into())
+        );
+        assert_eq!(
+            p.parse("It is warming up\nmore text"),
+            Ok("coffee machine is warming up".into())
+        );
+        assert!(p.parse("   ").is_err());
+        assert_eq!(p.fail_safe(), "coffee machine is idle");
+    }
+}

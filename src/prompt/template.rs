@@ -1,0 +1,283 @@
+//! Prompt templates: text files with `!<INPUT n>!` placeholders.
+//!
+//! A template may start with a header documenting its inputs, ended by the line
+//! `<commentblockmarker>###</commentblockmarker>`; only what follows the marker is sent.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bevy::prelude::*;
+
+/// The marker that ends a template's documentation header.
+pub const HEADER_MARKER: &str = "<commentblockmarker>###</commentblockmarker>";
+
+/// Problems with templates. They are programming or configuration errors, reported clearly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// No template has this name.
+    #[error("no prompt template named `{0}`")]
+    Unknown(String),
+    /// The template uses `!<INPUT n>!` but only `given` inputs were supplied.
+    #[error("template `{template}` uses !<INPUT {index}>! but only {given} inputs were given")]
+    MissingInput {
+        /// The template's name.
+        template: String,
+        /// The placeholder index.
+        index: usize,
+        /// How many inputs were given.
+        given: usize,
+    },
+    /// A template file could not be read.
+    #[error("cannot read prompt template {path}: {reason}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One prompt template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTemplate {
+    /// The template's name (its file stem, e.g. `wake_up_hour`).
+    pub name: String,
+    /// The documentation header, if any.
+    pub header: Option<String>,
+    /// The text sent to the model, with placeholders.
+    pub body: String,
+}
+
+impl PromptTemplate {
+    /// Parses a template's text, splitting off the documentation header.
+    pub fn parse(name: impl Into<String>, text: &str) -> Self {
+        let (header, body) = match text.split_once(HEADER_MARKER) {
+            Some((header, body)) => (Some(header.trim().to_string()), body),
+            None => (None, text),
+        };
+        Self { name: name.into(), header, body: body.trim_start_matches(['\n', '\r']).to_string() }
+    }
+
+    /// The highest placeholder index used, if any.
+    pub fn max_input(&self) -> Option<usize> {
+        placeholders(&self.body).map(|(_, _, n)| n).max()
+    }
+
+    /// Replaces every `!<INPUT n>!` with `inputs[n]`. Inputs are inserted verbatim (an input that
+    /// itself contains a placeholder is not expanded again).
+    pub fn fill<S: AsRef<str>>(&self, inputs: &[S]) -> Result<String, TemplateError> {
+        let mut out = String::with_capacity(self.body.len() + 256);
+        let mut last = 0;
+        for (start, end, index) in placeholders(&self.body) {
+            let input = inputs.get(index).ok_or_else(|| TemplateError::MissingInput {
+                template: self.name.clone(),
+                index,
+                given: inputs.len(),
+            })?;
+            out.push_str(&self.body[last..start]);
+            out.push_str(input.as_ref());
+            last = end;
+        }
+        out.push_str(&self.body[last..]);
+        Ok(out)
+    }
+}
+
+/// Finds `!<INPUT n>!` placeholders: `(start, end, n)` byte ranges.
+fn placeholders(body: &str) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    const OPEN: &str = "!<INPUT ";
+    const CLOSE: &str = ">!";
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        loop {
+            let start = from + body.get(from..)?.find(OPEN)?;
+            let digits_start = start + OPEN.len();
+            let rest = body.get(digits_start..)?;
+            let close = rest.find(CLOSE)?;
+            let digits = rest.get(..close)?.trim();
+            from = digits_start;
+            if let Ok(n) = digits.parse::<usize>() {
+                let end = digits_start + close + CLOSE.len();
+                from = end;
+                return Some((start, end, n));
+            }
+        }
+    })
+}
+
+macro_rules! embedded_templates {
+    ($($name:literal),* $(,)?) => {
+        /// The templates shipped with the crate (`prompts/v1/`), compiled in so a binary run
+        /// outside the source tree still has them.
+        pub const EMBEDDED_V1: &[(&str, &str)] = &[
+            $(($name, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/prompts/v1/", $name, ".txt")))),*
+        ];
+    };
+}
+
+embedded_templates![
+    "generic_json",
+    "wake_up_hour",
+    "daily_plan",
+    "hourly_schedule",
+    "task_decomposition",
+    "new_decomposition_schedule",
+    "action_sector",
+    "action_arena",
+    "action_object",
+    "action_emoji",
+    "object_emoji",
+    "action_event_triple",
+    "object_description",
+    "object_event_triple",
+    "event_poignancy",
+    "chat_poignancy",
+    "thought_poignancy",
+    "decide_to_talk",
+    "decide_to_react",
+    "relationship_summary",
+    "next_utterance",
+    "conversation_summary",
+    "planning_thought_after_chat",
+    "memo_after_chat",
+    "focal_points",
+    "insights_with_evidence",
+    "revise_identity_plan_note",
+    "revise_identity_feelings",
+    "revise_identity_currently",
+    "revise_identity_daily_req",
+    "whisper_thought",
+];
+
+/// All prompt templates by name. Cheap to clone.
+///
+/// Starts from the templates compiled into the crate; a game overrides any of them (or adds its
+/// own) with [`PromptLibrary::with_overrides_from_dir`] or [`PromptLibrary::insert`].
+#[derive(Resource, Debug, Clone)]
+pub struct PromptLibrary {
+    templates: Arc<BTreeMap<String, PromptTemplate>>,
+    version: String,
+}
+
+impl Default for PromptLibrary {
+    fn default() -> Self {
+        Self::embedded()
+    }
+}
+
+impl PromptLibrary {
+    /// The templates compiled into the crate (`prompts/v1`).
+    pub fn embedded() -> Self {
+        let templates = EMBEDDED_V1
+            .iter()
+            .map(|(name, text)| (name.to_string(), PromptTemplate::parse(*name, text)))
+            .collect();
+        Self { templates: Arc::new(templates), version: "v1".into() }
+    }
+
+    /// The template version (`"v1"`), recorded in reports.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Looks up a template.
+    pub fn get(&self, name: &str) -> Result<&PromptTemplate, TemplateError> {
+        self.templates.get(name).ok_or_else(|| TemplateError::Unknown(name.to_string()))
+    }
+
+    /// Fills the template `name` with `inputs`.
+    pub fn fill<S: AsRef<str>>(&self, name: &str, inputs: &[S]) -> Result<String, TemplateError> {
+        self.get(name)?.fill(inputs)
+    }
+
+    /// Adds or replaces one template.
+    pub fn insert(&mut self, template: PromptTemplate) {
+        Arc::make_mut(&mut self.templates).insert(template.name.clone(), template);
+    }
+
+    /// Template names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.templates.keys().map(String::as_str)
+    }
+
+    /// Replaces templates with every `*.txt` file of `dir` (file stem = template name).
+    pub fn with_overrides_from_dir(mut self, dir: impl AsRef<Path>) -> Result<Self, TemplateError> {
+        let dir = dir.as_ref();
+        let io = |reason: std::io::Error| TemplateError::Io {
+            path: dir.to_path_buf(),
+            reason: reason.to_string(),
+        };
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+            .collect();
+        entries.sort();
+        for path in entries {
+            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(&path).map_err(|e| TemplateError::Io {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            self.insert(PromptTemplate::parse(name, &text));
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_split_off_and_inputs_filled() {
+        let t = PromptTemplate::parse(
+            "t",
+            "Variables:\n!<INPUT 0>! -- name\n<commentblockmarker>###</commentblockmarker>\nHello !<INPUT 0>!, it is !<INPUT 1>!. Bye !<INPUT 0>!.",
+        );
+        assert_eq!(t.header.as_deref(), Some("Variables:\n!<INPUT 0>! -- name"));
+        assert_eq!(t.max_input(), Some(1));
+        assert_eq!(t.fill(&["Mira", "noon"]).unwrap(), "Hello Mira, it is noon. Bye Mira.");
+    }
+
+    #[test]
+    fn missing_input_is_an_error_not_a_panic() {
+        let t = PromptTemplate::parse("t", "a !<INPUT 2>! b");
+        assert_eq!(
+            t.fill(&["x"]),
+            Err(TemplateError::MissingInput { template: "t".into(), index: 2, given: 1 })
+        );
+    }
+
+    #[test]
+    fn inputs_are_not_re_expanded_and_junk_markers_stay() {
+        let t = PromptTemplate::parse("t", "!<INPUT 0>! and !<INPUT x>! and !<INPUT 1>!");
+        assert_eq!(t.fill(&["!<INPUT 1>!", "B"]).unwrap(), "!<INPUT 1>! and !<INPUT x>! and B");
+    }
+
+    #[test]
+    fn embedded_library_has_templates_and_overrides_work() {
+        let mut lib = PromptLibrary::embedded();
+        assert!(lib.names().count() >= 1);
+        assert!(matches!(lib.get("nope"), Err(TemplateError::Unknown(_))));
+        lib.insert(PromptTemplate::parse("generic_json", "custom !<INPUT 0>!"));
+        assert_eq!(lib.fill("generic_json", &["x"]).unwrap(), "custom x");
+    }
+
+    #[test]
+    fn overrides_from_a_directory() {
+        let dir = std::env::temp_dir().join(format!("ga-prompts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("greeting.txt"), "hi !<INPUT 0>!").unwrap();
+        std::fs::write(dir.join("ignored.md"), "x").unwrap();
+        let lib = PromptLibrary::embedded().with_overrides_from_dir(&dir).unwrap();
+        assert_eq!(lib.fill("greeting", &["you"]).unwrap(), "hi you");
+        assert!(lib.get("ignored").is_err());
+        let missing = PromptLibrary::embedded().with_overrides_from_dir(dir.join("none"));
+        assert!(matches!(missing, Err(TemplateError::Io { .. })));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
