@@ -8,7 +8,18 @@ use serde::{Deserialize, Serialize};
 ///
 /// Serialised as `[x, y]`.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Reflect, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Reflect,
+    Serialize,
+    Deserialize,
 )]
 #[serde(from = "[i32; 2]", into = "[i32; 2]")]
 pub struct TileCoord {
@@ -62,6 +73,54 @@ pub struct TileEvent {
 impl TileEvent {
     /// The idle event of `subject`.
     pub fn idle(subject: impl Into<String>) -> Self {
-        Self { subject: subject.into(), predicate: None, object: None, description: None }
+        Self {
+            subject: subject.into(),
+            predicate: None,
+            object: None,
+            description: None,
+        }
+    }
+}
+
+mod address;
+mod error;
+mod map;
+pub mod path;
+mod tiled_map;
+
+pub use address::{
+    ADDRESS_SEPARATOR, ActionAddress, Address, AddressError, AddressLevel, PERSONA_MARKER,
+    RANDOM_MARKER, SPAWN_LOC_MARKER, WAITING_MARKER, spawn_key,
+};
+pub use error::{IN_MEMORY_MAP, MapError, MapProblem};
+pub use map::{
+    ResolveError, ResolveLevel, ResolvedAddress, Tile, TilesetInfo, TownMap, TownMapBuilder,
+    VisualLayer, VisualTile,
+};
+pub use path::{
+    PathFinder, TARGET_SAMPLE, choose_target_tile, find_path, path_to_address, path_to_any,
+    path_toward,
+};
+pub use tiled_map::{
+    ARENAS_LAYER, COLLISION_LAYER, OBJECTS_LAYER, SECTORS_LAYER, SPAWNS_LAYER, WORLD_PROPERTY,
+};
+
+/// Registers the world's reflectable types.
+///
+/// It does not load a map: load one with [`TownMap::load_tmx`] (handling the [`MapError`]) and
+/// insert it with `app.insert_resource(map)`, so a bad file is the caller's error to report, not
+/// a panic inside a plugin.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WorldPlugin;
+
+impl Plugin for WorldPlugin {
+    fn build(&self, app: &mut App) {
+        app.register_type::<TileCoord>()
+            .register_type::<TileEvent>()
+            .register_type::<Address>()
+            .register_type::<AddressLevel>()
+            .register_type::<ActionAddress>()
+            .register_type::<ResolveLevel>()
+            .register_type::<VisualTile>();
     }
 }
