@@ -13,6 +13,16 @@ use serde::{Deserialize, Serialize};
 /// A boxed, sendable future: the return type of every backend call.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Observes the transport-level retries a backend makes on its own (HTTP 429, 5xx, timeouts):
+/// called with the prompt kind before each retry. See [`LlmBackend::set_retry_hook`].
+pub type RetryHook = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A rough token count for backends that do not report one: about four bytes of text per
+/// token, at least one token for non-empty text.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
 /// Who said a chat message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -37,15 +47,24 @@ pub struct ChatMessage {
 impl ChatMessage {
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self { role: Role::System, content: content.into() }
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
     }
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self { role: Role::User, content: content.into() }
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
     }
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self { role: Role::Assistant, content: content.into() }
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+        }
     }
 }
 
@@ -246,5 +265,13 @@ pub trait LlmBackend: Send + Sync + 'static {
     /// Whether [`LlmBackend::score_choices`] is implemented.
     fn supports_choice_scoring(&self) -> bool {
         false
+    }
+
+    /// Installs the hook through which the backend reports retries it makes on its own, so
+    /// they show up in usage accounting (an `LlmClient` installs one when it is built). A
+    /// backend keeps one hook: the latest installed wins. Backends that never retry ignore
+    /// it (the default); wrappers forward it to the backend they wrap.
+    fn set_retry_hook(&self, hook: RetryHook) {
+        let _ = hook;
     }
 }

@@ -1,4 +1,67 @@
-//! The LLM layer (SPEC §5).
+//! The LLM layer (SPEC §5): every model call the simulation makes goes through here.
+//!
+//! The story, from the bottom up:
+//!
+//! 1. **The contract** — [`LlmBackend`] (in `backend.rs`): chat completion (optionally
+//!    streamed, optionally constrained to a JSON schema), embeddings, and optional
+//!    log-likelihood scoring of closed-set options. Errors are [`LlmError`]s that say whether a
+//!    retry may help and never carry a secret.
+//! 2. **Backends** —
+//!    * `HttpBackend` (feature `http`): any OpenAI-compatible server (OpenAI, Ollama,
+//!      llama.cpp, vLLM, LM Studio, OpenRouter). It owns a small tokio runtime on its own
+//!      threads, so callers on Bevy's task pools just await a runtime-agnostic channel. It sends
+//!      JSON schemas as structured output, streams with SSE, times out, and retries transient
+//!      failures with exponential backoff, full jitter and `Retry-After`.
+//!    * [`ScriptedBackend`]: deterministic answers per prompt kind for tests and offline demos —
+//!      named "scripted", never presented as a model. Hashed bag-of-words embeddings.
+//!    * [`ReplayBackend`]: answers from a recorded response cache.
+//!    * [`FaultyBackend`]: wraps another backend and corrupts a seeded fraction of answers,
+//!      so parsers and the sim are tested against garbage (SPEC §12).
+//!    * The embedded local model (feature `local-llm`) arrives with issue 5.
+//! 3. **The client** — [`LlmClient`], the cheap-to-clone `Resource` that prompt functions call:
+//!    a global concurrency limit, the content-addressed response cache and embedding cache
+//!    ([`ResponseCache`], optionally persisted as JSON lines), and usage accounting per prompt
+//!    kind ([`UsageReport`], written as `usage.json`).
+//! 4. **Configuration** — [`LlmConfig`] resolved from CLI > env > config file > defaults, and
+//!    [`build_backend`]/[`build_client`] to turn it into a running client. API keys live in
+//!    [`ApiKey`], which never prints. [`LlmPlugin`] inserts a client built that way unless the
+//!    game inserted its own.
+//!
+//! Everything is `async` and executor-agnostic: drive it from Bevy tasks, or from a test with
+//! `bevy::tasks::block_on`.
 
 mod backend;
+mod cache;
+mod client;
+mod config;
+mod faulty;
+#[cfg(feature = "http")]
+mod http;
+mod plugin;
+mod replay;
+mod scripted;
+mod usage;
+
 pub use backend::*;
+pub use cache::{
+    CacheEntry, CacheError, CacheKey, CacheLoadReport, CachedAnswer, ParseCacheKeyError,
+    ResponseCache, chat_cache_key, choice_cache_key, embedding_cache_key,
+};
+pub use client::{
+    CachePolicy, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, LlmClient, LlmClientBuilder,
+};
+pub use config::{
+    ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT, LlmArgs, LlmConfig,
+    LlmConfigLayer, build_backend, build_client,
+};
+pub use faulty::{Fault, FaultyBackend};
+#[cfg(feature = "http")]
+pub use http::{HttpBackend, HttpConfig};
+pub use plugin::LlmPlugin;
+pub use replay::ReplayBackend;
+pub use scripted::{
+    Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptRng, ScriptedBackend, hashed_bow_embedding,
+    value_for_schema, word_overlap_scores, word_tokens,
+};
+pub use usage::{EMBED_KIND, KindUsage, UsageCounters, UsageReport};

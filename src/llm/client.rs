@@ -1,0 +1,529 @@
+//! [`LlmClient`]: the handle every prompt function and stage task calls the model through.
+//!
+//! It wraps one backend with the three things every call needs: a global concurrency limit
+//! (an async semaphore, so waiting never blocks a thread), the response and embedding cache,
+//! and usage accounting per prompt kind. Cloning it is cheap (one `Arc`), so each task gets
+//! its own handle; it is a Bevy `Resource` so systems can hand it to the tasks they spawn.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use async_lock::{Semaphore, SemaphoreGuard};
+use bevy::prelude::Resource;
+
+use super::backend::{ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError};
+use super::cache::{
+    CacheEntry, CacheError, CacheKey, CachedAnswer, ResponseCache, chat_cache_key,
+    choice_cache_key, embedding_cache_key,
+};
+use super::usage::{EMBED_KIND, UsageCounters, UsageReport};
+
+/// The default number of backend calls in flight at once.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// The default number of texts per embedding request.
+pub const DEFAULT_EMBED_BATCH: usize = 64;
+
+/// Which chat answers the client caches.
+///
+/// Embeddings and choice scores are deterministic, so they are cached under every policy but
+/// [`CachePolicy::Off`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CachePolicy {
+    /// Nothing is cached.
+    Off,
+    /// Only chat requests whose answer is meant to be reproducible: temperature 0 or an
+    /// explicit seed. Sampled answers (temperature > 0, no seed) always reach the backend, so
+    /// a persona asking the same sampled question twice may get two different answers. The
+    /// default.
+    #[default]
+    Deterministic,
+    /// Every chat answer, sampled or not: what `--record-cache`/`--replay-cache` use so a
+    /// rerun costs nothing.
+    Always,
+}
+
+impl CachePolicy {
+    fn caches_chat(self, request: &ChatRequest) -> bool {
+        match self {
+            Self::Off => false,
+            Self::Deterministic => request.temperature == 0.0 || request.seed.is_some(),
+            Self::Always => true,
+        }
+    }
+
+    fn caches_deterministic(self) -> bool {
+        self != Self::Off
+    }
+}
+
+struct ClientInner {
+    backend: Arc<dyn LlmBackend>,
+    semaphore: Semaphore,
+    concurrency: usize,
+    in_flight: AtomicUsize,
+    cache: ResponseCache,
+    policy: CachePolicy,
+    usage: Arc<UsageCounters>,
+    embed_batch: usize,
+}
+
+/// A cheap-to-clone handle on a backend with a concurrency limit, a cache and usage
+/// accounting. See the [module docs](self).
+#[derive(Resource, Clone)]
+pub struct LlmClient {
+    inner: Arc<ClientInner>,
+}
+
+impl fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmClient")
+            .field("backend", &self.inner.backend.name())
+            .field("model", &self.inner.backend.model())
+            .field("concurrency", &self.inner.concurrency)
+            .field("in_flight", &self.in_flight())
+            .field("cache_policy", &self.inner.policy)
+            .field("cached", &self.inner.cache.len())
+            .finish()
+    }
+}
+
+/// Configures an [`LlmClient`]; see [`LlmClient::builder`].
+pub struct LlmClientBuilder {
+    backend: Arc<dyn LlmBackend>,
+    concurrency: usize,
+    policy: CachePolicy,
+    cache_path: Option<PathBuf>,
+    embed_batch: usize,
+}
+
+impl fmt::Debug for LlmClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmClientBuilder")
+            .field("backend", &self.backend.name())
+            .field("concurrency", &self.concurrency)
+            .field("policy", &self.policy)
+            .field("cache_path", &self.cache_path)
+            .field("embed_batch", &self.embed_batch)
+            .finish()
+    }
+}
+
+impl LlmClientBuilder {
+    /// At most `limit` backend calls in flight at once (at least 1; default
+    /// [`DEFAULT_CONCURRENCY`]).
+    pub fn concurrency(mut self, limit: usize) -> Self {
+        self.concurrency = limit.max(1);
+        self
+    }
+
+    /// Which chat answers to cache (default [`CachePolicy::Deterministic`]).
+    pub fn cache_policy(mut self, policy: CachePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Persists the cache to this JSON-lines file: loaded when built, appended on new entries.
+    pub fn cache_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.cache_path = Some(path.into());
+        self
+    }
+
+    /// Sends at most `size` texts per embedding request (at least 1; default
+    /// [`DEFAULT_EMBED_BATCH`]).
+    pub fn embed_batch_size(mut self, size: usize) -> Self {
+        self.embed_batch = size.max(1);
+        self
+    }
+
+    /// Builds the client (opening the cache file, if any) and installs a retry hook on the
+    /// backend so its transport retries are counted.
+    pub fn build(self) -> Result<LlmClient, CacheError> {
+        let cache = match &self.cache_path {
+            Some(path) => {
+                let (cache, report) = ResponseCache::open(path)?;
+                bevy::log::info!(
+                    "response cache {}: {} entries loaded",
+                    path.display(),
+                    report.loaded
+                );
+                cache
+            }
+            None => ResponseCache::in_memory(),
+        };
+        Ok(self.finish(cache))
+    }
+
+    fn finish(self, cache: ResponseCache) -> LlmClient {
+        let usage = Arc::new(UsageCounters::new());
+        let hook_usage = Arc::clone(&usage);
+        self.backend.set_retry_hook(Arc::new(move |kind: &str| {
+            hook_usage.record_transport_retry(kind)
+        }));
+        LlmClient {
+            inner: Arc::new(ClientInner {
+                backend: self.backend,
+                semaphore: Semaphore::new(self.concurrency),
+                concurrency: self.concurrency,
+                in_flight: AtomicUsize::new(0),
+                cache,
+                policy: self.policy,
+                usage,
+                embed_batch: self.embed_batch,
+            }),
+        }
+    }
+}
+
+/// A concurrency permit plus the in-flight count, both released on drop (so a cancelled
+/// task frees its slot).
+struct Permit<'a> {
+    _guard: SemaphoreGuard<'a>,
+    in_flight: &'a AtomicUsize,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl LlmClient {
+    /// A client with the default settings and an in-memory cache.
+    pub fn new(backend: Arc<dyn LlmBackend>) -> Self {
+        Self::builder(backend).finish(ResponseCache::in_memory())
+    }
+
+    /// Starts configuring a client for `backend`.
+    pub fn builder(backend: Arc<dyn LlmBackend>) -> LlmClientBuilder {
+        LlmClientBuilder {
+            backend,
+            concurrency: DEFAULT_CONCURRENCY,
+            policy: CachePolicy::default(),
+            cache_path: None,
+            embed_batch: DEFAULT_EMBED_BATCH,
+        }
+    }
+
+    async fn permit(&self) -> Permit<'_> {
+        let guard = self.inner.semaphore.acquire().await;
+        self.inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        Permit {
+            _guard: guard,
+            in_flight: &self.inner.in_flight,
+        }
+    }
+
+    fn store(&self, key: CacheKey, model: &str, kind: &str, answer: CachedAnswer) {
+        let entry = CacheEntry {
+            key,
+            model: model.to_owned(),
+            kind: kind.to_owned(),
+            answer,
+        };
+        if let Err(err) = self.inner.cache.insert(entry) {
+            // The answer is still good and stays cached in memory; only persistence failed.
+            bevy::log::warn!("{err}");
+        }
+    }
+
+    fn cached_chat(&self, key: Option<&CacheKey>) -> Option<ChatResponse> {
+        match self.inner.cache.get(key?) {
+            Some(CachedAnswer::Chat(response)) => Some(response),
+            _ => None,
+        }
+    }
+
+    /// Completes a chat: from the cache when the [`CachePolicy`] allows and the answer is
+    /// there, otherwise through the backend (waiting for a concurrency permit first).
+    pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let backend = &self.inner.backend;
+        let key = self
+            .inner
+            .policy
+            .caches_chat(&request)
+            .then(|| chat_cache_key(backend.model(), &request));
+        if let Some(response) = self.cached_chat(key.as_ref()) {
+            self.inner.usage.record_cache_hits(&request.kind, 1);
+            return Ok(response);
+        }
+        let kind = request.kind.clone();
+        let _permit = self.permit().await;
+        bevy::log::trace!(kind = %kind, "llm chat request");
+        let start = Instant::now();
+        let result = backend.chat(request).await;
+        self.finish_chat(&kind, key, start, result)
+    }
+
+    /// Completes a chat, sending text deltas to `deltas` as they arrive (a cached answer is
+    /// sent as one delta). Returns the whole answer.
+    pub async fn chat_stream(
+        &self,
+        request: ChatRequest,
+        deltas: async_channel::Sender<String>,
+    ) -> Result<ChatResponse, LlmError> {
+        let backend = &self.inner.backend;
+        let key = self
+            .inner
+            .policy
+            .caches_chat(&request)
+            .then(|| chat_cache_key(backend.model(), &request));
+        if let Some(response) = self.cached_chat(key.as_ref()) {
+            self.inner.usage.record_cache_hits(&request.kind, 1);
+            // A closed receiver only means nobody is watching the stream.
+            let _ = deltas.send(response.text.clone()).await;
+            return Ok(response);
+        }
+        let kind = request.kind.clone();
+        let _permit = self.permit().await;
+        let start = Instant::now();
+        let result = backend.chat_stream(request, deltas).await;
+        self.finish_chat(&kind, key, start, result)
+    }
+
+    fn finish_chat(
+        &self,
+        kind: &str,
+        key: Option<CacheKey>,
+        start: Instant,
+        result: Result<ChatResponse, LlmError>,
+    ) -> Result<ChatResponse, LlmError> {
+        let elapsed = start.elapsed();
+        match result {
+            Ok(response) => {
+                self.inner
+                    .usage
+                    .record_success(kind, response.usage, elapsed);
+                bevy::log::trace!(kind, ms = elapsed.as_millis() as u64, "llm chat answered");
+                if let Some(key) = key {
+                    let model = self.inner.backend.model().to_owned();
+                    self.store(key, &model, kind, CachedAnswer::Chat(response.clone()));
+                }
+                Ok(response)
+            }
+            Err(err) => {
+                self.inner.usage.record_error(kind, elapsed);
+                bevy::log::debug!(kind, "llm chat failed: {err}");
+                Err(err)
+            }
+        }
+    }
+
+    /// Embeds `texts`, returning one vector per text in order. Cached texts (and repeats
+    /// within `texts`) are not sent again; the rest go to the backend in batches.
+    pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, LlmError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let backend = &self.inner.backend;
+        let embed_model = backend.embedding_model().to_owned();
+        let use_cache = self.inner.policy.caches_deterministic();
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        // Distinct uncached texts and, for each, the positions it fills.
+        let mut pending: Vec<(String, CacheKey, Vec<usize>)> = Vec::new();
+        let mut pending_index: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::new();
+        let mut hits = 0u64;
+        for (i, text) in texts.iter().enumerate() {
+            let key = embedding_cache_key(&embed_model, text);
+            if use_cache && let Some(CachedAnswer::Embedding(vector)) = self.inner.cache.get(&key) {
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = Some(vector);
+                }
+                hits += 1;
+                continue;
+            }
+            match pending_index.get(text.as_str()) {
+                Some(&p) => {
+                    if let Some(entry) = pending.get_mut(p) {
+                        entry.2.push(i);
+                    }
+                }
+                None => {
+                    pending_index.insert(text, pending.len());
+                    pending.push((text.clone(), key, vec![i]));
+                }
+            }
+        }
+        self.inner.usage.record_cache_hits(EMBED_KIND, hits);
+
+        for chunk in pending.chunks(self.inner.embed_batch) {
+            let batch: Vec<String> = chunk.iter().map(|(text, _, _)| text.clone()).collect();
+            let vectors = {
+                let _permit = self.permit().await;
+                let start = Instant::now();
+                let result = backend.embed(batch).await;
+                let elapsed = start.elapsed();
+                match result {
+                    Ok(vectors) if vectors.len() == chunk.len() => {
+                        self.inner
+                            .usage
+                            .record_success(EMBED_KIND, Default::default(), elapsed);
+                        vectors
+                    }
+                    Ok(vectors) => {
+                        self.inner.usage.record_error(EMBED_KIND, elapsed);
+                        return Err(LlmError::Malformed(format!(
+                            "asked for {} embeddings, got {}",
+                            chunk.len(),
+                            vectors.len()
+                        )));
+                    }
+                    Err(err) => {
+                        self.inner.usage.record_error(EMBED_KIND, elapsed);
+                        return Err(err);
+                    }
+                }
+            };
+            for ((_, key, positions), vector) in chunk.iter().zip(vectors) {
+                if use_cache {
+                    self.store(
+                        *key,
+                        &embed_model,
+                        EMBED_KIND,
+                        CachedAnswer::Embedding(vector.clone()),
+                    );
+                }
+                for &position in positions {
+                    if let Some(slot) = out.get_mut(position) {
+                        *slot = Some(vector.clone());
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|v| v.ok_or_else(|| LlmError::Malformed("missing embedding".into())))
+            .collect()
+    }
+
+    /// Embeds one text.
+    pub async fn embed_one(&self, text: impl Into<String>) -> Result<Vec<f32>, LlmError> {
+        self.embed(vec![text.into()])
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| LlmError::Malformed("no embedding returned".into()))
+    }
+
+    /// Scores each option of a closed-set question (higher is likelier). Fails with
+    /// [`LlmError::Unsupported`] when the backend cannot score; check
+    /// [`LlmClient::supports_choice_scoring`] first and fall back to generation.
+    pub async fn score_choices(&self, request: ChoiceRequest) -> Result<Vec<f32>, LlmError> {
+        let backend = &self.inner.backend;
+        if !backend.supports_choice_scoring() {
+            return Err(LlmError::Unsupported("choice scoring"));
+        }
+        let key = self
+            .inner
+            .policy
+            .caches_deterministic()
+            .then(|| choice_cache_key(backend.model(), &request));
+        if let Some(key) = &key
+            && let Some(CachedAnswer::Scores(scores)) = self.inner.cache.get(key)
+            && scores.len() == request.options.len()
+        {
+            self.inner.usage.record_cache_hits(&request.kind, 1);
+            return Ok(scores);
+        }
+        let kind = request.kind.clone();
+        let options = request.options.len();
+        let _permit = self.permit().await;
+        let start = Instant::now();
+        let result = backend.score_choices(request).await;
+        let elapsed = start.elapsed();
+        match result {
+            Ok(scores) if scores.len() == options => {
+                self.inner
+                    .usage
+                    .record_success(&kind, Default::default(), elapsed);
+                if let Some(key) = key {
+                    let model = backend.model().to_owned();
+                    self.store(key, &model, &kind, CachedAnswer::Scores(scores.clone()));
+                }
+                Ok(scores)
+            }
+            Ok(scores) => {
+                self.inner.usage.record_error(&kind, elapsed);
+                Err(LlmError::Malformed(format!(
+                    "{options} options but {} scores",
+                    scores.len()
+                )))
+            }
+            Err(err) => {
+                self.inner.usage.record_error(&kind, elapsed);
+                Err(err)
+            }
+        }
+    }
+
+    /// Whether the backend can score choices.
+    pub fn supports_choice_scoring(&self) -> bool {
+        self.inner.backend.supports_choice_scoring()
+    }
+
+    /// Counts a prompt-level retry of `kind` (the answer was unusable; asking again).
+    pub fn record_retry(&self, kind: &str) {
+        self.inner.usage.record_retry(kind);
+    }
+
+    /// Counts a fail-safe of `kind` (the prompt function gave up and used its default).
+    pub fn record_fail_safe(&self, kind: &str) {
+        self.inner.usage.record_fail_safe(kind);
+    }
+
+    /// A snapshot of the usage counters.
+    pub fn usage(&self) -> UsageReport {
+        let backend = &self.inner.backend;
+        self.inner
+            .usage
+            .report(backend.name(), backend.model(), backend.embedding_model())
+    }
+
+    /// Backend calls currently in flight (holding a concurrency permit).
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The concurrency limit.
+    pub fn concurrency(&self) -> usize {
+        self.inner.concurrency
+    }
+
+    /// The backend's short name.
+    pub fn backend_name(&self) -> &str {
+        self.inner.backend.name()
+    }
+
+    /// The chat model.
+    pub fn model(&self) -> &str {
+        self.inner.backend.model()
+    }
+
+    /// The embedding model (recorded in saves).
+    pub fn embedding_model(&self) -> &str {
+        self.inner.backend.embedding_model()
+    }
+
+    /// The embedding dimension (0 while an HTTP backend has not learned it yet).
+    pub fn embedding_dim(&self) -> usize {
+        self.inner.backend.embedding_dim()
+    }
+
+    /// The backend itself.
+    pub fn backend(&self) -> &Arc<dyn LlmBackend> {
+        &self.inner.backend
+    }
+
+    /// The response cache.
+    pub fn cache(&self) -> &ResponseCache {
+        &self.inner.cache
+    }
+
+    /// The cache policy.
+    pub fn cache_policy(&self) -> CachePolicy {
+        self.inner.policy
+    }
+}
