@@ -45,7 +45,10 @@ struct KindIndex {
 ///
 /// Nodes are never removed; a node's [`NodeId`] is its position in [`nodes`](Self::nodes).
 /// "Newest first" means most recently added first.
-#[derive(Clone, PartialEq, Default)]
+///
+/// Two memories are equal when they hold the same nodes, keyword strengths and embeddings; the
+/// indexes and columns are derived from those and not compared.
+#[derive(Clone, Default)]
 pub struct AssociativeMemory {
     nodes: Vec<ConceptNode>,
     events: KindIndex,
@@ -55,6 +58,15 @@ pub struct AssociativeMemory {
     kw_strength_thought: BTreeMap<String, u32>,
     embeddings: EmbeddingStore,
     pub(crate) columns: Columns,
+}
+
+impl PartialEq for AssociativeMemory {
+    fn eq(&self, other: &Self) -> bool {
+        self.nodes == other.nodes
+            && self.kw_strength_event == other.kw_strength_event
+            && self.kw_strength_thought == other.kw_strength_thought
+            && self.embeddings == other.embeddings
+    }
 }
 
 impl fmt::Debug for AssociativeMemory {
@@ -282,7 +294,8 @@ impl AssociativeMemory {
             };
             if let Some(strengths) = strengths {
                 for kw in &node.keywords {
-                    *strengths.entry(kw.clone()).or_insert(0) += 1;
+                    let strength = strengths.entry(kw.clone()).or_insert(0);
+                    *strength = strength.saturating_add(1);
                 }
             }
         }
@@ -549,6 +562,11 @@ mod tests {
         );
         assert!(matches!(err, Err(MemoryError::MissingEmbedding { .. })));
         assert_eq!(mem, before);
+        assert_eq!(mem.columns, before.columns);
+        assert_eq!(
+            (mem.events.clone(), mem.thoughts.clone()),
+            (before.events.clone(), before.thoughts.clone())
+        );
     }
 
     #[test]

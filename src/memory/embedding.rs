@@ -59,7 +59,10 @@ const BLOCK: usize = 64;
 
 /// Text → embedding vector, one row per distinct text (SPEC §2: the same text reuses its
 /// vector). The dimension is fixed per store; the model name is recorded with it.
-#[derive(Clone, PartialEq, Default)]
+///
+/// Two stores are equal when they hold the same model, dimension and text → vector map; the
+/// internal row order is not compared (loading a save orders rows by text).
+#[derive(Clone, Default)]
 pub struct EmbeddingStore {
     model: String,
     /// 0 until the first vector fixes it (for stores made with `Default`).
@@ -72,6 +75,17 @@ pub struct EmbeddingStore {
     quantized: Vec<i8>,
     /// Per row: `vectors[r] ≈ quantized[r] * scales[r]`.
     scales: Vec<f32>,
+}
+
+impl PartialEq for EmbeddingStore {
+    fn eq(&self, other: &Self) -> bool {
+        self.model == other.model
+            && self.dim == other.dim
+            && self.len() == other.len()
+            && self
+                .iter()
+                .all(|(key, vector)| other.get(key) == Some(vector))
+    }
 }
 
 impl fmt::Debug for EmbeddingStore {
@@ -373,14 +387,9 @@ impl EmbeddingStore {
 
     pub(crate) fn from_file(file: EmbeddingsFile) -> Result<Self, MemoryError> {
         let mut store = Self::new(file.model, file.dim);
-        let mut elements = 0usize;
         for (key, vector) in &file.vectors {
-            elements = elements.saturating_add(vector.len());
             store.insert(key, vector)?;
         }
-        store.vectors.shrink_to_fit();
-        store.quantized.shrink_to_fit();
-        debug_assert_eq!(elements, store.vectors.len());
         Ok(store)
     }
 }
