@@ -1,3 +1,4 @@
 //! (being built)
 
+pub mod execute;
 pub mod prompts;

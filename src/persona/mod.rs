@@ -1,1 +1,250 @@
-//! (being built)
+//! Personas: ECS entities with a mind.
+//!
+//! A [`Persona`] entity requires a [`Mind`] (scratch, associative memory, spatial memory and its
+//! own random stream), a [`Body`] (tile and path) and an [`ActionView`] (the current action, for
+//! everyone else to see). The mind is *checked out* into a background task while the persona
+//! thinks and checked back in with the result, so no lock is held across a model call and no
+//! large memory is cloned; the body and action view stay in the ECS so the persona keeps walking
+//! and stays visible meanwhile.
+//!
+//! Personas come from [`PersonaSheet`] files (`assets/personas/*.json`) and are spawned with
+//! [`spawn_persona`].
+
+mod scratch;
+mod sheet;
+
+pub use scratch::{EventTriple, Scratch, is_sleep_text, round_up_to_minute};
+pub use sheet::{PersonaError, PersonaSheet, default_personas_dir, load_persona_sheets};
+
+use std::collections::VecDeque;
+
+use bevy::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::clock::SimClock;
+use crate::memory::{AssociativeMemory, SpatialMemory};
+use crate::settings::AgentSettings;
+use crate::world::{TileCoord, TileEvent, TownMap};
+
+/// A generative agent. Spawning it brings its required components.
+#[derive(Component, Reflect, Debug, Clone, Copy, Default)]
+#[reflect(Component)]
+#[require(Mind, Body, ActionView, Name)]
+pub struct Persona;
+
+/// Everything a persona knows and intends. Moves into background tasks while the persona thinks.
+#[derive(Debug, Clone)]
+pub struct MindState {
+    /// Short-term state (SPEC §2).
+    pub scratch: Scratch,
+    /// The memory stream.
+    pub associative: AssociativeMemory,
+    /// Places the persona has seen.
+    pub spatial: SpatialMemory,
+    /// The persona's own random stream: decisions don't depend on other personas' timing.
+    pub rng: ChaCha8Rng,
+}
+
+impl Default for MindState {
+    fn default() -> Self {
+        Self {
+            scratch: Scratch::default(),
+            associative: AssociativeMemory::default(),
+            spatial: SpatialMemory::default(),
+            rng: ChaCha8Rng::seed_from_u64(0),
+        }
+    }
+}
+
+/// The holder of a persona's [`MindState`]: empty while the mind is checked out into a task.
+#[derive(Component, Debug, Default)]
+pub struct Mind(Option<Box<MindState>>);
+
+impl Mind {
+    /// A mind holding `state`.
+    pub fn new(state: MindState) -> Self {
+        Self(Some(Box::new(state)))
+    }
+
+    /// Takes the state out (to move it into a task). `None` if it is already out.
+    pub fn check_out(&mut self) -> Option<Box<MindState>> {
+        self.0.take()
+    }
+
+    /// Puts the state back after a task.
+    pub fn check_in(&mut self, state: Box<MindState>) {
+        self.0 = Some(state);
+    }
+
+    /// Whether the state is here (not in a task).
+    pub fn is_home(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The state, if it is here.
+    pub fn get(&self) -> Option<&MindState> {
+        self.0.as_deref()
+    }
+
+    /// The state, mutably, if it is here.
+    pub fn get_mut(&mut self) -> Option<&mut MindState> {
+        self.0.as_deref_mut()
+    }
+}
+
+/// Where a persona is and where it is going. Always in the ECS, even while the mind is out.
+#[derive(Component, Reflect, Debug, Clone, Default, PartialEq)]
+#[reflect(Component)]
+pub struct Body {
+    /// The current tile.
+    pub tile: TileCoord,
+    /// Tiles still to walk, next first (SPEC §2 `planned_path`).
+    pub planned_path: VecDeque<TileCoord>,
+    /// Whether the path for the current action has been planned (SPEC §2 `act_path_set`).
+    pub path_set: bool,
+    /// The tile the persona came from at the last step (for animation and facing).
+    pub previous_tile: TileCoord,
+    /// Where this persona last placed its object's event (tile, object subject), to turn it
+    /// idle next step.
+    pub object_event_at: Option<(TileCoord, String)>,
+}
+
+/// The persona's current action as others see it: the HUD, the renderer, the movement log and
+/// other personas' perception read this, never the mind.
+#[derive(Component, Reflect, Debug, Clone, Default, PartialEq)]
+#[reflect(Component)]
+pub struct ActionView {
+    /// Where the action happens.
+    pub address: String,
+    /// What the persona is doing.
+    pub description: String,
+    /// The action as an emoji.
+    pub emoji: String,
+    /// The event the persona shows on its tile.
+    pub event: Option<TileEvent>,
+    /// The event of the object in use, placed on arrival.
+    pub object_event: Option<TileEvent>,
+    /// The persona's home (`w:s:a`), the last fall-back for unknown addresses.
+    pub living_area: String,
+    /// The chat partner, if chatting.
+    pub chatting_with: Option<String>,
+    /// The current chat's lines.
+    pub chat: Vec<(String, String)>,
+}
+
+impl ActionView {
+    /// Mirrors the action fields of `scratch`.
+    pub fn from_scratch(scratch: &Scratch) -> Self {
+        let event = scratch.act_event.subject.as_ref().map(|subject| TileEvent {
+            subject: subject.clone(),
+            predicate: scratch.act_event.predicate.clone(),
+            object: scratch.act_event.object.clone(),
+            description: scratch.act_description.clone(),
+        });
+        let object_event = scratch
+            .act_obj_event
+            .subject
+            .as_ref()
+            .map(|subject| TileEvent {
+                subject: subject.clone(),
+                predicate: scratch.act_obj_event.predicate.clone(),
+                object: scratch.act_obj_event.object.clone(),
+                description: scratch.act_obj_description.clone(),
+            });
+        Self {
+            object_event,
+            living_area: scratch.living_area.clone(),
+            address: scratch.act_address.clone().unwrap_or_default(),
+            description: scratch.act_description.clone().unwrap_or_default(),
+            emoji: scratch.act_pronunciatio.clone().unwrap_or_default(),
+            event,
+            chatting_with: scratch.chatting_with.clone(),
+            chat: scratch.chat.clone(),
+        }
+    }
+}
+
+/// Builds a persona's initial mind from its sheet: identity, hyper-parameters, and a spatial
+/// memory of every place in the sectors it knows (all of them unless the sheet lists some).
+pub fn initial_mind(
+    sheet: &PersonaSheet,
+    map: &TownMap,
+    settings: &AgentSettings,
+    seed: u64,
+) -> MindState {
+    let scratch = sheet.to_scratch(settings);
+    let mut spatial = SpatialMemory::default();
+    let world = map.world_name();
+    let home_sector = sheet.living_area.split(':').nth(1);
+    for (sector, arenas) in map.places() {
+        let known = sheet
+            .known_sectors
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|s| s == sector))
+            || home_sector == Some(sector.as_str());
+        if !known {
+            continue;
+        }
+        for (arena, objects) in arenas {
+            for object in objects {
+                spatial.add(world, Some(sector), Some(arena), Some(object));
+            }
+            if objects.is_empty() {
+                spatial.add(world, Some(sector), Some(arena), None);
+            }
+        }
+    }
+    let name_hash = sheet.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    MindState {
+        scratch,
+        associative: AssociativeMemory::default(),
+        spatial,
+        rng: ChaCha8Rng::seed_from_u64(seed ^ name_hash),
+    }
+}
+
+/// Spawns a persona from a validated sheet at its spawn location. Fails (spawning nothing) when
+/// the sheet does not fit the map.
+pub fn spawn_persona(
+    commands: &mut Commands,
+    sheet: &PersonaSheet,
+    map: &TownMap,
+    settings: &AgentSettings,
+    clock: &SimClock,
+    seed: u64,
+) -> Result<Entity, PersonaError> {
+    let tile = sheet.validate(map)?;
+    let mut mind = initial_mind(sheet, map, settings, seed);
+    mind.scratch.curr_tile = tile;
+    let _ = clock;
+    let body = Body {
+        tile,
+        previous_tile: tile,
+        ..Default::default()
+    };
+    let view = ActionView::from_scratch(&mind.scratch);
+    Ok(commands
+        .spawn((
+            Persona,
+            Name::new(sheet.name.clone()),
+            Mind::new(mind),
+            body,
+            view,
+        ))
+        .id())
+}
+
+/// Registers persona types.
+#[derive(Default)]
+pub struct PersonaPlugin;
+
+impl Plugin for PersonaPlugin {
+    fn build(&self, app: &mut App) {
+        app.register_type::<Persona>()
+            .register_type::<Body>()
+            .register_type::<ActionView>();
+    }
+}

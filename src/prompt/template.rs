@@ -56,7 +56,11 @@ impl PromptTemplate {
             Some((header, body)) => (Some(header.trim().to_string()), body),
             None => (None, text),
         };
-        Self { name: name.into(), header, body: body.trim_start_matches(['\n', '\r']).to_string() }
+        Self {
+            name: name.into(),
+            header,
+            body: body.trim_start_matches(['\n', '\r']).to_string(),
+        }
     }
 
     /// The highest placeholder index used, if any.
@@ -70,11 +74,13 @@ impl PromptTemplate {
         let mut out = String::with_capacity(self.body.len() + 256);
         let mut last = 0;
         for (start, end, index) in placeholders(&self.body) {
-            let input = inputs.get(index).ok_or_else(|| TemplateError::MissingInput {
-                template: self.name.clone(),
-                index,
-                given: inputs.len(),
-            })?;
+            let input = inputs
+                .get(index)
+                .ok_or_else(|| TemplateError::MissingInput {
+                    template: self.name.clone(),
+                    index,
+                    given: inputs.len(),
+                })?;
             out.push_str(&self.body[last..start]);
             out.push_str(input.as_ref());
             last = end;
@@ -173,7 +179,10 @@ impl PromptLibrary {
             .iter()
             .map(|(name, text)| (name.to_string(), PromptTemplate::parse(*name, text)))
             .collect();
-        Self { templates: Arc::new(templates), version: "v1".into() }
+        Self {
+            templates: Arc::new(templates),
+            version: "v1".into(),
+        }
     }
 
     /// The template version (`"v1"`), recorded in reports.
@@ -183,7 +192,9 @@ impl PromptLibrary {
 
     /// Looks up a template.
     pub fn get(&self, name: &str) -> Result<&PromptTemplate, TemplateError> {
-        self.templates.get(name).ok_or_else(|| TemplateError::Unknown(name.to_string()))
+        self.templates
+            .get(name)
+            .ok_or_else(|| TemplateError::Unknown(name.to_string()))
     }
 
     /// Fills the template `name` with `inputs`.
@@ -215,7 +226,11 @@ impl PromptLibrary {
             .collect();
         entries.sort();
         for path in entries {
-            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
+            let Some(name) = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .map(str::to_string)
+            else {
                 continue;
             };
             let text = std::fs::read_to_string(&path).map_err(|e| TemplateError::Io {
@@ -240,7 +255,10 @@ mod tests {
         );
         assert_eq!(t.header.as_deref(), Some("Variables:\n!<INPUT 0>! -- name"));
         assert_eq!(t.max_input(), Some(1));
-        assert_eq!(t.fill(&["Mira", "noon"]).unwrap(), "Hello Mira, it is noon. Bye Mira.");
+        assert_eq!(
+            t.fill(&["Mira", "noon"]).unwrap(),
+            "Hello Mira, it is noon. Bye Mira."
+        );
     }
 
     #[test]
@@ -248,14 +266,21 @@ mod tests {
         let t = PromptTemplate::parse("t", "a !<INPUT 2>! b");
         assert_eq!(
             t.fill(&["x"]),
-            Err(TemplateError::MissingInput { template: "t".into(), index: 2, given: 1 })
+            Err(TemplateError::MissingInput {
+                template: "t".into(),
+                index: 2,
+                given: 1
+            })
         );
     }
 
     #[test]
     fn inputs_are_not_re_expanded_and_junk_markers_stay() {
         let t = PromptTemplate::parse("t", "!<INPUT 0>! and !<INPUT x>! and !<INPUT 1>!");
-        assert_eq!(t.fill(&["!<INPUT 1>!", "B"]).unwrap(), "!<INPUT 1>! and !<INPUT x>! and B");
+        assert_eq!(
+            t.fill(&["!<INPUT 1>!", "B"]).unwrap(),
+            "!<INPUT 1>! and !<INPUT x>! and B"
+        );
     }
 
     #[test]
@@ -273,7 +298,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("greeting.txt"), "hi !<INPUT 0>!").unwrap();
         std::fs::write(dir.join("ignored.md"), "x").unwrap();
-        let lib = PromptLibrary::embedded().with_overrides_from_dir(&dir).unwrap();
+        let lib = PromptLibrary::embedded()
+            .with_overrides_from_dir(&dir)
+            .unwrap();
         assert_eq!(lib.fill("greeting", &["you"]).unwrap(), "hi you");
         assert!(lib.get("ignored").is_err());
         let missing = PromptLibrary::embedded().with_overrides_from_dir(dir.join("none"));

@@ -94,7 +94,7 @@ impl Prompt for ActionSector {
         Some(self.options.clone())
     }
 
-    fn from_option(&self, index: usize) -> Option<String> {
+    fn output_for_option(&self, index: usize) -> Option<String> {
         self.options.get(index).cloned()
     }
 }
@@ -154,7 +154,7 @@ impl Prompt for ActionArena {
         Some(self.options.clone())
     }
 
-    fn from_option(&self, index: usize) -> Option<String> {
+    fn output_for_option(&self, index: usize) -> Option<String> {
         self.options.get(index).cloned()
     }
 }
@@ -216,7 +216,7 @@ impl Prompt for ActionObject {
         Some(self.options.clone())
     }
 
-    fn from_option(&self, index: usize) -> Option<String> {
+    fn output_for_option(&self, index: usize) -> Option<String> {
         self.options.get(index).cloned()
     }
 }
@@ -459,8 +459,8 @@ mod tests {
         assert_eq!(p.parse("Answer: - maple park."), Ok("Maple Park".into()));
         assert!(p.parse("the moon").is_err());
         assert_eq!(p.fail_safe(), "Okafor house");
-        assert_eq!(p.from_option(1).as_deref(), Some("Riverside Cafe"));
-        assert_eq!(p.from_option(3), None);
+        assert_eq!(p.output_for_option(1).as_deref(), Some("Riverside Cafe"));
+        assert_eq!(p.output_for_option(3), None);
         let empty = ActionSector {
             options: vec![],
             ..p

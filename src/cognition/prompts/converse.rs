@@ -75,7 +75,7 @@ impl Prompt for DecideToTalk {
         Some(vec!["yes".to_string(), "no".to_string()])
     }
 
-    fn from_option(&self, index: usize) -> Option<bool> {
+    fn output_for_option(&self, index: usize) -> Option<bool> {
         match index {
             0 => Some(true),
             1 => Some(false),
@@ -180,7 +180,7 @@ impl Prompt for DecideToReact {
         Some(vec!["Option 1".to_string(), "Option 2".to_string()])
     }
 
-    fn from_option(&self, index: usize) -> Option<ReactChoice> {
+    fn output_for_option(&self, index: usize) -> Option<ReactChoice> {
         match index {
             0 => Some(ReactChoice::Wait),
             1 => Some(ReactChoice::KeepGoing),
@@ -551,7 +551,7 @@ mod tests {
         assert_eq!(talk.parse("no"), Ok(false));
         assert!(talk.parse("perhaps").is_err());
         assert!(!talk.fail_safe());
-        assert_eq!(talk.from_option(0), Some(true));
+        assert_eq!(talk.output_for_option(0), Some(true));
         let react = DecideToReact::default();
         assert_eq!(react.parse("Option 1"), Ok(ReactChoice::Wait));
         assert_eq!(

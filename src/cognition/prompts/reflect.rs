@@ -153,7 +153,7 @@ impl InsightsWithEvidence {
         })
     }
 
-    fn from_json(&self, value: &Value) -> Vec<Insight> {
+    fn insights_from_json(&self, value: &Value) -> Vec<Insight> {
         let items = match value {
             Value::Object(object) => object.get("insights").and_then(Value::as_array),
             Value::Array(items) => Some(items),
@@ -189,7 +189,7 @@ impl InsightsWithEvidence {
             .collect()
     }
 
-    fn from_lines(&self, text: &str) -> Vec<Insight> {
+    fn insights_from_lines(&self, text: &str) -> Vec<Insight> {
         list_items(text)
             .iter()
             .take(self.count)
@@ -236,8 +236,8 @@ impl Prompt for InsightsWithEvidence {
         }
         let text = truncate_chars(cleaned, MAX_SCAN_CHARS);
         let insights = match extract_json(truncate_chars(text, 8_000)) {
-            Some(value) => self.from_json(&value),
-            None => self.from_lines(text),
+            Some(value) => self.insights_from_json(&value),
+            None => self.insights_from_lines(text),
         };
         if insights.is_empty() {
             return Err(ParseError::new("no insights in the answer"));

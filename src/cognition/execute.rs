@@ -1,0 +1,173 @@
+//! Execute (SPEC §3.9): the current action's address becomes a target tile and a path, planned
+//! once per action; bodies move one tile per step; each persona's event is placed on its tile
+//! and, on arrival, its object's event on the object's tile.
+//!
+//! Execute is synchronous and runs for every persona every step — also for those whose mind is
+//! out thinking, which is what lets a persona keep doing its current action in Realtime mode.
+//! It reads only [`Body`] and [`ActionView`], never the mind.
+
+use std::collections::HashMap;
+
+use bevy::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::clock::{AgentSystems, SimClock, SimStep};
+use crate::persona::{ActionView, Body, Persona};
+use crate::world::{
+    ActionAddress, TileCoord, TileEvent, TownMap, choose_target_tile, find_path, path_toward,
+};
+
+/// Moves personas along their paths and keeps the tile events up to date.
+#[derive(Default)]
+pub struct ExecutePlugin;
+
+impl Plugin for ExecutePlugin {
+    fn build(&self, app: &mut App) {
+        app.add_systems(SimStep, execute_actions.in_set(AgentSystems::Execute));
+    }
+}
+
+/// A stable per-persona, per-step random stream: execution needs a little randomness (which of
+/// an arena's tiles), and it must not depend on iteration order or on the mind being home.
+pub fn step_rng(name: &str, step: u64) -> ChaCha8Rng {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    ChaCha8Rng::seed_from_u64(hash ^ step.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// Whether a tile event's subject is a persona (persona names have no `:`; object addresses do).
+pub fn is_persona_subject(subject: &str) -> bool {
+    !subject.contains(':')
+}
+
+/// The path for an action (start tile included), following SPEC §1's special addresses.
+/// `others` maps persona names to their tiles. `None` when nothing reachable fits.
+pub fn plan_path(
+    map: &TownMap,
+    from: TileCoord,
+    address: &str,
+    living_area: &str,
+    others: &HashMap<String, TileCoord>,
+    rng: &mut ChaCha8Rng,
+) -> Option<Vec<TileCoord>> {
+    let occupied = |c: TileCoord| {
+        map.tile(c)
+            .is_some_and(|t| t.events.iter().any(|e| is_persona_subject(&e.subject)))
+    };
+    let living = (!living_area.is_empty()).then_some(living_area);
+    match ActionAddress::parse(address) {
+        Ok(ActionAddress::Persona(name)) => {
+            let target = *others.get(&name)?;
+            let full = find_path(map, from, target)?;
+            if full.len() <= 2 {
+                // Already next to each other: stay.
+                return Some(vec![from]);
+            }
+            // Both walk to the midpoint of the path between them.
+            let mid = full.get(full.len() / 2).copied()?;
+            find_path(map, from, mid)
+        }
+        Ok(ActionAddress::Waiting(tile)) => {
+            path_toward(map, from, &[tile], map.nearby_tiles(tile, 2)).or_else(|| Some(vec![from]))
+        }
+        Ok(ActionAddress::RandomInArena(arena)) => {
+            let resolved = map.resolve_address(&arena.to_string(), living).ok()?;
+            choose_target_tile(map, from, resolved.tiles.iter().copied(), occupied, rng)
+                .map(|(_, p)| p)
+        }
+        Ok(ActionAddress::Place(_)) | Err(_) => {
+            let resolved = map.resolve_address(address, living).ok()?;
+            choose_target_tile(map, from, resolved.tiles.iter().copied(), occupied, rng)
+                .map(|(_, p)| p)
+        }
+    }
+}
+
+/// Where an arriving persona's object event goes: the object's tile nearest to the persona when
+/// the address names a known object exactly, else the persona's own tile.
+fn object_event_tile(map: &TownMap, address: &str, at: TileCoord) -> TileCoord {
+    let Some(tiles) = map.address_tiles(address) else {
+        return at;
+    };
+    if address.split(':').count() < 4 {
+        return at;
+    }
+    tiles
+        .iter()
+        .copied()
+        .min_by_key(|t| ((t.x - at.x).abs() + (t.y - at.y).abs(), *t))
+        .unwrap_or(at)
+}
+
+/// The Execute stage for every persona, in name order (deterministic).
+pub fn execute_actions(
+    clock: Res<SimClock>,
+    map: Option<ResMut<TownMap>>,
+    mut personas: Query<(Entity, &Name, &mut Body, &ActionView), With<Persona>>,
+) {
+    let Some(mut map) = map else {
+        return;
+    };
+    let mut order: Vec<(String, Entity)> = personas
+        .iter()
+        .map(|(e, n, _, _)| (n.as_str().to_owned(), e))
+        .collect();
+    order.sort();
+
+    // Last step's object events go idle first (they are placed again below while in use).
+    for (_, entity) in &order {
+        if let Ok((_, _, mut body, _)) = personas.get_mut(*entity)
+            && let Some((tile, subject)) = body.object_event_at.take()
+        {
+            map.turn_event_idle(tile, &subject);
+        }
+    }
+
+    let mut tiles: HashMap<String, TileCoord> = personas
+        .iter()
+        .map(|(_, n, b, _)| (n.as_str().to_owned(), b.tile))
+        .collect();
+    for (name, entity) in &order {
+        let Ok((_, _, mut body, view)) = personas.get_mut(*entity) else {
+            continue;
+        };
+        if !body.path_set && !view.address.is_empty() {
+            let mut rng = step_rng(name, clock.step());
+            let path = plan_path(
+                &map,
+                body.tile,
+                &view.address,
+                &view.living_area,
+                &tiles,
+                &mut rng,
+            )
+            .unwrap_or_default();
+            body.planned_path = path.into_iter().skip(1).collect();
+            body.path_set = true;
+        }
+        let previous = body.tile;
+        body.previous_tile = previous;
+        if let Some(next) = body.planned_path.pop_front() {
+            body.tile = next;
+        }
+        tiles.insert(name.clone(), body.tile);
+
+        map.remove_subject_events(previous, name);
+        let event = view
+            .event
+            .clone()
+            .unwrap_or_else(|| TileEvent::idle(name.clone()));
+        map.add_event(body.tile, event);
+
+        if body.planned_path.is_empty()
+            && let Some(object_event) = &view.object_event
+        {
+            let tile = object_event_tile(&map, &view.address, body.tile);
+            map.remove_event(tile, &TileEvent::idle(object_event.subject.clone()));
+            map.add_event(tile, object_event.clone());
+            body.object_event_at = Some((tile, object_event.subject.clone()));
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! A persona's short-term state ("scratch" in Smallville): identity, hyper-parameters,
+//! the day's plan, the current action and the current chat (SPEC §2).
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDateTime;
+use serde::{Deserialize, Serialize};
+
+use crate::settings::PersonaDefaults;
+use crate::world::TileCoord;
+
+/// An `(subject, predicate, object)` triple; `None` parts are unknown or idle.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct EventTriple {
+    /// Who acts.
+    pub subject: Option<String>,
+    /// The verb.
+    pub predicate: Option<String>,
+    /// What is acted on.
+    pub object: Option<String>,
+}
+
+impl EventTriple {
+    /// A complete triple.
+    pub fn new(s: impl Into<String>, p: impl Into<String>, o: impl Into<String>) -> Self {
+        Self {
+            subject: Some(s.into()),
+            predicate: Some(p.into()),
+            object: Some(o.into()),
+        }
+    }
+
+    /// `(subject, "is", "idle")`, the fail-safe event of SPEC §3.4.
+    pub fn idle(subject: impl Into<String>) -> Self {
+        Self::new(subject, "is", "idle")
+    }
+}
+
+/// The identity stable set, hyper-parameters, plan, action and chat state of one persona.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Scratch {
+    // --- identity stable set ---
+    /// Full name; unique in a simulation.
+    pub name: String,
+    /// First name.
+    pub first_name: String,
+    /// Last name.
+    pub last_name: String,
+    /// Age in years.
+    pub age: u32,
+    /// Innate traits.
+    pub innate: String,
+    /// Learned traits and background.
+    pub learned: String,
+    /// What the persona is up to these days (revised each new day, SPEC §3.6).
+    pub currently: String,
+    /// Habits: sleep, work hours.
+    pub lifestyle: String,
+    /// Home address, `world:sector:arena`.
+    pub living_area: String,
+    /// Where the persona works (optional; used by the offline scripted backend and prompts).
+    pub workplace: Option<String>,
+    /// Requirements for the daily plan (revised each new day).
+    pub daily_plan_req: String,
+
+    // --- perception and memory hyper-parameters ---
+    /// The persona's hyper-parameters.
+    pub params: PersonaDefaults,
+    /// Poignancy budget left before the next reflection.
+    pub importance_trigger_curr: i32,
+    /// Events and thoughts perceived since the last reflection.
+    pub importance_ele_n: u32,
+
+    // --- time and place ---
+    /// The game time of the persona's last step (`None` before its first).
+    pub curr_time: Option<NaiveDateTime>,
+    /// The tile the persona stood on at its last step.
+    pub curr_tile: TileCoord,
+
+    // --- planning ---
+    /// Today's broad goals (5–8 items on the first day).
+    pub daily_req: Vec<String>,
+    /// Today's schedule as `(task, minutes)`, decomposed progressively; sums to 1440.
+    pub f_daily_schedule: Vec<(String, u32)>,
+    /// The undecomposed hourly schedule.
+    pub f_daily_schedule_hourly_org: Vec<(String, u32)>,
+
+    // --- current action ---
+    /// Where the action happens (`w:s:a:o` or a special address).
+    pub act_address: Option<String>,
+    /// When the action started.
+    pub act_start_time: Option<NaiveDateTime>,
+    /// Planned length in minutes.
+    pub act_duration: Option<u32>,
+    /// What the persona is doing.
+    pub act_description: Option<String>,
+    /// The action as an emoji.
+    pub act_pronunciatio: Option<String>,
+    /// The action as a triple.
+    pub act_event: EventTriple,
+    /// What the object used is doing.
+    pub act_obj_description: Option<String>,
+    /// The object's state as an emoji.
+    pub act_obj_pronunciatio: Option<String>,
+    /// The object's state as a triple.
+    pub act_obj_event: EventTriple,
+
+    // --- chat ---
+    /// The partner of the current chat.
+    pub chatting_with: Option<String>,
+    /// The current chat's lines, `(speaker, line)`.
+    pub chat: Vec<(String, String)>,
+    /// Cool-down per partner, in steps, before chatting again (SPEC §3.5: 800).
+    pub chatting_with_buffer: BTreeMap<String, u32>,
+    /// When the current chat ends.
+    pub chatting_end_time: Option<NaiveDateTime>,
+}
+
+impl Scratch {
+    /// The identity stable set as prompt text (Smallville's `get_str_iss`).
+    pub fn identity_summary(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("Name: {}\n", self.name));
+        s.push_str(&format!("Age: {}\n", self.age));
+        s.push_str(&format!("Innate traits: {}\n", self.innate));
+        s.push_str(&format!("Learned traits: {}\n", self.learned));
+        s.push_str(&format!("Currently: {}\n", self.currently));
+        s.push_str(&format!("Lifestyle: {}\n", self.lifestyle));
+        s.push_str(&format!(
+            "Daily plan requirement: {}\n",
+            self.daily_plan_req
+        ));
+        if let Some(time) = self.curr_time {
+            s.push_str(&format!("Current Date: {}\n", time.format("%A %B %d")));
+        }
+        s
+    }
+
+    /// Total minutes of today's schedule.
+    pub fn schedule_minutes(&self) -> u32 {
+        self.f_daily_schedule.iter().map(|(_, m)| *m).sum()
+    }
+
+    /// When the current action ends: the chat's end while chatting, else the start rounded up to
+    /// the minute plus the duration (SPEC §3.4). `None` when there is no action.
+    pub fn act_end_time(&self) -> Option<NaiveDateTime> {
+        if self.chatting_with.is_some()
+            && let Some(end) = self.chatting_end_time
+        {
+            return Some(end);
+        }
+        let start = self.act_start_time?;
+        let rounded = round_up_to_minute(start);
+        Some(rounded + chrono::Duration::minutes(self.act_duration.unwrap_or(0) as i64))
+    }
+
+    /// Whether the current action is over at `now` (`now ≥ end`, never exact equality; no
+    /// action counts as finished).
+    pub fn act_finished(&self, now: NaiveDateTime) -> bool {
+        if self.act_address.is_none() {
+            return true;
+        }
+        self.act_end_time().is_none_or(|end| now >= end)
+    }
+
+    /// Whether the persona's current action is sleep.
+    pub fn is_sleeping(&self) -> bool {
+        self.act_description.as_deref().is_some_and(is_sleep_text)
+    }
+}
+
+/// Whether an activity text means sleeping.
+pub fn is_sleep_text(text: &str) -> bool {
+    let t = text.to_lowercase();
+    t.contains("sleeping") || t.contains("asleep") || t.contains("in bed")
+}
+
+/// Rounds up to the next whole minute (an exact minute stays).
+pub fn round_up_to_minute(time: NaiveDateTime) -> NaiveDateTime {
+    use chrono::Timelike;
+    if time.second() == 0 && time.nanosecond() == 0 {
+        return time;
+    }
+    let floored = time
+        .with_second(0)
+        .and_then(|t| t.with_nanosecond(0))
+        .unwrap_or(time);
+    floored + chrono::Duration::minutes(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    fn at(h: u32, m: u32, s: u32) -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(2023, 2, 13)
+            .unwrap()
+            .and_hms_opt(h, m, s)
+            .unwrap()
+    }
+
+    #[test]
+    fn action_end_rounds_start_up_and_uses_ge() {
+        let mut s = Scratch {
+            act_address: Some("w:s:a:o".into()),
+            act_start_time: Some(at(8, 0, 10)),
+            act_duration: Some(15),
+            ..Default::default()
+        };
+        assert_eq!(s.act_end_time(), Some(at(8, 16, 0)));
+        assert!(!s.act_finished(at(8, 15, 50)));
+        assert!(s.act_finished(at(8, 16, 0)));
+        // A step that jumps past the end still finishes the action (the original needed equality).
+        assert!(s.act_finished(at(8, 16, 10)));
+        s.chatting_with = Some("Sam".into());
+        s.chatting_end_time = Some(at(9, 0, 0));
+        assert!(!s.act_finished(at(8, 30, 0)));
+        assert!(s.act_finished(at(9, 0, 0)));
+    }
+
+    #[test]
+    fn no_action_is_finished() {
+        assert!(Scratch::default().act_finished(at(0, 0, 0)));
+    }
+
+    #[test]
+    fn sleep_text() {
+        assert!(is_sleep_text("Sleeping"));
+        assert!(is_sleep_text("lying in bed, asleep"));
+        assert!(!is_sleep_text("making the bed"));
+    }
+}
