@@ -268,7 +268,10 @@ pub struct AwaitingCognition {
 impl AwaitingCognition {
     /// Work starting now, at `step`.
     pub fn new(step: u64) -> Self {
-        Self { since_step: step, since: Instant::now() }
+        Self {
+            since_step: step,
+            since: Instant::now(),
+        }
     }
 }
 
@@ -288,14 +291,18 @@ pub struct ClockPlugin {
 
 impl Default for ClockPlugin {
     fn default() -> Self {
-        Self { schedule: Update.intern() }
+        Self {
+            schedule: Update.intern(),
+        }
     }
 }
 
 impl ClockPlugin {
     /// Drives the simulation from `schedule` instead of [`Update`].
     pub fn in_schedule(schedule: impl ScheduleLabel) -> Self {
-        Self { schedule: schedule.intern() }
+        Self {
+            schedule: schedule.intern(),
+        }
     }
 }
 
@@ -354,7 +361,10 @@ fn run_one_step(world: &mut World) {
 /// The driver: runs [`SimPoll`], then as many [`SimStep`]s as the speed and mode allow.
 pub fn drive_sim_steps(world: &mut World) {
     world.run_schedule(SimPoll);
-    let settings = world.get_resource::<AgentSettings>().cloned().unwrap_or_default();
+    let settings = world
+        .get_resource::<AgentSettings>()
+        .cloned()
+        .unwrap_or_default();
     let dt = world.resource::<Time>().delta_secs_f64();
 
     let (mode, speed, owed) = {

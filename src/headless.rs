@@ -1,0 +1,195 @@
+//! Headless runs: the same plugins as the game, under [`MinimalPlugins`], driven from a loop.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use bevy::log::LogPlugin;
+use bevy::prelude::*;
+
+use crate::clock::{SimClock, SimSpeed, TimeMode};
+use crate::llm::{ConfigError, LlmConfig, LlmPlugin, build_client};
+use crate::persona::{
+    ActionView, Body, Persona, PersonaError, default_personas_dir, load_persona_sheets,
+    spawn_persona,
+};
+use crate::settings::AgentSettings;
+use crate::world::{MapError, TownMap};
+
+/// What a headless demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Game hours to simulate.
+    pub hours: f64,
+    /// Spawn only the first N personas.
+    pub personas: Option<usize>,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Map file (default town when `None`).
+    pub map: Option<PathBuf>,
+    /// Persona folder (default personas when `None`).
+    pub personas_dir: Option<PathBuf>,
+    /// The model configuration.
+    pub llm: LlmConfig,
+}
+
+/// Why a headless run could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadlessError {
+    /// The map is unusable.
+    #[error(transparent)]
+    Map(#[from] MapError),
+    /// A persona sheet is unusable.
+    #[error(transparent)]
+    Persona(#[from] PersonaError),
+    /// The model configuration is unusable.
+    #[error(transparent)]
+    Llm(#[from] ConfigError),
+    /// Writing output failed.
+    #[error("cannot write output: {0}")]
+    Io(#[from] std::io::Error),
+    /// A parameter is out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Builds a headless app with the town loaded and its personas spawned, in Lockstep at max speed.
+pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, HeadlessError> {
+    let map_path = options
+        .map
+        .clone()
+        .unwrap_or_else(TownMap::default_town_path);
+    let map = TownMap::load_tmx(&map_path)?;
+    let mut sheets = load_persona_sheets(
+        options
+            .personas_dir
+            .clone()
+            .unwrap_or_else(default_personas_dir),
+    )?;
+    if let Some(n) = options.personas {
+        if n == 0 {
+            return Err(HeadlessError::Invalid(
+                "--personas must be at least 1".into(),
+            ));
+        }
+        sheets.truncate(n);
+    }
+    let client = build_client(&options.llm)?;
+
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    if with_log {
+        app.add_plugins(LogPlugin::default());
+    }
+    app.insert_resource(client)
+        .insert_resource(
+            SimClock::default()
+                .with_mode(TimeMode::Lockstep)
+                .with_speed(SimSpeed::Max),
+        )
+        .add_plugins(
+            crate::GenerativeAgentsPlugins.set(LlmPlugin::with_config(options.llm.clone())),
+        );
+    let settings = app
+        .world()
+        .get_resource::<AgentSettings>()
+        .cloned()
+        .unwrap_or_default();
+    let clock = app.world().resource::<SimClock>().clone();
+    {
+        let world = app.world_mut();
+        let mut queue = bevy::ecs::world::CommandQueue::default();
+        let mut commands = Commands::new(&mut queue, world);
+        for sheet in &sheets {
+            spawn_persona(&mut commands, sheet, &map, &settings, &clock, options.seed)?;
+        }
+        queue.apply(world);
+    }
+    app.insert_resource(map);
+    app.finish();
+    app.cleanup();
+    Ok(app)
+}
+
+/// Runs the demo: prints the town, then one status line per persona every game hour.
+pub fn run_demo(options: &DemoOptions, out: &mut impl Write) -> Result<(), HeadlessError> {
+    if !(options.hours > 0.0 && options.hours <= 24.0 * 365.0) {
+        return Err(HeadlessError::Invalid(format!(
+            "--hours must be in (0, 8760], got {}",
+            options.hours
+        )));
+    }
+    let mut app = build_headless_app(options, true)?;
+    let steps_per_hour = 3600 / app.world().resource::<SimClock>().sec_per_step() as u64;
+    let total = (options.hours * steps_per_hour as f64).round() as u64;
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(total);
+
+    {
+        let map = app.world().resource::<TownMap>();
+        let client = app.world().resource::<crate::llm::LlmClient>();
+        writeln!(
+            out,
+            "Town {} ({}x{} tiles), {} sectors",
+            map.world_name(),
+            map.width(),
+            map.height(),
+            map.places().len()
+        )?;
+        let backend = client.backend_name();
+        let note = if backend == "scripted" {
+            " — offline scripted answers, not a language model"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "LLM backend: {backend} (model {}){note}",
+            client.model()
+        )?;
+    }
+    let mut last_hour = u64::MAX;
+    loop {
+        let step = app.world().resource::<SimClock>().step();
+        if step / steps_per_hour != last_hour {
+            last_hour = step / steps_per_hour;
+            print_status(&mut app, out)?;
+        }
+        if app.world().resource::<SimClock>().finished() {
+            break;
+        }
+        app.update();
+    }
+    let usage = app.world().resource::<crate::llm::LlmClient>().usage();
+    writeln!(
+        out,
+        "LLM usage: {}",
+        serde_json::to_string(&usage).unwrap_or_default()
+    )?;
+    Ok(())
+}
+
+fn print_status(app: &mut App, out: &mut impl Write) -> std::io::Result<()> {
+    let now = app.world().resource::<SimClock>().now();
+    writeln!(out, "— {}", now.format("%A %B %-d, %H:%M"))?;
+    let mut query = app
+        .world_mut()
+        .query_filtered::<(&Name, &Body, &ActionView), With<Persona>>();
+    let mut rows: Vec<(String, String)> = query
+        .iter(app.world())
+        .map(|(name, body, view)| {
+            let doing = if view.description.is_empty() {
+                "(no action yet)".to_string()
+            } else {
+                format!("{} {} @ {}", view.emoji, view.description, view.address)
+            };
+            (
+                name.as_str().to_string(),
+                format!("[{:>2},{:>2}] {doing}", body.tile.x, body.tile.y),
+            )
+        })
+        .collect();
+    rows.sort();
+    for (name, line) in rows {
+        writeln!(out, "  {name:<16} {line}")?;
+    }
+    Ok(())
+}
