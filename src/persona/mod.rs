@@ -10,8 +10,11 @@
 //! Personas come from [`PersonaSheet`] files (`assets/personas/*.json`) and are spawned with
 //! [`spawn_persona`].
 
+mod diary;
 mod scratch;
 mod sheet;
+
+pub use diary::{ConversationRecord, DayRecord, Diary};
 
 pub use scratch::{EventTriple, Scratch, is_sleep_text, round_up_to_minute};
 pub use sheet::{PersonaError, PersonaSheet, default_personas_dir, load_persona_sheets};
@@ -30,7 +33,7 @@ use crate::world::{TileCoord, TileEvent, TownMap};
 /// A generative agent. Spawning it brings its required components.
 #[derive(Component, Reflect, Debug, Clone, Copy, Default)]
 #[reflect(Component)]
-#[require(Mind, Body, ActionView, Name)]
+#[require(Mind, Body, ActionView, Diary, Name)]
 pub struct Persona;
 
 /// Everything a persona knows and intends. Moves into background tasks while the persona thinks.
