@@ -38,6 +38,7 @@
 //! | [`PersonaPlugin`](persona::PersonaPlugin) | persona components |
 //! | [`LlmPlugin`](llm::LlmPlugin) | the [`LlmClient`](llm::LlmClient) (from config/env unless the game inserts one) |
 //! | [`PromptPlugin`](prompt::PromptPlugin) | the prompt templates |
+//! | [`CognitionPlugin`](cognition::CognitionPlugin) | the loop: percepts, thoughts (perceive → retrieve → plan → reflect), conversations, execution |
 //!
 //! ```
 //! use bevy::prelude::*;
@@ -58,8 +59,11 @@ pub mod cognition;
 pub mod headless;
 pub mod llm;
 pub mod memory;
+pub mod output;
 pub mod persona;
 pub mod prompt;
+#[cfg(feature = "render")]
+pub mod render;
 pub mod settings;
 pub mod testing;
 pub mod world;
@@ -74,6 +78,7 @@ plugin_group! {
         persona:::PersonaPlugin,
         llm:::LlmPlugin,
         prompt:::PromptPlugin,
+        cognition:::CognitionPlugin,
     }
 }
 

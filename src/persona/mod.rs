@@ -26,6 +26,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::clock::SimClock;
+use crate::cognition::Percepts;
 use crate::memory::{AssociativeMemory, SpatialMemory};
 use crate::settings::AgentSettings;
 use crate::world::{TileCoord, TileEvent, TownMap};
@@ -33,7 +34,7 @@ use crate::world::{TileCoord, TileEvent, TownMap};
 /// A generative agent. Spawning it brings its required components.
 #[derive(Component, Reflect, Debug, Clone, Copy, Default)]
 #[reflect(Component)]
-#[require(Mind, Body, ActionView, Diary, Name)]
+#[require(Mind, Body, ActionView, Diary, Percepts, Name)]
 pub struct Persona;
 
 /// Everything a persona knows and intends. Moves into background tasks while the persona thinks.
@@ -134,6 +135,9 @@ pub struct ActionView {
     pub chatting_with: Option<String>,
     /// The current chat's lines.
     pub chat: Vec<(String, String)>,
+    /// When the current action ends (the chat's end while chatting).
+    #[reflect(ignore)]
+    pub end_time: Option<chrono::NaiveDateTime>,
 }
 
 impl ActionView {
@@ -164,6 +168,7 @@ impl ActionView {
             event,
             chatting_with: scratch.chatting_with.clone(),
             chat: scratch.chat.clone(),
+            end_time: scratch.act_end_time(),
         }
     }
 }

@@ -115,6 +115,8 @@ pub struct Scratch {
     pub chatting_with_buffer: BTreeMap<String, u32>,
     /// When the current chat ends.
     pub chatting_end_time: Option<NaiveDateTime>,
+    /// Whether the planning thought and memo of the current chat are stored (SPEC §3.7).
+    pub chat_thoughts_done: bool,
 }
 
 impl Scratch {

@@ -1,0 +1,551 @@
+//! Reactions and conversations (SPEC §3.5, §3.7).
+//!
+//! After planning, a persona looks at what it just perceived and may react: **talk** to another
+//! persona it sees, or **wait** for one who is using the place it is walking to. The guards are
+//! pure ([`talk_guards_pass`], [`wait_guards_pass`]); the model only decides among what the
+//! guards allow.
+//!
+//! A wait changes one mind and happens inside the persona's thought. A conversation needs two
+//! minds, so the thought only returns an intent; the dispatcher checks both minds out together
+//! and runs [`hold_conversation`]: turn by turn, each line from the speaker's own memories, then
+//! one summary line, and both personas get the chat action inserted into their day.
+
+use chrono::{Duration, NaiveDateTime, Timelike};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::memory::NodeId;
+use crate::persona::{ConversationRecord, EventTriple, MindState};
+use crate::prompt::{PromptContext, run_prompt};
+use crate::settings::AgentSettings;
+
+use super::plan::{add_new_action, date_text, minute_of_day};
+use super::prompts::{
+    ConversationSummary, DecideToReact, DecideToTalk, NewDecompositionSchedule, NextUtterance,
+    ReactChoice, RelationshipSummary, clock_text, readable_place, transcript,
+};
+use super::schedule::{reaction_window, total_minutes};
+use super::think::{OtherPersona, PlanEvent};
+
+/// The emoji of a chat action.
+pub const CHAT_EMOJI: &str = "💬";
+/// The emoji of a wait action.
+pub const WAIT_EMOJI: &str = "⌛";
+
+/// Picks the event to react to among the newly perceived ones (SPEC §3.5): never the persona's
+/// own; another persona's event first (its subject has no `:`); else a random non-idle one.
+pub fn choose_focus(
+    mind: &MindState,
+    perceived: &[NodeId],
+    rng: &mut ChaCha8Rng,
+) -> Option<NodeId> {
+    let name = &mind.scratch.name;
+    let candidates: Vec<NodeId> = perceived
+        .iter()
+        .copied()
+        .filter(|id| {
+            mind.associative
+                .node(*id)
+                .is_some_and(|n| &n.subject != name)
+        })
+        .collect();
+    let persona_event = candidates.iter().copied().find(|id| {
+        mind.associative
+            .node(*id)
+            .is_some_and(|n| !n.subject.contains(':') && !n.is_idle())
+    });
+    if persona_event.is_some() {
+        return persona_event;
+    }
+    let active: Vec<NodeId> = candidates
+        .into_iter()
+        .filter(|id| mind.associative.node(*id).is_some_and(|n| !n.is_idle()))
+        .collect();
+    if active.is_empty() {
+        return None;
+    }
+    active.get(rng.random_range(0..active.len())).copied()
+}
+
+/// Whether the persona is waiting (its address is `<waiting> x y`).
+pub fn is_waiting(address: Option<&str>) -> bool {
+    address.is_some_and(|a| a.starts_with("<waiting>"))
+}
+
+/// The hard guards of talking (SPEC §3.5), before the model is asked.
+pub fn talk_guards_pass(
+    mind: &MindState,
+    target: &OtherPersona,
+    now: NaiveDateTime,
+    quiet_hour: u32,
+) -> bool {
+    let s = &mind.scratch;
+    s.act_address.is_some()
+        && s.act_description.is_some()
+        && !target.address.is_empty()
+        && !target.description.is_empty()
+        && !s.is_sleeping()
+        && !target.sleeping
+        && now.hour() != quiet_hour
+        && !target.waiting
+        && s.chatting_with.is_none()
+        && !target.chatting
+        && s.chatting_with_buffer
+            .get(&target.name)
+            .copied()
+            .unwrap_or(0)
+            == 0
+}
+
+/// The guards of waiting (SPEC §3.5): the talk guards, the persona is on its way somewhere, and
+/// both act at the same address.
+pub fn wait_guards_pass(
+    mind: &MindState,
+    target: &OtherPersona,
+    now: NaiveDateTime,
+    quiet_hour: u32,
+    walking: bool,
+) -> bool {
+    let s = &mind.scratch;
+    s.act_address.is_some()
+        && s.act_description.is_some()
+        && !target.address.is_empty()
+        && !s.is_sleeping()
+        && !target.sleeping
+        && now.hour() != quiet_hour
+        && !target.waiting
+        && s.chatting_with.is_none()
+        && !target.chatting
+        && walking
+        && s.act_address.as_deref() == Some(target.address.as_str())
+}
+
+/// What a persona decided to do about what it perceived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reaction {
+    /// Start a conversation with this persona.
+    Talk(String),
+    /// Wait until this time for the persona using the place.
+    Wait {
+        /// Whom the persona waits for.
+        target: String,
+        /// Until when.
+        until: NaiveDateTime,
+    },
+}
+
+/// Decides whether and how to react (SPEC §3.5). `memories` are the keyword-related memory
+/// descriptions retrieved for the focus event.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the inputs of SPEC §3.5's decision"
+)]
+pub async fn decide_reaction(
+    mind: &MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    target: &OtherPersona,
+    memories: Vec<String>,
+    place: &str,
+    now: NaiveDateTime,
+    walking: bool,
+) -> Option<Reaction> {
+    let s = &mind.scratch;
+    if s.chatting_with.is_some() || is_waiting(s.act_address.as_deref()) {
+        return None;
+    }
+    let activity = s.act_description.clone().unwrap_or_default();
+    if talk_guards_pass(mind, target, now, settings.quiet_hour) {
+        let last_chat = mind.associative.last_chat_with(&target.name).map(|node| {
+            format!(
+                "{} — {}",
+                node.created.format("%B %d, %I:%M %p"),
+                node.description
+            )
+        });
+        let talk = run_prompt(
+            ctx,
+            &DecideToTalk {
+                name: s.name.clone(),
+                partner: target.name.clone(),
+                time_text: clock_text(minute_of_day(now)),
+                place: readable_place(place),
+                activity: activity.clone(),
+                partner_activity: target.description.clone(),
+                memories: memories.clone(),
+                last_chat,
+            },
+        )
+        .await
+        .value;
+        if talk {
+            return Some(Reaction::Talk(target.name.clone()));
+        }
+    }
+    if wait_guards_pass(mind, target, now, settings.quiet_hour, walking)
+        && let Some(end) = target.end_time
+    {
+        let until = end - Duration::minutes(1);
+        if until <= now {
+            return None;
+        }
+        let choice = run_prompt(
+            ctx,
+            &DecideToReact {
+                name: s.name.clone(),
+                partner: target.name.clone(),
+                time_text: clock_text(minute_of_day(now)),
+                place: readable_place(place),
+                activity,
+                partner_activity: target.description.clone(),
+                memories,
+            },
+        )
+        .await
+        .value;
+        if choice == ReactChoice::Wait {
+            return Some(Reaction::Wait {
+                target: target.name.clone(),
+                until,
+            });
+        }
+    }
+    None
+}
+
+/// Inserts a reaction into today's schedule and re-plans the affected window with the model,
+/// so the day still sums to 1440 minutes (SPEC §3.5).
+pub async fn insert_into_schedule(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    now: NaiveDateTime,
+    inserted: &str,
+    duration: u32,
+) {
+    let minute = minute_of_day(now);
+    let s = &mind.scratch;
+    let Some((first, last, start)) = reaction_window(
+        &s.f_daily_schedule,
+        &s.f_daily_schedule_hourly_org,
+        minute,
+        duration,
+    ) else {
+        return;
+    };
+    let items: Vec<(String, u32)> = s.f_daily_schedule[first..last].to_vec();
+    let prompt = NewDecompositionSchedule {
+        first_name: s.first_name.clone(),
+        date_text: date_text(now),
+        window_start_minute: start,
+        items: items.clone(),
+        inserted: inserted.to_string(),
+        insert_offset: minute.saturating_sub(start),
+        inserted_duration: duration,
+    };
+    let window = run_prompt(ctx, &prompt).await.value;
+    if total_minutes(&window) == total_minutes(&items) && !window.is_empty() {
+        mind.scratch.f_daily_schedule.splice(first..last, window);
+    }
+}
+
+/// Starts a wait (SPEC §3.5 "wait reaction").
+pub async fn start_wait(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    now: NaiveDateTime,
+    tile: crate::world::TileCoord,
+    target: &OtherPersona,
+    until: NaiveDateTime,
+) {
+    let minutes = u32::try_from((until - now).num_minutes().max(1)).unwrap_or(1);
+    let description = format!("waiting to start {}", target.description);
+    insert_into_schedule(mind, ctx, now, &description, minutes).await;
+    let name = mind.scratch.name.clone();
+    add_new_action(
+        mind,
+        now,
+        format!("<waiting> {} {}", tile.x, tile.y),
+        minutes,
+        description.clone(),
+        WAIT_EMOJI.to_string(),
+        EventTriple::new(name, "waiting to start", target.description.clone()),
+        None,
+    );
+    mind.scratch.chatting_with = None;
+    mind.scratch.chat.clear();
+    mind.scratch.chatting_end_time = None;
+}
+
+/// One side of a conversation: the persona's action as the other sees it.
+#[derive(Debug, Clone)]
+pub struct SpeakerView {
+    /// What the persona is doing.
+    pub activity: String,
+    /// Where (`w:s:a`).
+    pub place: String,
+}
+
+/// Recalls the descriptions best matching `points` (`n` each), oldest first.
+async fn recall(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    points: &[String],
+    now: NaiveDateTime,
+    n: usize,
+) -> Vec<String> {
+    super::identity::retrieve_statements(mind, ctx, settings, points, now, n).await
+}
+
+/// The next line of `speaker` to `listener` (SPEC §3.7).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the inputs of SPEC §3.7's utterance"
+)]
+async fn next_line(
+    speaker: &mut MindState,
+    listener_name: &str,
+    speaker_view: &SpeakerView,
+    listener_view: &SpeakerView,
+    conversation: &[(String, String)],
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) -> (String, bool) {
+    let name = speaker.scratch.name.clone();
+    let about = recall(
+        speaker,
+        ctx,
+        settings,
+        &[listener_name.to_string()],
+        now,
+        50,
+    )
+    .await;
+    let relationship = run_prompt(
+        ctx,
+        &RelationshipSummary {
+            name: name.clone(),
+            partner: listener_name.to_string(),
+            memories: about,
+        },
+    )
+    .await
+    .value;
+    let recent: Vec<(String, String)> = conversation.iter().rev().take(4).rev().cloned().collect();
+    let mut points = vec![
+        relationship.clone(),
+        format!("{listener_name} is {}", listener_view.activity),
+    ];
+    if !recent.is_empty() {
+        points.push(transcript(&recent));
+    }
+    let memories = recall(speaker, ctx, settings, &points, now, 15).await;
+    let previous_chat = speaker
+        .associative
+        .last_chat_with(listener_name)
+        .filter(|node| now - node.created < Duration::minutes(settings.chat_context_minutes))
+        .map(|node| {
+            let lines: Vec<(String, String)> = node
+                .filling
+                .chat_lines()
+                .iter()
+                .map(|l| (l.speaker.clone(), l.line.clone()))
+                .collect();
+            transcript(&lines)
+        });
+    let utterance = run_prompt(
+        ctx,
+        &NextUtterance {
+            identity: speaker.scratch.identity_summary(),
+            name,
+            partner: listener_name.to_string(),
+            time_text: clock_text(minute_of_day(now)),
+            place: readable_place(&speaker_view.place),
+            activity: speaker_view.activity.clone(),
+            partner_activity: listener_view.activity.clone(),
+            relationship,
+            memories,
+            previous_chat,
+            conversation: conversation.to_vec(),
+        },
+    )
+    .await
+    .value;
+    (utterance.text, utterance.end)
+}
+
+/// Minutes a conversation takes: `ceil(chars / 8 / 30)`, at least 1 (SPEC §3.7).
+pub fn conversation_minutes(lines: &[(String, String)]) -> u32 {
+    let chars: usize = lines.iter().map(|(_, l)| l.chars().count()).sum();
+    let minutes = (chars as f64 / 8.0 / 30.0).ceil() as u32;
+    minutes.max(1)
+}
+
+/// What a held conversation produced, for the diaries.
+#[derive(Debug, Clone)]
+pub struct ConversationOutcome {
+    /// The lines, `(speaker, line)`.
+    pub lines: Vec<(String, String)>,
+    /// The one-line summary ("conversing about …").
+    pub summary: String,
+    /// Minutes it takes.
+    pub minutes: u32,
+    /// When it ends.
+    pub end: NaiveDateTime,
+}
+
+/// Generates the conversation between `a` (who started it) and `b` (SPEC §3.7).
+pub async fn generate_conversation(
+    a: &mut MindState,
+    b: &mut MindState,
+    views: (&SpeakerView, &SpeakerView),
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) -> Vec<(String, String)> {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let (a_name, b_name) = (a.scratch.name.clone(), b.scratch.name.clone());
+    for _ in 0..settings.max_chat_rounds {
+        let (line, end) = next_line(a, &b_name, views.0, views.1, &lines, ctx, settings, now).await;
+        lines.push((a_name.clone(), line));
+        if end {
+            break;
+        }
+        let (line, end) = next_line(b, &a_name, views.1, views.0, &lines, ctx, settings, now).await;
+        lines.push((b_name.clone(), line));
+        if end {
+            break;
+        }
+    }
+    lines
+}
+
+/// Gives one side the chat action (SPEC §3.5 "chat reaction").
+#[expect(clippy::too_many_arguments, reason = "one side of a chat")]
+pub async fn start_chat(
+    mind: &mut MindState,
+    partner: &str,
+    lines: &[(String, String)],
+    summary: &str,
+    minutes: u32,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) {
+    insert_into_schedule(mind, ctx, now, summary, minutes).await;
+    let name = mind.scratch.name.clone();
+    add_new_action(
+        mind,
+        now,
+        format!("<persona> {partner}"),
+        minutes,
+        summary.to_string(),
+        CHAT_EMOJI.to_string(),
+        EventTriple::new(name, "chat with", partner),
+        None,
+    );
+    let s = &mut mind.scratch;
+    s.chatting_with = Some(partner.to_string());
+    s.chat = lines.to_vec();
+    s.chatting_with_buffer
+        .insert(partner.to_string(), settings.chat_cooldown_steps);
+    s.chatting_end_time = s
+        .act_end_time()
+        .or(Some(now + Duration::minutes(i64::from(minutes))));
+    s.chat_thoughts_done = false;
+}
+
+/// Holds a whole conversation between two checked-out minds and starts the chat on both sides.
+pub async fn hold_conversation(
+    a: &mut MindState,
+    b: &mut MindState,
+    views: (SpeakerView, SpeakerView),
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) -> ConversationOutcome {
+    let lines = generate_conversation(a, b, (&views.0, &views.1), ctx, settings, now).await;
+    let summary = run_prompt(
+        ctx,
+        &ConversationSummary {
+            name: a.scratch.name.clone(),
+            partner: b.scratch.name.clone(),
+            conversation: lines.clone(),
+        },
+    )
+    .await
+    .value;
+    let minutes = conversation_minutes(&lines);
+    let (a_name, b_name) = (a.scratch.name.clone(), b.scratch.name.clone());
+    start_chat(a, &b_name, &lines, &summary, minutes, ctx, settings, now).await;
+    start_chat(b, &a_name, &lines, &summary, minutes, ctx, settings, now).await;
+    let end = a
+        .scratch
+        .chatting_end_time
+        .unwrap_or(now + Duration::minutes(i64::from(minutes)));
+    ConversationOutcome {
+        lines,
+        summary,
+        minutes,
+        end,
+    }
+}
+
+/// The diary entry of a conversation for one side.
+pub fn conversation_record(
+    with: &str,
+    outcome: &ConversationOutcome,
+    now: NaiveDateTime,
+    step: u64,
+) -> PlanEvent {
+    PlanEvent::Conversation(ConversationRecord {
+        with: with.to_string(),
+        start: now,
+        end: outcome.end,
+        start_step: step,
+        lines: outcome.lines.len(),
+        summary: outcome.summary.clone(),
+    })
+}
+
+/// The memories related to an event by keyword (SPEC §3.2, reactions): events and thoughts
+/// sharing a keyword with its `(s, p, o)`, as descriptions, newest first, at most `limit`.
+pub fn related_memories(mind: &MindState, focus: NodeId, limit: usize) -> Vec<String> {
+    let Some(node) = mind.associative.node(focus) else {
+        return Vec::new();
+    };
+    let (s, p, o) = node.spo();
+    let mut ids = mind.associative.retrieve_relevant_events(s, p, o);
+    ids.extend(mind.associative.retrieve_relevant_thoughts(s, p, o));
+    ids.retain(|id| *id != focus);
+    ids.sort_by(|a, b| b.cmp(a));
+    ids.dedup();
+    ids.into_iter()
+        .filter_map(|id| mind.associative.node(id))
+        .filter(|n| !n.is_idle())
+        .take(limit)
+        .map(|n| n.description.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minutes_of_a_conversation() {
+        let line = |n: usize| ("A".to_string(), "x".repeat(n));
+        assert_eq!(conversation_minutes(&[]), 1);
+        assert_eq!(conversation_minutes(&[line(240)]), 1);
+        assert_eq!(conversation_minutes(&[line(241)]), 2);
+        assert_eq!(conversation_minutes(&[line(400), line(400)]), 4);
+    }
+
+    #[test]
+    fn waiting_addresses() {
+        assert!(is_waiting(Some("<waiting> 3 4")));
+        assert!(!is_waiting(Some("w:s:a:o")));
+        assert!(!is_waiting(None));
+    }
+}

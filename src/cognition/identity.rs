@@ -1,0 +1,122 @@
+//! Identity revision (SPEC §3.6): each new day after the first, a persona looks back at its
+//! plans and the important events of its life, writes itself a planning note and a note on its
+//! feelings, and from those a new `currently` and new daily requirements — so what happened
+//! yesterday shapes today's plan.
+
+use chrono::NaiveDateTime;
+
+use crate::memory::new_retrieve;
+use crate::persona::MindState;
+use crate::prompt::{PromptContext, run_prompt};
+use crate::settings::AgentSettings;
+
+use super::perceive::embedding_for;
+use super::plan::date_text;
+use super::prompts::{
+    ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
+    ReviseIdentityPlanNote, wake_up_item,
+};
+use super::think::{PlanEvent, retrieval_params};
+
+/// The memories (descriptions, oldest first) best matching `focal_points`, `n` per point,
+/// each once. Marks them accessed.
+pub async fn retrieve_statements(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    focal_points: &[String],
+    now: NaiveDateTime,
+    n: usize,
+) -> Vec<String> {
+    let params = retrieval_params(mind, settings);
+    let mut ids = Vec::new();
+    for point in focal_points {
+        let Some(embedding) = embedding_for(mind, ctx, point).await else {
+            continue;
+        };
+        match new_retrieve(&mut mind.associative, &embedding, now, n, &params) {
+            Ok(found) => {
+                for id in found {
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+            }
+            Err(error) => bevy::log::warn!(%error, "retrieval failed"),
+        }
+    }
+    ids.sort();
+    ids.iter()
+        .filter_map(|id| mind.associative.node(*id))
+        .map(|node| node.description.clone())
+        .collect()
+}
+
+/// Revises `currently` and the daily requirements for the day starting at `now`.
+pub async fn revise_identity(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    wake_up_hour: u32,
+    events: &mut Vec<PlanEvent>,
+) {
+    let name = mind.scratch.name.clone();
+    let yesterday = now - chrono::Duration::days(1);
+    let focal = vec![
+        format!("{name}'s plan for {}.", date_text(yesterday)),
+        format!("Important recent events for {name}'s life."),
+    ];
+    let memories = retrieve_statements(mind, ctx, settings, &focal, now, settings.retrieve_n).await;
+    let today = date_text(now);
+    let plan_note = ReviseIdentityPlanNote {
+        name: name.clone(),
+        date_text: today.clone(),
+        memories: memories.clone(),
+    };
+    let feelings = ReviseIdentityFeelings {
+        name: name.clone(),
+        date_text: today.clone(),
+        memories,
+    };
+    let (plan_note, feelings) = bevy::tasks::futures_lite::future::zip(
+        run_prompt(ctx, &plan_note),
+        run_prompt(ctx, &feelings),
+    )
+    .await;
+    let currently = run_prompt(
+        ctx,
+        &ReviseIdentityCurrently {
+            name: name.clone(),
+            date_text: today.clone(),
+            previous: mind.scratch.currently.clone(),
+            plan_note: plan_note.value,
+            feelings: feelings.value,
+        },
+    )
+    .await
+    .value;
+    if !currently.trim().is_empty() {
+        mind.scratch.currently = currently;
+    }
+    let daily = run_prompt(
+        ctx,
+        &ReviseIdentityDailyReq {
+            identity: mind.scratch.identity_summary(),
+            first_name: mind.scratch.first_name.clone(),
+            date_text: today,
+            wake_up_hour,
+            home: mind.scratch.living_area.clone(),
+            workplace: mind.scratch.workplace.clone(),
+        },
+    )
+    .await
+    .value;
+    if !daily.is_empty() {
+        mind.scratch.daily_plan_req = daily.join(", ");
+    }
+    let mut daily_req = vec![wake_up_item(wake_up_hour)];
+    daily_req.extend(daily);
+    mind.scratch.daily_req = daily_req;
+    events.push(PlanEvent::IdentityRevised(now.date()));
+}

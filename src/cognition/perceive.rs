@@ -1,0 +1,332 @@
+//! Perceive (SPEC §3.1): a persona looks `vision_r` tiles around it, learns the places it sees,
+//! and turns the closest new events of its own arena into memories.
+//!
+//! The looking is synchronous and reads only the map ([`perceive_surroundings`], run for every
+//! persona each step by [`gather_percepts`] into its [`Percepts`]). Forming memories needs the
+//! model (poignancy, embeddings), so it runs inside the persona's thought
+//! ([`form_memories`]) on the checked-out mind.
+
+use bevy::prelude::*;
+use chrono::NaiveDateTime;
+
+use crate::clock::AwaitingCognition;
+use crate::memory::{ChatLine, NewMemory, NodeId};
+use crate::persona::{Body, Mind, MindState, Persona};
+use crate::prompt::{PromptContext, run_prompt};
+use crate::settings::AgentSettings;
+use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
+
+use super::prompts::{ChatPoignancy, EventPoignancy, transcript};
+
+/// What a persona sees this step. Refreshed every step for personas whose mind is home.
+#[derive(Component, Debug, Clone, Default, PartialEq)]
+pub struct Percepts {
+    /// The tile the persona looked from.
+    pub tile: Option<TileCoord>,
+    /// The closest `att_bandwidth` events in the persona's arena, nearest first, deduplicated.
+    pub events: Vec<TileEvent>,
+    /// The arena the persona stands in (`w:s:a`), or a shorter address outdoors.
+    pub arena: String,
+    /// The sector the persona stands in, if any.
+    pub sector: Option<String>,
+}
+
+/// The places (`w:s:a:o`, or shorter where a tile has no deeper part) within `vision_r` of
+/// `tile` (SPEC §3.1 step 1), sorted and deduplicated.
+pub fn places_in_view(map: &TownMap, tile: TileCoord, vision_r: u32) -> Vec<String> {
+    let mut places: Vec<String> = map
+        .nearby_tiles(tile, vision_r)
+        .into_iter()
+        .filter(|c| map.tile(*c).is_some_and(|t| t.sector.is_some()))
+        .filter_map(|c| map.tile_path_string(c, AddressLevel::GameObject))
+        .collect();
+    places.sort();
+    places.dedup();
+    places
+}
+
+/// Looks around `tile` (SPEC §3.1 step 2): the events on tiles within `vision_r` **in the same
+/// arena**, deduplicated, nearest first (Euclidean, ties by tile and event), at most
+/// `att_bandwidth`.
+pub fn perceive_surroundings(
+    map: &TownMap,
+    tile: TileCoord,
+    vision_r: u32,
+    att_bandwidth: usize,
+) -> Percepts {
+    let here = map.tile(tile);
+    let sector = here.and_then(|t| t.sector.clone());
+    let arena_name = here.and_then(|t| t.arena.clone());
+    let arena = map
+        .tile_path_string(tile, AddressLevel::Arena)
+        .unwrap_or_default();
+    let mut candidates: Vec<(i64, TileCoord, &TileEvent)> = Vec::new();
+    for c in map.nearby_tiles(tile, vision_r) {
+        let Some(t) = map.tile(c) else { continue };
+        if t.events.is_empty() || t.sector != sector || t.arena != arena_name {
+            continue;
+        }
+        let d2 = i64::from(c.x - tile.x).pow(2) + i64::from(c.y - tile.y).pow(2);
+        for event in &t.events {
+            candidates.push((d2, c, event));
+        }
+    }
+    candidates.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    let mut events: Vec<TileEvent> = Vec::new();
+    for (_, _, event) in candidates {
+        if events.len() >= att_bandwidth {
+            break;
+        }
+        if !events.contains(event) {
+            events.push(event.clone());
+        }
+    }
+    Percepts {
+        tile: Some(tile),
+        events,
+        arena,
+        sector,
+    }
+}
+
+/// Refreshes every idle persona's [`Percepts`] from the map, and when it stands on a new tile
+/// adds the places in view to its spatial memory (runs in
+/// [`AgentSystems::Perceive`](crate::clock::AgentSystems)).
+pub fn gather_percepts(
+    map: Option<Res<TownMap>>,
+    settings: Res<AgentSettings>,
+    mut personas: Query<
+        (&Body, &mut Mind, &mut Percepts),
+        (With<Persona>, Without<AwaitingCognition>),
+    >,
+) {
+    let Some(map) = map else { return };
+    personas
+        .par_iter_mut()
+        .for_each(|(body, mut mind, mut percepts)| {
+            let Some(state) = mind.get_mut() else { return };
+            let params = &state.scratch.params;
+            let vision = u32::try_from(params.vision_r).unwrap_or(0);
+            let moved = percepts.tile != Some(body.tile);
+            if moved {
+                for address in places_in_view(&map, body.tile, vision) {
+                    state.spatial.add_address(&address);
+                }
+            }
+            let bandwidth = if params.att_bandwidth == 0 {
+                settings.persona.att_bandwidth
+            } else {
+                params.att_bandwidth
+            };
+            let next = perceive_surroundings(&map, body.tile, vision, bandwidth);
+            if *percepts != next {
+                *percepts = next;
+            }
+        });
+}
+
+/// An event as stored in memory: `(s, p, o)` with an idle event's missing parts filled in and
+/// its description `"<last part of subject> is <description>"` (SPEC §3.1 step 3).
+pub fn event_memory_parts(event: &TileEvent) -> (String, String, String, String) {
+    let subject = event.subject.clone();
+    let (predicate, object, description) = match &event.predicate {
+        None => ("is".to_string(), "idle".to_string(), "idle".to_string()),
+        Some(p) => (
+            p.clone(),
+            event.object.clone().unwrap_or_else(|| "idle".to_string()),
+            event
+                .description
+                .clone()
+                .unwrap_or_else(|| format!("{} {}", p, event.object.clone().unwrap_or_default())),
+        ),
+    };
+    let short = subject
+        .rsplit(':')
+        .next()
+        .unwrap_or(&subject)
+        .trim()
+        .to_string();
+    let description = if description.starts_with(&short) {
+        description
+    } else {
+        format!("{short} is {description}")
+    };
+    (subject, predicate, object, description)
+}
+
+/// The keywords of a perceived event: the last segment of its subject and of its object.
+pub fn event_keywords(subject: &str, object: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in [subject, object] {
+        if let Some(last) = part
+            .rsplit(':')
+            .next()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let last = last.to_string();
+            if !out.contains(&last) {
+                out.push(last);
+            }
+        }
+    }
+    out
+}
+
+/// Turns the new perceived events into memories (SPEC §3.1 steps 3–4) and returns the new
+/// event nodes. Events already among the latest `retention` are skipped; "is idle" events get
+/// poignancy 1 without a model call; the persona's own "chat with" event also stores a chat.
+pub async fn form_memories(
+    mind: &mut MindState,
+    percepts: &Percepts,
+    ctx: &PromptContext,
+    now: NaiveDateTime,
+) -> Vec<NodeId> {
+    let name = mind.scratch.name.clone();
+    let first_name = mind.scratch.first_name.clone();
+    let identity = mind.scratch.identity_summary();
+    let retention = mind.scratch.params.retention;
+    let mut added = Vec::new();
+    for event in &percepts.events {
+        let (s, p, o, description) = event_memory_parts(event);
+        let known = mind
+            .associative
+            .latest_event_triples(retention)
+            .iter()
+            .any(|(ks, kp, ko)| *ks == s && *kp == p && *ko == o);
+        if known {
+            continue;
+        }
+        let embedding = embedding_for(mind, ctx, &description).await;
+        let Some(embedding) = embedding else { continue };
+        let idle = p == "is" && o == "idle";
+        let poignancy = if idle {
+            1
+        } else {
+            run_prompt(
+                ctx,
+                &EventPoignancy {
+                    identity: identity.clone(),
+                    first_name: first_name.clone(),
+                    event: description.clone(),
+                },
+            )
+            .await
+            .value
+        };
+        let mut filling = Vec::new();
+        if s == name && p == "chat with" && !mind.scratch.chat.is_empty() {
+            let conversation = transcript(&mind.scratch.chat);
+            let chat_poignancy = run_prompt(
+                ctx,
+                &ChatPoignancy {
+                    identity: identity.clone(),
+                    first_name: first_name.clone(),
+                    conversation: conversation.clone(),
+                },
+            )
+            .await
+            .value;
+            let lines = mind
+                .scratch
+                .chat
+                .iter()
+                .map(|(who, line)| ChatLine::new(who.clone(), line.clone()))
+                .collect();
+            let chat = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), description.clone())
+                .keywords(event_keywords(&s, &o))
+                .poignancy(chat_poignancy)
+                .embedding(embedding.clone());
+            if let Ok(id) = mind.associative.add_chat(chat, lines) {
+                filling.push(id);
+            }
+        }
+        let memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), description)
+            .keywords(event_keywords(&s, &o))
+            .poignancy(poignancy)
+            .embedding(embedding);
+        match mind.associative.add_event(memory, filling) {
+            Ok(id) => {
+                added.push(id);
+                mind.scratch.importance_trigger_curr -= i32::from(poignancy);
+                mind.scratch.importance_ele_n += 1;
+            }
+            Err(error) => warn!(persona = %name, %error, "could not store a perceived event"),
+        }
+    }
+    added
+}
+
+/// The embedding of `text`: the one already in memory, else the model's. `None` (with a
+/// warning) when the model fails — the memory is then simply not formed this step.
+pub async fn embedding_for(mind: &MindState, ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
+    if let Some(vector) = mind.associative.embedding(text) {
+        return Some(vector.to_vec());
+    }
+    match ctx.client.embed_one(text).await {
+        Ok(vector) if !vector.is_empty() && vector.iter().all(|v| v.is_finite()) => Some(vector),
+        Ok(_) => {
+            warn!("the embedding backend returned an unusable vector");
+            None
+        }
+        Err(error) => {
+            warn!(%error, "embedding failed");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_event_parts() {
+        let e = TileEvent::idle("Willowbrook:Okafor house:kitchen:stove");
+        let (s, p, o, d) = event_memory_parts(&e);
+        assert_eq!(s, "Willowbrook:Okafor house:kitchen:stove");
+        assert_eq!((p.as_str(), o.as_str()), ("is", "idle"));
+        assert_eq!(d, "stove is idle");
+        assert_eq!(event_keywords(&s, &o), vec!["stove", "idle"]);
+    }
+
+    #[test]
+    fn persona_event_parts() {
+        let e = TileEvent {
+            subject: "Sam Lindqvist".into(),
+            predicate: Some("chat with".into()),
+            object: Some("Mira Okafor".into()),
+            description: Some("conversing about the open mic".into()),
+        };
+        let (_, p, _, d) = event_memory_parts(&e);
+        assert_eq!(p, "chat with");
+        assert_eq!(d, "Sam Lindqvist is conversing about the open mic");
+    }
+
+    #[test]
+    fn sees_only_its_arena_nearest_first() {
+        let map = TownMap::from_ascii(
+            "w",
+            &["aab", "aab", "aab"],
+            &[('a', "w:s:room:desk"), ('b', "w:s:hall")],
+        );
+        let Ok(mut map) = map else {
+            panic!("test map must build");
+        };
+        map.add_event(TileCoord::new(2, 0), TileEvent::idle("far"));
+        map.add_event(TileCoord::new(1, 1), TileEvent::idle("near"));
+        map.add_event(TileCoord::new(0, 2), TileEvent::idle("diag"));
+        let p = perceive_surroundings(&map, TileCoord::new(0, 1), 4, 2);
+        let subjects: Vec<&str> = p.events.iter().map(|e| e.subject.as_str()).collect();
+        // "far" is in another arena; "near" (distance 1) before "diag" (distance 1, later tile)
+        // or the desk idle events on the persona's own tile (distance 0) come first.
+        assert!(!subjects.contains(&"far"));
+        assert_eq!(p.events.len(), 2);
+        assert_eq!(p.arena, "w:s:room");
+        assert!(
+            places_in_view(&map, TileCoord::new(0, 1), 4)
+                .iter()
+                .any(|a| a == "w:s:room:desk")
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! Plan (SPEC §3.3–§3.4): the day in broad strokes on a new day, and the next action whenever
+//! the current one has finished.
+//!
+//! - [`plan_new_day`]: wake-up hour → (first day) a daily plan, (later days) the identity
+//!   revision of SPEC §3.6 → the hourly schedule, regenerated while it is too monotonous →
+//!   `f_daily_schedule` → a plan thought in memory.
+//! - [`determine_action`]: decompose the blocks due (pure rules in [`schedule`](super::schedule)),
+//!   pad the day to 1440 minutes, ground the current task in a sector, arena and object the
+//!   persona knows, describe it (emoji, event triple, the object's state) and start it.
+//!
+//! Both run inside a persona's thought on its checked-out mind; every model answer goes through
+//! a typed prompt with a fail-safe, and every address the persona ends up with exists on the map.
+
+use chrono::{Duration, NaiveDate, NaiveDateTime, Timelike};
+
+use crate::llm::ChatRequest;
+use crate::memory::NewMemory;
+use crate::persona::{DayRecord, EventTriple, MindState};
+use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
+use crate::settings::AgentSettings;
+
+use super::perceive::embedding_for;
+use super::prompts::{
+    ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, DailyPlan,
+    HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple, RANDOM_OBJECT,
+    TaskDecomposition, WakeUpHour, numbered_list, subtask_description, wake_up_item,
+};
+use super::schedule::{
+    blocks_to_decompose, day_hours, distinct_activities, item_start, merge_hourly, pad_day,
+    replace_item, schedule_index,
+};
+use super::think::{AddressBook, PlanEvent};
+
+/// Today's date as prompts show it ("Monday February 13").
+pub fn date_text(now: NaiveDateTime) -> String {
+    now.format("%A %B %d").to_string()
+}
+
+/// A prompt asked again for a fresh sample: same template, a different seed (so a different
+/// cache entry). Used to regenerate a too-monotonous hourly schedule.
+#[derive(Debug, Clone)]
+pub struct Resampled<P> {
+    /// The prompt.
+    pub inner: P,
+    /// Which resample this is (0 = the original).
+    pub variant: u64,
+}
+
+impl<P: Prompt> Prompt for Resampled<P> {
+    type Output = P::Output;
+
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let mut request = self.inner.request(library)?;
+        if self.variant > 0 {
+            let base = request.seed.unwrap_or(0);
+            request.seed = Some(base.wrapping_add(self.variant.wrapping_mul(1_000_003)));
+        }
+        Ok(request)
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<Self::Output, ParseError> {
+        self.inner.parse(cleaned)
+    }
+
+    fn fail_safe(&self) -> Self::Output {
+        self.inner.fail_safe()
+    }
+
+    fn options(&self) -> Option<Vec<String>> {
+        self.inner.options()
+    }
+
+    fn output_for_option(&self, index: usize) -> Option<Self::Output> {
+        self.inner.output_for_option(index)
+    }
+}
+
+/// Long-term planning on a new day (SPEC §3.3). `first_day` when the persona had no time yet.
+pub async fn plan_new_day(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    first_day: bool,
+    events: &mut Vec<PlanEvent>,
+) {
+    let date = now.date();
+    let wake_up_hour = run_prompt(
+        ctx,
+        &WakeUpHour {
+            identity: mind.scratch.identity_summary(),
+            lifestyle: mind.scratch.lifestyle.clone(),
+            first_name: mind.scratch.first_name.clone(),
+            fail_safe_hour: settings.wake_up_fail_safe,
+        },
+    )
+    .await
+    .value
+    .min(23);
+
+    if first_day {
+        let plan = run_prompt(
+            ctx,
+            &DailyPlan {
+                identity: mind.scratch.identity_summary(),
+                first_name: mind.scratch.first_name.clone(),
+                date_text: date_text(now),
+                wake_up_hour,
+                home: mind.scratch.living_area.clone(),
+                workplace: mind.scratch.workplace.clone(),
+            },
+        )
+        .await
+        .value;
+        let mut daily_req = vec![wake_up_item(wake_up_hour)];
+        daily_req.extend(plan);
+        mind.scratch.daily_req = daily_req;
+    } else {
+        super::identity::revise_identity(mind, ctx, settings, now, wake_up_hour, events).await;
+    }
+
+    // The hourly schedule, asked again while it is too monotonous.
+    let base = HourlySchedule {
+        identity: mind.scratch.identity_summary(),
+        first_name: mind.scratch.first_name.clone(),
+        date_text: date_text(now),
+        home: mind.scratch.living_area.clone(),
+        workplace: mind.scratch.workplace.clone(),
+        daily_plan: mind.scratch.daily_req.clone(),
+        wake_up_hour,
+    };
+    let mut hours = day_hours(wake_up_hour, &run_prompt(ctx, &base).await.value);
+    let mut variant = 0;
+    while distinct_activities(&hours) < settings.schedule_min_distinct
+        && variant < u64::from(settings.schedule_regen_max)
+    {
+        variant += 1;
+        let again = Resampled {
+            inner: base.clone(),
+            variant,
+        };
+        hours = day_hours(wake_up_hour, &run_prompt(ctx, &again).await.value);
+    }
+    let schedule = merge_hourly(&hours);
+    mind.scratch.f_daily_schedule = schedule.clone();
+    mind.scratch.f_daily_schedule_hourly_org = schedule.clone();
+
+    // The plan thought (SPEC §3.3).
+    let name = mind.scratch.name.clone();
+    let thought = format!(
+        "This is {name}'s plan for {}: {}",
+        date_text(now),
+        mind.scratch.daily_req.join(", ")
+    );
+    if let Some(embedding) = embedding_for(mind, ctx, &thought).await {
+        let memory = NewMemory::new(
+            now,
+            (name.clone(), "plan".to_string(), date_text(now)),
+            thought,
+        )
+        .keywords(["plan"])
+        .poignancy(settings.plan_thought_poignancy)
+        .expires(now + Duration::days(settings.thought_expiration_days))
+        .embedding(embedding);
+        if let Err(error) = mind.associative.add_thought(memory, Vec::new()) {
+            bevy::log::warn!(persona = %name, %error, "could not store the plan thought");
+        }
+    }
+
+    events.push(PlanEvent::NewDay(DayRecord {
+        date: Some(date),
+        wake_up_hour,
+        daily_req: mind.scratch.daily_req.clone(),
+        hourly_schedule: schedule.clone(),
+        schedule,
+        arenas_visited: Default::default(),
+    }));
+}
+
+/// Minutes elapsed today at `now`.
+pub fn minute_of_day(now: NaiveDateTime) -> u32 {
+    now.hour() * 60 + now.minute()
+}
+
+/// Decomposes the blocks due now (SPEC §3.4) and pads the day. Blocks are decomposed from the
+/// last to the first so earlier indices stay valid.
+pub async fn decompose_due_blocks(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) {
+    let minute = minute_of_day(now);
+    let due = blocks_to_decompose(
+        &mind.scratch.f_daily_schedule,
+        minute,
+        now.hour(),
+        settings.decompose_min_minutes,
+        settings.quiet_hour,
+    );
+    for index in due.into_iter().rev() {
+        let Some((task, duration)) = mind.scratch.f_daily_schedule.get(index).cloned() else {
+            continue;
+        };
+        let prompt = TaskDecomposition {
+            identity: mind.scratch.identity_summary(),
+            first_name: mind.scratch.first_name.clone(),
+            date_text: date_text(now),
+            schedule: mind.scratch.f_daily_schedule_hourly_org.clone(),
+            task: task.clone(),
+            start_minute: item_start(&mind.scratch.f_daily_schedule, index),
+            duration,
+        };
+        let steps = run_prompt(ctx, &prompt).await.value;
+        let parts: Vec<(String, u32)> = steps
+            .into_iter()
+            .map(|(step, minutes)| (subtask_description(&task, &step), minutes))
+            .collect();
+        replace_item(&mut mind.scratch.f_daily_schedule, index, parts);
+    }
+    pad_day(&mut mind.scratch.f_daily_schedule);
+}
+
+/// The grounded place of an action: `(sector, arena, object)` and the address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grounding {
+    /// `world:sector:arena:object` (or `world:sector:arena:<random>`).
+    pub address: String,
+    /// The object's name, when one was chosen.
+    pub object: Option<String>,
+}
+
+/// Grounds `task` in a place the persona knows (SPEC §3.4): sector → arena → object, each a
+/// choice among the known options with the SPEC's fall-backs; the result always exists on the
+/// map (checked against `book`; an unknown choice falls back to the living area).
+pub async fn ground_action(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    book: &AddressBook,
+    current_sector: Option<&str>,
+    task: &str,
+    seed: u64,
+) -> Grounding {
+    let world = book.world.clone();
+    let name = mind.scratch.name.clone();
+    let living: Vec<String> = mind
+        .scratch
+        .living_area
+        .split(':')
+        .map(str::to_string)
+        .collect();
+    let living_sector = living.get(1).cloned().unwrap_or_default();
+    let living_arena = living.get(2).cloned().unwrap_or_default();
+    let workplace_sector = mind
+        .scratch
+        .workplace
+        .as_deref()
+        .and_then(|w| w.split(':').nth(1))
+        .map(str::to_string);
+
+    let sectors = mind.spatial.accessible_sectors(&world);
+    let sector = if sectors.is_empty() {
+        living_sector.clone()
+    } else {
+        run_prompt(
+            ctx,
+            &ActionSector {
+                name: name.clone(),
+                action: task.to_string(),
+                living_sector: living_sector.clone(),
+                workplace_sector,
+                current_sector: current_sector.unwrap_or(&living_sector).to_string(),
+                options: sectors.clone(),
+            },
+        )
+        .await
+        .value
+    };
+    let sector = if sectors.contains(&sector) {
+        sector
+    } else {
+        living_sector.clone()
+    };
+
+    let arenas = mind.spatial.accessible_arenas(&world, &sector);
+    let arena = if arenas.is_empty() {
+        String::new()
+    } else {
+        run_prompt(
+            ctx,
+            &ActionArena {
+                name: name.clone(),
+                action: task.to_string(),
+                sector: sector.clone(),
+                living_arena: living_arena.clone(),
+                options: arenas.clone(),
+            },
+        )
+        .await
+        .value
+    };
+    let arena = if arenas.contains(&arena) {
+        arena
+    } else if sector == living_sector || arenas.is_empty() {
+        living_arena.clone()
+    } else {
+        arenas.first().cloned().unwrap_or_default()
+    };
+    let sector = if arena == living_arena && !arenas.contains(&arena) {
+        living_sector.clone()
+    } else {
+        sector
+    };
+
+    let objects = mind.spatial.accessible_objects(&world, &sector, &arena);
+    let object = run_prompt(
+        ctx,
+        &ActionObject {
+            name,
+            action: task.to_string(),
+            place: format!("{sector}, {arena}"),
+            options: objects.clone(),
+            seed,
+        },
+    )
+    .await
+    .value;
+    let arena_address = format!("{world}:{sector}:{arena}");
+    if objects.contains(&object) {
+        let address = format!("{arena_address}:{object}");
+        if book.contains(&address) {
+            return Grounding {
+                address,
+                object: Some(object),
+            };
+        }
+    }
+    if book.contains(&arena_address) {
+        return Grounding {
+            address: format!("{arena_address}:{RANDOM_OBJECT}"),
+            object: None,
+        };
+    }
+    Grounding {
+        address: format!("{}:{RANDOM_OBJECT}", mind.scratch.living_area),
+        object: None,
+    }
+}
+
+/// Starts a new action: every action field, `act_start_time = now` (SPEC §3.4 `add_new_action`).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors the action fields of SPEC §2"
+)]
+pub fn add_new_action(
+    mind: &mut MindState,
+    now: NaiveDateTime,
+    address: String,
+    duration: u32,
+    description: String,
+    emoji: String,
+    event: EventTriple,
+    object: Option<(String, String, EventTriple)>,
+) {
+    let s = &mut mind.scratch;
+    s.act_address = Some(address);
+    s.act_start_time = Some(now);
+    s.act_duration = Some(duration);
+    s.act_description = Some(description);
+    s.act_pronunciatio = Some(emoji);
+    s.act_event = event;
+    match object {
+        Some((description, emoji, event)) => {
+            s.act_obj_description = Some(description);
+            s.act_obj_pronunciatio = Some(emoji);
+            s.act_obj_event = event;
+        }
+        None => {
+            s.act_obj_description = None;
+            s.act_obj_pronunciatio = None;
+            s.act_obj_event = EventTriple::default();
+        }
+    }
+}
+
+/// Short-term planning (SPEC §3.4): decompose, pad, ground and start the action of `now`.
+pub async fn determine_action(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    book: &AddressBook,
+    current_sector: Option<&str>,
+    now: NaiveDateTime,
+    seed: u64,
+) {
+    decompose_due_blocks(mind, ctx, settings, now).await;
+    let minute = minute_of_day(now);
+    let schedule = &mind.scratch.f_daily_schedule;
+    let index = schedule_index(schedule, minute).unwrap_or(schedule.len().saturating_sub(1));
+    let (task, _) = schedule
+        .get(index)
+        .cloned()
+        .unwrap_or_else(|| ("sleeping".to_string(), 1));
+    // The action lasts until its schedule item ends (at least one minute).
+    let end = item_start(schedule, index).saturating_add(schedule.get(index).map_or(1, |i| i.1));
+    let duration = end.saturating_sub(minute).max(1);
+
+    let grounding = ground_action(mind, ctx, book, current_sector, &task, seed).await;
+    let name = mind.scratch.name.clone();
+
+    let emoji = ActionEmoji {
+        action: task.clone(),
+    };
+    let triple = ActionEventTriple {
+        name: name.clone(),
+        action: task.clone(),
+    };
+    let (emoji, triple) =
+        bevy::tasks::futures_lite::future::zip(run_prompt(ctx, &emoji), run_prompt(ctx, &triple))
+            .await;
+    let object = match &grounding.object {
+        Some(object) => {
+            let description = run_prompt(
+                ctx,
+                &ObjectDescription {
+                    name: name.clone(),
+                    object: object.clone(),
+                    action: task.clone(),
+                },
+            )
+            .await
+            .value;
+            let object_emoji = ObjectEmoji {
+                object_state: description.clone(),
+            };
+            let object_triple = ObjectEventTriple {
+                object_address: grounding.address.clone(),
+                object_name: object.clone(),
+                object_state: description.clone(),
+            };
+            let (object_emoji, object_triple) = bevy::tasks::futures_lite::future::zip(
+                run_prompt(ctx, &object_emoji),
+                run_prompt(ctx, &object_triple),
+            )
+            .await;
+            Some((description, object_emoji.value, object_triple.value))
+        }
+        None => None,
+    };
+    add_new_action(
+        mind,
+        now,
+        grounding.address,
+        duration,
+        task,
+        emoji.value,
+        triple.value,
+        object,
+    );
+}
+
+/// Whether `now` starts a new day for a persona whose last step was at `last` (SPEC §3:
+/// `None` is the first day).
+pub fn day_change(last: Option<NaiveDateTime>, now: NaiveDateTime) -> Option<bool> {
+    match last {
+        None => Some(true),
+        Some(last) if last.date() != now.date() => Some(false),
+        Some(_) => None,
+    }
+}
+
+/// The date of `now` (for diary entries).
+pub fn date_of(now: NaiveDateTime) -> NaiveDate {
+    now.date()
+}
+
+/// A short, human description of today's plan, for logs.
+pub fn plan_text(mind: &MindState) -> String {
+    numbered_list(&mind.scratch.daily_req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    fn at(d: u32, h: u32, m: u32) -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(2023, 2, d)
+            .and_then(|d| d.and_hms_opt(h, m, 0))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn day_changes() {
+        assert_eq!(day_change(None, at(13, 0, 0)), Some(true));
+        assert_eq!(day_change(Some(at(13, 23, 59)), at(14, 0, 0)), Some(false));
+        assert_eq!(day_change(Some(at(13, 8, 0)), at(13, 8, 1)), None);
+        assert_eq!(minute_of_day(at(13, 7, 30)), 450);
+        assert_eq!(date_text(at(13, 0, 0)), "Monday February 13");
+    }
+}

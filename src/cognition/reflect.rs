@@ -1,0 +1,194 @@
+//! Reflect (SPEC §3.8): when enough poignant things have happened (the importance budget of
+//! 150 is spent), a persona asks itself three questions about its latest memories, recalls what
+//! bears on each, and stores five insights per question as thoughts resting on their evidence.
+//! At the end of a conversation it also stores what the chat means for its plans and a memo.
+
+use chrono::{Duration, NaiveDateTime};
+
+use crate::memory::{NewMemory, NodeId, new_retrieve};
+use crate::persona::MindState;
+use crate::prompt::{PromptContext, run_prompt};
+use crate::settings::AgentSettings;
+
+use super::perceive::embedding_for;
+use super::prompts::{
+    ActionEventTriple, FocalPoints, InsightsWithEvidence, MemoAfterChat, PlanningThoughtAfterChat,
+    ThoughtPoignancy,
+};
+use super::think::{PlanEvent, retrieval_params};
+
+/// Whether reflection is due (SPEC §3.8): the budget is spent and something happened.
+pub fn reflection_due(mind: &MindState) -> bool {
+    mind.scratch.importance_trigger_curr <= 0 && mind.scratch.importance_ele_n > 0
+}
+
+/// Stores a thought: its triple, poignancy and embedding from the model, expiring after the
+/// configured days, resting on `evidence`. Returns its id (`None` when it could not be stored).
+pub async fn store_thought(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    text: &str,
+    evidence: Vec<NodeId>,
+) -> Option<NodeId> {
+    let name = mind.scratch.name.clone();
+    let triple = ActionEventTriple {
+        name: name.clone(),
+        action: text.to_string(),
+    };
+    let poignancy = ThoughtPoignancy {
+        identity: mind.scratch.identity_summary(),
+        first_name: mind.scratch.first_name.clone(),
+        thought: text.to_string(),
+    };
+    let (triple, poignancy) = bevy::tasks::futures_lite::future::zip(
+        run_prompt(ctx, &triple),
+        run_prompt(ctx, &poignancy),
+    )
+    .await;
+    let embedding = embedding_for(mind, ctx, text).await?;
+    let triple = triple.value;
+    let s = triple.subject.unwrap_or(name);
+    let p = triple.predicate.unwrap_or_else(|| "is".into());
+    let o = triple.object.unwrap_or_else(|| "thinking".into());
+    let memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), text.to_string())
+        .keywords([s, p, o])
+        .poignancy(poignancy.value)
+        .expires(now + Duration::days(settings.thought_expiration_days))
+        .embedding(embedding);
+    match mind.associative.add_thought(memory, evidence) {
+        Ok(id) => Some(id),
+        Err(error) => {
+            bevy::log::warn!(%error, "could not store a thought");
+            None
+        }
+    }
+}
+
+/// Runs one reflection (SPEC §3.8) and resets the budget.
+pub async fn reflect(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    events: &mut Vec<PlanEvent>,
+) {
+    let name = mind.scratch.name.clone();
+    let n = mind.scratch.importance_ele_n as usize;
+    let statements: Vec<String> = mind
+        .associative
+        .latest_accessed_events_and_thoughts(n.max(1))
+        .iter()
+        .map(|node| node.description.clone())
+        .collect();
+    let focal_points = run_prompt(
+        ctx,
+        &FocalPoints {
+            name: name.clone(),
+            statements,
+            count: settings.reflection_focal_points,
+        },
+    )
+    .await
+    .value;
+    let params = retrieval_params(mind, settings);
+    for point in focal_points {
+        let Some(focal) = embedding_for(mind, ctx, &point).await else {
+            continue;
+        };
+        let ids = match new_retrieve(
+            &mut mind.associative,
+            &focal,
+            now,
+            settings.retrieve_n,
+            &params,
+        ) {
+            Ok(ids) => ids,
+            Err(error) => {
+                bevy::log::warn!(%error, "reflection retrieval failed");
+                continue;
+            }
+        };
+        let nodes: Vec<(NodeId, String)> = ids
+            .iter()
+            .filter_map(|id| {
+                mind.associative
+                    .node(*id)
+                    .map(|n| (*id, n.description.clone()))
+            })
+            .collect();
+        if nodes.is_empty() {
+            continue;
+        }
+        let insights = run_prompt(
+            ctx,
+            &InsightsWithEvidence {
+                name: name.clone(),
+                statements: nodes.iter().map(|(_, d)| d.clone()).collect(),
+                count: settings.reflection_insights,
+            },
+        )
+        .await
+        .value;
+        for insight in insights {
+            let evidence: Vec<NodeId> = insight
+                .evidence
+                .iter()
+                .filter_map(|i| nodes.get(*i).map(|(id, _)| *id))
+                .collect();
+            store_thought(mind, ctx, settings, now, &insight.text, evidence).await;
+        }
+    }
+    mind.scratch.importance_trigger_curr = mind.scratch.params.importance_trigger_max;
+    mind.scratch.importance_ele_n = 0;
+    events.push(PlanEvent::Reflected);
+}
+
+/// Whether the end-of-chat thoughts are due: chatting, the chat ends within the next step,
+/// and they were not stored yet for this chat.
+pub fn chat_thoughts_due(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> bool {
+    let s = &mind.scratch;
+    s.chatting_with.is_some()
+        && !s.chat.is_empty()
+        && !s.chat_thoughts_done
+        && s.chatting_end_time
+            .is_some_and(|end| now + Duration::seconds(i64::from(sec_per_step)) >= end)
+}
+
+/// Stores the planning thought and the memo after a chat (SPEC §3.7), evidence = the chat's
+/// latest memory nodes about the partner.
+pub async fn chat_thoughts(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) {
+    let Some(partner) = mind.scratch.chatting_with.clone() else {
+        return;
+    };
+    let name = mind.scratch.name.clone();
+    let conversation = mind.scratch.chat.clone();
+    let evidence: Vec<NodeId> = mind
+        .associative
+        .last_chat_with(&partner)
+        .map(|node| vec![node.id])
+        .unwrap_or_default();
+    let planning = PlanningThoughtAfterChat {
+        name: name.clone(),
+        partner: partner.clone(),
+        conversation: conversation.clone(),
+    };
+    let memo = MemoAfterChat {
+        name: name.clone(),
+        partner,
+        conversation,
+    };
+    let (planning, memo) =
+        bevy::tasks::futures_lite::future::zip(run_prompt(ctx, &planning), run_prompt(ctx, &memo))
+            .await;
+    let planning = format!("For {name}'s planning: {}", planning.value);
+    store_thought(mind, ctx, settings, now, &planning, evidence.clone()).await;
+    store_thought(mind, ctx, settings, now, &memo.value, evidence).await;
+    mind.scratch.chat_thoughts_done = true;
+}

@@ -1,0 +1,784 @@
+//! The thought: one persona's perceive → retrieve → plan → reflect for one step, run on its
+//! checked-out mind, concurrently with every other persona's.
+//!
+//! Each step, [`start_thoughts`] (in [`AgentSystems::Plan`]) takes a snapshot of everyone's
+//! visible action, then for each persona whose mind is home either
+//! - does the step's bookkeeping in place when nothing needs a model ([`needs_model`] is false:
+//!   nothing new perceived, the action goes on, no new day, nothing to reflect on) — most steps;
+//! - or checks the mind out and builds the [`think`] future. The future is polled once right
+//!   away: a backend that answers synchronously (the scripted one) finishes there, so
+//!   deterministic runs never touch a thread pool. Otherwise the future becomes a task on the
+//!   async compute pool and the persona is marked [`AwaitingCognition`]; [`collect_thoughts`]
+//!   (in [`SimPoll`]) checks the mind back in when it lands.
+//!
+//! Meanwhile the persona's [`Body`] and [`ActionView`] stay in the ECS, so it keeps walking and
+//! stays visible. A thought that decides to talk returns an intent; [`start_conversations`]
+//! checks both minds out at the start of the next step and runs the conversation as one task.
+//! Everything a thought reads from the world is a snapshot taken before any thought of the step
+//! ran, so results do not depend on the order personas are processed in.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use bevy::ecs::system::SystemParam;
+use bevy::prelude::*;
+use bevy::tasks::futures_lite::future::{block_on, poll_once};
+use bevy::tasks::{AsyncComputeTaskPool, Task};
+use chrono::{NaiveDate, NaiveDateTime};
+
+use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimPoll, SimStep};
+use crate::llm::LlmClient;
+use crate::memory::RetrievalParams;
+use crate::persona::{
+    ActionView, Body, ConversationRecord, DayRecord, Diary, Mind, MindState, Persona,
+};
+use crate::prompt::{PromptContext, PromptLibrary};
+use crate::settings::AgentSettings;
+use crate::world::{AddressLevel, TileCoord, TownMap};
+
+use super::converse::{
+    Reaction, SpeakerView, choose_focus, conversation_record, decide_reaction, hold_conversation,
+    related_memories, start_wait,
+};
+use super::perceive::{Percepts, event_memory_parts, form_memories, gather_percepts};
+use super::plan::{day_change, determine_action, plan_new_day};
+use super::reflect::{chat_thoughts, chat_thoughts_due, reflect, reflection_due};
+
+/// Every address on the map, to check that a grounded action exists. Built once per map.
+#[derive(Debug, Clone, Default)]
+pub struct AddressBook {
+    /// The world's name.
+    pub world: String,
+    addresses: HashSet<String>,
+}
+
+impl AddressBook {
+    /// The addresses of `map`.
+    pub fn of(map: &TownMap) -> Self {
+        Self {
+            world: map.world_name().to_string(),
+            addresses: map.address_keys().into_iter().map(str::to_string).collect(),
+        }
+    }
+
+    /// Whether `address` is on the map.
+    pub fn contains(&self, address: &str) -> bool {
+        self.addresses.contains(address)
+    }
+}
+
+/// Another persona as a thought sees it (from the step's snapshot).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OtherPersona {
+    /// Name.
+    pub name: String,
+    /// Action address.
+    pub address: String,
+    /// Action description.
+    pub description: String,
+    /// When the action ends.
+    pub end_time: Option<NaiveDateTime>,
+    /// Whether chatting.
+    pub chatting: bool,
+    /// Whether asleep.
+    pub sleeping: bool,
+    /// Whether waiting.
+    pub waiting: bool,
+}
+
+impl OtherPersona {
+    /// The snapshot of `view`.
+    pub fn of(name: &str, view: &ActionView) -> Self {
+        Self {
+            name: name.to_string(),
+            address: view.address.clone(),
+            description: view.description.clone(),
+            end_time: view.end_time,
+            chatting: view.chatting_with.is_some(),
+            sleeping: crate::persona::is_sleep_text(&view.description),
+            waiting: view.address.starts_with("<waiting>"),
+        }
+    }
+}
+
+/// Something a thought did that the persona's [`Diary`] records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanEvent {
+    /// A new day was planned.
+    NewDay(DayRecord),
+    /// The identity was revised for this date.
+    IdentityRevised(NaiveDate),
+    /// A reflection ran.
+    Reflected,
+    /// A conversation started.
+    Conversation(ConversationRecord),
+    /// A reaction of this kind (`"chat"`, `"wait"`) started.
+    Reaction(&'static str),
+}
+
+/// What a thought needs besides the mind: owned or shared, so it moves into a task.
+#[derive(Debug, Clone)]
+pub struct ThoughtInput {
+    /// Model client and templates.
+    pub ctx: PromptContext,
+    /// The simulation's settings.
+    pub settings: Arc<AgentSettings>,
+    /// The map's addresses.
+    pub book: Arc<AddressBook>,
+    /// Everyone's visible action at the start of the step.
+    pub others: Arc<BTreeMap<String, OtherPersona>>,
+    /// The game time of the step.
+    pub now: NaiveDateTime,
+    /// The step number.
+    pub step: u64,
+    /// Seconds per step.
+    pub sec_per_step: u32,
+    /// What the persona perceives.
+    pub percepts: Percepts,
+    /// Where it stands.
+    pub tile: TileCoord,
+    /// Whether it is still walking to its action's place.
+    pub walking: bool,
+}
+
+/// What a thought hands back.
+#[derive(Debug)]
+pub struct ThoughtOutcome {
+    /// The mind, to check in.
+    pub mind: Box<MindState>,
+    /// Diary entries.
+    pub events: Vec<PlanEvent>,
+    /// Whether a new action started (the body must plan a new path).
+    pub new_action: bool,
+    /// A conversation the persona wants to start.
+    pub talk_to: Option<String>,
+}
+
+/// The retrieval parameters of a persona: global weights × its own multipliers and decay.
+pub fn retrieval_params(mind: &MindState, settings: &AgentSettings) -> RetrievalParams {
+    let p = &mind.scratch.params;
+    let [recency, relevance, importance] = settings.retrieval_weights;
+    RetrievalParams {
+        weights: crate::memory::RetrievalWeights {
+            recency,
+            relevance,
+            importance,
+        },
+        recency_w: p.recency_w,
+        relevance_w: p.relevance_w,
+        importance_w: p.importance_w,
+        recency_decay: p.recency_decay,
+        ..Default::default()
+    }
+}
+
+/// Whether this step's thought needs the model: a new day, a finished action, something new in
+/// view, a chat ending, or a reflection due. Otherwise [`bookkeeping`] is the whole thought.
+pub fn needs_model(
+    mind: &MindState,
+    percepts: &Percepts,
+    now: NaiveDateTime,
+    sec_per_step: u32,
+) -> bool {
+    if day_change(mind.scratch.curr_time, now).is_some()
+        || mind.scratch.act_finished(now)
+        || reflection_due(mind)
+        || chat_thoughts_due(mind, now, sec_per_step)
+    {
+        return true;
+    }
+    let retention = mind.scratch.params.retention;
+    let latest = mind.associative.latest_event_triples(retention);
+    percepts.events.iter().any(|event| {
+        let (s, p, o, _) = event_memory_parts(event);
+        !latest
+            .iter()
+            .any(|(ks, kp, ko)| *ks == s && *kp == p && *ko == o)
+    })
+}
+
+/// The part of every step that needs no model (SPEC §3.5, end of plan): time and tile, the
+/// chat cool-downs counted down (all but the current partner's, one per elapsed step), and
+/// chat state cleared when the action is not a chat.
+pub fn bookkeeping(mind: &mut MindState, now: NaiveDateTime, tile: TileCoord, sec_per_step: u32) {
+    let s = &mut mind.scratch;
+    let elapsed = match s.curr_time {
+        Some(last) if now > last => {
+            let secs = (now - last).num_seconds();
+            u32::try_from(secs / i64::from(sec_per_step.max(1))).unwrap_or(u32::MAX)
+        }
+        _ => 0,
+    };
+    if elapsed > 0 {
+        let partner = s.chatting_with.clone();
+        for (name, steps) in s.chatting_with_buffer.iter_mut() {
+            if Some(name) != partner.as_ref() {
+                *steps = steps.saturating_sub(elapsed);
+            }
+        }
+        s.chatting_with_buffer.retain(|_, steps| *steps > 0);
+    }
+    s.curr_time = Some(now);
+    s.curr_tile = tile;
+    let chatting = s.act_event.predicate.as_deref() == Some("chat with");
+    if !chatting {
+        s.chatting_with = None;
+        s.chat.clear();
+        s.chatting_end_time = None;
+    }
+}
+
+/// One persona's thought for one step (SPEC §3.1–§3.8). Never fails: every model answer has a
+/// fail-safe.
+pub async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> ThoughtOutcome {
+    let ThoughtInput {
+        ctx,
+        settings,
+        book,
+        others,
+        now,
+        step,
+        sec_per_step,
+        percepts,
+        tile,
+        walking,
+    } = input;
+    let mut events = Vec::new();
+    let day = day_change(mind.scratch.curr_time, now);
+
+    // Perceive (the places were learnt when the percepts were gathered).
+    let perceived = form_memories(&mut mind, &percepts, &ctx, now).await;
+
+    // Plan: the day, then the action.
+    if let Some(first_day) = day {
+        plan_new_day(&mut mind, &ctx, &settings, now, first_day, &mut events).await;
+    }
+    bookkeeping(&mut mind, now, tile, sec_per_step);
+    let mut new_action = false;
+    if mind.scratch.act_finished(now) {
+        let seed = step ^ u64::from(tile.x as u32) << 32 ^ u64::from(tile.y as u32);
+        determine_action(
+            &mut mind,
+            &ctx,
+            &settings,
+            &book,
+            percepts.sector.as_deref(),
+            now,
+            seed,
+        )
+        .await;
+        bookkeeping(&mut mind, now, tile, sec_per_step);
+        new_action = true;
+    }
+
+    // React to what was perceived (retrieval for reactions is by keyword, SPEC §3.2).
+    let mut talk_to = None;
+    let mut rng = mind.rng.clone();
+    let focus = choose_focus(&mind, &perceived, &mut rng);
+    mind.rng = rng;
+    if let Some(focus) = focus
+        && let Some(subject) = mind.associative.node(focus).map(|n| n.subject.clone())
+        && let Some(target) = others.get(&subject)
+        && subject != mind.scratch.name
+    {
+        let memories = related_memories(&mind, focus, 10);
+        let reaction = decide_reaction(
+            &mind,
+            &ctx,
+            &settings,
+            target,
+            memories,
+            &percepts.arena,
+            now,
+            walking && !new_action,
+        )
+        .await;
+        match reaction {
+            Some(Reaction::Talk(name)) => talk_to = Some(name),
+            Some(Reaction::Wait { until, .. }) => {
+                start_wait(&mut mind, &ctx, now, tile, target, until).await;
+                events.push(PlanEvent::Reaction("wait"));
+                new_action = true;
+            }
+            None => {}
+        }
+    }
+
+    // Reflect.
+    if chat_thoughts_due(&mind, now, sec_per_step) {
+        chat_thoughts(&mut mind, &ctx, &settings, now).await;
+    }
+    if reflection_due(&mind) {
+        reflect(&mut mind, &ctx, &settings, now, &mut events).await;
+    }
+    ThoughtOutcome {
+        mind,
+        events,
+        new_action,
+        talk_to,
+    }
+}
+
+/// A persona's thought in flight.
+#[derive(Component)]
+pub struct Thinking(Task<ThoughtOutcome>);
+
+/// Conversations personas want to start, resolved at the start of the next step.
+#[derive(Resource, Debug, Default)]
+pub struct ChatIntents(pub Vec<(Entity, String)>);
+
+/// A conversation in flight, on the initiator's entity.
+#[derive(Component)]
+pub struct Conversing(Task<ConversationDone>);
+
+/// What a conversation task hands back.
+#[derive(Debug)]
+pub struct ConversationDone {
+    initiator: (Entity, Box<MindState>, PlanEvent),
+    partner: (Entity, Box<MindState>, PlanEvent),
+}
+
+/// Brings a landed thought back: the mind, the visible action, the diary.
+fn check_in(
+    outcome: ThoughtOutcome,
+    entity: Entity,
+    mind: &mut Mind,
+    body: &mut Body,
+    view: &mut ActionView,
+    diary: &mut Diary,
+    intents: &mut ChatIntents,
+) {
+    let ThoughtOutcome {
+        mind: state,
+        events,
+        new_action,
+        talk_to,
+    } = outcome;
+    if new_action {
+        body.path_set = false;
+        body.planned_path.clear();
+    }
+    let next = ActionView::from_scratch(&state.scratch);
+    if *view != next {
+        *view = next;
+    }
+    record(diary, &state, events);
+    if let Some(target) = talk_to {
+        intents.0.push((entity, target));
+    }
+    mind.check_in(state);
+}
+
+/// Writes plan events and the current schedule into the diary.
+fn record(diary: &mut Diary, state: &MindState, events: Vec<PlanEvent>) {
+    let changed = !events.is_empty();
+    for event in events {
+        match event {
+            PlanEvent::NewDay(day) => {
+                let date = day.date.unwrap_or_default();
+                let visited = diary.day(date).map(|d| d.arenas_visited.clone());
+                let slot = diary.day_mut(date);
+                *slot = day;
+                if let Some(visited) = visited {
+                    slot.arenas_visited.extend(visited);
+                }
+            }
+            PlanEvent::IdentityRevised(date) => diary.identity_revisions.push(date),
+            PlanEvent::Reflected => diary.reflections += 1,
+            PlanEvent::Conversation(record) => {
+                *diary.reactions.entry("chat".into()).or_default() += 1;
+                diary.conversations.push(record);
+            }
+            PlanEvent::Reaction(kind) => *diary.reactions.entry(kind.into()).or_default() += 1,
+        }
+    }
+    if let Some(now) = state.scratch.curr_time {
+        let date = now.date();
+        let schedule = &state.scratch.f_daily_schedule;
+        let day = diary.day_mut(date);
+        if changed || day.schedule != *schedule {
+            day.schedule.clone_from(schedule);
+        }
+    }
+}
+
+/// The shared inputs of this step's thoughts.
+#[derive(SystemParam)]
+pub struct ThoughtContext<'w> {
+    clock: Res<'w, SimClock>,
+    settings: Res<'w, AgentSettings>,
+    client: Option<Res<'w, LlmClient>>,
+    library: Option<Res<'w, PromptLibrary>>,
+    map: Option<Res<'w, TownMap>>,
+}
+
+impl ThoughtContext<'_> {
+    fn prompt_context(&self) -> Option<PromptContext> {
+        let client = self.client.as_ref()?;
+        let library = self.library.as_ref()?;
+        Some(PromptContext {
+            client: (*client).clone(),
+            library: (*library).clone(),
+            retries: self.settings.prompt_retries,
+        })
+    }
+}
+
+/// Personas' components a thought reads and writes.
+type PersonaItem<'a> = (
+    Entity,
+    &'a Name,
+    &'a mut Mind,
+    &'a mut Body,
+    &'a mut ActionView,
+    &'a mut Diary,
+    &'a Percepts,
+);
+
+/// Starts the conversations intended last step (both minds checked out together).
+pub fn start_conversations(
+    mut commands: Commands,
+    cx: ThoughtContext,
+    mut intents: ResMut<ChatIntents>,
+    mut personas: Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>)>,
+) {
+    if intents.0.is_empty() {
+        return;
+    }
+    let Some(ctx) = cx.prompt_context() else {
+        intents.0.clear();
+        return;
+    };
+    let settings = Arc::new(cx.settings.clone());
+    let now = cx.clock.now();
+    let step = cx.clock.step();
+    let by_name: BTreeMap<String, Entity> = personas
+        .iter()
+        .map(|(e, n, ..)| (n.as_str().to_string(), e))
+        .collect();
+    let mut wanted = std::mem::take(&mut intents.0);
+    wanted.sort_by_key(|(e, _)| {
+        personas
+            .get(*e)
+            .map(|(_, n, ..)| n.as_str().to_string())
+            .unwrap_or_default()
+    });
+    let mut busy: HashSet<Entity> = HashSet::new();
+    for (initiator, target_name) in wanted {
+        let Some(&target) = by_name.get(&target_name) else {
+            continue;
+        };
+        if initiator == target || busy.contains(&initiator) || busy.contains(&target) {
+            continue;
+        }
+        let Ok([mut a, mut b]) = personas.get_many_mut([initiator, target]) else {
+            continue;
+        };
+        // Re-check what may have changed since the intent: nobody chatting now.
+        if a.4.chatting_with.is_some() || b.4.chatting_with.is_some() {
+            continue;
+        }
+        let (Some(mind_a), Some(mind_b)) = (a.2.check_out(), b.2.check_out()) else {
+            continue;
+        };
+        busy.insert(initiator);
+        busy.insert(target);
+        let views = (
+            SpeakerView {
+                activity: a.4.description.clone(),
+                place: a.6.arena.clone(),
+            },
+            SpeakerView {
+                activity: b.4.description.clone(),
+                place: b.6.arena.clone(),
+            },
+        );
+        let future = converse_task(
+            initiator,
+            mind_a,
+            target,
+            mind_b,
+            views,
+            ctx.clone(),
+            settings.clone(),
+            now,
+            step,
+        );
+        let mut future = Box::pin(future);
+        match block_on(poll_once(&mut future)) {
+            Some(done) => {
+                finish_conversation(done, &mut a, &mut b);
+            }
+            None => {
+                let task = AsyncComputeTaskPool::get().spawn(future);
+                commands
+                    .entity(initiator)
+                    .insert((Conversing(task), AwaitingCognition::new(step)));
+                commands.entity(target).insert(AwaitingCognition::new(step));
+            }
+        }
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "both sides of a conversation")]
+async fn converse_task(
+    initiator: Entity,
+    mut a: Box<MindState>,
+    partner: Entity,
+    mut b: Box<MindState>,
+    views: (SpeakerView, SpeakerView),
+    ctx: PromptContext,
+    settings: Arc<AgentSettings>,
+    now: NaiveDateTime,
+    step: u64,
+) -> ConversationDone {
+    let outcome = hold_conversation(&mut a, &mut b, views, &ctx, &settings, now).await;
+    let a_event = conversation_record(&b.scratch.name, &outcome, now, step);
+    let b_event = conversation_record(&a.scratch.name, &outcome, now, step);
+    ConversationDone {
+        initiator: (initiator, a, a_event),
+        partner: (partner, b, b_event),
+    }
+}
+
+type PersonaRef<'a> = (
+    Entity,
+    &'a Name,
+    Mut<'a, Mind>,
+    Mut<'a, Body>,
+    Mut<'a, ActionView>,
+    Mut<'a, Diary>,
+    &'a Percepts,
+);
+
+fn finish_conversation<'a>(done: ConversationDone, a: &mut PersonaRef<'a>, b: &mut PersonaRef<'a>) {
+    let ConversationDone { initiator, partner } = done;
+    for ((_, state, event), side) in [(initiator, &mut *a), (partner, &mut *b)] {
+        side.3.path_set = false;
+        side.3.planned_path.clear();
+        *side.4 = ActionView::from_scratch(&state.scratch);
+        record(&mut side.5, &state, vec![event]);
+        side.2.check_in(state);
+    }
+}
+
+/// Starts this step's thoughts (see the module docs).
+pub fn start_thoughts(
+    mut commands: Commands,
+    cx: ThoughtContext,
+    mut intents: ResMut<ChatIntents>,
+    mut book: Local<Option<Arc<AddressBook>>>,
+    mut queries: ParamSet<(
+        Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>)>,
+        Query<(&Name, &ActionView), With<Persona>>,
+    )>,
+) {
+    let Some(map) = cx.map.as_ref() else { return };
+    let Some(ctx) = cx.prompt_context() else {
+        return;
+    };
+    let book = book
+        .get_or_insert_with(|| Arc::new(AddressBook::of(map)))
+        .clone();
+    let now = cx.clock.now();
+    let step = cx.clock.step();
+    let sec_per_step = cx.clock.sec_per_step();
+    let settings = Arc::new(cx.settings.clone());
+    let mut others_map = BTreeMap::new();
+    for (name, view) in &queries.p1() {
+        others_map.insert(
+            name.as_str().to_string(),
+            OtherPersona::of(name.as_str(), view),
+        );
+    }
+    let others = Arc::new(others_map);
+
+    let mut personas = queries.p0();
+    let mut order: Vec<(String, Entity)> = personas
+        .iter()
+        .map(|(e, n, ..)| (n.as_str().to_string(), e))
+        .collect();
+    order.sort();
+    for (_, entity) in order {
+        let Ok((entity, _, mut mind, mut body, mut view, mut diary, percepts)) =
+            personas.get_mut(entity)
+        else {
+            continue;
+        };
+        let Some(state) = mind.get_mut() else {
+            continue;
+        };
+        if !needs_model(state, percepts, now, sec_per_step) {
+            bookkeeping(state, now, body.tile, sec_per_step);
+            if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
+                *view = ActionView::from_scratch(&state.scratch);
+            }
+            continue;
+        }
+        let Some(state) = mind.check_out() else {
+            continue;
+        };
+        let input = ThoughtInput {
+            ctx: ctx.clone(),
+            settings: settings.clone(),
+            book: book.clone(),
+            others: others.clone(),
+            now,
+            step,
+            sec_per_step,
+            percepts: percepts.clone(),
+            tile: body.tile,
+            walking: !body.planned_path.is_empty(),
+        };
+        let mut future = Box::pin(think(state, input));
+        match block_on(poll_once(&mut future)) {
+            Some(outcome) => check_in(
+                outcome,
+                entity,
+                &mut mind,
+                &mut body,
+                &mut view,
+                &mut diary,
+                &mut intents,
+            ),
+            None => {
+                let task = AsyncComputeTaskPool::get().spawn(future);
+                commands
+                    .entity(entity)
+                    .insert((Thinking(task), AwaitingCognition::new(step)));
+            }
+        }
+    }
+}
+
+/// Checks in the thoughts and conversations that landed (runs in [`SimPoll`]).
+pub fn collect_thoughts(
+    mut commands: Commands,
+    mut intents: ResMut<ChatIntents>,
+    mut thinking: Query<(
+        Entity,
+        &mut Thinking,
+        &mut Mind,
+        &mut Body,
+        &mut ActionView,
+        &mut Diary,
+    )>,
+) {
+    for (entity, mut task, mut mind, mut body, mut view, mut diary) in &mut thinking {
+        if let Some(outcome) = block_on(poll_once(&mut task.0)) {
+            check_in(
+                outcome,
+                entity,
+                &mut mind,
+                &mut body,
+                &mut view,
+                &mut diary,
+                &mut intents,
+            );
+            commands
+                .entity(entity)
+                .remove::<(Thinking, AwaitingCognition)>();
+        }
+    }
+}
+
+/// Checks in both minds of the conversations that landed (runs in [`SimPoll`]).
+pub fn collect_conversations(
+    mut commands: Commands,
+    mut conversing: Query<(Entity, &mut Conversing)>,
+    mut personas: Query<PersonaItem, With<Persona>>,
+) {
+    for (entity, mut task) in &mut conversing {
+        let Some(done) = block_on(poll_once(&mut task.0)) else {
+            continue;
+        };
+        let (a, b) = (done.initiator.0, done.partner.0);
+        commands.entity(entity).remove::<Conversing>();
+        commands.entity(a).remove::<AwaitingCognition>();
+        commands.entity(b).remove::<AwaitingCognition>();
+        if let Ok([mut pa, mut pb]) = personas.get_many_mut([a, b]) {
+            finish_conversation(done, &mut pa, &mut pb);
+        }
+    }
+}
+
+/// Records the arena each persona stands in, per day (runs in [`AgentSystems::Last`]).
+pub fn record_visits(
+    clock: Res<SimClock>,
+    map: Option<Res<TownMap>>,
+    mut personas: Query<(&Body, &mut Diary), With<Persona>>,
+) {
+    let Some(map) = map else { return };
+    let date = clock.now().date();
+    for (body, mut diary) in &mut personas {
+        if body.tile == body.previous_tile && !diary.days.is_empty() {
+            continue;
+        }
+        if let Some(arena) = map.tile_path_string(body.tile, AddressLevel::Arena)
+            && arena.split(':').count() == 3
+        {
+            let day = diary.day_mut(date);
+            if !day.arenas_visited.contains(&arena) {
+                day.arenas_visited.insert(arena);
+            }
+        }
+    }
+}
+
+/// The thinking stages: percepts gathered in Perceive; thoughts and conversations started in
+/// Plan (a thought runs retrieve, plan and reflect in order on the mind); results collected in
+/// [`SimPoll`]; visits recorded in Last.
+#[derive(Default)]
+pub struct ThinkPlugin;
+
+impl Plugin for ThinkPlugin {
+    fn build(&self, app: &mut App) {
+        app.init_resource::<ChatIntents>()
+            .add_systems(SimStep, gather_percepts.in_set(AgentSystems::Perceive))
+            .add_systems(
+                SimStep,
+                (start_conversations, start_thoughts)
+                    .chain()
+                    .in_set(AgentSystems::Plan),
+            )
+            .add_systems(SimStep, record_visits.in_set(AgentSystems::Last))
+            .add_systems(SimPoll, (collect_thoughts, collect_conversations).chain());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persona::Scratch;
+    use chrono::NaiveDate;
+
+    fn at(h: u32, m: u32, s: u32) -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(h, m, s))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn bookkeeping_counts_down_cooldowns_but_not_the_partner() {
+        let mut mind = MindState {
+            scratch: Scratch {
+                curr_time: Some(at(8, 0, 0)),
+                chatting_with: Some("B".into()),
+                act_event: crate::persona::EventTriple::new("A", "chat with", "B"),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        mind.scratch.chatting_with_buffer.insert("B".into(), 800);
+        mind.scratch.chatting_with_buffer.insert("C".into(), 3);
+        bookkeeping(&mut mind, at(8, 0, 20), TileCoord::new(1, 1), 10);
+        assert_eq!(mind.scratch.chatting_with_buffer.get("B"), Some(&800));
+        assert_eq!(mind.scratch.chatting_with_buffer.get("C"), Some(&1));
+        assert_eq!(mind.scratch.chatting_with.as_deref(), Some("B"));
+        // Once the action is no chat, the chat state is cleared.
+        mind.scratch.act_event = crate::persona::EventTriple::new("A", "is", "reading");
+        bookkeeping(&mut mind, at(8, 0, 30), TileCoord::new(1, 1), 10);
+        assert_eq!(mind.scratch.chatting_with, None);
+        assert_eq!(mind.scratch.chatting_with_buffer.get("C"), None);
+    }
+}
