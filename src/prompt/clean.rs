@@ -8,31 +8,44 @@ pub fn clean_response(raw: &str) -> String {
     strip_fences(&without_think).trim().to_string()
 }
 
-fn find_ci(haystack: &str, needle: &str) -> Option<usize> {
-    haystack.to_ascii_lowercase().find(needle)
+const OPEN_TAG: &str = "<think>";
+const CLOSE_TAG: &str = "</think>";
+
+/// Linear in the text: tags are found in an ASCII-lowercased copy, whose byte offsets are those
+/// of the original, so every slice falls on a character boundary.
+fn strip_think(raw: &str) -> String {
+    let lower = raw.to_ascii_lowercase();
+    // A reply that starts mid-thought: everything before the first closing tag is reasoning.
+    let start = match (lower.find(CLOSE_TAG), lower.find(OPEN_TAG)) {
+        (Some(close), open) if open.is_none_or(|o| o > close) => close + CLOSE_TAG.len(),
+        _ => 0,
+    };
+    let mut text = remove_think_blocks(&raw[start..], &lower[start..]);
+    // Removing a block can join the halves of a tag ("<thi" + "nk>"); every pass that finds a tag
+    // shortens the text, so this ends.
+    loop {
+        let lower = text.to_ascii_lowercase();
+        if !lower.contains(OPEN_TAG) {
+            return text;
+        }
+        text = remove_think_blocks(&text, &lower);
+    }
 }
 
-fn strip_think(raw: &str) -> String {
-    let mut text = raw.to_string();
-    // A reply that starts mid-thought: everything before the first closing tag is reasoning.
-    if let (Some(close), open) = (find_ci(&text, "</think>"), find_ci(&text, "<think>"))
-        && open.is_none_or(|o| o > close)
-    {
-        text = text[close + "</think>".len()..].to_string();
-    }
-    while let Some(open) = find_ci(&text, "<think>") {
-        match find_ci(&text[open..], "</think>") {
-            Some(rel_close) => {
-                let end = open + rel_close + "</think>".len();
-                text.replace_range(open..end, "");
-            }
-            None => {
-                text.truncate(open);
-                break;
-            }
+/// One pass: each `<think>` up to the next `</think>` is dropped; an unclosed one drops the rest.
+fn remove_think_blocks(text: &str, lower: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut cursor = 0;
+    while let Some(rel) = lower[cursor..].find(OPEN_TAG) {
+        let open = cursor + rel;
+        out.push_str(&text[cursor..open]);
+        match lower[open..].find(CLOSE_TAG) {
+            Some(rel_close) => cursor = open + rel_close + CLOSE_TAG.len(),
+            None => return out,
         }
     }
-    text
+    out.push_str(&text[cursor..]);
+    out
 }
 
 fn strip_fences(text: &str) -> String {
@@ -49,29 +62,46 @@ fn strip_fences(text: &str) -> String {
     }
 }
 
+/// Nesting deeper than this never parses (serde_json's recursion limit is lower), so a scan
+/// stops there.
+const MAX_JSON_DEPTH: usize = 128;
+
 /// Finds the first complete JSON object or array in `text` and parses it. Prose before and after
 /// is ignored; strings with braces inside are handled.
+///
+/// Every `{`/`[` is a candidate start, tried in order. The work over all candidates is bounded
+/// by a small multiple of the text's length, so pathological answers (megabytes of unclosed
+/// brackets) give `None` instead of taking quadratic time.
 pub fn extract_json(text: &str) -> Option<serde_json::Value> {
     let bytes = text.as_bytes();
+    let mut budget = bytes.len().saturating_mul(16).saturating_add(1 << 20);
+    let mut stack = Vec::new();
     let mut search_from = 0;
     while let Some(rel) = text.get(search_from..)?.find(['{', '[']) {
         let start = search_from + rel;
-        if let Some(end) = matching_close(bytes, start)
-            && let Ok(value) = serde_json::from_str(&text[start..=end])
-        {
-            return Some(value);
+        let (end, scanned) = matching_close(bytes, start, &mut stack);
+        budget = budget.checked_sub(scanned)?;
+        if let Some(end) = end {
+            // Parsing reads the span once more.
+            budget = budget.checked_sub(end + 1 - start)?;
+            if let Ok(value) = serde_json::from_str(&text[start..=end]) {
+                return Some(value);
+            }
         }
         search_from = start + 1;
     }
     None
 }
 
-/// Index of the bracket closing the one at `start`, honouring JSON strings and escapes.
-fn matching_close(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut stack: Vec<u8> = Vec::new();
+/// Index of the bracket closing the one at `start`, honouring JSON strings and escapes, and the
+/// number of bytes looked at. `None` on a mismatched bracket, nesting deeper than
+/// [`MAX_JSON_DEPTH`], or the end of the text.
+fn matching_close(bytes: &[u8], start: usize, stack: &mut Vec<u8>) -> (Option<usize>, usize) {
+    stack.clear();
     let mut in_string = false;
     let mut escaped = false;
     for (i, &b) in bytes.iter().enumerate().skip(start) {
+        let scanned = i + 1 - start;
         if in_string {
             match (escaped, b) {
                 (true, _) => escaped = false,
@@ -83,20 +113,24 @@ fn matching_close(bytes: &[u8], start: usize) -> Option<usize> {
         }
         match b {
             b'"' => in_string = true,
-            b'{' => stack.push(b'}'),
-            b'[' => stack.push(b']'),
+            b'{' | b'[' => {
+                if stack.len() == MAX_JSON_DEPTH {
+                    return (None, scanned);
+                }
+                stack.push(if b == b'{' { b'}' } else { b']' });
+            }
             b'}' | b']' => {
                 if stack.pop() != Some(b) {
-                    return None;
+                    return (None, scanned);
                 }
                 if stack.is_empty() {
-                    return Some(i);
+                    return (Some(i), scanned);
                 }
             }
             _ => {}
         }
     }
-    None
+    (None, bytes.len().saturating_sub(start))
 }
 
 #[cfg(test)]
@@ -109,6 +143,12 @@ mod tests {
         assert_eq!(clean_response("a<THINK>x</Think>b<think>y</think>c"), "abc");
         assert_eq!(clean_response("answer <think>never closed"), "answer");
         assert_eq!(clean_response("reasoning...</think> 42"), "42");
+        // Removing a block must not leave a tag made of the halves around it.
+        assert_eq!(clean_response("<thi<think>x</think>nk>a</think>b"), "b");
+        assert_eq!(
+            clean_response("<think>a<think>b</think>c</think>d"),
+            "c</think>d"
+        );
     }
 
     #[test]
@@ -135,5 +175,23 @@ mod tests {
         assert!(extract_json("no json {here").is_none());
         assert!(extract_json("").is_none());
         assert!(extract_json("{\"a\": \"\\\"}\"}").is_some());
+    }
+
+    #[test]
+    fn nesting_and_work_are_bounded() {
+        let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(extract_json(&nested(100)).is_some());
+        // Too deep for serde_json: the innermost arrays within the limit are found instead.
+        assert_eq!(
+            extract_json(&nested(300)),
+            extract_json(&nested(MAX_JSON_DEPTH - 1))
+        );
+        assert!(extract_json(&"{".repeat(1_000_000)).is_none());
+        // A thousand unclosed braces before the answer are skipped ...
+        let late = format!("{}{{\"ok\": 1}}", "{x ".repeat(1_000));
+        assert_eq!(extract_json(&late).unwrap()["ok"], 1);
+        // ... a hundred thousand exhaust the work budget: no JSON rather than quadratic time.
+        let hopeless = format!("{}{{\"ok\": 1}}", "{x ".repeat(100_000));
+        assert!(extract_json(&hopeless).is_none());
     }
 }
