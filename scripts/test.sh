@@ -4,6 +4,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The Rust toolchain is the only prerequisite; rustfmt and clippy are added when rustup can.
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "error: cargo was not found on PATH. Install the Rust toolchain (1.95 or newer), for" >&2
+  echo "       example with rustup (https://rustup.rs), then run this script again." >&2
+  exit 127
+fi
+for component in rustfmt clippy; do
+  subcommand="${component/rustfmt/fmt}"
+  if ! cargo "$subcommand" --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1; then
+      rustup component add "$component"
+    else
+      echo "error: \`cargo $subcommand\` is not available; install the $component component." >&2
+      exit 127
+    fi
+  fi
+done
+
 # Builds are cached outside the clone when the machine allows, so repeated runs are incremental;
 # a clean machine simply builds from scratch.
 if [ -z "${CARGO_TARGET_DIR:-}" ] && mkdir -p "${HOME:-/tmp}/.cache/bevy_generative_agents/target" 2>/dev/null; then
