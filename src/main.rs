@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 use bevy_generative_agents::headless::{DemoOptions, run_demo};
 use bevy_generative_agents::llm::LlmArgs;
+use bevy_generative_agents::output::{RunArgs, run};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -30,6 +31,8 @@ struct Cli {
 enum Command {
     /// Run the headless demo (the default until the desktop window lands).
     Demo(DemoArgs),
+    /// Simulate N game hours headless and write movement.jsonl, summary.json and usage.json.
+    Run(RunArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Demo(args)) => args,
+        Some(Command::Run(args)) => return run_command(&args),
         None => cli.demo,
     };
     let llm = match args.llm.resolve() {
@@ -76,6 +80,36 @@ fn main() -> ExitCode {
     };
     match run_demo(&options, &mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            error!("{err}");
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `smallville run`: exit code 2 for unusable flags, 1 for a failed run.
+fn run_command(args: &RunArgs) -> ExitCode {
+    let options = match args.to_options() {
+        Ok(options) => options,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&options) {
+        Ok(report) => {
+            println!(
+                "{} steps in {:.1} s, {} LLM calls; wrote {}, {} and {}",
+                report.steps,
+                report.wall.as_secs_f64(),
+                report.usage.totals.calls,
+                report.movement_path.display(),
+                report.summary_path.display(),
+                report.usage_path.display()
+            );
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             error!("{err}");
             eprintln!("error: {err}");

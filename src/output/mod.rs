@@ -1,0 +1,84 @@
+//! What a headless run leaves behind, and the run itself (SPEC §11).
+//!
+//! `smallville run` ([`run::run`]) builds the same headless app as the demo, steps it for the
+//! requested game hours and writes three files into the output folder:
+//!
+//! - **`movement.jsonl`** ([`movement`]): one JSON line per sim step with, per persona, only
+//!   what changed since that persona's previous entry — tile, emoji, `"act @ address"` and the
+//!   current chat. A [`MovementLogPlugin`] records it from the ECS at the end of every step; the
+//!   replay reads it back with [`read_movement_log`], which validates every line. The same seed
+//!   and backend give a byte-identical file.
+//! - **`summary.json`** ([`summary`]): per persona, each day's schedule, memory counts,
+//!   reflections, conversations, identity revisions and final `currently`, plus the run's
+//!   metadata.
+//! - **`usage.json`**: the LLM accounting per prompt kind ([`crate::llm::UsageReport`]).
+//!
+//! Every file is written atomically: to a temporary file in the same folder, synced, then
+//! renamed over the final name, so a crash never leaves a half-written file under the real name.
+
+pub mod movement;
+pub mod run;
+pub mod summary;
+
+pub use movement::{
+    MovementLine, MovementLog, MovementLogData, MovementLogError, MovementLogPlugin,
+    MovementReplay, PersonaDelta, PersonaFrame, diff_frames, parse_movement_log, read_movement_log,
+};
+pub use run::{RunArgs, RunError, RunOptions, RunReport, run};
+pub use summary::{PersonaSummary, RunMetadata, RunSummary};
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The temporary name a file is written under before it is renamed to `path`: a hidden
+/// sibling, so the rename stays on one file system.
+pub(crate) fn temp_path_for(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp"))
+}
+
+/// Writes `bytes` to `path` atomically (temp file, sync, rename). On failure the temp file is
+/// removed and `path` is untouched.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = temp_path_for(path);
+    let result = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_path_is_a_hidden_sibling() {
+        assert_eq!(
+            temp_path_for(Path::new("/a/b/movement.jsonl")),
+            PathBuf::from("/a/b/.movement.jsonl.tmp")
+        );
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = std::env::temp_dir().join(format!("bga-output-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("x.json");
+        write_atomic(&path, b"one").expect("write");
+        write_atomic(&path, b"two").expect("rewrite");
+        assert_eq!(std::fs::read(&path).expect("read"), b"two");
+        assert!(!temp_path_for(&path).exists());
+        let missing = dir.join("no-such-dir").join("y.json");
+        assert!(write_atomic(&missing, b"z").is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,668 @@
+//! `smallville run`: simulate N game hours headless and write the run's files.
+//!
+//! [`run`] builds the same app as the headless demo ([`build_headless_app`]: the town, its
+//! personas, the agent plugins, the chosen LLM backend), puts the clock in the requested
+//! [`TimeMode`] at maximum speed, records the [`MovementLog`] at the end of every step and
+//! updates the app until `hours × 360` steps have run. In Lockstep a step waits for every
+//! persona's thought, so the run goes exactly as fast as cognition lands; in Realtime it never
+//! waits. Then it lets thoughts still in flight land (so each mind is home to be summarised)
+//! and writes `movement.jsonl`, `summary.json` and `usage.json` atomically into the output
+//! folder. A progress bar on stderr shows steps, game time and LLM calls.
+//!
+//! The backend is `options.llm.backend` — one source of truth, which the CLI's `--backend`
+//! and `--llm-backend` both set.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bevy::prelude::*;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::movement::{MovementLog, MovementLogError, PersonaFrame, record_movement};
+use super::summary::{RunMetadata, RunSummary, summarise_personas};
+use super::write_atomic;
+use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimSpeed, SimStep, TimeMode};
+use crate::headless::{DemoOptions, HeadlessError, build_headless_app};
+use crate::llm::{BackendChoice, LlmArgs, LlmClient, LlmConfig, UsageReport};
+use crate::persona::{ActionView, Body, Persona};
+use crate::world::TownMap;
+
+/// The movement log's file name in the output folder.
+pub const MOVEMENT_FILE: &str = "movement.jsonl";
+/// The summary's file name in the output folder.
+pub const SUMMARY_FILE: &str = "summary.json";
+/// The LLM accounting's file name in the output folder.
+pub const USAGE_FILE: &str = "usage.json";
+
+/// The longest run accepted, in game hours (a year).
+pub const MAX_HOURS: f64 = 24.0 * 365.0;
+
+/// A run that takes no step for this long (real time) has stalled — longer than any model call
+/// with its retries should take — and is stopped with [`RunError::Stalled`].
+const MIN_STALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How often the progress bar's message (game time, LLM calls) is refreshed.
+const PROGRESS_REFRESH: Duration = Duration::from_millis(200);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Game hours to simulate (360 steps each).
+    pub hours: f64,
+    /// Spawn only the first N personas (all by default).
+    pub personas: Option<usize>,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Tiled map (the default town when `None`).
+    pub map: Option<PathBuf>,
+    /// Persona folder (the default personas when `None`).
+    pub personas_dir: Option<PathBuf>,
+    /// Lockstep (wait for every thought; deterministic) or realtime (never wait).
+    pub time_mode: TimeMode,
+    /// The output folder (created when missing).
+    pub out: PathBuf,
+    /// The model configuration; `llm.backend` chooses the backend.
+    pub llm: LlmConfig,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+    /// Install Bevy's log subscriber (the CLI does; tests don't).
+    pub log: bool,
+}
+
+impl RunOptions {
+    /// `hours` of the default town into `out`: all personas, seed 1, Lockstep, the default LLM
+    /// configuration, no progress bar, no log subscriber.
+    pub fn new(hours: f64, out: impl Into<PathBuf>) -> Self {
+        Self {
+            hours,
+            personas: None,
+            seed: 1,
+            map: None,
+            personas_dir: None,
+            time_mode: TimeMode::Lockstep,
+            out: out.into(),
+            llm: LlmConfig::default(),
+            progress: false,
+            log: false,
+        }
+    }
+
+    /// Chooses the backend (builder style).
+    pub fn with_backend(mut self, backend: BackendChoice) -> Self {
+        self.llm.backend = backend;
+        self
+    }
+
+    /// Spawns only the first `n` personas (builder style).
+    pub fn with_personas(mut self, n: usize) -> Self {
+        self.personas = Some(n);
+        self
+    }
+
+    /// Sets the seed (builder style).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The number of steps `hours` makes at `sec_per_step`, or why it is out of range.
+    pub fn total_steps(&self, sec_per_step: u32) -> Result<u64, RunError> {
+        if !(self.hours.is_finite() && self.hours > 0.0 && self.hours <= MAX_HOURS) {
+            return Err(RunError::Invalid(format!(
+                "--hours must be in (0, {MAX_HOURS}], got {}",
+                self.hours
+            )));
+        }
+        let per_hour = 3600.0 / f64::from(sec_per_step.max(1));
+        let steps = (self.hours * per_hour).round();
+        if steps < 1.0 {
+            return Err(RunError::Invalid(format!(
+                "--hours {} is less than one step",
+                self.hours
+            )));
+        }
+        Ok(steps as u64)
+    }
+}
+
+/// The `smallville run` flags, to flatten into a binary's `clap` parser.
+///
+/// `--backend` is a shorthand for the LLM flags' `--llm-backend` (limited to the three real
+/// choices); giving both is an error, so the configuration has one source of truth.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct RunArgs {
+    /// Game hours to simulate (360 steps each).
+    #[arg(long)]
+    pub hours: f64,
+    /// How many of the town's personas to spawn (all by default).
+    #[arg(long)]
+    pub personas: Option<usize>,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Backend: scripted, http or local (or use --llm-backend; not both).
+    #[arg(
+        long = "backend",
+        id = "run_backend",
+        value_name = "BACKEND",
+        value_parser = parse_run_backend,
+        conflicts_with = "backend"
+    )]
+    pub backend: Option<BackendChoice>,
+    /// A Tiled map to use instead of the default town.
+    #[arg(long)]
+    pub map: Option<PathBuf>,
+    /// A folder of persona sheets to use instead of the default ones.
+    #[arg(long = "personas-dir")]
+    pub personas_dir: Option<PathBuf>,
+    /// lockstep (every step waits for every thought; reproducible) or realtime (never waits).
+    #[arg(long = "time-mode", value_name = "MODE", value_parser = parse_time_mode, default_value = "lockstep")]
+    pub time_mode: TimeMode,
+    /// Output folder for movement.jsonl, summary.json and usage.json (created when missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Do not draw the progress bar.
+    #[arg(long = "no-progress")]
+    pub no_progress: bool,
+    /// The LLM flags.
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+impl RunArgs {
+    /// The run these flags ask for, with the LLM configuration resolved against the
+    /// environment read through `lookup`.
+    pub fn to_options_with(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<RunOptions, RunError> {
+        let mut llm_args = self.llm.clone();
+        if self.backend.is_some() {
+            llm_args.backend = self.backend;
+        }
+        let llm = llm_args
+            .resolve_with(lookup)
+            .map_err(|err| RunError::Setup(HeadlessError::Llm(err)))?;
+        Ok(RunOptions {
+            hours: self.hours,
+            personas: self.personas,
+            seed: self.seed,
+            map: self.map.clone(),
+            personas_dir: self.personas_dir.clone(),
+            time_mode: self.time_mode,
+            out: self.out.clone(),
+            llm,
+            progress: !self.no_progress,
+            log: true,
+        })
+    }
+
+    /// The run these flags ask for, resolved against the process environment.
+    pub fn to_options(&self) -> Result<RunOptions, RunError> {
+        self.to_options_with(|var| std::env::var(var).ok())
+    }
+}
+
+/// Parses `--backend`: `scripted`, `http` or `local` (`auto` is the default when the flag is
+/// left out, so it is not offered).
+pub fn parse_run_backend(text: &str) -> Result<BackendChoice, String> {
+    match text.parse::<BackendChoice>()? {
+        BackendChoice::Auto => Err("expected scripted, http or local".into()),
+        choice => Ok(choice),
+    }
+}
+
+/// Parses `--time-mode`: `lockstep` or `realtime`.
+pub fn parse_time_mode(text: &str) -> Result<TimeMode, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "lockstep" => Ok(TimeMode::Lockstep),
+        "realtime" => Ok(TimeMode::Realtime),
+        other => Err(format!(
+            "unknown time mode {other:?}: expected lockstep or realtime"
+        )),
+    }
+}
+
+/// Why a run could not start or finish. IO errors name the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A parameter is out of range.
+    #[error("{0}")]
+    Invalid(String),
+    /// `--backend local` was asked for, and the embedded model does not exist yet.
+    #[error(
+        "the local backend needs the `local-llm` feature (issue 5), which does not provide a \
+         model yet; use --backend scripted or --backend http"
+    )]
+    LocalBackendUnavailable,
+    /// The town, the personas or the LLM configuration could not be set up.
+    #[error(transparent)]
+    Setup(#[from] HeadlessError),
+    /// A file or folder could not be created or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The movement log could not be written.
+    #[error(transparent)]
+    Movement(#[from] MovementLogError),
+    /// A report could not be serialised.
+    #[error("{}: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// No step was taken for too long: a model call never came back.
+    #[error(
+        "the run stalled at step {step}: no step for {} s while waiting for model answers",
+        waited.as_secs()
+    )]
+    Stalled {
+        /// The step the clock was at.
+        step: u64,
+        /// How long it waited.
+        waited: Duration,
+    },
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The movement log.
+    pub movement_path: PathBuf,
+    /// The summary.
+    pub summary_path: PathBuf,
+    /// The LLM accounting.
+    pub usage_path: PathBuf,
+    /// Steps taken.
+    pub steps: u64,
+    /// Real time the simulation took (without writing the reports).
+    pub wall: Duration,
+    /// Every persona's frame as the ECS held it after the last step (what a replay of the
+    /// movement log must end on).
+    pub final_frames: BTreeMap<String, PersonaFrame>,
+    /// Personas whose thought was still in flight when the run ended (their memory counts are
+    /// missing from the summary).
+    pub minds_out: usize,
+    /// The LLM accounting, as written to `usage.json`.
+    pub usage: UsageReport,
+}
+
+/// Runs the simulation described by `options` and writes its files. See the [module
+/// docs](self).
+pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
+    if options.llm.resolved_backend() == BackendChoice::Local {
+        return Err(RunError::LocalBackendUnavailable);
+    }
+    // Validate the hours before touching the disk (the clock's default step is 10 s).
+    options.total_steps(SimClock::default().sec_per_step())?;
+    std::fs::create_dir_all(&options.out).map_err(|source| RunError::Io {
+        path: options.out.clone(),
+        source,
+    })?;
+    let movement_path = options.out.join(MOVEMENT_FILE);
+    let summary_path = options.out.join(SUMMARY_FILE);
+    let usage_path = options.out.join(USAGE_FILE);
+
+    let demo = DemoOptions {
+        hours: options.hours,
+        personas: options.personas,
+        seed: options.seed,
+        map: options.map.clone(),
+        personas_dir: options.personas_dir.clone(),
+        llm: options.llm.clone(),
+    };
+    let mut app = build_headless_app(&demo, options.log)?;
+    // Plugins cannot be added to a finished app; the system is what `MovementLogPlugin` adds.
+    app.add_systems(SimStep, record_movement.after(AgentSystems::Last));
+    app.insert_resource(MovementLog::create(&movement_path)?);
+
+    let (first_step, start, total) = {
+        let mut clock = app.world_mut().resource_mut::<SimClock>();
+        clock.mode = options.time_mode;
+        clock.speed = SimSpeed::Max;
+        let total = options.total_steps(clock.sec_per_step())?;
+        let first = clock.step();
+        clock.stop_at_step = Some(first + total);
+        (first, clock.now(), total)
+    };
+
+    let progress = Progress::new(options.progress, total);
+    let stall_timeout = stall_timeout(&options.llm);
+    let began = Instant::now();
+    let mut last_step = first_step;
+    let mut last_progress = Instant::now();
+    loop {
+        let (step, now, finished) = {
+            let clock = app.world().resource::<SimClock>();
+            (clock.step(), clock.now(), clock.finished())
+        };
+        if step != last_step {
+            last_step = step;
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() >= stall_timeout {
+            progress.finish();
+            return Err(RunError::Stalled {
+                step,
+                waited: last_progress.elapsed(),
+            });
+        }
+        progress.update(step - first_step, now, app.world().resource::<LlmClient>());
+        if finished {
+            break;
+        }
+        app.update();
+    }
+    let wall = began.elapsed();
+    let final_frames = persona_frames(app.world_mut());
+
+    // Let thoughts still in flight land so every mind is home to be summarised. No step runs:
+    // the clock paused itself at `stop_at_step`.
+    progress.note("waiting for the last thoughts to land");
+    let drain_start = Instant::now();
+    while minds_out(app.world_mut()) > 0 && drain_start.elapsed() < options.llm.timeout {
+        app.update();
+        std::thread::yield_now();
+    }
+    progress.finish();
+    let minds_out = minds_out(app.world_mut());
+    if minds_out > 0 {
+        warn!("{minds_out} persona(s) still thinking at the end: their memory counts are omitted");
+    }
+
+    let log = app
+        .world_mut()
+        .remove_resource::<MovementLog>()
+        .ok_or_else(|| RunError::Invalid("the movement log went missing".into()))?;
+    log.finish()?;
+
+    let (usage, backend, model) = {
+        let client = app.world().resource::<LlmClient>();
+        (
+            client.usage(),
+            client.backend_name().to_owned(),
+            client.model().to_owned(),
+        )
+    };
+    let personas = summarise_personas(app.world_mut());
+    let clock = app.world().resource::<SimClock>();
+    let summary = RunSummary {
+        run: RunMetadata {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            seed: options.seed,
+            hours: options.hours,
+            steps: clock.step() - first_step,
+            start,
+            end: clock.now(),
+            personas: personas.keys().cloned().collect(),
+            backend,
+            model,
+            map: options
+                .map
+                .clone()
+                .unwrap_or_else(TownMap::default_town_path),
+            time_mode: options.time_mode,
+            wall_seconds: wall.as_secs_f64(),
+        },
+        personas,
+    };
+    write_json(&summary_path, &summary)?;
+    write_json(&usage_path, &usage)?;
+
+    Ok(RunReport {
+        movement_path,
+        summary_path,
+        usage_path,
+        steps: summary.run.steps,
+        wall,
+        final_frames,
+        minds_out,
+        usage,
+    })
+}
+
+/// How long the run may go without a step before it counts as stalled: at least
+/// [`MIN_STALL_TIMEOUT`], and more than one model call with all its retries.
+fn stall_timeout(llm: &LlmConfig) -> Duration {
+    llm.timeout
+        .saturating_mul(llm.max_retries.saturating_add(2))
+        .max(MIN_STALL_TIMEOUT)
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), RunError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| RunError::Json {
+        path: path.to_owned(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes).map_err(|source| RunError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Every persona's frame, straight from the ECS.
+fn persona_frames(world: &mut World) -> BTreeMap<String, PersonaFrame> {
+    let mut query = world.query_filtered::<(&Name, &Body, &ActionView), With<Persona>>();
+    query
+        .iter(world)
+        .map(|(name, body, view)| {
+            (
+                name.as_str().to_owned(),
+                PersonaFrame::from_components(body, view),
+            )
+        })
+        .collect()
+}
+
+fn minds_out(world: &mut World) -> usize {
+    let mut query = world.query_filtered::<(), With<AwaitingCognition>>();
+    query.iter(world).count()
+}
+
+/// The progress bar (hidden when not wanted or when stderr is not a terminal).
+struct Progress {
+    bar: ProgressBar,
+    last_refresh: std::cell::Cell<Option<Instant>>,
+}
+
+impl Progress {
+    fn new(show: bool, total: u64) -> Self {
+        let bar = if show {
+            ProgressBar::new(total)
+        } else {
+            ProgressBar::hidden()
+        };
+        // The template is a constant; fall back to the default style if it were ever invalid.
+        if let Ok(style) = ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} steps · {msg} · eta {eta}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Self {
+            bar,
+            last_refresh: std::cell::Cell::new(None),
+        }
+    }
+
+    fn update(&self, done: u64, now: chrono::NaiveDateTime, client: &LlmClient) {
+        self.bar.set_position(done);
+        let due = self
+            .last_refresh
+            .get()
+            .is_none_or(|at| at.elapsed() >= PROGRESS_REFRESH);
+        if due && !self.bar.is_hidden() {
+            self.last_refresh.set(Some(Instant::now()));
+            let calls = client.usage().totals.calls;
+            self.bar.set_message(format!(
+                "{} · {calls} LLM calls",
+                now.format("%a %b %-d %H:%M")
+            ));
+        }
+    }
+
+    fn note(&self, text: &'static str) {
+        self.bar.set_message(text);
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).map(|c| c.run)
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn flags_parse_with_defaults() {
+        let args = parse(&["--hours", "2", "--out", "o"]).expect("parse");
+        assert_eq!(args.hours, 2.0);
+        assert_eq!(args.seed, 1);
+        assert_eq!(args.time_mode, TimeMode::Lockstep);
+        assert_eq!(args.backend, None);
+        let options = args.to_options_with(no_env).expect("options");
+        assert_eq!(options.llm.resolved_backend(), BackendChoice::Scripted);
+        assert!(options.progress);
+
+        let args = parse(&[
+            "--hours",
+            "0.5",
+            "--personas",
+            "3",
+            "--seed",
+            "9",
+            "--backend",
+            "http",
+            "--time-mode",
+            "realtime",
+            "--out",
+            "o",
+            "--no-progress",
+            "--llm-model",
+            "m",
+        ])
+        .expect("parse");
+        let options = args.to_options_with(no_env).expect("options");
+        assert_eq!(options.personas, Some(3));
+        assert_eq!(options.seed, 9);
+        assert_eq!(options.time_mode, TimeMode::Realtime);
+        assert_eq!(options.llm.backend, BackendChoice::Http);
+        assert_eq!(options.llm.model, "m");
+        assert!(!options.progress);
+    }
+
+    #[test]
+    fn backend_has_one_source_of_truth() {
+        // --llm-backend alone works and beats the environment.
+        let args =
+            parse(&["--hours", "1", "--out", "o", "--llm-backend", "scripted"]).expect("parse");
+        let env = |var: &str| (var == "GA_LLM_BACKEND").then(|| "http".to_owned());
+        let options = args.to_options_with(env).expect("options");
+        assert_eq!(options.llm.backend, BackendChoice::Scripted);
+        // --backend beats the environment too.
+        let args = parse(&["--hours", "1", "--out", "o", "--backend", "scripted"]).expect("parse");
+        assert_eq!(
+            args.to_options_with(env).expect("options").llm.backend,
+            BackendChoice::Scripted
+        );
+        // Both at once is refused, even when they agree.
+        let err = parse(&[
+            "--hours",
+            "1",
+            "--out",
+            "o",
+            "--backend",
+            "http",
+            "--llm-backend",
+            "http",
+        ])
+        .expect_err("conflict");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        assert!(parse(&["--out", "o"]).is_err(), "--hours is required");
+        assert!(parse(&["--hours", "1"]).is_err(), "--out is required");
+        assert!(parse(&["--hours", "1", "--out", "o", "--backend", "auto"]).is_err());
+        assert!(parse(&["--hours", "1", "--out", "o", "--backend", "gpt"]).is_err());
+        assert!(parse(&["--hours", "1", "--out", "o", "--time-mode", "fast"]).is_err());
+        assert_eq!(parse_time_mode(" Realtime "), Ok(TimeMode::Realtime));
+        assert!(parse_time_mode("").is_err());
+        assert_eq!(parse_run_backend("LOCAL"), Ok(BackendChoice::Local));
+    }
+
+    #[test]
+    fn hours_become_steps() {
+        let options = RunOptions::new(2.0, "/tmp/x");
+        assert_eq!(options.total_steps(10).ok(), Some(720));
+        assert_eq!(RunOptions::new(0.5, "x").total_steps(10).ok(), Some(180));
+        assert_eq!(RunOptions::new(1.0, "x").total_steps(60).ok(), Some(60));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, MAX_HOURS + 1.0, 0.001] {
+            assert!(
+                matches!(
+                    RunOptions::new(bad, "x").total_steps(10),
+                    Err(RunError::Invalid(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn local_backend_is_a_clear_error_before_anything_is_written() {
+        let out = std::env::temp_dir().join(format!("bga-run-local-{}", std::process::id()));
+        let options = RunOptions::new(1.0, &out).with_backend(BackendChoice::Local);
+        let err = run(&options).expect_err("no local model yet");
+        assert!(matches!(err, RunError::LocalBackendUnavailable));
+        assert!(
+            err.to_string()
+                .contains("the local backend needs the `local-llm` feature (issue 5)")
+        );
+        assert!(!out.exists(), "nothing created");
+    }
+
+    #[test]
+    fn stall_timeout_outlasts_a_call_with_retries() {
+        let llm = LlmConfig {
+            timeout: Duration::from_secs(300),
+            max_retries: 4,
+            ..LlmConfig::default()
+        };
+        assert_eq!(stall_timeout(&llm), Duration::from_secs(1800));
+        // Defaults: 120 s × (4 retries + 2) = 720 s.
+        assert_eq!(
+            stall_timeout(&LlmConfig::default()),
+            Duration::from_secs(720)
+        );
+        let quick = LlmConfig {
+            timeout: Duration::from_secs(1),
+            ..LlmConfig::default()
+        };
+        assert_eq!(stall_timeout(&quick), MIN_STALL_TIMEOUT);
+    }
+}
