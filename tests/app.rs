@@ -6,14 +6,36 @@ use bevy::prelude::*;
 use bevy_generative_agents::clock::{
     AgentSystems, SimClock, SimSpeed, SimStep, StepCompleted, TimeMode,
 };
-use bevy_generative_agents::cognition::execute::ExecutePlugin;
 use bevy_generative_agents::persona::{ActionView, Body, Mind, Persona};
 use bevy_generative_agents::testing::{create_test_app, scripted_client, spawn_default_town};
 use bevy_generative_agents::world::{TileCoord, TileEvent, TownMap};
 
+/// A town whose personas only execute (no thinking), so a test can set actions by hand.
+fn execute_only_town(personas: Option<usize>) -> (App, Vec<Entity>) {
+    use bevy::time::TimeUpdateStrategy;
+    use bevy_generative_agents::GenerativeAgentsPlugins;
+    use bevy_generative_agents::cognition::{CognitionPlugin, ExecutePlugin};
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins)
+        .insert_resource(TimeUpdateStrategy::ManualDuration(
+            std::time::Duration::from_millis(16),
+        ))
+        .insert_resource(scripted_client(1))
+        .insert_resource(
+            SimClock::default()
+                .with_mode(TimeMode::Lockstep)
+                .with_speed(SimSpeed::Max),
+        )
+        .add_plugins(GenerativeAgentsPlugins.build().disable::<CognitionPlugin>())
+        .add_plugins(ExecutePlugin);
+    let entities = spawn_default_town(&mut app, personas, 1).expect("default town loads");
+    app.finish();
+    app.cleanup();
+    (app, entities)
+}
+
 fn town_app(personas: Option<usize>) -> (App, Vec<Entity>) {
     let mut app = create_test_app(scripted_client(1));
-    app.add_plugins(ExecutePlugin);
     let entities = spawn_default_town(&mut app, personas, 1).expect("default town loads");
     app.finish();
     app.cleanup();
@@ -97,7 +119,7 @@ fn a_realtime_clock_at_1x_takes_one_step_per_second() {
 
 #[test]
 fn a_persona_walks_to_its_action_address_and_shows_its_events() {
-    let (mut app, entities) = town_app(Some(3));
+    let (mut app, entities) = execute_only_town(Some(3));
     let map = app.world().resource::<TownMap>().clone();
     let target = "Willowbrook:Riverside Cafe:cafe:cafe counter";
     let counter_tiles = map

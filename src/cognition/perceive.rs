@@ -89,16 +89,16 @@ pub fn perceive_surroundings(
     }
 }
 
+/// A persona whose mind is not out thinking.
+type IdlePersona = (With<Persona>, Without<AwaitingCognition>);
+
 /// Refreshes every idle persona's [`Percepts`] from the map, and when it stands on a new tile
 /// adds the places in view to its spatial memory (runs in
 /// [`AgentSystems::Perceive`](crate::clock::AgentSystems)).
 pub fn gather_percepts(
     map: Option<Res<TownMap>>,
     settings: Res<AgentSettings>,
-    mut personas: Query<
-        (&Body, &mut Mind, &mut Percepts),
-        (With<Persona>, Without<AwaitingCognition>),
-    >,
+    mut personas: Query<(&Body, &mut Mind, &mut Percepts), IdlePersona>,
 ) {
     let Some(map) = map else { return };
     personas

@@ -562,16 +562,19 @@ fn finish_conversation<'a>(done: ConversationDone, a: &mut PersonaRef<'a>, b: &m
     }
 }
 
+/// Personas whose mind is home.
+type IdlePersonas<'w, 's> =
+    Query<'w, 's, PersonaItem<'static>, (With<Persona>, Without<AwaitingCognition>)>;
+/// Every persona's visible action.
+type Everyone<'w, 's> = Query<'w, 's, (&'static Name, &'static ActionView), With<Persona>>;
+
 /// Starts this step's thoughts (see the module docs).
 pub fn start_thoughts(
     mut commands: Commands,
     cx: ThoughtContext,
     mut intents: ResMut<ChatIntents>,
     mut book: Local<Option<Arc<AddressBook>>>,
-    mut queries: ParamSet<(
-        Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>)>,
-        Query<(&Name, &ActionView), With<Persona>>,
-    )>,
+    mut queries: ParamSet<(IdlePersonas, Everyone)>,
 ) {
     let Some(map) = cx.map.as_ref() else { return };
     let Some(ctx) = cx.prompt_context() else {
