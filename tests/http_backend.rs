@@ -1,9 +1,9 @@
 //! The OpenAI-compatible HTTP backend against a real HTTP server on loopback.
 //!
-//! The server is a small OpenAI-compatible fake written here on tokio's `TcpListener`: it
-//! parses each request (line, headers, body), records it, and answers as the test's scenario
-//! says — JSON, errors with `Retry-After`, SSE streams, or a hang. One request per connection
-//! (`Connection: close`); every accept loop stops by itself after a few idle seconds.
+//! The server is the crate's loopback fake ([`FakeOpenAi`]): each test scripts its replies —
+//! JSON, errors with `Retry-After`, SSE streams, bodies that are not JSON, or a hang — and
+//! inspects the requests it recorded. The last tests use the fake's own routes (answer closure,
+//! embeddings, latency, counters) the way the concurrency benchmark does.
 #![cfg(feature = "http")]
 
 use std::sync::{Arc, Mutex};
@@ -13,223 +13,39 @@ use bevy::tasks::block_on;
 use bevy_generative_agents::llm::{
     ApiKey, ChatMessage, ChatRequest, HttpBackend, HttpConfig, LlmBackend, LlmClient, LlmError,
 };
+use bevy_generative_agents::testing::fake_openai::{
+    FakeOpenAi, FakeOpenAiConfig, FakeReply, RecordedRequest, completion_json,
+};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 const SECRET: &str = "sk-test-SECRET-0123456789";
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Recorded {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: String,
+fn ok_json(body: Value) -> FakeReply {
+    FakeReply::json(200, &body)
 }
 
-impl Recorded {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).expect("request body is JSON")
-    }
-}
-
-/// How the fake server answers one request.
-enum Reply {
-    /// A complete response.
-    Full {
-        status: u16,
-        headers: Vec<(&'static str, String)>,
-        body: String,
-    },
-    /// A `text/event-stream` body written in these raw pieces, with a pause between them.
-    Sse(Vec<String>),
-    /// Read the request, then say nothing for this long and close.
-    Hang(Duration),
-}
-
-fn ok_json(body: Value) -> Reply {
-    Reply::Full {
-        status: 200,
-        headers: Vec::new(),
-        body: body.to_string(),
-    }
-}
-
-fn status(status: u16, body: Value) -> Reply {
-    Reply::Full {
-        status,
-        headers: Vec::new(),
-        body: body.to_string(),
-    }
+fn status(status: u16, body: Value) -> FakeReply {
+    FakeReply::json(status, &body)
 }
 
 fn completion(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Value {
-    json!({
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
-    })
+    completion_json(text, prompt_tokens, completion_tokens)
 }
 
-type Handler = dyn Fn(usize, &Recorded) -> Reply + Send + Sync;
-
-struct FakeServer {
-    addr: std::net::SocketAddr,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    runtime: Option<tokio::runtime::Runtime>,
+/// Starts a fake whose `handler(n, request)` answers the n-th request (0-based); SSE pieces
+/// arrive 20 ms apart so the client sees them split.
+fn start(
+    handler: impl Fn(usize, &RecordedRequest) -> FakeReply + Send + Sync + 'static,
+) -> FakeOpenAi {
+    FakeOpenAi::start(
+        FakeOpenAiConfig::new(|_| String::new())
+            .with_sse_pause(Duration::from_millis(20))
+            .with_script(move |n, request| Some(handler(n, request))),
+    )
+    .expect("fake server starts")
 }
 
-impl FakeServer {
-    /// Starts the server; `handler(n, request)` answers the n-th request (0-based).
-    fn start(handler: impl Fn(usize, &Recorded) -> Reply + Send + Sync + 'static) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("server runtime");
-        let listener = runtime
-            .block_on(TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let handler: Arc<Handler> = Arc::new(handler);
-        let recorded = Arc::clone(&requests);
-        runtime.spawn(async move {
-            // Stops by itself once no client has connected for a while.
-            while let Ok(Ok((stream, _))) =
-                tokio::time::timeout(Duration::from_secs(10), listener.accept()).await
-            {
-                let handler = Arc::clone(&handler);
-                let recorded = Arc::clone(&recorded);
-                tokio::spawn(async move {
-                    let _ = serve(stream, handler, recorded).await;
-                });
-            }
-        });
-        Self {
-            addr,
-            requests,
-            runtime: Some(runtime),
-        }
-    }
-
-    fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
-    }
-
-    fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().expect("lock").clone()
-    }
-
-    fn count(&self) -> usize {
-        self.requests.lock().expect("lock").len()
-    }
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-async fn serve(
-    mut stream: TcpStream,
-    handler: Arc<Handler>,
-    recorded: Arc<Mutex<Vec<Recorded>>>,
-) -> std::io::Result<()> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let header_end = loop {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break pos + 4;
-        }
-        if buf.len() > 1 << 20 {
-            return Ok(());
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let request_line = lines.next().unwrap_or_default();
-    let mut parts = request_line.split(' ');
-    let method = parts.next().unwrap_or_default().to_owned();
-    let path = parts.next().unwrap_or_default().to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = buf[header_end..].to_vec();
-    while body.len() < length {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    let request = Recorded {
-        method,
-        path,
-        headers,
-        body: String::from_utf8_lossy(&body).to_string(),
-    };
-    let index = {
-        let mut all = recorded.lock().expect("lock");
-        all.push(request.clone());
-        all.len() - 1
-    };
-    match handler(index, &request) {
-        Reply::Full {
-            status,
-            headers,
-            body,
-        } => {
-            let mut response = format!(
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-                body.len()
-            );
-            for (name, value) in headers {
-                response.push_str(&format!("{name}: {value}\r\n"));
-            }
-            response.push_str("\r\n");
-            response.push_str(&body);
-            stream.write_all(response.as_bytes()).await?;
-        }
-        Reply::Sse(pieces) => {
-            stream
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-                .await?;
-            for piece in pieces {
-                stream.write_all(piece.as_bytes()).await?;
-                stream.flush().await?;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-        Reply::Hang(duration) => tokio::time::sleep(duration).await,
-    }
-    stream.shutdown().await
-}
-
-fn config(server: &FakeServer) -> HttpConfig {
+fn config(server: &FakeOpenAi) -> HttpConfig {
     HttpConfig {
         api_key: Some(ApiKey::new(SECRET)),
         embed_model: "embedder".into(),
@@ -243,13 +59,13 @@ fn config(server: &FakeServer) -> HttpConfig {
     }
 }
 
-fn backend(server: &FakeServer) -> HttpBackend {
+fn backend(server: &FakeOpenAi) -> HttpBackend {
     HttpBackend::new(config(server)).expect("backend")
 }
 
 #[test]
 fn success_parses_content_and_usage_and_sends_the_request() {
-    let server = FakeServer::start(|_, _| ok_json(completion("Wake up at 7am.", 42, 6)));
+    let server = start(|_, _| ok_json(completion("Wake up at 7am.", 42, 6)));
     let backend = backend(&server);
     let request = ChatRequest {
         messages: vec![
@@ -283,7 +99,7 @@ fn success_parses_content_and_usage_and_sends_the_request() {
         seen.header("authorization"),
         Some(format!("Bearer {SECRET}").as_str())
     );
-    let body = seen.json();
+    let body = seen.json().expect("JSON body");
     assert_eq!(body["model"], "test-model");
     assert_eq!(
         body["messages"],
@@ -302,12 +118,12 @@ fn success_parses_content_and_usage_and_sends_the_request() {
 
 #[test]
 fn json_schema_is_sent_as_response_format() {
-    let server = FakeServer::start(|_, _| ok_json(completion("{\"hour\": 7}", 1, 1)));
+    let server = start(|_, _| ok_json(completion("{\"hour\": 7}", 1, 1)));
     let backend = backend(&server);
     let schema = json!({"type": "object", "properties": {"hour": {"type": "integer"}}, "required": ["hour"]});
     let request = ChatRequest::new("wake up hour", "When?").with_json_schema(schema.clone());
     block_on(backend.chat(request)).expect("answer");
-    let body = server.requests()[0].json();
+    let body = server.requests()[0].json().expect("JSON body");
     assert_eq!(
         body["response_format"],
         json!({"type": "json_schema", "json_schema": {"name": "wake_up_hour", "schema": schema, "strict": true}})
@@ -317,8 +133,8 @@ fn json_schema_is_sent_as_response_format() {
 #[test]
 fn response_format_rejections_step_down_and_are_remembered() {
     // Accepts only `json_object`; rejects any schema format like an older server would.
-    let server = FakeServer::start(|_, request| {
-        let body = request.json();
+    let server = start(|_, request| {
+        let body = request.json().expect("JSON body");
         match body["response_format"]["type"].as_str() {
             Some("json_schema") => status(
                 400,
@@ -333,7 +149,7 @@ fn response_format_rejections_step_down_and_are_remembered() {
     let formats: Vec<Value> = server
         .requests()
         .iter()
-        .map(|r| r.json()["response_format"].clone())
+        .map(|r| r.json().expect("JSON body")["response_format"].clone())
         .collect();
     assert_eq!(formats.len(), 3);
     assert_eq!(formats[0]["json_schema"]["strict"], true);
@@ -345,20 +161,16 @@ fn response_format_rejections_step_down_and_are_remembered() {
     let requests = server.requests();
     assert_eq!(requests.len(), 4, "the working format is remembered");
     assert_eq!(
-        requests[3].json()["response_format"],
+        requests[3].json().expect("JSON body")["response_format"],
         json!({"type": "json_object"})
     );
 }
 
 #[test]
 fn rate_limit_honours_retry_after_and_counts_the_retry() {
-    let server = FakeServer::start(|n, _| {
+    let server = start(|n, _| {
         if n == 0 {
-            Reply::Full {
-                status: 429,
-                headers: vec![("Retry-After", "1".into())],
-                body: json!({"error": {"message": "slow down"}}).to_string(),
-            }
+            FakeReply::rate_limited(1)
         } else {
             ok_json(completion("fine", 3, 1))
         }
@@ -373,7 +185,7 @@ fn rate_limit_honours_retry_after_and_counts_the_retry() {
         "waited for Retry-After: {:?}",
         start.elapsed()
     );
-    assert_eq!(server.count(), 2);
+    assert_eq!(server.calls(), 2);
     let usage = client.usage().kind("plan");
     assert_eq!(
         (usage.calls, usage.transport_retries, usage.errors),
@@ -383,7 +195,7 @@ fn rate_limit_honours_retry_after_and_counts_the_retry() {
 
 #[test]
 fn server_error_then_success() {
-    let server = FakeServer::start(|n, _| {
+    let server = start(|n, _| {
         if n == 0 {
             status(500, json!({"error": "boom"}))
         } else {
@@ -398,13 +210,13 @@ fn server_error_then_success() {
     }));
     let response = block_on(backend.chat(ChatRequest::new("react", "p"))).expect("answer");
     assert_eq!(response.text, "recovered");
-    assert_eq!(server.count(), 2);
+    assert_eq!(server.calls(), 2);
     assert_eq!(*retries.lock().expect("lock"), vec!["react".to_owned()]);
 }
 
 #[test]
 fn persistent_server_errors_fail_after_max_retries() {
-    let server = FakeServer::start(|_, _| status(503, json!({"error": {"message": "overloaded"}})));
+    let server = start(|_, _| status(503, json!({"error": {"message": "overloaded"}})));
     let client = LlmClient::new(Arc::new(backend(&server)));
     let err = block_on(client.chat(ChatRequest::new("k", "p"))).expect_err("gives up");
     assert_eq!(
@@ -414,7 +226,7 @@ fn persistent_server_errors_fail_after_max_retries() {
             message: "overloaded".into()
         }
     );
-    assert_eq!(server.count(), 3, "max_retries = 2 → three attempts");
+    assert_eq!(server.calls(), 3, "max_retries = 2 → three attempts");
     let usage = client.usage().kind("k");
     assert_eq!(
         (usage.calls, usage.errors, usage.transport_retries),
@@ -424,7 +236,7 @@ fn persistent_server_errors_fail_after_max_retries() {
 
 #[test]
 fn client_errors_fail_immediately() {
-    let server = FakeServer::start(|_, _| {
+    let server = start(|_, _| {
         status(
             404,
             json!({"error": {"message": "model `test-model` not found"}}),
@@ -440,12 +252,12 @@ fn client_errors_fail_immediately() {
         }
     );
     assert!(!err.is_transient());
-    assert_eq!(server.count(), 1);
+    assert_eq!(server.calls(), 1);
 }
 
 #[test]
 fn hanging_server_times_out() {
-    let server = FakeServer::start(|_, _| Reply::Hang(Duration::from_secs(3)));
+    let server = start(|_, _| FakeReply::Hang(Duration::from_secs(3)));
     let backend = HttpBackend::new(HttpConfig {
         timeout: Duration::from_millis(300),
         max_retries: 1,
@@ -454,7 +266,7 @@ fn hanging_server_times_out() {
     .expect("backend");
     let err = block_on(backend.chat(ChatRequest::new("k", "p"))).expect_err("times out");
     assert_eq!(err, LlmError::Timeout(Duration::from_millis(300)));
-    assert_eq!(server.count(), 2, "a timeout is transient: retried once");
+    assert_eq!(server.calls(), 2, "a timeout is transient: retried once");
 }
 
 #[test]
@@ -489,10 +301,10 @@ fn streaming_delivers_deltas_in_order() {
             json!({"choices": [{"index": 0, "delta": {"content": content}}]})
         )
     };
-    let server = FakeServer::start(move |_, _| {
+    let server = start(move |_, _| {
         let first = event("Good ");
         let (head, tail) = first.split_at(9); // split inside the JSON
-        Reply::Sse(vec![
+        FakeReply::Sse(vec![
             format!(
                 "data: {}\n\n",
                 json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
@@ -523,14 +335,14 @@ fn streaming_delivers_deltas_in_order() {
         ),
         (9, 4)
     );
-    let body = server.requests()[0].json();
+    let body = server.requests()[0].json().expect("JSON body");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
 }
 
 #[test]
 fn streaming_request_answered_without_sse_arrives_whole() {
-    let server = FakeServer::start(|_, _| ok_json(completion("all at once", 2, 3)));
+    let server = start(|_, _| ok_json(completion("all at once", 2, 3)));
     let backend = backend(&server);
     let (tx, rx) = async_channel::bounded(16);
     let response =
@@ -542,7 +354,7 @@ fn streaming_request_answered_without_sse_arrives_whole() {
 
 #[test]
 fn bad_json_is_malformed_and_not_retried() {
-    let server = FakeServer::start(|_, _| Reply::Full {
+    let server = start(|_, _| FakeReply::Full {
         status: 200,
         headers: Vec::new(),
         body: "this is not json {".into(),
@@ -550,22 +362,22 @@ fn bad_json_is_malformed_and_not_retried() {
     let backend = backend(&server);
     let err = block_on(backend.chat(ChatRequest::new("k", "p"))).expect_err("malformed");
     assert!(matches!(err, LlmError::Malformed(_)), "{err:?}");
-    assert_eq!(server.count(), 1);
+    assert_eq!(server.calls(), 1);
 
-    let server = FakeServer::start(|_, _| ok_json(json!({"choices": []})));
+    let server = start(|_, _| ok_json(json!({"choices": []})));
     let err =
         block_on(super_backend(&server).chat(ChatRequest::new("k", "p"))).expect_err("no choices");
     assert!(matches!(err, LlmError::Malformed(_)), "{err:?}");
 }
 
-fn super_backend(server: &FakeServer) -> HttpBackend {
+fn super_backend(server: &FakeOpenAi) -> HttpBackend {
     backend(server)
 }
 
 #[test]
 fn embeddings_are_ordered_by_index_and_dimension_is_learned() {
-    let server = FakeServer::start(|_, request| {
-        let body = request.json();
+    let server = start(|_, request| {
+        let body = request.json().expect("JSON body");
         let inputs = body["input"].as_array().cloned().unwrap_or_default();
         // Answer in reverse order, each vector encoding its input's position.
         let data: Vec<Value> = (0..inputs.len())
@@ -594,7 +406,7 @@ fn embeddings_are_ordered_by_index_and_dimension_is_learned() {
     let seen = &server.requests()[0];
     assert_eq!(seen.path, "/v1/embeddings");
     assert_eq!(
-        seen.json(),
+        seen.json().expect("JSON body"),
         json!({"model": "embedder", "input": ["a", "b", "c"]})
     );
     assert!(
@@ -602,13 +414,12 @@ fn embeddings_are_ordered_by_index_and_dimension_is_learned() {
             .expect("empty")
             .is_empty()
     );
-    assert_eq!(server.count(), 1, "an empty batch sends nothing");
+    assert_eq!(server.calls(), 1, "an empty batch sends nothing");
 }
 
 #[test]
 fn configured_embedding_dimension_is_enforced() {
-    let server =
-        FakeServer::start(|_, _| ok_json(json!({"data": [{"index": 0, "embedding": [1.0, 2.0]}]})));
+    let server = start(|_, _| ok_json(json!({"data": [{"index": 0, "embedding": [1.0, 2.0]}]})));
     let backend = HttpBackend::new(HttpConfig {
         embedding_dim: Some(4),
         ..config(&server)
@@ -624,13 +435,13 @@ fn configured_embedding_dimension_is_enforced() {
 
 #[test]
 fn the_key_never_appears_in_errors_or_debug_output() {
-    let server = FakeServer::start(|n, _| match n {
+    let server = start(|n, _| match n {
         0 => status(
             401,
             json!({"error": {"message": format!("Incorrect API key provided: {SECRET}")}}),
         ),
         1 => ok_json(json!({"error": {"message": format!("key {SECRET} is out of credit")}})),
-        _ => Reply::Sse(vec![format!(
+        _ => FakeReply::Sse(vec![format!(
             "data: {}\n\n",
             json!({"error": {"message": SECRET}})
         )]),
@@ -664,4 +475,175 @@ fn credentials_in_the_base_url_are_not_displayed() {
     assert_eq!(backend.base_url(), "http://127.0.0.1:9/v1");
     assert!(HttpBackend::new(HttpConfig::new("ftp://example/v1", "m")).is_err());
     assert!(HttpBackend::new(HttpConfig::new("not a url", "m")).is_err());
+}
+
+// --- The fake's own routes, as the concurrency benchmark uses them. ---------------------------
+
+fn plain_backend(server: &FakeOpenAi) -> HttpBackend {
+    HttpBackend::new(HttpConfig {
+        max_retries: 0,
+        worker_threads: 1,
+        ..HttpConfig::new(server.base_url(), "fake-model")
+    })
+    .expect("backend")
+}
+
+#[test]
+fn default_routes_answer_plain_streamed_and_embedded() {
+    // Echoes the last message in capitals, so the answer proves the closure saw the body.
+    let server = FakeOpenAi::start(FakeOpenAiConfig::new(|body: &Value| {
+        body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_uppercase()
+    }))
+    .expect("server");
+    let backend = plain_backend(&server);
+
+    let plain = block_on(backend.chat(ChatRequest::new("k", "good morning"))).expect("plain");
+    assert_eq!(plain.text, "GOOD MORNING");
+    // "good morning" is 12 bytes → 3 estimated tokens; the answer likewise.
+    assert_eq!(
+        (plain.usage.prompt_tokens, plain.usage.completion_tokens),
+        (3, 3)
+    );
+
+    let (tx, rx) = async_channel::bounded(16);
+    let streamed =
+        block_on(backend.chat_stream(ChatRequest::new("k", "see you soon"), tx)).expect("stream");
+    let deltas: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    assert_eq!(deltas, vec!["SEE ", "YOU ", "SOON"]);
+    assert_eq!(streamed.text, "SEE YOU SOON");
+
+    let vectors = block_on(backend.embed(vec!["a cat".into(), "a dog".into()])).expect("embed");
+    assert_eq!(
+        vectors,
+        vec![
+            bevy_generative_agents::llm::hashed_bow_embedding("a cat", 384),
+            bevy_generative_agents::llm::hashed_bow_embedding("a dog", 384),
+        ]
+    );
+
+    assert_eq!(
+        (
+            server.calls(),
+            server.chat_calls(),
+            server.embedding_calls()
+        ),
+        (3, 2, 1)
+    );
+    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/chat/completions",
+            "/v1/chat/completions",
+            "/v1/embeddings"
+        ]
+    );
+}
+
+#[test]
+fn one_connection_serves_several_requests_and_unknown_routes_are_404() {
+    use std::io::{Read, Write};
+
+    let server = FakeOpenAi::start(FakeOpenAiConfig::new(|_: &Value| "hi".into())).expect("server");
+    let mut stream = std::net::TcpStream::connect(server.addr()).expect("connect");
+    let body = r#"{"messages": [{"role": "user", "content": "hello"}]}"#;
+    // Two requests written back to back on one kept-alive connection, then a closing one.
+    let requests = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}\
+         GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n\
+         POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 9\r\n\r\n{{\"in\": 1}}",
+        body.len()
+    );
+    stream.write_all(requests.as_bytes()).expect("write");
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .expect("read until the server closes");
+    // Bodies have no trailing newline, so a status line may follow a body on the same line.
+    let statuses: Vec<&str> = answer
+        .match_indices("HTTP/1.1 ")
+        .filter_map(|(at, _)| answer[at..].split("\r\n").next())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "HTTP/1.1 200 OK",
+            "HTTP/1.1 404 Not Found",
+            "HTTP/1.1 400 Bad Request"
+        ]
+    );
+    assert!(answer.contains(r#""content":"hi""#), "{answer}");
+    assert!(answer.contains("`input` is missing"), "{answer}");
+    assert_eq!(
+        (
+            server.calls(),
+            server.chat_calls(),
+            server.embedding_calls()
+        ),
+        (3, 1, 0)
+    );
+}
+
+#[test]
+fn latency_and_peak_concurrency_are_counted() {
+    let latency = Duration::from_millis(300);
+    let server =
+        FakeOpenAi::start(FakeOpenAiConfig::new(|_: &Value| "ok".into()).with_latency(latency))
+            .expect("server");
+    assert_eq!(server.latency(), latency);
+    let client = LlmClient::builder(Arc::new(plain_backend(&server)))
+        .concurrency(4)
+        .build()
+        .expect("client");
+    // Eight callers at once through a client that lets four through at a time.
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                block_on(client.chat(ChatRequest::new("k", format!("call {i}"))))
+            })
+        })
+        .collect();
+    for thread in threads {
+        assert_eq!(thread.join().expect("thread").expect("answer").text, "ok");
+    }
+    assert_eq!(server.calls(), 8);
+    assert_eq!(server.in_flight(), 0);
+    assert_eq!(server.max_concurrent(), 4, "the client's limit, reached");
+    assert!(
+        server.busy_time() >= latency * 8,
+        "{:?}",
+        server.busy_time()
+    );
+}
+
+#[test]
+fn scripted_answers_reach_typed_prompts_over_http() {
+    use bevy_generative_agents::cognition::prompts::WakeUpHour;
+    use bevy_generative_agents::prompt::{PromptContext, PromptLibrary, run_prompt};
+    use bevy_generative_agents::testing::ScriptedBackend;
+    use bevy_generative_agents::testing::fake_openai::scripted_answers;
+
+    let library = PromptLibrary::default();
+    let script = ScriptedBackend::new(1).with_responder("wake_up_hour", |_, _| "6".into());
+    let server = FakeOpenAi::start(FakeOpenAiConfig::new(scripted_answers(script, &library)))
+        .expect("server");
+    let ctx = PromptContext::new(LlmClient::new(Arc::new(plain_backend(&server))), library);
+    let prompt = WakeUpHour {
+        identity: "Name: Ada Okafor".into(),
+        lifestyle: "Ada is an early riser.".into(),
+        first_name: "Ada".into(),
+        fail_safe_hour: 9,
+    };
+    let outcome = block_on(run_prompt(&ctx, &prompt));
+    assert_eq!(
+        (outcome.value, outcome.fail_safe, outcome.attempts),
+        (6, false, 1)
+    );
+    assert_eq!(server.chat_calls(), 1);
 }

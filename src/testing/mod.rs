@@ -5,6 +5,10 @@
 //! says so everywhere it is shown (its name is `"scripted"`). [`FaultyBackend`] wraps another
 //! backend and returns garbage for a seeded fraction of calls, to prove the fail-safes.
 
+#[cfg(feature = "http")]
+pub mod fake_openai;
+mod crowd;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +16,7 @@ use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 
 pub use crate::llm::{FaultyBackend, ScriptedBackend};
+pub use crowd::{spawn_crowd, synthetic_sheets};
 
 use crate::clock::{SimClock, SimSpeed, TimeMode};
 use crate::llm::LlmClient;

@@ -1,0 +1,911 @@
+//! A loopback OpenAI-compatible server for tests and benchmarks (feature `http`).
+//!
+//! [`FakeOpenAi`] listens on `127.0.0.1:<free port>` on its own small tokio runtime, so it works
+//! under any caller (a plain `#[test]`, a criterion bench, a Bevy app) and stops when dropped.
+//! It speaks just enough HTTP/1.1 for an OpenAI-compatible client — request heads are parsed by
+//! `httparse`, bodies need a `Content-Length` (as every JSON client sends), connections are kept
+//! alive between requests — and serves:
+//!
+//! * `POST …/chat/completions` — the text of the configured *answer* closure, called with the
+//!   request's JSON body, as a `chat.completion` object, or as an SSE stream of
+//!   `chat.completion.chunk` deltas when the body asks for `"stream": true`;
+//! * `POST …/embeddings` — one vector per input from the configured embedder (by default the
+//!   scripted backend's hashed bag of words);
+//! * `GET …/models` — a one-model list.
+//!
+//! Every call waits a fixed, configurable latency before it is answered, which is what the
+//! concurrency benchmark measures against. The server counts calls, the calls in flight and
+//! their peak, and the time it spent serving them, and records every request for tests to
+//! inspect. Tests that need a misbehaving server install a *script*
+//! ([`FakeOpenAiConfig::with_script`]) that can take over any request with a raw
+//! [`FakeReply`]: an error status with headers (429 with `Retry-After`, 500s), a body that is
+//! not JSON, hand-cut SSE pieces, or a hang.
+//!
+//! To answer like the scripted backend, [`scripted_answers`] turns a [`ScriptedBackend`] into an
+//! answer closure: the prompt kind (which the wire format does not carry) is recognised from
+//! the prompt text by [`PromptKindMatcher`], which knows the literal parts of every template.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::llm::{
+    ChatMessage, ChatRequest, SCRIPTED_EMBEDDING_DIM, ScriptedBackend, estimate_tokens,
+    hashed_bow_embedding,
+};
+use crate::prompt::PromptLibrary;
+
+/// Produces the assistant's text for a chat-completion request body.
+pub type AnswerFn = dyn Fn(&Value) -> String + Send + Sync;
+
+/// Produces the embedding of one input text.
+pub type EmbedFn = dyn Fn(&str) -> Vec<f32> + Send + Sync;
+
+/// Takes over request number `n` (0-based, in arrival order) with a raw reply, or returns
+/// `None` to let the server answer normally.
+pub type ScriptFn = dyn Fn(usize, &RecordedRequest) -> Option<FakeReply> + Send + Sync;
+
+/// The largest request (head and body) the server reads; larger requests get a 413.
+const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// One request as the server received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The request target, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Headers in arrival order; names lowercased.
+    pub headers: Vec<(String, String)>,
+    /// The body as text (lossily decoded).
+    pub body: String,
+}
+
+impl RecordedRequest {
+    /// The first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON.
+    pub fn json(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(&self.body)
+    }
+}
+
+/// A raw reply, for scripts that make the server misbehave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FakeReply {
+    /// A complete response. `Content-Type: application/json` is added unless `headers` sets one.
+    Full {
+        /// The HTTP status.
+        status: u16,
+        /// Extra headers, e.g. `("Retry-After", "1")`.
+        headers: Vec<(String, String)>,
+        /// The body, sent verbatim (it need not be JSON).
+        body: String,
+    },
+    /// A `text/event-stream` response written in these raw pieces (with the configured pause
+    /// between them), after which the connection closes.
+    Sse(Vec<String>),
+    /// Says nothing for this long, then closes the connection.
+    Hang(Duration),
+}
+
+impl FakeReply {
+    /// A JSON response with `status`.
+    pub fn json(status: u16, body: &Value) -> Self {
+        Self::Full {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+        }
+    }
+
+    /// A 200 chat completion saying `text`, with the given token counts.
+    pub fn completion(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Self::json(
+            200,
+            &completion_json(text, prompt_tokens, completion_tokens),
+        )
+    }
+
+    /// An OpenAI-style error object with `status`.
+    pub fn error(status: u16, message: &str) -> Self {
+        Self::json(status, &json!({"error": {"message": message}}))
+    }
+
+    /// A 429 asking the client to come back after `seconds`.
+    pub fn rate_limited(seconds: u64) -> Self {
+        Self::Full {
+            status: 429,
+            headers: vec![("Retry-After".into(), seconds.to_string())],
+            body: json!({"error": {"message": "rate limited, slow down"}}).to_string(),
+        }
+    }
+
+    /// A response whose body is `body` verbatim, e.g. text that is not JSON.
+    pub fn raw(status: u16, body: impl Into<String>) -> Self {
+        Self::Full {
+            status,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+}
+
+/// A `chat.completion` object with one choice saying `text`.
+pub fn completion_json(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Value {
+    json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": "fake",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    })
+}
+
+/// The SSE events of a streamed answer: a role delta, the text in word-sized deltas, a
+/// `finish_reason`, the usage chunk when `usage` is given, and `[DONE]`.
+pub fn sse_events(text: &str, usage: Option<(u64, u64)>) -> Vec<String> {
+    let chunk = |choices: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "choices": choices})
+        )
+    };
+    let mut events = vec![chunk(
+        json!([{"index": 0, "delta": {"role": "assistant"}, "finish_reason": null}]),
+    )];
+    events.extend(text.split_inclusive(' ').map(|piece| {
+        chunk(json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]))
+    }));
+    events.push(chunk(
+        json!([{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    ));
+    if let Some((prompt_tokens, completion_tokens)) = usage {
+        events.push(format!(
+            "data: {}\n\n",
+            json!({"object": "chat.completion.chunk", "choices": [], "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }})
+        ));
+    }
+    events.push("data: [DONE]\n\n".into());
+    events
+}
+
+/// How a [`FakeOpenAi`] behaves.
+#[derive(Clone)]
+pub struct FakeOpenAiConfig {
+    answer: Arc<AnswerFn>,
+    embed: Arc<EmbedFn>,
+    script: Option<Arc<ScriptFn>>,
+    latency: Duration,
+    sse_pause: Duration,
+}
+
+impl fmt::Debug for FakeOpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeOpenAiConfig")
+            .field("latency", &self.latency)
+            .field("sse_pause", &self.sse_pause)
+            .field("script", &self.script.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeOpenAiConfig {
+    /// Answers every chat completion with `answer(request body)`, without latency; embeddings
+    /// are hashed bags of words of [`SCRIPTED_EMBEDDING_DIM`] dimensions.
+    pub fn new(answer: impl Fn(&Value) -> String + Send + Sync + 'static) -> Self {
+        Self {
+            answer: Arc::new(answer),
+            embed: Arc::new(|text| hashed_bow_embedding(text, SCRIPTED_EMBEDDING_DIM)),
+            script: None,
+            latency: Duration::ZERO,
+            sse_pause: Duration::ZERO,
+        }
+    }
+
+    /// Waits `latency` before answering each call (of any route, scripted or not).
+    pub fn with_latency(mut self, latency: Duration) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Computes embeddings with `embed`.
+    pub fn with_embedder(
+        mut self,
+        embed: impl Fn(&str) -> Vec<f32> + Send + Sync + 'static,
+    ) -> Self {
+        self.embed = Arc::new(embed);
+        self
+    }
+
+    /// Lets `script` take over any request with a raw [`FakeReply`] (see [`ScriptFn`]).
+    pub fn with_script(
+        mut self,
+        script: impl Fn(usize, &RecordedRequest) -> Option<FakeReply> + Send + Sync + 'static,
+    ) -> Self {
+        self.script = Some(Arc::new(script));
+        self
+    }
+
+    /// Pauses this long between the pieces of an SSE response, so a client sees them arrive
+    /// separately (default: no pause).
+    pub fn with_sse_pause(mut self, pause: Duration) -> Self {
+        self.sse_pause = pause;
+        self
+    }
+}
+
+/// What the server shares between its connections.
+struct Shared {
+    config: FakeOpenAiConfig,
+    requests: Mutex<Vec<RecordedRequest>>,
+    calls: AtomicUsize,
+    chat_calls: AtomicUsize,
+    embedding_calls: AtomicUsize,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    busy_nanos: AtomicU64,
+}
+
+/// Counts a call in flight from the moment its request is read until its reply is written
+/// (or the connection fails), and adds its duration to the busy time.
+struct CallGuard<'a> {
+    shared: &'a Shared,
+    start: Instant,
+}
+
+impl<'a> CallGuard<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self {
+            shared,
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        let nanos = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.shared.busy_nanos.fetch_add(nanos, Ordering::SeqCst);
+        self.shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A running loopback OpenAI-compatible server. See the [module docs](self). Stops when dropped.
+pub struct FakeOpenAi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl fmt::Debug for FakeOpenAi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FakeOpenAi")
+            .field("addr", &self.addr)
+            .field("config", &self.shared.config)
+            .field("calls", &self.calls())
+            .finish()
+    }
+}
+
+impl FakeOpenAi {
+    /// Binds `127.0.0.1:0` and starts serving on a runtime thread of its own.
+    pub fn start(config: FakeOpenAiConfig) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("fake-openai")
+            .enable_all()
+            .build()?;
+        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0"))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            config,
+            requests: Mutex::new(Vec::new()),
+            calls: AtomicUsize::new(0),
+            chat_calls: AtomicUsize::new(0),
+            embedding_calls: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+            busy_nanos: AtomicU64::new(0),
+        });
+        let accepting = Arc::clone(&shared);
+        runtime.spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        let shared = Arc::clone(&accepting);
+                        tokio::spawn(async move {
+                            // A client that goes away mid-request is not the server's problem.
+                            let _ = serve_connection(stream, &shared).await;
+                        });
+                    }
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            }
+        });
+        Ok(Self {
+            addr,
+            shared,
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The socket address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL to give an OpenAI-compatible client: `http://127.0.0.1:<port>/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Requests received so far (any route, including scripted ones).
+    pub fn calls(&self) -> usize {
+        self.shared.calls.load(Ordering::SeqCst)
+    }
+
+    /// Chat completions answered through the answer closure.
+    pub fn chat_calls(&self) -> usize {
+        self.shared.chat_calls.load(Ordering::SeqCst)
+    }
+
+    /// Embedding requests answered through the embedder.
+    pub fn embedding_calls(&self) -> usize {
+        self.shared.embedding_calls.load(Ordering::SeqCst)
+    }
+
+    /// Calls being served right now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The most calls that were ever being served at once.
+    pub fn max_concurrent(&self) -> usize {
+        self.shared.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The summed duration of all finished calls, from request read to reply written: what the
+    /// calls would take one after another.
+    pub fn busy_time(&self) -> Duration {
+        Duration::from_nanos(self.shared.busy_nanos.load(Ordering::SeqCst))
+    }
+
+    /// The configured latency per call.
+    pub fn latency(&self) -> Duration {
+        self.shared.config.latency
+    }
+}
+
+impl Drop for FakeOpenAi {
+    fn drop(&mut self) {
+        // Does not block, so it is safe even when dropped inside another async runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Serves requests on one connection until the client closes it or a reply ends it.
+async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    loop {
+        let request = match read_request(&mut stream, &mut buf).await? {
+            ReadOutcome::Request(request) => request,
+            ReadOutcome::Closed => return Ok(()),
+            ReadOutcome::Rejected(reply) => {
+                write_reply(&mut stream, reply, false, shared.config.sse_pause).await?;
+                return stream.shutdown().await;
+            }
+        };
+        let _call = CallGuard::enter(shared);
+        let index = shared.calls.fetch_add(1, Ordering::SeqCst);
+        shared
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request.clone());
+        let client_keeps_alive = !request
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let reply = match &shared.config.script {
+            Some(script) => script(index, &request),
+            None => None,
+        }
+        .unwrap_or_else(|| route(shared, &request));
+        if !shared.config.latency.is_zero() {
+            tokio::time::sleep(shared.config.latency).await;
+        }
+        let kept = write_reply(
+            &mut stream,
+            reply,
+            client_keeps_alive,
+            shared.config.sse_pause,
+        )
+        .await?;
+        if !kept {
+            return stream.shutdown().await;
+        }
+    }
+}
+
+enum ReadOutcome {
+    Request(RecordedRequest),
+    /// The client closed the connection (between requests or mid-request).
+    Closed,
+    /// The request cannot be served; answer this and close.
+    Rejected(FakeReply),
+}
+
+/// Reads one request from `stream`; bytes past it stay in `buf` for the next one.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<ReadOutcome> {
+    let mut chunk = [0u8; 8192];
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        match parsed.parse(buf) {
+            Ok(httparse::Status::Complete(head_len)) => {
+                let method = parsed.method.unwrap_or_default().to_owned();
+                let path = parsed.path.unwrap_or_default().to_owned();
+                let headers: Vec<(String, String)> = parsed
+                    .headers
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.name.to_ascii_lowercase(),
+                            String::from_utf8_lossy(h.value).trim().to_owned(),
+                        )
+                    })
+                    .collect();
+                if headers.iter().any(|(n, _)| n == "transfer-encoding") {
+                    return Ok(ReadOutcome::Rejected(FakeReply::error(
+                        411,
+                        "send the body with a Content-Length",
+                    )));
+                }
+                let length = match headers.iter().find(|(n, _)| n == "content-length") {
+                    None => 0,
+                    Some((_, v)) => match v.parse::<usize>() {
+                        Ok(n) if n <= MAX_REQUEST_BYTES => n,
+                        _ => {
+                            return Ok(ReadOutcome::Rejected(FakeReply::error(
+                                413,
+                                "bad or too large Content-Length",
+                            )));
+                        }
+                    },
+                };
+                while buf.len() < head_len + length {
+                    let n = stream.read(&mut chunk).await?;
+                    if n == 0 {
+                        return Ok(ReadOutcome::Closed);
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let body = String::from_utf8_lossy(&buf[head_len..head_len + length]).into_owned();
+                buf.drain(..head_len + length);
+                return Ok(ReadOutcome::Request(RecordedRequest {
+                    method,
+                    path,
+                    headers,
+                    body,
+                }));
+            }
+            Ok(httparse::Status::Partial) if buf.len() <= MAX_REQUEST_BYTES => {
+                let n = stream.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok(ReadOutcome::Closed);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Ok(httparse::Status::Partial) => {
+                return Ok(ReadOutcome::Rejected(FakeReply::error(
+                    431,
+                    "request head too large",
+                )));
+            }
+            Err(error) => {
+                return Ok(ReadOutcome::Rejected(FakeReply::error(
+                    400,
+                    &format!("bad request: {error}"),
+                )));
+            }
+        }
+    }
+}
+
+/// The normal answer to `request`.
+fn route(shared: &Shared, request: &RecordedRequest) -> FakeReply {
+    let path = request.path.split('?').next().unwrap_or_default();
+    match (request.method.as_str(), path) {
+        ("POST", p) if p.ends_with("/chat/completions") => {
+            let Ok(body) = request.json() else {
+                return FakeReply::error(400, "the request body is not JSON");
+            };
+            shared.chat_calls.fetch_add(1, Ordering::SeqCst);
+            let text = (shared.config.answer)(&body);
+            let prompt_tokens = body
+                .get("messages")
+                .and_then(Value::as_array)
+                .map(|messages| {
+                    messages
+                        .iter()
+                        .filter_map(|m| m.get("content").and_then(Value::as_str))
+                        .map(estimate_tokens)
+                        .sum()
+                })
+                .unwrap_or(0);
+            let completion_tokens = estimate_tokens(&text);
+            if body.get("stream").and_then(Value::as_bool) == Some(true) {
+                let usage = body
+                    .pointer("/stream_options/include_usage")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                    .then_some((prompt_tokens, completion_tokens));
+                FakeReply::Sse(sse_events(&text, usage))
+            } else {
+                FakeReply::completion(&text, prompt_tokens, completion_tokens)
+            }
+        }
+        ("POST", p) if p.ends_with("/embeddings") => {
+            let Ok(body) = request.json() else {
+                return FakeReply::error(400, "the request body is not JSON");
+            };
+            let inputs: Vec<&str> = match body.get("input") {
+                Some(Value::String(text)) => vec![text.as_str()],
+                Some(Value::Array(items)) => {
+                    let texts: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                    if texts.len() != items.len() {
+                        return FakeReply::error(400, "`input` must hold strings");
+                    }
+                    texts
+                }
+                _ => return FakeReply::error(400, "`input` is missing"),
+            };
+            shared.embedding_calls.fetch_add(1, Ordering::SeqCst);
+            let data: Vec<Value> = inputs
+                .iter()
+                .enumerate()
+                .map(|(index, text)| {
+                    let embedding = (shared.config.embed)(text);
+                    json!({"object": "embedding", "index": index, "embedding": embedding})
+                })
+                .collect();
+            let tokens: u64 = inputs.iter().map(|t| estimate_tokens(t)).sum();
+            FakeReply::json(
+                200,
+                &json!({
+                    "object": "list",
+                    "data": data,
+                    "model": body.get("model").cloned().unwrap_or(Value::Null),
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                }),
+            )
+        }
+        ("GET", p) if p.ends_with("/models") => FakeReply::json(
+            200,
+            &json!({"object": "list", "data": [{"id": "fake", "object": "model"}]}),
+        ),
+        _ => FakeReply::error(404, &format!("no route for {} {path}", request.method)),
+    }
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+/// Writes `reply`; returns whether the connection can serve another request.
+async fn write_reply(
+    stream: &mut TcpStream,
+    reply: FakeReply,
+    keep_alive: bool,
+    sse_pause: Duration,
+) -> std::io::Result<bool> {
+    match reply {
+        FakeReply::Full {
+            status,
+            headers,
+            body,
+        } => {
+            let mut head = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Length: {}\r\n",
+                reason_phrase(status),
+                body.len()
+            );
+            if !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+            {
+                head.push_str("Content-Type: application/json\r\n");
+            }
+            if !keep_alive {
+                head.push_str("Connection: close\r\n");
+            }
+            for (name, value) in &headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            let mut bytes = head.into_bytes();
+            bytes.extend_from_slice(body.as_bytes());
+            stream.write_all(&bytes).await?;
+            stream.flush().await?;
+            Ok(keep_alive)
+        }
+        FakeReply::Sse(pieces) => {
+            const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
+            stream.write_all(HEAD).await?;
+            for piece in pieces {
+                stream.write_all(piece.as_bytes()).await?;
+                stream.flush().await?;
+                if !sse_pause.is_zero() {
+                    tokio::time::sleep(sse_pause).await;
+                }
+            }
+            Ok(false)
+        }
+        FakeReply::Hang(duration) => {
+            tokio::time::sleep(duration).await;
+            Ok(false)
+        }
+    }
+}
+
+/// Recognises which template of a [`PromptLibrary`] a prompt text was filled from, by the
+/// template's literal text between placeholders.
+#[derive(Debug, Clone)]
+pub struct PromptKindMatcher {
+    /// Per template: its name, whether its body starts with literal text, and the non-empty
+    /// literal fragments in order.
+    templates: Vec<(String, bool, Vec<String>)>,
+}
+
+impl PromptKindMatcher {
+    /// Learns the literal parts of every template in `library`.
+    pub fn new(library: &PromptLibrary) -> Self {
+        // A separator no template or persona text contains: filling every placeholder with it
+        // and splitting on it yields the literal fragments.
+        const SEP: &str = "\u{1}";
+        let templates = library
+            .names()
+            .filter_map(|name| {
+                let template = library.get(name).ok()?;
+                let inputs = vec![SEP; template.max_input().map_or(0, |n| n + 1)];
+                let filled = template.fill(&inputs).ok()?;
+                let starts_literal = !filled.starts_with(SEP);
+                let fragments: Vec<String> = filled
+                    .split(SEP)
+                    .map(str::trim)
+                    .filter(|f| !f.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                Some((name.to_owned(), starts_literal, fragments))
+            })
+            .collect();
+        Self { templates }
+    }
+
+    /// The template `prompt` was most likely filled from: among the templates whose literal
+    /// fragments all occur in `prompt` in order, the one with the most literal text.
+    pub fn kind_of(&self, prompt: &str) -> Option<&str> {
+        self.templates
+            .iter()
+            .filter(|(_, starts_literal, fragments)| {
+                if *starts_literal
+                    && !fragments
+                        .first()
+                        .is_some_and(|first| prompt.trim_start().starts_with(first.as_str()))
+                {
+                    return false;
+                }
+                let mut from = 0;
+                fragments.iter().all(|fragment| {
+                    match prompt
+                        .get(from..)
+                        .and_then(|rest| rest.find(fragment.as_str()))
+                    {
+                        Some(at) => {
+                            from += at + fragment.len();
+                            true
+                        }
+                        None => false,
+                    }
+                })
+            })
+            .max_by_key(|(_, _, fragments)| fragments.iter().map(String::len).sum::<usize>())
+            .map(|(name, _, _)| name.as_str())
+    }
+}
+
+/// Rebuilds the [`ChatRequest`] behind an OpenAI chat-completion body. The kind, which the
+/// wire format does not carry, comes from `kinds`, else from the `response_format` schema name,
+/// else it is `"unknown"`.
+pub fn chat_request_from_body(body: &Value, kinds: &PromptKindMatcher) -> ChatRequest {
+    let messages: Vec<ChatMessage> = body
+        .get("messages")
+        .cloned()
+        .and_then(|m| serde_json::from_value(m).ok())
+        .unwrap_or_default();
+    let mut request = ChatRequest::new("unknown", "");
+    request.messages = messages;
+    let text = request.prompt_text();
+    request.kind = kinds
+        .kind_of(&text)
+        .map(str::to_owned)
+        .or_else(|| {
+            body.pointer("/response_format/json_schema/name")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "unknown".into());
+    if let Some(n) = body
+        .get("max_tokens")
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+    {
+        request.max_tokens = n;
+    }
+    if let Some(t) = body.get("temperature").and_then(Value::as_f64) {
+        request.temperature = t as f32;
+    }
+    if let Some(p) = body.get("top_p").and_then(Value::as_f64) {
+        request.top_p = p as f32;
+    }
+    request.stop = match body.get("stop") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    };
+    request.json_schema = body.pointer("/response_format/json_schema/schema").cloned();
+    request.seed = body.get("seed").and_then(Value::as_u64);
+    request
+}
+
+/// An answer closure that answers every chat completion as `backend` would answer the original
+/// request (the kind recognised from the prompt text by a [`PromptKindMatcher`] over `library`).
+pub fn scripted_answers(
+    backend: ScriptedBackend,
+    library: &PromptLibrary,
+) -> impl Fn(&Value) -> String + Send + Sync + 'static {
+    let kinds = PromptKindMatcher::new(library);
+    move |body| backend.answer(&chat_request_from_body(body, &kinds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cognition::prompts::WakeUpHour;
+    use crate::prompt::Prompt;
+
+    #[test]
+    fn prompt_kinds_are_recognised_from_filled_templates() {
+        let library = PromptLibrary::default();
+        let kinds = PromptKindMatcher::new(&library);
+        let wake = WakeUpHour {
+            identity: "Name: Ada Okafor\nAge: 30".into(),
+            lifestyle: "Ada sleeps at 11 pm.".into(),
+            first_name: "Ada".into(),
+            fail_safe_hour: 8,
+        };
+        let request = wake.request(&library).unwrap();
+        assert_eq!(kinds.kind_of(&request.prompt_text()), Some("wake_up_hour"));
+        // Every shipped template is recognised when filled with neutral inputs.
+        for name in library.names() {
+            let template = library.get(name).unwrap();
+            let inputs = vec!["x"; template.max_input().map_or(0, |n| n + 1)];
+            let text = template.fill(&inputs).unwrap();
+            assert_eq!(kinds.kind_of(&text), Some(name), "{name}");
+        }
+        assert_eq!(kinds.kind_of("What is the capital of France?"), None);
+    }
+
+    #[test]
+    fn chat_bodies_round_trip_into_requests() {
+        let kinds = PromptKindMatcher::new(&PromptLibrary::default());
+        let body = json!({
+            "model": "m",
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+            "max_tokens": 20, "temperature": 0.25, "top_p": 0.5, "stop": "\n", "seed": 9,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "emoji", "schema": {"type": "object"}}},
+        });
+        let request = chat_request_from_body(&body, &kinds);
+        assert_eq!(request.kind, "emoji", "falls back to the schema name");
+        assert_eq!(
+            request.messages,
+            vec![ChatMessage::system("Be brief."), ChatMessage::user("Hi")]
+        );
+        assert_eq!(
+            (request.max_tokens, request.temperature, request.top_p),
+            (20, 0.25, 0.5)
+        );
+        assert_eq!(request.stop, vec!["\n".to_owned()]);
+        assert_eq!(request.seed, Some(9));
+        assert_eq!(request.json_schema, Some(json!({"type": "object"})));
+        let bare = chat_request_from_body(&json!({"messages": "nonsense"}), &kinds);
+        assert_eq!((bare.kind.as_str(), bare.messages.len()), ("unknown", 0));
+    }
+
+    #[test]
+    fn scripted_answers_match_the_scripted_backend() {
+        let library = PromptLibrary::default();
+        let backend = ScriptedBackend::new(5).with_responder("wake_up_hour", |_, _| "6".into());
+        let answer = scripted_answers(backend, &library);
+        let prompt = library
+            .fill("wake_up_hour", &["me", "early riser", "Ada"])
+            .unwrap();
+        let body = json!({"messages": [{"role": "user", "content": prompt}]});
+        assert_eq!(answer(&body), "6");
+    }
+
+    #[test]
+    fn sse_events_carry_the_text_and_usage() {
+        let events = sse_events("Good morning", Some((3, 2)));
+        let deltas: String = events
+            .iter()
+            .filter_map(|e| e.strip_prefix("data: "))
+            .filter_map(|e| serde_json::from_str::<Value>(e.trim()).ok())
+            .filter_map(|v| {
+                v.pointer("/choices/0/delta/content")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect();
+        assert_eq!(deltas, "Good morning");
+        assert!(events.iter().any(|e| e.contains("\"prompt_tokens\":3")));
+        assert_eq!(events.last().map(String::as_str), Some("data: [DONE]\n\n"));
+        assert!(!sse_events("x", None).iter().any(|e| e.contains("usage")));
+    }
+}
