@@ -8,8 +8,9 @@
 //! - or checks the mind out and builds the [`think`] future. The future is polled once right
 //!   away: a backend that answers synchronously (the scripted one) finishes there, so
 //!   deterministic runs never touch a thread pool. Otherwise the future becomes a task on the
-//!   async compute pool and the persona is marked [`AwaitingCognition`]; [`collect_thoughts`]
-//!   (in [`SimPoll`]) checks the mind back in when it lands.
+//!   async compute pool and the persona is marked [`AwaitingCognition`]. Either way
+//!   [`collect_thoughts`] (in [`SimPoll`], between steps) checks the mind back in, so the new
+//!   action is walked from the next step on, whatever the backend's latency.
 //!
 //! Meanwhile the persona's [`Body`] and [`ActionView`] stay in the ECS, so it keeps walking and
 //! stays visible. A thought that decides to talk returns an intent; [`start_conversations`]
@@ -323,6 +324,16 @@ pub async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> ThoughtOutc
 #[derive(Component)]
 pub struct Thinking(Task<ThoughtOutcome>);
 
+/// Thoughts and conversations that finished while they were started (a backend that answers
+/// at once). They are checked in with the others in [`SimPoll`], so a result always lands
+/// between steps whatever the backend's latency — Lockstep runs are the same with a slow
+/// backend as with an instant one.
+#[derive(Resource, Default)]
+pub struct LandedThoughts {
+    thoughts: Vec<(Entity, ThoughtOutcome)>,
+    conversations: Vec<ConversationDone>,
+}
+
 /// Conversations personas want to start, resolved at the start of the next step.
 #[derive(Resource, Debug, Default)]
 pub struct ChatIntents(pub Vec<(Entity, String)>);
@@ -440,6 +451,7 @@ pub fn start_conversations(
     mut commands: Commands,
     cx: ThoughtContext,
     mut intents: ResMut<ChatIntents>,
+    mut landed: ResMut<LandedThoughts>,
     mut personas: Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>)>,
 ) {
     if intents.0.is_empty() {
@@ -506,9 +518,7 @@ pub fn start_conversations(
         );
         let mut future = Box::pin(future);
         match block_on(poll_once(&mut future)) {
-            Some(done) => {
-                finish_conversation(done, &mut a, &mut b);
-            }
+            Some(done) => landed.conversations.push(done),
             None => {
                 let task = AsyncComputeTaskPool::get().spawn(future);
                 commands
@@ -572,7 +582,7 @@ type Everyone<'w, 's> = Query<'w, 's, (&'static Name, &'static ActionView), With
 pub fn start_thoughts(
     mut commands: Commands,
     cx: ThoughtContext,
-    mut intents: ResMut<ChatIntents>,
+    mut landed: ResMut<LandedThoughts>,
     mut book: Local<Option<Arc<AddressBook>>>,
     mut queries: ParamSet<(IdlePersonas, Everyone)>,
 ) {
@@ -603,8 +613,7 @@ pub fn start_thoughts(
         .collect();
     order.sort();
     for (_, entity) in order {
-        let Ok((entity, _, mut mind, mut body, mut view, mut diary, percepts)) =
-            personas.get_mut(entity)
+        let Ok((entity, _, mut mind, body, mut view, _, percepts)) = personas.get_mut(entity)
         else {
             continue;
         };
@@ -635,15 +644,7 @@ pub fn start_thoughts(
         };
         let mut future = Box::pin(think(state, input));
         match block_on(poll_once(&mut future)) {
-            Some(outcome) => check_in(
-                outcome,
-                entity,
-                &mut mind,
-                &mut body,
-                &mut view,
-                &mut diary,
-                &mut intents,
-            ),
+            Some(outcome) => landed.thoughts.push((entity, outcome)),
             None => {
                 let task = AsyncComputeTaskPool::get().spawn(future);
                 commands
@@ -658,17 +659,24 @@ pub fn start_thoughts(
 pub fn collect_thoughts(
     mut commands: Commands,
     mut intents: ResMut<ChatIntents>,
-    mut thinking: Query<(
-        Entity,
-        &mut Thinking,
-        &mut Mind,
-        &mut Body,
-        &mut ActionView,
-        &mut Diary,
-    )>,
+    mut landed: ResMut<LandedThoughts>,
+    mut thinking: Query<(Entity, &mut Thinking)>,
+    mut conversing: Query<(Entity, &mut Conversing)>,
+    mut personas: Query<PersonaItem, With<Persona>>,
 ) {
-    for (entity, mut task, mut mind, mut body, mut view, mut diary) in &mut thinking {
+    let mut thoughts = std::mem::take(&mut landed.thoughts);
+    for (entity, mut task) in &mut thinking {
         if let Some(outcome) = block_on(poll_once(&mut task.0)) {
+            thoughts.push((entity, outcome));
+            commands
+                .entity(entity)
+                .remove::<(Thinking, AwaitingCognition)>();
+        }
+    }
+    for (entity, outcome) in thoughts {
+        if let Ok((entity, _, mut mind, mut body, mut view, mut diary, _)) =
+            personas.get_mut(entity)
+        {
             check_in(
                 outcome,
                 entity,
@@ -678,27 +686,24 @@ pub fn collect_thoughts(
                 &mut diary,
                 &mut intents,
             );
-            commands
-                .entity(entity)
-                .remove::<(Thinking, AwaitingCognition)>();
         }
     }
-}
-
-/// Checks in both minds of the conversations that landed (runs in [`SimPoll`]).
-pub fn collect_conversations(
-    mut commands: Commands,
-    mut conversing: Query<(Entity, &mut Conversing)>,
-    mut personas: Query<PersonaItem, With<Persona>>,
-) {
+    let mut conversations = std::mem::take(&mut landed.conversations);
     for (entity, mut task) in &mut conversing {
         let Some(done) = block_on(poll_once(&mut task.0)) else {
             continue;
         };
-        let (a, b) = (done.initiator.0, done.partner.0);
         commands.entity(entity).remove::<Conversing>();
-        commands.entity(a).remove::<AwaitingCognition>();
-        commands.entity(b).remove::<AwaitingCognition>();
+        commands
+            .entity(done.initiator.0)
+            .remove::<AwaitingCognition>();
+        commands
+            .entity(done.partner.0)
+            .remove::<AwaitingCognition>();
+        conversations.push(done);
+    }
+    for done in conversations {
+        let (a, b) = (done.initiator.0, done.partner.0);
         if let Ok([mut pa, mut pb]) = personas.get_many_mut([a, b]) {
             finish_conversation(done, &mut pa, &mut pb);
         }
@@ -737,6 +742,7 @@ pub struct ThinkPlugin;
 impl Plugin for ThinkPlugin {
     fn build(&self, app: &mut App) {
         app.init_resource::<ChatIntents>()
+            .init_resource::<LandedThoughts>()
             .add_systems(SimStep, gather_percepts.in_set(AgentSystems::Perceive))
             .add_systems(
                 SimStep,
@@ -745,7 +751,7 @@ impl Plugin for ThinkPlugin {
                     .in_set(AgentSystems::Plan),
             )
             .add_systems(SimStep, record_visits.in_set(AgentSystems::Last))
-            .add_systems(SimPoll, (collect_thoughts, collect_conversations).chain());
+            .add_systems(SimPoll, collect_thoughts);
     }
 }
 
