@@ -9,8 +9,9 @@
 //!
 //! [`build_backend`] turns a config into a backend: an explicit choice wins; `auto` picks the
 //! HTTP backend when a base URL or an API key is configured, and otherwise — until the
-//! embedded local model lands (issue 5 makes it the default) — the **scripted** backend, with
-//! a warning that it is an offline stand-in, not a model.
+//! embedded local model lands (issue 5 makes it the default) — the **scripted** backend running
+//! the offline town script ([`town_script_backend`]), with a warning that it is an offline
+//! stand-in, not a model.
 //!
 //! [`ApiKey`] keeps the key out of every `Debug`/`Display` output and cannot be serialised.
 
@@ -24,7 +25,7 @@ use serde::Deserialize;
 
 use super::backend::LlmBackend;
 use super::client::{DEFAULT_CONCURRENCY, LlmClient};
-use super::scripted::ScriptedBackend;
+use crate::testing::town_script::town_script_backend;
 
 /// The base URL used when only an API key is configured.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -485,7 +486,7 @@ impl LlmArgs {
 /// Builds the backend `config` asks for. See the [module docs](self) for how `auto` decides.
 pub fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     match config.backend {
-        BackendChoice::Scripted => Ok(Arc::new(ScriptedBackend::default())),
+        BackendChoice::Scripted => Ok(Arc::new(town_script_backend(0))),
         BackendChoice::Http => build_http(config),
         BackendChoice::Local => Err(ConfigError::Unavailable(
             "embedded local-model (it arrives with the `local-llm` backend, issue 5)",
@@ -496,7 +497,7 @@ pub fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigEr
                 "no LLM configured (set GA_LLM_BASE_URL or an API key): using the offline \
                  SCRIPTED backend — canned, deterministic answers, not a language model"
             );
-            Ok(Arc::new(ScriptedBackend::default()))
+            Ok(Arc::new(town_script_backend(0)))
         }
     }
 }

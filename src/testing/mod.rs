@@ -2,12 +2,14 @@
 //!
 //! Nothing here is a language model. [`ScriptedBackend`] answers each prompt kind with
 //! deterministic, seeded text so that the whole loop can be exercised without a model, and it
-//! says so everywhere it is shown (its name is `"scripted"`). [`FaultyBackend`] wraps another
+//! says so everywhere it is shown (its name is `"scripted"`); [`town_script`] is the script it
+//! runs by default, which makes a believable day for any persona. [`FaultyBackend`] wraps another
 //! backend and returns garbage for a seeded fraction of calls, to prove the fail-safes.
 
+mod crowd;
 #[cfg(feature = "http")]
 pub mod fake_openai;
-mod crowd;
+pub mod town_script;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,9 +44,10 @@ pub fn create_test_app(client: LlmClient) -> App {
     app
 }
 
-/// A client over a [`ScriptedBackend`] seeded with `seed`.
+/// A client over the offline town script ([`town_script::town_script_backend`]) seeded with
+/// `seed`: a deterministic [`ScriptedBackend`], not a model.
 pub fn scripted_client(seed: u64) -> LlmClient {
-    LlmClient::new(Arc::new(ScriptedBackend::new(seed)))
+    LlmClient::new(Arc::new(town_script::town_script_backend(seed)))
 }
 
 /// Why the default town could not be set up.

@@ -1,0 +1,3431 @@
+//! The offline **town script**: scripted answers that make a believable day in Willowbrook.
+//!
+//! This is a deterministic script for tests and offline demos — **not a language model**. It
+//! is a [`ScriptedBackend`] (its name and model are `"scripted"`) with a responder for every
+//! prompt kind of the cognitive loop (`cognition::prompts`, templates `prompts/v1/<kind>.txt`)
+//! and a chooser for every closed-set prompt. Each answer is computed from the filled prompt
+//! text alone — the lines the templates print (`Name:`, `Lifestyle:`, `Home:`, `Workplace:`,
+//! `Activity:`, the hour labels, the numbered statements …) — so it works for any persona file,
+//! and it is shaped so the prompt's parser accepts it on the first try: a healthy run on this
+//! backend uses no retries and no fail-safes.
+//!
+//! What the script makes happen:
+//! - **A day like a real person's.** The wake-up hour comes from the lifestyle line ("wakes up
+//!   around 6 am"), the bedtime too; work hours from phrases such as "opens the cafe at 7 am",
+//!   "until 3 pm", "from 10 am to 5 pm". The job (teaching, studying, writing, the cafe, the
+//!   grocery) is read from the learned traits and the workplace. A day is: the morning
+//!   routine, breakfast at home, work at the workplace, lunch at Riverside Cafe, more work, an
+//!   errand (groceries, a walk, a coffee), dinner at home, an evening out (the pub, the park,
+//!   the piano), getting ready for bed, sleep. Errands and evenings vary by date (a per-day
+//!   random stream seeded from `(seed, name, date)`), so the daily plan, the hourly schedule
+//!   and the revised daily requirement of one day agree with each other.
+//! - **Grounded actions.** Activities and their 5-minute steps name their place ("at
+//!   Riverside Cafe", "in the kitchen", "at the stove"); the sector, arena and object choosers
+//!   score the named option highest (the step inside the parentheses first, then the hourly
+//!   task), and fall back to keyword rules (sleep → bed, shower → bathroom, groceries → Elm
+//!   Street Grocery …) and then to word overlap.
+//! - **Conversations.** `decide_to_talk` says yes to awake personas in the daytime (likelier
+//!   when they never talked); utterances greet the partner by name, ask about their activity,
+//!   share the speaker's `currently`, and end after 3 to 6 lines.
+//! - **Reflection.** Poignancy varies — chats 5–8, social events and plans 4–7, work 3–5,
+//!   meals and outings 3–4, other routine 2–4, things and sleep 1–2 — so the 150-point trigger is crossed during a day; focal points and
+//!   insights cite valid statements.
+//! - **Identity revision.** The planning note picks up yesterday's follow-ups ("should follow
+//!   up with …"), and the new `currently` keeps the first sentence of the old one and adds
+//!   today's intention, so it changes a little every day.
+//!
+//! Embeddings stay the scripted backend's hashed bag of words.
+
+use rand::Rng;
+use serde_json::json;
+
+use crate::llm::{ChoiceRequest, ScriptRng, ScriptedBackend, word_overlap_scores};
+
+/// The café where everyone has lunch.
+const CAFE: &str = "Riverside Cafe";
+/// Where groceries are bought.
+const GROCERY: &str = "Elm Street Grocery";
+/// Where people walk.
+const PARK: &str = "Maple Park";
+/// Where people meet in the evening.
+const PUB: &str = "Copper Kettle Pub";
+
+/// The town script: a [`ScriptedBackend`] seeded with `seed` that answers every prompt kind of
+/// the cognitive loop. See the [module docs](self). Deterministic: the same seed and prompt
+/// always give the same answer.
+pub fn town_script_backend(seed: u64) -> ScriptedBackend {
+    ScriptedBackend::new(seed)
+        // Planning.
+        .with_responder("wake_up_hour", |req, _| wake_up_hour(&req.prompt_text()))
+        .with_responder("daily_plan", move |req, _| {
+            daily_plan(seed, &req.prompt_text())
+        })
+        .with_responder("hourly_schedule", move |req, _| {
+            hourly_schedule(seed, &req.prompt_text())
+        })
+        .with_responder("task_decomposition", |req, _| {
+            task_decomposition(&req.prompt_text())
+        })
+        .with_responder("new_decomposition_schedule", |req, _| {
+            new_decomposition(&req.prompt_text())
+        })
+        // Grounding.
+        .with_responder("action_sector", |req, _| {
+            answer_choice(&req.prompt_text(), choose_sector)
+        })
+        .with_chooser("action_sector", |req, _| choice_scores(req, choose_sector))
+        .with_responder("action_arena", |req, _| {
+            answer_choice(&req.prompt_text(), choose_arena)
+        })
+        .with_chooser("action_arena", |req, _| choice_scores(req, choose_arena))
+        .with_responder("action_object", |req, _| {
+            answer_choice(&req.prompt_text(), choose_object)
+        })
+        .with_chooser("action_object", |req, _| choice_scores(req, choose_object))
+        .with_responder("action_emoji", |req, _| action_emoji(&req.prompt_text()))
+        .with_responder("action_event_triple", |req, _| {
+            action_event_triple(&req.prompt_text())
+        })
+        .with_responder("object_description", |req, _| {
+            object_description(&req.prompt_text())
+        })
+        .with_responder("object_emoji", |req, _| object_emoji(&req.prompt_text()))
+        .with_responder("object_event_triple", |req, _| {
+            object_event_triple(&req.prompt_text())
+        })
+        // Perceiving.
+        .with_responder("event_poignancy", |req, rng| {
+            event_poignancy(&req.prompt_text(), rng).to_string()
+        })
+        .with_responder("chat_poignancy", |_, rng| {
+            rng.random_range(5..=8u8).to_string()
+        })
+        .with_responder("thought_poignancy", |req, rng| {
+            thought_poignancy(&req.prompt_text(), rng).to_string()
+        })
+        // Reacting and talking.
+        .with_responder("decide_to_talk", move |req, _| {
+            if decide_to_talk(seed, &req.prompt_text()) {
+                "yes".to_string()
+            } else {
+                "no".to_string()
+            }
+        })
+        .with_chooser("decide_to_talk", move |req, _| {
+            if decide_to_talk(seed, &choice_prompt(req)) {
+                vec![0.0, -5.0]
+            } else {
+                vec![-5.0, 0.0]
+            }
+        })
+        .with_responder("decide_to_react", |req, _| {
+            if decide_to_wait(&req.prompt_text()) {
+                "Option 1".to_string()
+            } else {
+                "Option 2".to_string()
+            }
+        })
+        .with_chooser("decide_to_react", |req, _| {
+            if decide_to_wait(&choice_prompt(req)) {
+                vec![0.0, -5.0]
+            } else {
+                vec![-5.0, 0.0]
+            }
+        })
+        .with_responder("relationship_summary", |req, _| {
+            relationship_summary(&req.prompt_text())
+        })
+        .with_responder("next_utterance", |req, rng| {
+            next_utterance(&req.prompt_text(), rng)
+        })
+        .with_responder("conversation_summary", |req, _| {
+            conversation_summary(&req.prompt_text())
+        })
+        .with_responder("planning_thought_after_chat", |req, _| {
+            after_chat(&req.prompt_text(), AfterChat::Planning)
+        })
+        .with_responder("memo_after_chat", |req, _| {
+            after_chat(&req.prompt_text(), AfterChat::Memo)
+        })
+        // Reflecting.
+        .with_responder("focal_points", |req, _| focal_points(&req.prompt_text()))
+        .with_responder("insights_with_evidence", |req, _| {
+            insights(&req.prompt_text())
+        })
+        // The new day.
+        .with_responder("revise_identity_plan_note", |req, _| {
+            plan_note(&req.prompt_text())
+        })
+        .with_responder("revise_identity_feelings", |req, _| {
+            feelings(&req.prompt_text())
+        })
+        .with_responder("revise_identity_currently", |req, rng| {
+            currently(&req.prompt_text(), rng)
+        })
+        .with_responder("revise_identity_daily_req", move |req, _| {
+            daily_requirement(seed, &req.prompt_text())
+        })
+        .with_responder("whisper_thought", |req, _| whisper(&req.prompt_text()))
+        .with_responder("generic_json", |req, _| generic_json(&req.prompt_text()))
+}
+
+// =============================================================================================
+// Reading the prompt text.
+
+/// The rest of the first line that starts (after indentation) with `label`, trimmed.
+fn field<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|line| line.trim_start().strip_prefix(label))
+        .map(str::trim)
+}
+
+/// The text between the first `start` and the next `end` after it (or the end of `text`).
+fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = text.find(start)? + start.len();
+    let rest = text.get(from..)?;
+    Some(match rest.find(end) {
+        Some(to) => rest.get(..to).unwrap_or(rest),
+        None => rest,
+    })
+}
+
+/// The lines after the line equal to `header` (trimmed), up to the first blank line.
+fn block_after<'a>(text: &'a str, header: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|line| line.trim() != header)
+        .skip(1)
+        .map(str::trim)
+        .take_while(|line| !line.is_empty())
+        .collect()
+}
+
+/// The items of a numbered block ("1. a" lines), without their numbers; `(none)` is empty.
+fn numbered_items<'a>(lines: &[&'a str]) -> Vec<&'a str> {
+    lines
+        .iter()
+        .filter_map(|line| {
+            let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return None;
+            }
+            let rest = line.get(digits..)?;
+            let rest = rest.strip_prefix('.').or_else(|| rest.strip_prefix(')'))?;
+            Some(rest.trim())
+        })
+        .collect()
+}
+
+/// The first word of a name.
+fn first_word(name: &str) -> &str {
+    name.split_whitespace().next().unwrap_or(name)
+}
+
+/// Lowercased word tokens.
+fn tokens(text: &str) -> Vec<String> {
+    crate::llm::word_tokens(text).collect()
+}
+
+/// Whether `needle`'s words appear contiguously among `haystack`'s words.
+fn contains_words(haystack: &[String], needle: &str) -> bool {
+    let needle = tokens(needle);
+    !needle.is_empty()
+        && haystack
+            .windows(needle.len())
+            .any(|w| w == needle.as_slice())
+}
+
+/// The option (index) named in `text` with the most words, if any.
+fn best_mention(text: &str, options: &[String]) -> Option<usize> {
+    let words = tokens(text);
+    options
+        .iter()
+        .enumerate()
+        .filter(|(_, option)| contains_words(&words, option))
+        .max_by_key(|(i, option)| (tokens(option).len(), usize::MAX - i))
+        .map(|(i, _)| i)
+}
+
+/// The index of the option equal to `name`, ignoring case and surrounding space.
+fn option_named(options: &[String], name: &str) -> Option<usize> {
+    options
+        .iter()
+        .position(|o| o.trim().eq_ignore_ascii_case(name.trim()))
+}
+
+/// Splits "task (step)" into the task and the step; text without a trailing parenthesis is
+/// all task.
+fn split_activity(activity: &str) -> (&str, Option<&str>) {
+    let activity = activity.trim();
+    if let Some(inner) = activity.strip_suffix(')')
+        && let Some(open) = inner.rfind(" (")
+    {
+        let task = inner.get(..open).unwrap_or(inner).trim();
+        let step = inner.get(open + 2..).unwrap_or("").trim();
+        if !task.is_empty() && !step.is_empty() {
+            return (task, Some(step));
+        }
+    }
+    (activity, None)
+}
+
+/// The "Activity:" line, whatever the prompt.
+fn activity_line(text: &str) -> &str {
+    field(text, "Activity:").unwrap_or("")
+}
+
+/// The options of a choice prompt: its "- name" lines after "Options:".
+fn listed_options(text: &str) -> Vec<String> {
+    block_after(text, "Options:")
+        .into_iter()
+        .filter_map(|line| line.strip_prefix("- "))
+        .map(|o| o.trim().to_string())
+        .collect()
+}
+
+/// A choice request's prompt as one text.
+fn choice_prompt(request: &ChoiceRequest) -> String {
+    request
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Scores for a choice request: 0 for the chosen option, a word-overlap score (always below
+/// 0) for the others.
+fn choice_scores(
+    request: &ChoiceRequest,
+    choose: fn(&str, &[String]) -> Option<usize>,
+) -> Vec<f32> {
+    let prompt = choice_prompt(request);
+    let mut scores: Vec<f32> = word_overlap_scores(&prompt, &request.options)
+        .into_iter()
+        .map(|s| s - 10.0)
+        .collect();
+    if let Some(slot) = choose(&prompt, &request.options).and_then(|i| scores.get_mut(i)) {
+        *slot = 0.0;
+    }
+    scores
+}
+
+/// The free-generation answer to a choice prompt: the chosen option's name.
+fn answer_choice(text: &str, choose: fn(&str, &[String]) -> Option<usize>) -> String {
+    let options = listed_options(text);
+    choose(text, &options)
+        .and_then(|i| options.get(i).cloned())
+        .unwrap_or_default()
+}
+
+// =============================================================================================
+// Clock times in free text.
+
+/// A clock time at the very start of `s` ("7", "7:30", "7 am", "10:30 pm"): `(hour, minute,
+/// had am/pm, bytes read)`. The hour is on the 24-hour clock.
+fn clock_at(s: &str) -> Option<(u32, u32, bool, usize)> {
+    let b = s.as_bytes();
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 || digits > 2 {
+        return None;
+    }
+    let mut hour: u32 = s.get(..digits)?.parse().ok()?;
+    let mut minute = 0;
+    let mut i = digits;
+    if b.get(i) == Some(&b':')
+        && b.get(i + 1).is_some_and(u8::is_ascii_digit)
+        && b.get(i + 2).is_some_and(u8::is_ascii_digit)
+    {
+        minute = s.get(i + 1..i + 3)?.parse().ok()?;
+        i += 3;
+    }
+    let mut j = i;
+    while b.get(j) == Some(&b' ') {
+        j += 1;
+    }
+    let meridiem = match (
+        b.get(j).map(u8::to_ascii_lowercase),
+        b.get(j + 1).map(u8::to_ascii_lowercase),
+    ) {
+        (Some(c @ (b'a' | b'p')), Some(b'm'))
+            if !b.get(j + 2).is_some_and(u8::is_ascii_alphabetic) =>
+        {
+            i = j + 2;
+            Some(c == b'p')
+        }
+        _ => None,
+    };
+    if minute > 59 {
+        return None;
+    }
+    match meridiem {
+        Some(pm) => {
+            if hour == 0 || hour > 12 {
+                return None;
+            }
+            hour = match (pm, hour) {
+                (false, 12) => 0,
+                (true, 12) => 12,
+                (true, h) => h + 12,
+                (false, h) => h,
+            };
+        }
+        None if hour > 23 => return None,
+        None => {}
+    }
+    Some((hour, minute, meridiem.is_some(), i))
+}
+
+/// A time mention in free text: its hour, where it starts and ends, and whether it had am/pm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mention {
+    hour: u32,
+    start: usize,
+    end: usize,
+    meridiem: bool,
+}
+
+/// Every clock time in `text` ("7 am", "10:30 pm", "midnight" = 24, "noon" = 12), in order.
+fn time_mentions(text: &str) -> Vec<Mention> {
+    let lower = text.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let boundary = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+        if boundary && b[i].is_ascii_digit() {
+            if let Some((hour, _, meridiem, len)) = lower.get(i..).and_then(clock_at) {
+                out.push(Mention {
+                    hour,
+                    start: i,
+                    end: i + len,
+                    meridiem,
+                });
+                i += len.max(1);
+                continue;
+            }
+        } else if boundary {
+            for (word, hour) in [("midnight", 24), ("noon", 12)] {
+                if lower.get(i..).is_some_and(|rest| rest.starts_with(word)) {
+                    out.push(Mention {
+                        hour,
+                        start: i,
+                        end: i + word.len(),
+                        meridiem: true,
+                    });
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The first hour stated in `text` (a bare number counts).
+fn first_hour_in(text: &str) -> Option<u32> {
+    time_mentions(text).first().map(|m| m.hour.min(23))
+}
+
+/// An hour as prompts show it ("7:00 am"); 24 is midnight.
+fn hour_label(hour: u32) -> String {
+    crate::cognition::prompts::hour_text(hour % 24)
+}
+
+// =============================================================================================
+// Who the persona is and what their day looks like.
+
+/// What the persona does for a living, read from the identity text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Job {
+    /// Runs or works at a café.
+    Cafe,
+    /// Teaches (the subject).
+    Teach(String),
+    /// Studies (the subject).
+    Study(String),
+    /// Writes books.
+    Write,
+    /// Works at a shop.
+    Shop,
+    /// Anything else.
+    Other,
+}
+
+/// What the persona likes to do in the evening.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evening {
+    Piano,
+    Walk,
+    Pub,
+}
+
+/// Everything the script needs to know about a persona, read from a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Profile {
+    name: String,
+    first: String,
+    workplace: Option<String>,
+    job: Job,
+    wake: u32,
+    /// Bedtime hour; 24 is midnight, 25 is 1 am.
+    bed: u32,
+    work_start: u32,
+    work_end: u32,
+    evening: Evening,
+    /// Someone `currently` says the persona wants to follow up with.
+    follow_up: Option<String>,
+}
+
+/// The word after `marker` in `text` (ASCII case-insensitive), if it is a plain word.
+fn word_after(text: &str, marker: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find(marker)? + marker.len();
+    let word: String = lower
+        .get(at..)?
+        .chars()
+        .take_while(|c| c.is_alphabetic() || *c == '-')
+        .collect();
+    (!word.is_empty()).then_some(word)
+}
+
+/// The word before `marker` in `text` (ASCII case-insensitive), if it is a plain word.
+fn word_before(text: &str, marker: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find(marker)?;
+    let word = lower.get(..at)?.split_whitespace().last()?.to_string();
+    (word.chars().all(char::is_alphabetic) && !matches!(word.as_str(), "a" | "an" | "the"))
+        .then_some(word)
+}
+
+impl Profile {
+    /// Reads the persona from a prompt that shows the identity summary (and, for planning
+    /// prompts, the Home and Workplace lines). `first_name` is used when there is no `Name:`.
+    fn read(text: &str, first_name: &str) -> Self {
+        let name = field(text, "Name:")
+            .filter(|n| !n.is_empty())
+            .unwrap_or(first_name)
+            .to_string();
+        let first = first_word(&name).to_string();
+        let lifestyle = field(text, "Lifestyle:").unwrap_or("");
+        let learned = field(text, "Learned traits:").unwrap_or("");
+        let requirement = field(text, "Daily plan requirement:").unwrap_or("");
+        let currently = field(text, "Currently:").unwrap_or("");
+        let workplace_line = field(text, "Workplace:").unwrap_or("none");
+        let (workplace, work_arena) = match workplace_line.split_once(',') {
+            _ if workplace_line.eq_ignore_ascii_case("none") || workplace_line.is_empty() => {
+                (None, String::new())
+            }
+            Some((sector, arena)) => (Some(sector.trim().to_string()), arena.trim().to_string()),
+            None => (Some(workplace_line.to_string()), String::new()),
+        };
+        let about = format!("{learned} {requirement}").to_ascii_lowercase();
+        let job = if about.contains("teach") {
+            Job::Teach(word_after(learned, "teaches ").unwrap_or_default())
+        } else if about.contains("student") || about.contains(" studies") {
+            Job::Study(word_before(learned, " student").unwrap_or_default())
+        } else if about.contains("novel") || about.contains("writer") || about.contains("writes") {
+            Job::Write
+        } else if work_arena.eq_ignore_ascii_case("cafe")
+            || workplace
+                .as_deref()
+                .is_some_and(|w| w.to_ascii_lowercase().contains("cafe"))
+        {
+            Job::Cafe
+        } else if work_arena.eq_ignore_ascii_case("store")
+            || workplace.as_deref().is_some_and(|w| {
+                let w = w.to_ascii_lowercase();
+                w.contains("grocery") || w.contains("shop") || w.contains("store")
+            })
+        {
+            Job::Shop
+        } else {
+            Job::Other
+        };
+
+        let (wake, bed) = wake_and_bed(lifestyle);
+        let (start, end) = work_hours(&format!("{lifestyle}. {requirement}"));
+        let work_start = start
+            .filter(|s| *s > wake && *s < 18)
+            .unwrap_or((wake + 2).min(11));
+        let work_end = end
+            .filter(|e| *e > work_start)
+            .unwrap_or(17)
+            .clamp(work_start + 1, 18);
+        // A teacher's morning classes are followed by an afternoon in the office.
+        let work_end = match job {
+            Job::Teach(_) if work_end < 15 => 17,
+            _ => work_end,
+        };
+
+        let everything = format!("{learned} {requirement} {currently} {lifestyle}");
+        let lower = everything.to_ascii_lowercase();
+        let evening = if lower.contains("piano") {
+            Evening::Piano
+        } else if lower.contains("walk") || lower.contains("park") {
+            Evening::Walk
+        } else {
+            Evening::Pub
+        };
+        let follow_up = between(currently, "follow up with ", " about")
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty() && n.len() < 60);
+        Self {
+            name,
+            first,
+            workplace,
+            job,
+            wake: wake.min(23),
+            bed,
+            work_start,
+            work_end,
+            evening,
+            follow_up,
+        }
+    }
+}
+
+/// Wake-up and bedtime hours from a lifestyle line; defaults 7 and 23. A bedtime in the small
+/// hours is returned past 24 (1 am → 25).
+fn wake_and_bed(lifestyle: &str) -> (u32, u32) {
+    let lower = lifestyle.to_ascii_lowercase();
+    let mut wake = None;
+    let mut bed = None;
+    let mut clause_start = 0;
+    for mention in time_mentions(lifestyle) {
+        let context = lower.get(clause_start..mention.start).unwrap_or("");
+        if (context.contains("wake") || context.contains("get up") || context.contains("gets up"))
+            && wake.is_none()
+        {
+            wake = Some(mention.hour.min(23));
+        } else if (context.contains("bed") || context.contains("sleep")) && bed.is_none() {
+            bed = Some(match mention.hour {
+                h @ 0..=5 if mention.meridiem || h < 5 => h + 24,
+                h => h,
+            });
+        }
+        clause_start = mention.end;
+    }
+    let wake = wake.unwrap_or(7);
+    let bed = bed.unwrap_or(23).clamp(wake + 8, 26);
+    (wake, bed)
+}
+
+/// Work start and end hours from phrases like "opens the cafe at 7 am", "from 10 am to 5 pm",
+/// "until 3 pm". Wake-up and bedtime mentions are skipped.
+fn work_hours(text: &str) -> (Option<u32>, Option<u32>) {
+    let lower = text.to_ascii_lowercase();
+    let mut start = None;
+    let mut end = None;
+    let mut clause_start = 0;
+    for mention in time_mentions(text) {
+        let context = lower.get(clause_start..mention.start).unwrap_or("");
+        clause_start = mention.end;
+        if context.contains("wake") || context.contains("bed") || context.contains("sleep") {
+            continue;
+        }
+        let before = context.trim_end();
+        let is_end = ["until", "till", " to", "-"]
+            .iter()
+            .any(|w| before.ends_with(w));
+        if is_end {
+            if end.is_none() {
+                end = Some(mention.hour);
+            }
+        } else if start.is_none() {
+            start = Some(mention.hour);
+        }
+    }
+    (start, end)
+}
+
+/// One activity of the day: how the schedule says it (-ing form, naming the place) and how
+/// a plan item says it (base form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Act {
+    ing: String,
+    base: String,
+}
+
+fn act(ing: impl Into<String>, base: impl Into<String>) -> Act {
+    Act {
+        ing: ing.into(),
+        base: base.into(),
+    }
+}
+
+/// Per-day choices, drawn once from the day's random stream so every prompt of that day
+/// agrees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DayChoices {
+    errand: usize,
+    evening_alt: bool,
+    relax: usize,
+}
+
+impl DayChoices {
+    fn draw(seed: u64, profile: &Profile, date: &str) -> Self {
+        let mut rng = ScriptRng::for_call(seed, "town_day", &format!("{}|{date}", profile.name));
+        Self {
+            errand: rng.random_range(0..3),
+            evening_alt: rng.random_bool(0.35),
+            relax: rng.random_range(0..3),
+        }
+    }
+}
+
+/// What the persona does in the hour starting at `hour` (0..=23).
+fn activity_at(profile: &Profile, day: DayChoices, hour: u32) -> Act {
+    let wake = profile.wake;
+    let workplace = profile.workplace.as_deref();
+    let start = profile.work_start;
+    let end = profile.work_end.max(13);
+    let breakfast_apart = start > wake + 1;
+    if hour < wake || hour >= profile.bed {
+        return act("sleeping", "sleep");
+    }
+    if hour == wake {
+        return if breakfast_apart {
+            act(
+                "waking up and completing the morning routine at home",
+                "wake up and get ready",
+            )
+        } else {
+            act(
+                "waking up and completing the morning routine with breakfast at home",
+                "get ready and have breakfast at home",
+            )
+        };
+    }
+    if hour + 1 == profile.bed || (hour == 23 && profile.bed > 24) {
+        return act("getting ready for bed at home", "get ready for bed");
+    }
+    if hour == wake + 1 && breakfast_apart {
+        return act(
+            "having breakfast in the kitchen at home",
+            "have breakfast at home",
+        );
+    }
+    if hour < start && hour < 12 {
+        return act(
+            "reading the news in the kitchen at home",
+            "read the news at home",
+        );
+    }
+    if hour == 12 {
+        return act(
+            format!("having lunch at {CAFE}"),
+            format!("have lunch at {CAFE}"),
+        );
+    }
+    if hour < end && hour >= start {
+        return work_activity(profile, workplace, hour < 12 && hour == start, hour > 12);
+    }
+    if hour < 18 {
+        return errand(profile, day, hour == end);
+    }
+    if hour == 18 {
+        return act(
+            "cooking and eating dinner in the kitchen at home",
+            "cook and eat dinner at home",
+        );
+    }
+    if hour == 19 || (hour == 20 && profile.evening == Evening::Piano) {
+        return evening(profile, day);
+    }
+    match (day.relax + hour as usize) % 3 {
+        0 => act(
+            "reading a book in the bedroom at home",
+            "read a book at home",
+        ),
+        1 => act(
+            "writing in a journal in the bedroom at home",
+            "write in a journal at home",
+        ),
+        _ => act(
+            "relaxing with some music in the bedroom at home",
+            "relax at home",
+        ),
+    }
+}
+
+/// The work activity of one hour.
+fn work_activity(
+    profile: &Profile,
+    workplace: Option<&str>,
+    first_hour: bool,
+    afternoon: bool,
+) -> Act {
+    let Some(w) = workplace else {
+        return act(
+            "working on the day's tasks in the bedroom at home",
+            "work on the day's tasks at home",
+        );
+    };
+    match &profile.job {
+        Job::Cafe if first_hour => act(
+            format!("opening {w} and brewing the first coffee"),
+            format!("open {w}"),
+        ),
+        Job::Cafe if afternoon => act(
+            format!("baking pastries and cleaning up at {w}"),
+            format!("bake and clean up at {w}"),
+        ),
+        Job::Cafe => act(
+            format!("serving customers at {w}"),
+            format!("serve customers at {w}"),
+        ),
+        Job::Teach(subject) if !afternoon => {
+            let subject = if subject.is_empty() { "the" } else { subject };
+            act(
+                format!("teaching a {subject} class in the classroom at {w}"),
+                format!("teach a {subject} class at {w}"),
+            )
+        }
+        Job::Teach(_) => act(
+            format!("grading lab reports in the office at {w}"),
+            format!("grade lab reports in the office at {w}"),
+        ),
+        Job::Study(subject) if !afternoon => {
+            let subject = if subject.is_empty() { "a" } else { subject };
+            act(
+                format!("attending a {subject} lecture in the classroom at {w}"),
+                format!("attend a {subject} lecture at {w}"),
+            )
+        }
+        Job::Study(subject) => {
+            let subject = if subject.is_empty() {
+                "for class"
+            } else {
+                subject
+            };
+            act(
+                format!("studying {subject} in the library at {w}"),
+                format!("study {subject} in the library at {w}"),
+            )
+        }
+        Job::Write if !afternoon => act(
+            format!("writing the novel in the library at {w}"),
+            format!("write the novel in the library at {w}"),
+        ),
+        Job::Write => act(
+            format!("revising chapters in the library at {w}"),
+            format!("revise chapters in the library at {w}"),
+        ),
+        Job::Shop if !afternoon => act(
+            format!("stocking shelves at {w}"),
+            format!("stock shelves at {w}"),
+        ),
+        Job::Shop => act(
+            format!("serving customers at the cash register at {w}"),
+            format!("serve customers at {w}"),
+        ),
+        Job::Other => act(format!("working at {w}"), format!("work at {w}")),
+    }
+}
+
+/// The afternoon errand (or, after it, some free time).
+fn errand(profile: &Profile, day: DayChoices, first: bool) -> Act {
+    if !first {
+        return act(
+            format!("taking a walk at {PARK}"),
+            format!("take a walk at {PARK}"),
+        );
+    }
+    let coffee_ok = profile.job != Job::Cafe;
+    match day.errand {
+        1 => act(
+            format!("taking a walk at {PARK}"),
+            format!("take a walk at {PARK}"),
+        ),
+        2 if coffee_ok => act(
+            format!("having a coffee at {CAFE}"),
+            format!("have a coffee at {CAFE}"),
+        ),
+        _ => act(
+            format!("buying groceries at {GROCERY}"),
+            format!("buy groceries at {GROCERY}"),
+        ),
+    }
+}
+
+/// The evening out.
+fn evening(profile: &Profile, day: DayChoices) -> Act {
+    let pub_night = act(
+        format!("meeting friends for a drink at {PUB}"),
+        format!("meet friends for a drink at {PUB}"),
+    );
+    let walk = act(
+        format!("taking an evening walk at {PARK}"),
+        format!("take an evening walk at {PARK}"),
+    );
+    match (profile.evening, day.evening_alt) {
+        (Evening::Piano, _) => act(
+            format!("playing the piano at {PUB}"),
+            format!("play the piano at {PUB}"),
+        ),
+        (Evening::Walk, false) | (Evening::Pub, true) => walk,
+        (Evening::Walk, true) | (Evening::Pub, false) => pub_night,
+    }
+}
+
+/// The day from the wake-up hour to midnight as blocks `(start hour, end hour, activity)`,
+/// consecutive equal hours merged.
+fn day_blocks(profile: &Profile, day: DayChoices) -> Vec<(u32, u32, Act)> {
+    let mut blocks: Vec<(u32, u32, Act)> = Vec::new();
+    for hour in profile.wake..24 {
+        let activity = activity_at(profile, day, hour);
+        match blocks.last_mut() {
+            Some((_, end, last)) if *last == activity => *end = hour + 1,
+            _ => blocks.push((hour, hour + 1, activity)),
+        }
+    }
+    blocks
+}
+
+/// Plan items for the day (without the wake-up item), at most `max`, always ending with the
+/// bedtime.
+fn plan_items(profile: &Profile, day: DayChoices, max: usize) -> Vec<String> {
+    let mut items: Vec<String> = day_blocks(profile, day)
+        .into_iter()
+        .filter(|(start, _, a)| {
+            *start != profile.wake
+                && a.ing != "sleeping"
+                && !a.ing.starts_with("getting ready for bed")
+                && !a.ing.ends_with("in the bedroom at home")
+        })
+        .map(|(start, end, a)| {
+            let base = match (&profile.follow_up, a.ing.starts_with("having lunch")) {
+                (Some(who), true) => format!("{} and catch up with {who}", a.base),
+                _ => a.base,
+            };
+            if end == start + 1 {
+                format!("{base} at {}", hour_label(start))
+            } else {
+                format!("{base} from {} to {}", hour_label(start), hour_label(end))
+            }
+        })
+        .collect();
+    items.truncate(max.saturating_sub(1));
+    items.push(format!("go to bed at {}", hour_label(profile.bed)));
+    while items.len() < 4 {
+        items.insert(0, "relax at home".to_string());
+    }
+    items
+}
+
+/// The date from "Today is Monday February 13." (empty when absent).
+fn date_of(text: &str) -> &str {
+    between(text, "Today is ", ". ")
+        .or_else(|| between(text, "Today is ", ".\n"))
+        .unwrap_or("")
+        .trim()
+}
+
+// =============================================================================================
+// Planning answers.
+
+fn wake_up_hour(text: &str) -> String {
+    let lifestyle = field(text, "Lifestyle:").unwrap_or("");
+    wake_and_bed(lifestyle).0.to_string()
+}
+
+fn daily_plan(seed: u64, text: &str) -> String {
+    let first = between(text, "List what ", " will do").unwrap_or("");
+    let mut profile = Profile::read(text, first);
+    if let Some(wake) = between(text, "morning routine at ", "\n").and_then(first_hour_in) {
+        profile.wake = wake;
+    }
+    let day = DayChoices::draw(seed, &profile, date_of(text));
+    numbered(&plan_items(&profile, day, 8))
+}
+
+fn hourly_schedule(seed: u64, text: &str) -> String {
+    let first = between(text, "Write ", "'s schedule").unwrap_or("");
+    let mut profile = Profile::read(text, first);
+    let labels: Vec<(&str, u32)> = text
+        .lines()
+        .skip_while(|l| l.trim() != "Hours to fill:")
+        .skip(1)
+        .map(str::trim)
+        .filter_map(|l| Some((l, first_hour_in(l)?)))
+        .collect();
+    if let Some((_, wake)) = labels.first() {
+        profile.wake = *wake;
+    }
+    let day = DayChoices::draw(seed, &profile, date_of(text));
+    labels
+        .iter()
+        .map(|(label, hour)| format!("{label} {}", activity_at(&profile, day, *hour).ing))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn daily_requirement(seed: u64, text: &str) -> String {
+    let first = between(text, "List ", "'s goals").unwrap_or("");
+    let mut profile = Profile::read(text, first);
+    if let Some(wake) = between(text, " wakes up at ", "\n").and_then(first_hour_in) {
+        profile.wake = wake;
+    }
+    let day = DayChoices::draw(seed, &profile, date_of(text));
+    // Breakfast and the like are implied; keep the goals that shape the day.
+    let items: Vec<String> = plan_items(&profile, day, 8)
+        .into_iter()
+        .filter(|i| !i.starts_with("have breakfast") && !i.starts_with("read the news"))
+        .collect();
+    let keep = items.len().clamp(4, 6);
+    let mut goals: Vec<String> = items.iter().take(keep - 1).cloned().collect();
+    if let Some(last) = items.last() {
+        goals.push(last.clone());
+    }
+    numbered(&goals)
+}
+
+fn numbered(items: &[String]) -> String {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| format!("{}) {item}", i + 1))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The steps a task breaks into; each names its arena and object so grounding follows.
+fn steps_for(task: &str) -> Vec<String> {
+    let lower = task.to_ascii_lowercase();
+    let has = |w: &str| lower.contains(w);
+    let list: &[&str] = if has("morning routine") && has("breakfast") {
+        &[
+            "getting out of bed in the bedroom",
+            "taking a shower in the bathroom",
+            "getting dressed at the closet in the bedroom",
+            "making breakfast at the stove in the kitchen",
+            "eating breakfast at the dining table in the kitchen",
+        ]
+    } else if has("morning routine") {
+        &[
+            "getting out of bed in the bedroom",
+            "taking a shower in the bathroom",
+            "brushing teeth at the sink in the bathroom",
+            "getting dressed at the closet in the bedroom",
+        ]
+    } else if has("ready for bed") {
+        &[
+            "brushing teeth at the sink in the bathroom",
+            "changing into pyjamas at the closet in the bedroom",
+            "reading a few pages at the desk in the bedroom",
+        ]
+    } else if has("breakfast") || has("dinner") || (has("lunch") && has("home")) {
+        &[
+            "taking food out of the refrigerator in the kitchen",
+            "cooking at the stove in the kitchen",
+            "eating at the dining table in the kitchen",
+            "tidying the kitchen counter in the kitchen",
+        ]
+    } else if has("lunch") {
+        &[
+            "ordering lunch at the cafe counter",
+            "eating lunch at a customer table",
+            "having a coffee at a customer table",
+            "browsing the bookshelf in the cafe",
+        ]
+    } else if has("having a coffee") {
+        &[
+            "ordering a coffee at the cafe counter",
+            "drinking coffee at a customer table",
+            "browsing the bookshelf in the cafe",
+        ]
+    } else if has("opening") && has("cafe") {
+        &[
+            "turning on the coffee machine",
+            "setting out pastries at the cafe counter",
+            "serving the first customers at the cafe counter",
+        ]
+    } else if has("baking") {
+        &[
+            "baking pastries at the stove in the cafe kitchen",
+            "washing cups at the kitchen sink in the cafe kitchen",
+            "wiping down each customer table",
+            "serving customers at the cafe counter",
+        ]
+    } else if has("serving customers") && has("cafe") {
+        &[
+            "brewing coffee at the coffee machine",
+            "serving customers at the cafe counter",
+            "chatting with regulars at the cafe counter",
+            "wiping down each customer table",
+        ]
+    } else if has("teaching") {
+        &[
+            "setting up lecture notes at the lectern",
+            "lecturing at the lectern in the classroom",
+            "writing equations on the blackboard",
+            "answering questions at a student desk",
+        ]
+    } else if has("grading") || has("office") {
+        &[
+            "answering emails at the computer in the office",
+            "grading lab reports at the desk in the office",
+            "preparing the next lecture at the desk in the office",
+        ]
+    } else if has("attending") {
+        &[
+            "finding a seat at a student desk in the classroom",
+            "taking notes at a student desk in the classroom",
+            "copying formulas from the blackboard",
+        ]
+    } else if has("studying") {
+        &[
+            "finding books at the bookshelf in the library",
+            "reading at the reading table in the library",
+            "working through practice problems at the reading table",
+            "reviewing notes at the reading table in the library",
+        ]
+    } else if has("novel") || has("chapters") {
+        &[
+            "rereading yesterday's pages at the reading table",
+            "writing new pages at the reading table in the library",
+            "looking up references at the bookshelf in the library",
+            "revising the plot outline at the reading table",
+        ]
+    } else if has("stocking") {
+        &[
+            "unpacking deliveries by the shelf",
+            "stocking the shelf with new goods",
+            "arranging fruit at the produce stand",
+        ]
+    } else if has("cash register") {
+        &[
+            "serving customers at the cash register",
+            "tidying the shelf near the entrance",
+            "restocking the produce stand",
+        ]
+    } else if has("groceries") {
+        &[
+            "picking groceries from the shelf",
+            "choosing vegetables at the produce stand",
+            "paying at the cash register",
+        ]
+    } else if has("walk") || has("park") {
+        &[
+            "walking around the pond in the park",
+            "sitting on a bench in the park",
+            "looking at the fountain in the park",
+            "strolling through the garden in the park",
+        ]
+    } else if has("piano") {
+        &[
+            "warming up at the piano",
+            "playing a new song at the piano",
+            "having a drink at the bar counter",
+        ]
+    } else if has("drink") || has("pub") {
+        &[
+            "ordering a drink at the bar counter",
+            "chatting with friends at a pub table",
+            "playing darts at the dartboard",
+        ]
+    } else if has("journal") {
+        &[
+            "writing in a journal at the desk in the bedroom",
+            "tidying the closet in the bedroom",
+        ]
+    } else if has("reading") || has("relaxing") {
+        &[
+            "reading a book at the desk in the bedroom",
+            "relaxing on the bed in the bedroom",
+            "tidying the closet in the bedroom",
+        ]
+    } else {
+        return vec![
+            format!("getting started on {task}"),
+            task.to_string(),
+            format!("finishing up {task}"),
+        ];
+    };
+    list.iter().map(|s| (*s).to_string()).collect()
+}
+
+/// `total` minutes split into `count` steps of whole 5-minute multiples (the last one absorbs
+/// a remainder that is not a multiple of 5). Fewer steps when there are not enough minutes.
+fn split_minutes(total: u32, count: usize) -> Vec<u32> {
+    let units = total / 5;
+    if units == 0 {
+        return vec![total];
+    }
+    let count = (count.max(1) as u32).min(units);
+    let (per, extra) = (units / count, units % count);
+    let mut parts: Vec<u32> = (0..count)
+        .map(|i| (per + u32::from(i < extra)) * 5)
+        .collect();
+    if let Some(last) = parts.last_mut() {
+        *last += total % 5;
+    }
+    parts
+}
+
+/// How many steps a block of `minutes` gets: one per ~20 minutes for up to two hours, one per
+/// ~30 minutes (at most 8) for longer blocks.
+fn step_count(minutes: u32) -> usize {
+    if minutes <= 120 {
+        (minutes / 20).clamp(1, 6) as usize
+    } else {
+        (minutes / 30).clamp(4, 8) as usize
+    }
+}
+
+fn task_decomposition(text: &str) -> String {
+    let task = field(text, "Task:").unwrap_or("").trim();
+    let total = field(text, "Total minutes:")
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(60);
+    let steps = steps_for(task);
+    let parts = split_minutes(total, step_count(total));
+    let mut left = total;
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, minutes)| {
+            left = left.saturating_sub(*minutes);
+            let step = steps
+                .get(i % steps.len().max(1))
+                .map_or(task, String::as_str);
+            format!(
+                "{}) {step} (duration in minutes: {minutes}, minutes left: {left})",
+                i + 1
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn new_decomposition(text: &str) -> String {
+    let next = field(text, "Next planned activity:").unwrap_or("").trim();
+    let (task, _) = split_activity(next);
+    let task = if task.is_empty() {
+        "the day's plan"
+    } else {
+        task
+    };
+    let total = field(text, "Minutes to fill:")
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(0);
+    let next = if next.is_empty() { task } else { next };
+    if total >= 15 {
+        format!(
+            "1) getting back to {task} (duration in minutes: 5)\n2) {next} (duration in minutes: {})",
+            total - 5
+        )
+    } else {
+        format!("1) {next} (duration in minutes: {})", total.max(1))
+    }
+}
+
+// =============================================================================================
+// Grounding answers.
+
+/// Sector names by keyword, for activities that do not name their place.
+const SECTOR_KEYWORDS: &[(&[&str], &str)] = &[
+    (&["lunch", "coffee"], CAFE),
+    (&["groceries", "shopping"], GROCERY),
+    (&["walk", "park", "stroll"], PARK),
+    (&["pub", "drink", "piano", "darts"], PUB),
+];
+
+/// Words of activities done at home.
+const HOME_WORDS: &[&str] = &[
+    "home",
+    "sleeping",
+    "sleep",
+    "asleep",
+    "bed",
+    "shower",
+    "morning routine",
+    "breakfast",
+    "dinner",
+];
+
+/// Words of activities done at work.
+const WORK_WORDS: &[&str] = &[
+    "work",
+    "working",
+    "teaching",
+    "studying",
+    "writing",
+    "grading",
+    "lecture",
+    "class",
+    "shift",
+    "serving customers",
+    "stocking",
+];
+
+fn has_any(words: &[String], phrases: &[&str]) -> bool {
+    phrases.iter().any(|p| contains_words(words, p))
+}
+
+fn choose_sector(text: &str, options: &[String]) -> Option<usize> {
+    let activity = activity_line(text);
+    if let Some(i) = best_mention(activity, options) {
+        return Some(i);
+    }
+    let words = tokens(activity);
+    let home = field(text, "Home:").unwrap_or("");
+    let work = field(text, "Workplace:").unwrap_or("none");
+    let current = field(text, "Current area:").unwrap_or("");
+    let target = if has_any(&words, HOME_WORDS) {
+        Some(home)
+    } else if has_any(&words, WORK_WORDS) && !work.eq_ignore_ascii_case("none") {
+        Some(work)
+    } else {
+        SECTOR_KEYWORDS
+            .iter()
+            .find(|(keys, _)| has_any(&words, keys))
+            .map(|(_, sector)| *sector)
+    };
+    target
+        .and_then(|t| option_named(options, t))
+        .or_else(|| option_named(options, current))
+        .or_else(|| option_named(options, home))
+        .or_else(|| best_overlap(text, options))
+}
+
+/// The option with the best word overlap with `text`.
+fn best_overlap(text: &str, options: &[String]) -> Option<usize> {
+    word_overlap_scores(text, options)
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
+}
+
+/// Arena names (in preference order) by keyword.
+const ARENA_KEYWORDS: &[(&[&str], &[&str])] = &[
+    (&["shower", "teeth", "toilet", "bath"], &["bathroom"]),
+    (
+        &["bed", "sleeping", "dressed", "pyjamas", "closet", "journal"],
+        &["bedroom", "dorm room"],
+    ),
+    (
+        &["baking", "pastries", "cups", "dishes"],
+        &["cafe kitchen", "kitchen"],
+    ),
+    (
+        &[
+            "breakfast",
+            "dinner",
+            "cooking",
+            "stove",
+            "refrigerator",
+            "meal",
+        ],
+        &["kitchen", "cafe kitchen"],
+    ),
+    (
+        &["lunch", "coffee", "customers", "serving", "counter"],
+        &["cafe", "store", "bar"],
+    ),
+    (
+        &[
+            "teaching",
+            "lecture",
+            "lecturing",
+            "class",
+            "blackboard",
+            "lectern",
+        ],
+        &["classroom"],
+    ),
+    (
+        &["emails", "grading", "computer", "office"],
+        &["office", "bedroom"],
+    ),
+    (
+        &[
+            "studying", "reading", "books", "novel", "writing", "library",
+        ],
+        &["library", "bedroom", "dorm room"],
+    ),
+    (&["drink", "piano", "darts", "pub"], &["bar"]),
+    (
+        &[
+            "walk", "walking", "bench", "pond", "fountain", "garden", "park",
+        ],
+        &["park"],
+    ),
+    (
+        &["groceries", "shelf", "stocking", "register", "produce"],
+        &["store"],
+    ),
+];
+
+/// Object names (in preference order) by keyword.
+const OBJECT_KEYWORDS: &[(&[&str], &[&str])] = &[
+    (&["sleeping", "asleep", "nap"], &["bed"]),
+    (&["shower"], &["shower"]),
+    (&["teeth", "wash"], &["sink", "kitchen sink"]),
+    (&["toilet"], &["toilet"]),
+    (&["dressed", "pyjamas", "clothes", "closet"], &["closet"]),
+    (&["cups", "dishes"], &["kitchen sink", "sink"]),
+    (&["cooking", "baking", "frying", "stove"], &["stove"]),
+    (&["refrigerator", "fridge", "food"], &["refrigerator"]),
+    (
+        &["eating", "meal", "breakfast", "dinner", "lunch"],
+        &[
+            "dining table",
+            "customer table",
+            "pub table",
+            "reading table",
+        ],
+    ),
+    (&["coffee"], &["coffee machine", "cafe counter"]),
+    (
+        &["customers", "serving", "order", "ordering"],
+        &["cafe counter", "cash register", "bar counter"],
+    ),
+    (&["lecturing", "lecture", "teaching"], &["lectern"]),
+    (&["blackboard", "equations", "formulas"], &["blackboard"]),
+    (&["emails", "computer"], &["computer"]),
+    (
+        &["grading", "writing", "journal", "notes", "papers"],
+        &["desk", "reading table", "student desk"],
+    ),
+    (
+        &["reading", "books", "book", "studying"],
+        &["reading table", "bookshelf", "desk"],
+    ),
+    (&["piano", "song", "music"], &["piano"]),
+    (&["drink", "pint"], &["bar counter"]),
+    (&["darts"], &["dartboard"]),
+    (&["friends"], &["pub table", "bench"]),
+    (&["pond"], &["pond"]),
+    (&["bench", "sitting"], &["bench"]),
+    (&["fountain"], &["fountain"]),
+    (
+        &["garden", "flowers", "walking", "walk"],
+        &["garden", "pond"],
+    ),
+    (&["groceries", "stocking", "goods", "shelf"], &["shelf"]),
+    (&["paying", "register"], &["cash register"]),
+    (&["vegetables", "fruit", "produce"], &["produce stand"]),
+    (&["bed"], &["bed"]),
+];
+
+/// The first option that a keyword rule maps `text` to.
+fn keyword_choice(text: &str, rules: &[(&[&str], &[&str])], options: &[String]) -> Option<usize> {
+    let words = tokens(text);
+    rules
+        .iter()
+        .filter(|(keys, _)| has_any(&words, keys))
+        .flat_map(|(_, targets)| targets.iter())
+        .find_map(|target| option_named(options, target))
+}
+
+/// Grounds in the step first, then the task: a named option, then a keyword rule.
+fn ground(activity: &str, rules: &[(&[&str], &[&str])], options: &[String]) -> Option<usize> {
+    let (task, step) = split_activity(activity);
+    let parts = step.into_iter().chain(std::iter::once(task));
+    for part in parts.clone() {
+        if let Some(i) = best_mention(part, options) {
+            return Some(i);
+        }
+        if let Some(i) = keyword_choice(part, rules, options) {
+            return Some(i);
+        }
+    }
+    None
+}
+
+fn choose_arena(text: &str, options: &[String]) -> Option<usize> {
+    let activity = activity_line(text);
+    ground(activity, ARENA_KEYWORDS, options)
+        .or_else(|| option_named(options, "bedroom"))
+        .or_else(|| best_overlap(activity, options))
+}
+
+fn choose_object(text: &str, options: &[String]) -> Option<usize> {
+    let activity = activity_line(text);
+    ground(activity, OBJECT_KEYWORDS, options).or_else(|| best_overlap(activity, options))
+}
+
+/// Emoji by keyword; the first matching rule wins.
+const EMOJI: &[(&[&str], &str)] = &[
+    (&["chat", "chatting", "conversing", "talking"], "💬"),
+    (&["sleeping", "asleep"], "😴"),
+    (&["shower"], "🚿"),
+    (&["teeth"], "🪥"),
+    (&["dressed", "pyjamas", "closet"], "👕"),
+    (&["bed"], "🛏"),
+    (&["coffee"], "☕"),
+    (
+        &["breakfast", "lunch", "dinner", "eating", "cooking", "meal"],
+        "🍽",
+    ),
+    (&["baking", "pastries"], "🥐"),
+    (&["customers", "serving", "cups"], "🧑‍🍳"),
+    (
+        &["teaching", "lecturing", "lecture", "class", "blackboard"],
+        "🏫",
+    ),
+    (&["grading", "emails", "notes", "writing", "journal"], "📝"),
+    (&["studying", "reading", "books", "book", "novel"], "📚"),
+    (&["groceries", "stocking", "shelf", "register"], "🛒"),
+    (
+        &["walk", "walking", "park", "garden", "pond", "bench"],
+        "🌳",
+    ),
+    (&["piano", "song", "music"], "🎹"),
+    (&["drink", "pub", "darts"], "🍺"),
+];
+
+fn emoji_for(text: &str) -> &'static str {
+    let words = tokens(text);
+    EMOJI
+        .iter()
+        .find(|(keys, _)| has_any(&words, keys))
+        .map_or("🙂", |(_, emoji)| *emoji)
+}
+
+fn action_emoji(text: &str) -> String {
+    emoji_for(activity_line(text)).to_string()
+}
+
+fn object_emoji(text: &str) -> String {
+    emoji_for(field(text, "Object state:").unwrap_or("")).to_string()
+}
+
+/// Words that end a triple's object phrase.
+const PREPOSITIONS: &[&str] = &[
+    "at", "in", "on", "with", "from", "for", "to", "by", "of", "around", "through", "near",
+];
+
+/// `(predicate, object)` of an activity: its first word and the words up to a preposition.
+fn predicate_object(activity: &str) -> (String, String) {
+    let words: Vec<&str> = activity.split_whitespace().collect();
+    match words.as_slice() {
+        [] => ("is".to_string(), "idle".to_string()),
+        [only] => ("is".to_string(), (*only).to_string()),
+        [verb, rest @ ..] => {
+            let is_preposition = |w: &&str| PREPOSITIONS.contains(&w.to_ascii_lowercase().as_str());
+            let mut object: Vec<&str> = rest
+                .iter()
+                .take_while(|w| !is_preposition(w))
+                .copied()
+                .collect();
+            if object.is_empty() {
+                // "cooking at the stove" → "the stove".
+                object = rest
+                    .iter()
+                    .skip_while(|w| is_preposition(w))
+                    .take_while(|w| !is_preposition(w))
+                    .copied()
+                    .collect();
+            }
+            let object = if object.is_empty() {
+                rest.join(" ")
+            } else {
+                object.join(" ")
+            };
+            let object: String = object
+                .chars()
+                .filter(|c| !matches!(c, ',' | '(' | ')'))
+                .take(60)
+                .collect();
+            ((*verb).to_string(), object.trim().to_string())
+        }
+    }
+}
+
+fn action_event_triple(text: &str) -> String {
+    let name = between(text, "Answer: (", ",")
+        .map(str::trim)
+        .unwrap_or("")
+        .to_string();
+    let line = field(text, "Activity:").unwrap_or("");
+    let activity = line
+        .strip_prefix(name.as_str())
+        .map(|rest| rest.trim_start().strip_prefix("is ").unwrap_or(rest))
+        .unwrap_or(line);
+    let (task, step) = split_activity(activity);
+    let (predicate, object) = predicate_object(step.unwrap_or(task));
+    format!("({name}, {predicate}, {object})")
+}
+
+/// What an object is doing while it is used.
+fn object_state(object: &str, activity: &str) -> String {
+    let lower = activity.to_ascii_lowercase();
+    let state = match object.trim().to_ascii_lowercase().as_str() {
+        "bed" if lower.contains("sleep") => "being slept in",
+        "bed" => "being used",
+        "shower" => "running hot water",
+        "sink" | "kitchen sink" => "running water",
+        "toilet" => "in use",
+        "stove" => "heating a pan",
+        "refrigerator" => "open",
+        "kitchen counter" => "covered with ingredients",
+        "dining table" => "set for a meal",
+        "desk" => "covered with papers",
+        "closet" => "open",
+        "coffee machine" => "brewing coffee",
+        "cafe counter" => "busy with orders",
+        "customer table" | "pub table" => "occupied",
+        "bookshelf" => "being browsed",
+        "bar counter" => "serving drinks",
+        "dartboard" => "being played",
+        "piano" => "playing music",
+        "bench" => "occupied",
+        "fountain" => "splashing",
+        "garden" => "in bloom",
+        "pond" => "reflecting the sky",
+        "shelf" if lower.contains("stock") => "being restocked",
+        "shelf" => "being browsed",
+        "cash register" => "ringing up purchases",
+        "produce stand" => "full of fresh vegetables",
+        "lectern" => "holding lecture notes",
+        "student desk" => "occupied by a student",
+        "blackboard" => "covered in notes",
+        "reading table" => "covered with open books",
+        "computer" => "showing emails",
+        _ => "in use",
+    };
+    state.to_string()
+}
+
+fn object_description(text: &str) -> String {
+    let object = field(text, "Object:").unwrap_or("object");
+    let activity = activity_line(text);
+    format!("{object} is {}", object_state(object, activity))
+}
+
+fn object_event_triple(text: &str) -> String {
+    let object = between(text, "Answer: (", ",").map_or("", str::trim);
+    let state = field(text, "Object state:").unwrap_or("");
+    let state = state
+        .strip_prefix(object)
+        .map(str::trim_start)
+        .unwrap_or(state);
+    let state = state.strip_prefix("is ").unwrap_or(state).trim();
+    let words: Vec<&str> = state.split_whitespace().collect();
+    let (predicate, rest) = match words.as_slice() {
+        [verb, rest @ ..] if verb.ends_with("ing") && *verb != "being" && !rest.is_empty() => {
+            ((*verb).to_string(), rest.join(" "))
+        }
+        _ if state.is_empty() => ("is".to_string(), "idle".to_string()),
+        _ => ("is".to_string(), state.to_string()),
+    };
+    format!("({object}, {predicate}, {rest})")
+}
+
+// =============================================================================================
+// Perceiving answers.
+
+fn event_poignancy(text: &str, rng: &mut ScriptRng) -> u8 {
+    let original = field(text, "Event:").unwrap_or("");
+    let event = original.to_ascii_lowercase();
+    let words = tokens(&event);
+    // "<object> is <state>": a thing, not a person — its subject is lowercase.
+    let about_a_thing = original
+        .split(" is ")
+        .next()
+        .is_some_and(|s| !s.chars().any(char::is_uppercase));
+    if event.ends_with(" is idle") || event == "idle" || has_any(&words, &["sleeping", "asleep"]) {
+        1
+    } else if has_any(&words, &["chat", "chatting", "conversing", "talking"]) {
+        rng.random_range(5..=8)
+    } else if has_any(
+        &words,
+        &[
+            "open mic", "party", "exam", "perform", "album", "song", "piano",
+        ],
+    ) {
+        rng.random_range(4..=6)
+    } else if has_any(&words, WORK_WORDS) {
+        rng.random_range(3..=5)
+    } else if about_a_thing {
+        rng.random_range(1..=2)
+    } else if has_any(
+        &words,
+        &[
+            "breakfast",
+            "lunch",
+            "dinner",
+            "coffee",
+            "walk",
+            "park",
+            "pub",
+            "drink",
+            "groceries",
+        ],
+    ) {
+        rng.random_range(3..=4)
+    } else {
+        rng.random_range(2..=4)
+    }
+}
+
+fn thought_poignancy(text: &str, rng: &mut ScriptRng) -> u8 {
+    let thought = field(text, "Thought:").unwrap_or("").to_ascii_lowercase();
+    if thought.contains("plan for") {
+        5
+    } else if thought.contains("follow up") || thought.contains("planning") {
+        rng.random_range(5..=7)
+    } else if thought.contains("interesting") || thought.contains("convers") {
+        rng.random_range(4..=6)
+    } else {
+        rng.random_range(3..=5)
+    }
+}
+
+// =============================================================================================
+// Reacting and talking.
+
+/// Whether an activity means the person is asleep or about to be.
+fn is_asleep(activity: &str) -> bool {
+    let lower = activity.to_ascii_lowercase();
+    lower.contains("sleep") || lower.contains("asleep") || lower.contains("ready for bed")
+}
+
+/// Whether to start talking. The coin is seeded from the prompt text itself, so the scored
+/// and the generated path agree.
+fn decide_to_talk(seed: u64, text: &str) -> bool {
+    let mut rng = ScriptRng::for_call(seed, "decide_to_talk", text.trim_end());
+    let mut activities = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Activity of "))
+        .filter_map(|l| l.split_once(": ").map(|(_, a)| a));
+    let (Some(mine), Some(theirs)) = (activities.next(), activities.next()) else {
+        return false;
+    };
+    let hour = field(text, "Time:").and_then(first_hour_in).unwrap_or(12);
+    let busy = |a: &str| {
+        let lower = a.to_ascii_lowercase();
+        is_asleep(a) || lower.contains("chat") || lower.contains("conversing")
+    };
+    if busy(mine) || busy(theirs) || !(7..22).contains(&hour) {
+        return false;
+    }
+    let never = field(text, "Last conversation:").is_none_or(|l| l.eq_ignore_ascii_case("never"));
+    rng.random_bool(if never { 0.75 } else { 0.45 })
+}
+
+fn decide_to_wait(text: &str) -> bool {
+    let activities: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Activity of "))
+        .collect();
+    let private = |a: &str| {
+        let lower = a.to_ascii_lowercase();
+        ["shower", "toilet", "bathroom"]
+            .iter()
+            .any(|w| lower.contains(w))
+    };
+    activities.len() >= 2 && activities.iter().all(|a| private(a))
+}
+
+fn relationship_summary(text: &str) -> String {
+    let (me, partner) = between(text, "relationship between ", ", based")
+        .and_then(|pair| pair.split_once(" and "))
+        .map_or(("They", "each other"), |(a, b)| (a.trim(), b.trim()));
+    let memories = numbered_items(&block_after(text, &format!("What {me} remembers:")));
+    let partner_first = first_word(partner);
+    let about: Vec<&&str> = memories
+        .iter()
+        .filter(|m| m.contains(partner_first))
+        .collect();
+    let talked = about.iter().find_map(|m| {
+        let lower = m.to_ascii_lowercase();
+        lower
+            .find("conversing about ")
+            .and_then(|at| m.get(at..))
+            .or_else(|| lower.contains("follow up").then_some(**m))
+    });
+    match (talked, about.len()) {
+        (Some(topic), _) => format!(
+            "{me} and {partner} know each other from around Willowbrook and have talked recently ({}).",
+            topic.trim_end_matches('.')
+        ),
+        (None, 0) => format!(
+            "{me} and {partner} are neighbours in Willowbrook who barely know each other yet."
+        ),
+        (None, n) => format!(
+            "{me} has often seen {partner} around Willowbrook ({n} recent memories) but they have not talked much."
+        ),
+    }
+}
+
+/// The first sentence of `text`.
+fn first_sentence(text: &str) -> &str {
+    let text = text.trim();
+    match text.find(". ") {
+        Some(at) => text.get(..=at).unwrap_or(text),
+        None => text,
+    }
+    .trim()
+}
+
+/// The speaker's `currently` as a first-person phrase without "I'm" ("planning a small
+/// open-mic evening at the cafe and want to …"), for utterances.
+fn topic_phrase(name: &str, currently: &str) -> Option<String> {
+    let sentence = first_sentence(currently).trim_end_matches('.');
+    let first = first_word(name);
+    let rest = [name, first]
+        .iter()
+        .filter(|n| !n.is_empty())
+        .find_map(|n| sentence.strip_prefix(n))
+        .and_then(|r| r.trim_start().strip_prefix("is "))?;
+    let mut out: Vec<String> = Vec::new();
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let mut i = 0;
+    while let Some(word) = words.get(i) {
+        let lower = word.to_ascii_lowercase();
+        match lower.as_str() {
+            "her" | "his" | "their" => out.push("my".to_string()),
+            "she" | "he" => out.push("I".to_string()),
+            "and" => {
+                out.push("and".to_string());
+                // "and is looking" → "and I'm looking"; "and wonders" → "and I wonder".
+                if let Some(next) = words.get(i + 1) {
+                    if *next == "is" {
+                        out.push("I'm".to_string());
+                        i += 1;
+                    } else if next.len() > 3
+                        && next.ends_with('s')
+                        && !next.ends_with("ss")
+                        && next.chars().all(|c| c.is_ascii_lowercase())
+                    {
+                        let stem = next
+                            .strip_suffix("es")
+                            .filter(|s| s.ends_with("sh") || s.ends_with("ch"))
+                            .or_else(|| next.strip_suffix('s'))
+                            .unwrap_or(next);
+                        out.push("I".to_string());
+                        out.push(stem.to_string());
+                        i += 1;
+                    }
+                }
+            }
+            _ => out.push((*word).to_string()),
+        }
+        i += 1;
+    }
+    let phrase = out.join(" ");
+    (!phrase.is_empty()).then_some(phrase)
+}
+
+/// The core of an activity ("serving customers at Riverside Cafe (…)" → "serving customers
+/// at Riverside Cafe").
+fn activity_core(activity: &str) -> &str {
+    split_activity(activity).0.trim_end_matches('.')
+}
+
+/// The marker before a speaker's topic in an utterance; summaries look for it.
+const TOPIC_MARKER: &str = "these days I'm ";
+
+fn next_utterance(text: &str, rng: &mut ScriptRng) -> String {
+    let me = field(text, "Name:").unwrap_or("").to_string();
+    let partner = between(text, " say next to ", "?")
+        .map_or("", str::trim)
+        .to_string();
+    let partner_first = first_word(&partner).to_string();
+    let currently = field(text, "Currently:").unwrap_or("");
+    let (my_activity, their_activity) = text
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix(&format!("{me} is "))?;
+            let (mine, theirs) = rest.split_once(&format!(". {partner} is "))?;
+            Some((mine.to_string(), theirs.trim_end_matches('.').to_string()))
+        })
+        .unwrap_or_default();
+    let hour = field(text, "Time:").and_then(first_hour_in).unwrap_or(12);
+    let previous = field(text, "Their previous conversation:")
+        .is_some_and(|p| !p.eq_ignore_ascii_case("none") && !p.is_empty());
+    let said: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim() != "Conversation so far:")
+        .skip(1)
+        .take_while(|l| l.trim() != "---")
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "(nothing said yet)")
+        .collect();
+    let turn = said.len();
+    // The length is fixed by who talks and how it started, so every turn agrees on it.
+    let mut names = [me.as_str(), partner.as_str()];
+    names.sort_unstable();
+    let opener = said.first().copied().unwrap_or("");
+    let mut length_rng =
+        ScriptRng::for_call(0, "conversation_length", &format!("{names:?}{opener}"));
+    let length = length_rng.random_range(3..=6usize);
+    let end = turn + 1 >= length;
+
+    let greeting = match hour {
+        0..=11 => "Good morning",
+        12..=17 => "Good afternoon",
+        _ => "Good evening",
+    };
+    let mine = activity_core(&my_activity);
+    let theirs = activity_core(&their_activity);
+    let topic = topic_phrase(&me, currently);
+    let follow_up = between(currently, "follow up with ", ".")
+        .map(|f| f.split(" at lunch").next().unwrap_or(f))
+        .filter(|f| !partner_first.is_empty() && f.starts_with(&partner_first));
+    let line = if end {
+        let back = if mine.is_empty() { "my day" } else { mine };
+        format!("It was good to talk, {partner_first}. I should get back to {back}. See you soon!")
+    } else {
+        match turn {
+            0 => match follow_up.and_then(|f| f.split_once(" about ")) {
+                Some((_, what)) => format!(
+                    "{greeting}, {partner_first}! I was hoping to run into you. Any news about {}?",
+                    what.trim_end_matches('.').replace(" their ", " your ")
+                ),
+                None if previous => format!(
+                    "{greeting} again, {partner_first}! Still {}?",
+                    if theirs.is_empty() { "busy" } else { theirs }
+                ),
+                None if theirs.is_empty() => format!("{greeting}, {partner_first}! How are you?"),
+                None => format!("{greeting}, {partner_first}! How is {theirs} going?"),
+            },
+            1 => {
+                let doing = if mine.is_empty() {
+                    "It's going well, thanks.".to_string()
+                } else {
+                    format!("It's going well, thanks. I'm {mine}.")
+                };
+                match &topic {
+                    Some(t) => format!("Hi {partner_first}! {doing} And {TOPIC_MARKER}{t}."),
+                    None => format!("Hi {partner_first}! {doing}"),
+                }
+            }
+            2 => match &topic {
+                Some(t) => {
+                    format!("That sounds exciting, {partner_first}! As for me, {TOPIC_MARKER}{t}.")
+                }
+                None => {
+                    format!("That sounds lovely, {partner_first}. I've had a quiet day myself.")
+                }
+            },
+            3 => {
+                let places = [CAFE, PARK, PUB];
+                let place = rng.pick(&places).copied().unwrap_or(CAFE);
+                format!(
+                    "I hope it goes well. Maybe we can talk more at {place} tomorrow, {partner_first}?"
+                )
+            }
+            4 => format!("I'd like that, {partner_first}. Good luck with everything!"),
+            _ => format!("Take care, {partner_first}!"),
+        }
+    };
+    json!({ "utterance": line, "end": end }).to_string()
+}
+
+/// The transcript of a conversation prompt as `(speaker, line)` pairs.
+fn transcript_lines(text: &str, a: &str, b: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (who, line) = l.split_once(": ")?;
+            let who = who.trim();
+            let known = [a, b, first_word(a), first_word(b)].contains(&who);
+            (known && !who.is_empty()).then(|| (who.to_string(), line.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The topic `speaker` shared in a conversation (the phrase after [`TOPIC_MARKER`]).
+fn shared_topic(lines: &[(String, String)], speaker: &str) -> Option<String> {
+    lines
+        .iter()
+        .filter(|(who, _)| who == speaker || who == first_word(speaker))
+        .find_map(|(_, line)| {
+            let at = line.find(TOPIC_MARKER)? + TOPIC_MARKER.len();
+            let phrase = line.get(at..)?.trim_end_matches(['.', '!', '?']);
+            // The main clause is the topic: "planning a party and I want …" → "planning a party".
+            let phrase = phrase.split(" and I").next().unwrap_or(phrase).trim();
+            (!phrase.is_empty()).then(|| phrase.to_string())
+        })
+}
+
+/// A first-person topic in the third person ("my novel" → "their novel").
+fn third_person(phrase: &str) -> String {
+    phrase
+        .split_whitespace()
+        .map(|w| match w {
+            "my" => "their",
+            "I'm" => "is",
+            "I" => "they",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A third-person topic as an -ing phrase: "being" goes before one that is not
+/// ("stuck on a chapter" → "being stuck on a chapter").
+fn gerund_phrase(topic: &str) -> String {
+    let topic = third_person(topic);
+    let gerund = topic
+        .split_whitespace()
+        .next()
+        .is_some_and(|w| w.ends_with("ing"));
+    if gerund {
+        topic
+    } else {
+        format!("being {topic}")
+    }
+}
+
+/// The two speakers of a conversation prompt.
+fn speakers(text: &str) -> (String, String) {
+    between(text, "Conversation between ", ":\n")
+        .and_then(|pair| pair.split_once(" and "))
+        .map(|(a, b)| (a.trim().to_string(), b.trim().to_string()))
+        .unwrap_or_default()
+}
+
+fn conversation_summary(text: &str) -> String {
+    let (a, b) = speakers(text);
+    let lines = transcript_lines(text, &a, &b);
+    let topics: Vec<String> = [&a, &b]
+        .iter()
+        .filter_map(|who| {
+            let topic = shared_topic(&lines, who)?;
+            Some(format!("{} {}", first_word(who), gerund_phrase(&topic)))
+        })
+        .collect();
+    let topic = if topics.is_empty() {
+        "how their day is going".to_string()
+    } else {
+        topics.join(" and ")
+    };
+    let topic: String = topic.chars().take(140).collect();
+    format!("conversing about {}", topic.trim_end())
+}
+
+/// Which thought to write after a chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterChat {
+    Planning,
+    Memo,
+}
+
+fn after_chat(text: &str, which: AfterChat) -> String {
+    let (me, partner) = speakers(text);
+    let lines = transcript_lines(text, &me, &partner);
+    let first = first_word(&me);
+    let partner_first = first_word(&partner);
+    let topic = shared_topic(&lines, &partner);
+    match (which, topic) {
+        (AfterChat::Planning, Some(t)) => {
+            format!(
+                "{first} should follow up with {partner} about {}.",
+                gerund_phrase(&t)
+            )
+        }
+        (AfterChat::Planning, None) => {
+            format!("{first} should say hello to {partner} again soon.")
+        }
+        (AfterChat::Memo, Some(t)) => {
+            format!(
+                "{first} found it interesting that {partner_first} is {}.",
+                third_person(&t)
+            )
+        }
+        (AfterChat::Memo, None) => {
+            format!("{first} enjoyed catching up with {partner_first}.")
+        }
+    }
+}
+
+// =============================================================================================
+// Reflecting.
+
+/// Statements of a reflection prompt, numbered from 1.
+fn statements(text: &str, header: &str) -> Vec<String> {
+    numbered_items(&block_after(text, header))
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Someone the statements say the persona talked with or should follow up with.
+fn someone_in(statements: &[String]) -> Option<String> {
+    statements.iter().find_map(|s| {
+        between(s, "follow up with ", " about")
+            .or_else(|| between(s, "interesting that ", " is "))
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty() && n.split_whitespace().count() <= 3)
+    })
+}
+
+fn focal_points(text: &str) -> String {
+    let name = between(text, "Recent events and thoughts of ", ":")
+        .unwrap_or("")
+        .trim();
+    let count = field(text, "Number of questions:")
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(3)
+        .clamp(1, 10);
+    let items = statements(text, &format!("Recent events and thoughts of {name}:"));
+    let mut questions = Vec::new();
+    if let Some(person) = someone_in(&items) {
+        questions.push(format!("What does {name} think of {person}?"));
+    }
+    questions.extend([
+        format!("What is {name} most focused on these days?"),
+        format!("How does {name} balance work and time with other people?"),
+        format!("What matters most to {name} right now?"),
+        format!("How does {name} feel about daily life in Willowbrook?"),
+    ]);
+    while questions.len() < count {
+        questions.push(format!(
+            "What else has {name} noticed today? ({})",
+            questions.len() + 1
+        ));
+    }
+    questions.truncate(count);
+    numbered(&questions)
+}
+
+/// Insight themes: keywords, and the insight they support.
+fn insight_themes(name: &str, person: Option<&str>) -> Vec<(Vec<&'static str>, String)> {
+    let social = match person {
+        Some(p) => format!("{name} is getting to know {p} better and enjoys their conversations"),
+        None => format!("{name} enjoys talking with people in town and keeps up with their news"),
+    };
+    vec![
+        (
+            vec!["conversing", "chat", "talk", "follow up", "interesting"],
+            social,
+        ),
+        (
+            vec![
+                "serving",
+                "teaching",
+                "studying",
+                "writing",
+                "stocking",
+                "working",
+                "grading",
+                "lecture",
+                "customers",
+                "novel",
+                "class",
+            ],
+            format!("{name} puts steady effort into work every day"),
+        ),
+        (
+            vec![
+                "breakfast",
+                "lunch",
+                "dinner",
+                "cooking",
+                "eating",
+                "coffee",
+            ],
+            format!("{name} keeps regular meal times and likes good food"),
+        ),
+        (
+            vec!["park", "walk", "pub", "piano", "drink", "bench"],
+            format!("{name} likes to unwind around town after work"),
+        ),
+        (
+            vec!["plan for", "planning", "plan"],
+            format!("{name} follows a clear plan for each day"),
+        ),
+    ]
+}
+
+fn insights(text: &str) -> String {
+    let name = between(text, "Statements about ", ":").unwrap_or("").trim();
+    let count = field(text, "Number of insights:")
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(5)
+        .max(1);
+    let items = statements(text, &format!("Statements about {name}:"));
+    let person = someone_in(&items);
+    let mut out = Vec::new();
+    for (keys, insight) in insight_themes(name, person.as_deref()) {
+        let evidence: Vec<usize> = items
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                let lower = s.to_ascii_lowercase();
+                keys.iter().any(|k| lower.contains(k))
+            })
+            .map(|(i, _)| i + 1)
+            .take(5)
+            .collect();
+        if !evidence.is_empty() {
+            out.push(json!({ "insight": insight, "evidence": evidence }));
+        }
+    }
+    if out.is_empty() {
+        let evidence: Vec<usize> = (1..=items.len().min(3)).collect();
+        out.push(json!({
+            "insight": format!("{name} has had a quiet, ordinary stretch of days"),
+            "evidence": evidence,
+        }));
+    }
+    out.truncate(count);
+    json!({ "insights": out }).to_string()
+}
+
+// =============================================================================================
+// The new day.
+
+/// "I should follow up with X about Y" from the memories, in the first person.
+fn follow_up_note(memories: &[String]) -> Option<String> {
+    memories.iter().find_map(|m| {
+        let at = m.find("should follow up with ")?;
+        let rest = m.get(at..)?.trim_end_matches('.');
+        Some(format!("I {}", rest.replace(" their ", " my ")))
+    })
+}
+
+fn memories_of(text: &str) -> Vec<String> {
+    let name = between(text, "What ", " remembers:").unwrap_or("").trim();
+    statements(text, &format!("What {name} remembers:"))
+}
+
+fn plan_note(text: &str) -> String {
+    let memories = memories_of(text);
+    if let Some(note) = follow_up_note(&memories) {
+        return format!("{note} today, maybe over lunch at {CAFE}.");
+    }
+    let chatted = memories.iter().find_map(|m| {
+        let at = m.find("interesting that ")? + "interesting that ".len();
+        m.get(at..).map(|s| s.trim_end_matches('.').to_string())
+    });
+    match chatted {
+        Some(what) => format!(
+            "I want to hear more now that I know {what}. Otherwise I will keep to my routine today."
+        ),
+        None => {
+            "I will keep to my routine today and try to talk with someone new at lunch.".to_string()
+        }
+    }
+}
+
+fn feelings(text: &str) -> String {
+    let memories = memories_of(text);
+    let chats = memories
+        .iter()
+        .filter(|m| {
+            let lower = m.to_ascii_lowercase();
+            lower.contains("conversing")
+                || lower.contains("follow up")
+                || lower.contains("interesting")
+        })
+        .count();
+    match chats {
+        0 => "I feel calm but a little lonely; I would like some company today.".to_string(),
+        1 => "I feel good about the conversation I had recently, though I am a little tired."
+            .to_string(),
+        _ => "I feel connected after the conversations I have had lately, and I am curious to hear more."
+            .to_string(),
+    }
+}
+
+fn currently(text: &str, rng: &mut ScriptRng) -> String {
+    let name = between(text, "Write ", "'s status").unwrap_or("").trim();
+    let first = first_word(name);
+    let previous = field(text, "Previous status:").unwrap_or("");
+    let base = first_sentence(previous);
+    let base = if base.is_empty() {
+        format!("{name} lives in Willowbrook.")
+    } else if base.ends_with('.') {
+        base.to_string()
+    } else {
+        format!("{base}.")
+    };
+    let notes = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Notes "))
+        .skip(1)
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let today = if let Some(at) = notes.find("I should follow up with ") {
+        let rest = notes
+            .get(at + "I should ".len()..)
+            .and_then(|r| r.split(" today").next())
+            .unwrap_or("follow up with a friend");
+        format!(
+            "Today, {first} wants to {} at lunch at {CAFE}.",
+            rest.replace(" my ", " their ")
+        )
+    } else {
+        let wishes = [
+            format!("hopes to meet someone new at {CAFE}"),
+            format!("wants to take a long walk at {PARK}"),
+            "plans to get a lot done at work".to_string(),
+            format!("is looking forward to the evening at {PUB}"),
+        ];
+        let wish = rng.pick(&wishes).cloned().unwrap_or_default();
+        format!("Today, {first} {wish}.")
+    };
+    format!("{base} {today}")
+}
+
+fn whisper(text: &str) -> String {
+    let name = between(text, "statement about ", ", in the third person")
+        .unwrap_or("")
+        .trim();
+    let whisper = field(text, "Whisper:").unwrap_or("");
+    let rewritten = whisper
+        .split_whitespace()
+        .map(|w| match w.to_ascii_lowercase().as_str() {
+            "you" => "they",
+            "your" => "their",
+            "yourself" => "themselves",
+            "you're" => "they're",
+            _ => w,
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "{name} thinks that {}.",
+        rewritten.trim_end_matches(['.', '!'])
+    )
+}
+
+fn generic_json(text: &str) -> String {
+    between(text, "shaped like this example:\n", "\n\n")
+        .map(str::trim)
+        .filter(|e| serde_json::from_str::<serde_json::Value>(e).is_ok())
+        .unwrap_or("{}")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    use bevy::tasks::block_on;
+
+    use super::*;
+    use crate::cognition::prompts::*;
+    use crate::llm::{ChatRequest, LlmClient};
+    use crate::persona::{EventTriple, PersonaSheet, default_personas_dir, load_persona_sheets};
+    use crate::prompt::{
+        JsonQuestion, Prompt, PromptContext, PromptLibrary, clean_response, run_prompt,
+    };
+    use crate::settings::AgentSettings;
+
+    const DATE: &str = "Monday February 13";
+
+    fn context() -> PromptContext {
+        let client = LlmClient::new(Arc::new(town_script_backend(7)));
+        PromptContext::new(client, PromptLibrary::default())
+    }
+
+    /// Runs `prompt` and checks it parsed on the first try.
+    fn run<P: Prompt>(ctx: &PromptContext, prompt: &P) -> P::Output {
+        let outcome = block_on(run_prompt(ctx, prompt));
+        assert!(!outcome.fail_safe, "{} fell back", prompt.kind());
+        assert_eq!(outcome.attempts, 1, "{} needed retries", prompt.kind());
+        outcome.value
+    }
+
+    /// No prompt of this context needed a retry or a fail-safe.
+    fn assert_clean(ctx: &PromptContext) {
+        let usage = ctx.client.usage();
+        assert_eq!(usage.totals.fail_safes, 0, "{usage:?}");
+        assert_eq!(usage.totals.retries, 0, "{usage:?}");
+        assert!(usage.totals.calls > 0);
+    }
+
+    /// The free-generation answer parses to the same value as the scored choice.
+    fn generated<P: Prompt>(prompt: &P) -> P::Output
+    where
+        P::Output: std::fmt::Debug,
+    {
+        let backend = town_script_backend(7);
+        let request = prompt.request(&PromptLibrary::default()).expect("template");
+        prompt
+            .parse(&clean_response(&backend.answer(&request)))
+            .expect("the generated answer parses")
+    }
+
+    fn sheet(first: &str) -> PersonaSheet {
+        load_persona_sheets(default_personas_dir())
+            .expect("sheets")
+            .into_iter()
+            .find(|s| s.first_name == first)
+            .expect("persona")
+    }
+
+    fn identity(first: &str) -> String {
+        sheet(first)
+            .to_scratch(&AgentSettings::default())
+            .identity_summary()
+    }
+
+    fn wake_up(ctx: &PromptContext, first: &str) -> u32 {
+        let s = sheet(first);
+        run(
+            ctx,
+            &WakeUpHour {
+                identity: identity(first),
+                lifestyle: s.lifestyle.clone(),
+                first_name: s.first_name.clone(),
+                fail_safe_hour: 8,
+            },
+        )
+    }
+
+    fn schedule(ctx: &PromptContext, first: &str) -> (u32, Vec<String>) {
+        let s = sheet(first);
+        let wake = wake_up(ctx, first);
+        let plan = run(
+            ctx,
+            &DailyPlan {
+                identity: identity(first),
+                first_name: s.first_name.clone(),
+                date_text: DATE.into(),
+                wake_up_hour: wake,
+                home: s.living_area.clone(),
+                workplace: s.workplace.clone(),
+            },
+        );
+        let hourly = run(
+            ctx,
+            &HourlySchedule {
+                identity: identity(first),
+                first_name: s.first_name.clone(),
+                date_text: DATE.into(),
+                home: s.living_area.clone(),
+                workplace: s.workplace.clone(),
+                daily_plan: plan,
+                wake_up_hour: wake,
+            },
+        );
+        (wake, hourly)
+    }
+
+    fn sectors() -> Vec<String> {
+        [
+            "Okafor house",
+            "Reyes house",
+            "Lindqvist house",
+            "Riverside Cafe",
+            "Copper Kettle Pub",
+            "Maple Park",
+            "Elm Street Grocery",
+            "Northgate College",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_string()).collect()
+    }
+
+    #[test]
+    fn every_template_kind_has_a_scripted_answer() {
+        let backend = town_script_backend(1);
+        let library = PromptLibrary::default();
+        let kinds: Vec<&str> = library.names().collect();
+        assert!(kinds.len() >= 31, "{kinds:?}");
+        for kind in kinds {
+            let answer = backend.answer(&ChatRequest::new(kind, "Name: Nobody"));
+            assert_ne!(
+                answer,
+                format!("(scripted answer for `{kind}`)"),
+                "{kind} has no responder"
+            );
+        }
+    }
+
+    #[test]
+    fn wake_up_hours_follow_the_lifestyle() {
+        let ctx = context();
+        for (first, hour) in [
+            ("Mira", 6),
+            ("Sam", 9),
+            ("Elena", 8),
+            ("Priya", 7),
+            ("Tomas", 7),
+        ] {
+            assert_eq!(wake_up(&ctx, first), hour, "{first}");
+        }
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn daily_plan_is_a_believable_day() {
+        let ctx = context();
+        let s = sheet("Mira");
+        let plan = run(
+            &ctx,
+            &DailyPlan {
+                identity: identity("Mira"),
+                first_name: "Mira".into(),
+                date_text: DATE.into(),
+                wake_up_hour: 6,
+                home: s.living_area.clone(),
+                workplace: s.workplace.clone(),
+            },
+        );
+        assert!((5..=8).contains(&plan.len()), "{plan:?}");
+        assert_eq!(plan[0], "open Riverside Cafe at 7:00 am");
+        assert!(
+            plan.iter()
+                .any(|i| i.starts_with("have lunch at Riverside Cafe"))
+        );
+        assert!(plan.iter().any(|i| i.starts_with("cook and eat dinner")));
+        assert_eq!(
+            plan.last().map(String::as_str),
+            Some("go to bed at 10:00 pm")
+        );
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn hourly_schedules_fit_each_persona() {
+        let ctx = context();
+        let at = |wake: u32, hours: &[String], hour: u32| hours[(hour - wake) as usize].clone();
+
+        let (wake, mira) = schedule(&ctx, "Mira");
+        assert_eq!((wake, mira.len()), (6, 18));
+        assert!(
+            mira[0].contains("morning routine with breakfast"),
+            "{mira:?}"
+        );
+        assert_eq!(
+            at(wake, &mira, 7),
+            "opening Riverside Cafe and brewing the first coffee"
+        );
+        assert_eq!(at(wake, &mira, 9), "serving customers at Riverside Cafe");
+        assert_eq!(at(wake, &mira, 12), "having lunch at Riverside Cafe");
+        assert_eq!(
+            at(wake, &mira, 18),
+            "cooking and eating dinner in the kitchen at home"
+        );
+        assert_eq!(at(wake, &mira, 21), "getting ready for bed at home");
+        assert_eq!(at(wake, &mira, 22), "sleeping");
+        assert_eq!(at(wake, &mira, 23), "sleeping");
+        let distinct: BTreeSet<&String> = mira.iter().collect();
+        assert!(distinct.len() >= 5, "{distinct:?}");
+
+        let (wake, tomas) = schedule(&ctx, "Tomas");
+        assert_eq!(
+            at(wake, &tomas, 8),
+            "having breakfast in the kitchen at home"
+        );
+        assert_eq!(
+            at(wake, &tomas, 9),
+            "teaching a chemistry class in the classroom at Northgate College"
+        );
+        assert_eq!(
+            at(wake, &tomas, 14),
+            "grading lab reports in the office at Northgate College"
+        );
+        assert_eq!(at(wake, &tomas, 23), "sleeping");
+
+        let (wake, sam) = schedule(&ctx, "Sam");
+        assert_eq!(wake, 9);
+        assert_eq!(at(wake, &sam, 10), "stocking shelves at Elm Street Grocery");
+        assert_eq!(at(wake, &sam, 19), "playing the piano at Copper Kettle Pub");
+        assert_eq!(at(wake, &sam, 20), "playing the piano at Copper Kettle Pub");
+        assert_eq!(at(wake, &sam, 23), "getting ready for bed at home");
+
+        let (wake, priya) = schedule(&ctx, "Priya");
+        assert_eq!(
+            at(wake, &priya, 10),
+            "attending a chemistry lecture in the classroom at Northgate College"
+        );
+        assert_eq!(
+            at(wake, &priya, 14),
+            "studying chemistry in the library at Northgate College"
+        );
+
+        let (wake, elena) = schedule(&ctx, "Elena");
+        assert_eq!(
+            at(wake, &elena, 10),
+            "writing the novel in the library at Northgate College"
+        );
+        assert_eq!(at(wake, &elena, 19), "taking an evening walk at Maple Park");
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn the_day_changes_with_the_date() {
+        let profile = Profile::read(&identity("Tomas"), "Tomas");
+        let days: BTreeSet<Vec<String>> = (13..20)
+            .map(|d| {
+                let day = DayChoices::draw(3, &profile, &format!("Monday February {d}"));
+                day_blocks(&profile, day)
+                    .into_iter()
+                    .map(|(_, _, a)| a.ing)
+                    .collect()
+            })
+            .collect();
+        assert!(days.len() >= 2, "a week of identical days");
+    }
+
+    #[test]
+    fn decompositions_sum_to_the_block_in_five_minute_steps() {
+        let ctx = context();
+        for (task, start, minutes) in [
+            ("serving customers at Riverside Cafe", 480, 240),
+            (
+                "waking up and completing the morning routine at home",
+                420,
+                60,
+            ),
+            ("cooking and eating dinner in the kitchen at home", 1080, 60),
+            ("juggling", 600, 47),
+        ] {
+            let steps = run(
+                &ctx,
+                &TaskDecomposition {
+                    identity: identity("Mira"),
+                    first_name: "Mira".into(),
+                    date_text: DATE.into(),
+                    schedule: vec![("sleeping".into(), start), (task.into(), minutes)],
+                    task: task.into(),
+                    start_minute: start,
+                    duration: minutes,
+                },
+            );
+            let total: u32 = steps.iter().map(|(_, m)| m).sum();
+            assert_eq!(total, minutes, "{task}: {steps:?}");
+            let (last, rest) = steps.split_last().expect("steps");
+            assert!(rest.iter().all(|(_, m)| m % 5 == 0 && *m > 0), "{steps:?}");
+            assert_eq!(last.1 % 5, minutes % 5);
+            if minutes >= 60 {
+                assert!(steps.len() >= 3, "{steps:?}");
+            }
+        }
+        let routine = generated(&TaskDecomposition {
+            task: "waking up and completing the morning routine at home".into(),
+            duration: 60,
+            first_name: "Mira".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            routine,
+            vec![
+                ("getting out of bed in the bedroom".to_string(), 20),
+                ("taking a shower in the bathroom".to_string(), 20),
+                ("brushing teeth at the sink in the bathroom".to_string(), 20),
+            ]
+        );
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn a_chat_is_fitted_into_the_window() {
+        let ctx = context();
+        let items = vec![
+            (
+                "serving customers at Riverside Cafe (brewing coffee at the coffee machine)"
+                    .to_string(),
+                30,
+            ),
+            (
+                "serving customers at Riverside Cafe (serving customers at the cafe counter)"
+                    .to_string(),
+                30,
+            ),
+        ];
+        let window = run(
+            &ctx,
+            &NewDecompositionSchedule {
+                first_name: "Mira".into(),
+                date_text: DATE.into(),
+                window_start_minute: 600,
+                items,
+                inserted: "chatting with Priya Natarajan".into(),
+                insert_offset: 10,
+                inserted_duration: 15,
+            },
+        );
+        assert_eq!(
+            window,
+            vec![
+                (
+                    "serving customers at Riverside Cafe (brewing coffee at the coffee machine)"
+                        .to_string(),
+                    10
+                ),
+                ("chatting with Priya Natarajan".to_string(), 15),
+                (
+                    "getting back to serving customers at Riverside Cafe".to_string(),
+                    5
+                ),
+                (
+                    "serving customers at Riverside Cafe (brewing coffee at the coffee machine)"
+                        .to_string(),
+                    30
+                ),
+            ]
+        );
+        assert_clean(&ctx);
+    }
+
+    fn sector(name: &str, action: &str) -> ActionSector {
+        let s = sheet(name);
+        let home = s.living_area.split(':').nth(1).unwrap_or("").to_string();
+        ActionSector {
+            name: s.name.clone(),
+            action: action.into(),
+            living_sector: home.clone(),
+            workplace_sector: s
+                .workplace
+                .as_deref()
+                .and_then(|w| w.split(':').nth(1))
+                .map(String::from),
+            current_sector: home,
+            options: sectors(),
+        }
+    }
+
+    #[test]
+    fn actions_land_in_the_right_sector() {
+        let ctx = context();
+        for (who, action, expected) in [
+            (
+                "Mira",
+                "waking up and completing the morning routine at home (taking a shower in the bathroom)",
+                "Okafor house",
+            ),
+            ("Mira", "sleeping", "Okafor house"),
+            (
+                "Mira",
+                "having breakfast in the kitchen at home (cooking at the stove in the kitchen)",
+                "Okafor house",
+            ),
+            (
+                "Mira",
+                "serving customers at Riverside Cafe",
+                "Riverside Cafe",
+            ),
+            ("Mira", "working", "Riverside Cafe"),
+            (
+                "Tomas",
+                "having lunch at Riverside Cafe (ordering lunch at the cafe counter)",
+                "Riverside Cafe",
+            ),
+            (
+                "Tomas",
+                "teaching a chemistry class in the classroom at Northgate College (lecturing at the lectern in the classroom)",
+                "Northgate College",
+            ),
+            ("Tomas", "sleeping", "Reyes house"),
+            (
+                "Sam",
+                "buying groceries at Elm Street Grocery (paying at the cash register)",
+                "Elm Street Grocery",
+            ),
+            ("Priya", "going for a stroll", "Maple Park"),
+            ("Elena", "having a drink with friends", "Copper Kettle Pub"),
+        ] {
+            let prompt = sector(who, action);
+            assert_eq!(run(&ctx, &prompt), expected, "{who}: {action}");
+            assert_eq!(generated(&prompt), expected, "{who}: {action} (generated)");
+        }
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn actions_land_in_the_right_arena_and_object() {
+        let ctx = context();
+        let house_arenas = strings(&["bedroom", "kitchen", "bathroom"]);
+        let college = strings(&["classroom", "library", "dorm room", "office"]);
+        let cafe = strings(&["cafe", "cafe kitchen"]);
+        for (sector_name, action, options, expected) in [
+            (
+                "Okafor house",
+                "waking up and completing the morning routine at home (taking a shower in the bathroom)",
+                &house_arenas,
+                "bathroom",
+            ),
+            (
+                "Okafor house",
+                "waking up and completing the morning routine at home (getting dressed at the closet in the bedroom)",
+                &house_arenas,
+                "bedroom",
+            ),
+            (
+                "Okafor house",
+                "having breakfast in the kitchen at home",
+                &house_arenas,
+                "kitchen",
+            ),
+            ("Okafor house", "sleeping", &house_arenas, "bedroom"),
+            (
+                "Riverside Cafe",
+                "baking pastries and cleaning up at Riverside Cafe (baking pastries at the stove in the cafe kitchen)",
+                &cafe,
+                "cafe kitchen",
+            ),
+            (
+                "Riverside Cafe",
+                "having lunch at Riverside Cafe",
+                &cafe,
+                "cafe",
+            ),
+            (
+                "Northgate College",
+                "teaching a chemistry class in the classroom at Northgate College",
+                &college,
+                "classroom",
+            ),
+            (
+                "Northgate College",
+                "grading lab reports in the office at Northgate College",
+                &college,
+                "office",
+            ),
+            (
+                "Northgate College",
+                "studying chemistry in the library at Northgate College",
+                &college,
+                "library",
+            ),
+        ] {
+            let prompt = ActionArena {
+                name: "Mira Okafor".into(),
+                action: action.into(),
+                sector: sector_name.into(),
+                living_arena: "bedroom".into(),
+                options: options.clone(),
+            };
+            assert_eq!(run(&ctx, &prompt), expected, "{action}");
+            assert_eq!(generated(&prompt), expected, "{action} (generated)");
+        }
+
+        let bedroom = strings(&["bed", "desk", "closet"]);
+        let bathroom = strings(&["shower", "sink", "toilet"]);
+        let kitchen = strings(&["stove", "refrigerator", "kitchen counter", "dining table"]);
+        let cafe_objects = strings(&[
+            "cafe counter",
+            "coffee machine",
+            "customer table",
+            "bookshelf",
+        ]);
+        let bar = strings(&["bar counter", "pub table", "dartboard", "piano"]);
+        let park = strings(&["bench", "fountain", "garden", "pond"]);
+        let store = strings(&["shelf", "cash register", "produce stand"]);
+        for (action, options, expected) in [
+            ("sleeping", &bedroom, "bed"),
+            (
+                "waking up and completing the morning routine at home (getting out of bed in the bedroom)",
+                &bedroom,
+                "bed",
+            ),
+            (
+                "waking up and completing the morning routine at home (taking a shower in the bathroom)",
+                &bathroom,
+                "shower",
+            ),
+            (
+                "getting ready for bed at home (brushing teeth at the sink in the bathroom)",
+                &bathroom,
+                "sink",
+            ),
+            (
+                "cooking and eating dinner in the kitchen at home (eating at the dining table in the kitchen)",
+                &kitchen,
+                "dining table",
+            ),
+            (
+                "having breakfast in the kitchen at home",
+                &kitchen,
+                "dining table",
+            ),
+            (
+                "serving customers at Riverside Cafe (brewing coffee at the coffee machine)",
+                &cafe_objects,
+                "coffee machine",
+            ),
+            (
+                "serving customers at Riverside Cafe",
+                &cafe_objects,
+                "cafe counter",
+            ),
+            ("playing the piano at Copper Kettle Pub", &bar, "piano"),
+            (
+                "meeting friends for a drink at Copper Kettle Pub (ordering a drink at the bar counter)",
+                &bar,
+                "bar counter",
+            ),
+            (
+                "taking a walk at Maple Park (sitting on a bench in the park)",
+                &park,
+                "bench",
+            ),
+            (
+                "buying groceries at Elm Street Grocery (paying at the cash register)",
+                &store,
+                "cash register",
+            ),
+        ] {
+            let prompt = ActionObject {
+                name: "Mira Okafor".into(),
+                action: action.into(),
+                place: "somewhere".into(),
+                options: options.clone(),
+                seed: 0,
+            };
+            assert_eq!(run(&ctx, &prompt), expected, "{action}");
+            assert_eq!(generated(&prompt), expected, "{action} (generated)");
+        }
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn emoji_triples_and_object_states() {
+        let ctx = context();
+        let shower = "waking up and completing the morning routine at home (taking a shower in the bathroom)";
+        assert_eq!(
+            run(
+                &ctx,
+                &ActionEmoji {
+                    action: shower.into()
+                }
+            ),
+            "🚿"
+        );
+        assert_eq!(
+            run(
+                &ctx,
+                &ActionEmoji {
+                    action: "sleeping".into()
+                }
+            ),
+            "😴"
+        );
+        assert_eq!(
+            run(
+                &ctx,
+                &ActionEventTriple {
+                    name: "Mira Okafor".into(),
+                    action: shower.into(),
+                }
+            ),
+            EventTriple::new("Mira Okafor", "taking", "a shower")
+        );
+        assert_eq!(
+            run(
+                &ctx,
+                &ActionEventTriple {
+                    name: "Mira Okafor".into(),
+                    action: "having breakfast in the kitchen at home (cooking at the stove in the kitchen)".into(),
+                }
+            ),
+            EventTriple::new("Mira Okafor", "cooking", "the stove")
+        );
+        assert_eq!(
+            run(
+                &ctx,
+                &ActionEventTriple {
+                    name: "Sam Lindqvist".into(),
+                    action: "sleeping".into(),
+                }
+            ),
+            EventTriple::new("Sam Lindqvist", "is", "sleeping")
+        );
+        let state = run(
+            &ctx,
+            &ObjectDescription {
+                name: "Mira Okafor".into(),
+                object: "coffee machine".into(),
+                action:
+                    "serving customers at Riverside Cafe (brewing coffee at the coffee machine)"
+                        .into(),
+            },
+        );
+        assert_eq!(state, "coffee machine is brewing coffee");
+        assert_eq!(
+            run(
+                &ctx,
+                &ObjectEmoji {
+                    object_state: state.clone()
+                }
+            ),
+            "☕"
+        );
+        let address = "Willowbrook:Riverside Cafe:cafe:coffee machine";
+        assert_eq!(
+            run(
+                &ctx,
+                &ObjectEventTriple {
+                    object_address: address.into(),
+                    object_name: "coffee machine".into(),
+                    object_state: state,
+                }
+            ),
+            EventTriple::new(address, "brewing", "coffee")
+        );
+        assert_eq!(
+            run(
+                &ctx,
+                &ObjectEventTriple {
+                    object_address: "W:Okafor house:bedroom:bed".into(),
+                    object_name: "bed".into(),
+                    object_state: "bed is being slept in".into(),
+                }
+            ),
+            EventTriple::new("W:Okafor house:bedroom:bed", "is", "being slept in")
+        );
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn poignancy_tells_chats_from_routine() {
+        let ctx = context();
+        let event = |e: &str| {
+            run(
+                &ctx,
+                &EventPoignancy {
+                    identity: identity("Mira"),
+                    first_name: "Mira".into(),
+                    event: e.into(),
+                },
+            )
+        };
+        for i in 0..6 {
+            let chat = event(&format!("Priya Natarajan is conversing about topic {i}"));
+            assert!((5..=8).contains(&chat), "{chat}");
+            let thing = event(&format!("bed is being slept in {i}"));
+            assert!((1..=2).contains(&thing), "{thing}");
+            let work = event(&format!(
+                "Sam Lindqvist is stocking shelves at Elm Street Grocery {i}"
+            ));
+            assert!((3..=5).contains(&work), "{work}");
+        }
+        assert_eq!(event("Mira Okafor is sleeping"), 1);
+        let chat = run(
+            &ctx,
+            &ChatPoignancy {
+                identity: identity("Mira"),
+                first_name: "Mira".into(),
+                conversation: "Mira: Hi!\nPriya: Hello!".into(),
+            },
+        );
+        assert!((5..=8).contains(&chat));
+        let plan = run(
+            &ctx,
+            &ThoughtPoignancy {
+                identity: identity("Mira"),
+                first_name: "Mira".into(),
+                thought: "This is Mira Okafor's plan for Monday February 13: …".into(),
+            },
+        );
+        assert_eq!(plan, 5);
+        assert_clean(&ctx);
+    }
+
+    /// A persona's own actions over a scripted day add up past the 150-point reflection trigger.
+    #[test]
+    fn a_day_of_events_crosses_the_reflection_trigger() {
+        let ctx = context();
+        let (wake, hours) = schedule(&ctx, "Mira");
+        let mut total = 0u32;
+        for (hour, task) in (wake..).zip(hours.iter()) {
+            let steps = if task == "sleeping" {
+                vec![(task.clone(), 60)]
+            } else {
+                run(
+                    &ctx,
+                    &TaskDecomposition {
+                        identity: identity("Mira"),
+                        first_name: "Mira".into(),
+                        date_text: DATE.into(),
+                        schedule: vec![],
+                        task: task.clone(),
+                        start_minute: hour * 60,
+                        duration: 60,
+                    },
+                )
+            };
+            for (step, _) in steps {
+                let rating = run(
+                    &ctx,
+                    &EventPoignancy {
+                        identity: identity("Mira"),
+                        first_name: "Mira".into(),
+                        event: format!("Mira Okafor is {}", subtask_description(task, &step)),
+                    },
+                );
+                total += u32::from(rating);
+            }
+        }
+        assert!(total >= 150, "only {total} poignancy over a day");
+        assert_clean(&ctx);
+    }
+
+    fn talk(time: &str, mine: &str, theirs: &str, last: Option<&str>) -> DecideToTalk {
+        DecideToTalk {
+            name: "Mira Okafor".into(),
+            partner: "Priya Natarajan".into(),
+            time_text: time.into(),
+            place: "Riverside Cafe, cafe".into(),
+            activity: mine.into(),
+            partner_activity: theirs.into(),
+            memories: vec!["Priya Natarajan is having lunch at Riverside Cafe".into()],
+            last_chat: last.map(String::from),
+        }
+    }
+
+    #[test]
+    fn awake_neighbours_often_talk() {
+        let ctx = context();
+        let serving = "serving customers at Riverside Cafe";
+        let lunch = "having lunch at Riverside Cafe";
+        let mut yes = 0;
+        for minute in (8 * 60..21 * 60).step_by(20) {
+            let time = clock_text(minute);
+            let prompt = talk(&time, serving, lunch, None);
+            let answer = run(&ctx, &prompt);
+            assert_eq!(answer, generated(&prompt));
+            yes += usize::from(answer);
+            assert!(!run(&ctx, &talk(&time, serving, "sleeping", None)));
+        }
+        assert!(yes >= 20, "only {yes} of 39 chances taken");
+        assert!(!run(&ctx, &talk("10:30 pm", serving, lunch, None)));
+        assert!(!run(&ctx, &talk("6:00 am", serving, lunch, None)));
+        let wait = DecideToReact {
+            name: "Mira Okafor".into(),
+            partner: "Tomas Reyes".into(),
+            time_text: "7:00 am".into(),
+            place: "Reyes house, bathroom".into(),
+            activity: "taking a shower in the bathroom".into(),
+            partner_activity: "taking a shower in the bathroom".into(),
+            memories: vec![],
+        };
+        assert_eq!(run(&ctx, &wait), ReactChoice::Wait);
+        assert_eq!(generated(&wait), ReactChoice::Wait);
+        let go_on = DecideToReact {
+            activity: serving.into(),
+            ..wait
+        };
+        assert_eq!(run(&ctx, &go_on), ReactChoice::KeepGoing);
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn a_conversation_runs_its_course_and_is_remembered() {
+        let ctx = context();
+        let people = [
+            (
+                "Mira Okafor",
+                "serving customers at Riverside Cafe (serving customers at the cafe counter)",
+                "Mira",
+            ),
+            (
+                "Priya Natarajan",
+                "having lunch at Riverside Cafe (eating lunch at a customer table)",
+                "Priya",
+            ),
+        ];
+        let mut lines: Vec<(String, String)> = Vec::new();
+        let mut ended = false;
+        for turn in 0..16 {
+            let (me, mine, first) = people[turn % 2];
+            let (partner, theirs, _) = people[(turn + 1) % 2];
+            let utterance = run(
+                &ctx,
+                &NextUtterance {
+                    identity: identity(first),
+                    name: me.into(),
+                    partner: partner.into(),
+                    time_text: "12:20 pm".into(),
+                    place: "Riverside Cafe, cafe".into(),
+                    activity: mine.into(),
+                    partner_activity: theirs.into(),
+                    relationship: "They know each other a little.".into(),
+                    memories: vec![],
+                    previous_chat: None,
+                    conversation: lines.clone(),
+                },
+            );
+            lines.push((me.to_string(), utterance.text));
+            if utterance.end {
+                ended = true;
+                break;
+            }
+        }
+        assert!(ended, "{lines:?}");
+        assert!((3..=6).contains(&lines.len()), "{lines:?}");
+        assert_eq!(
+            lines[0].1,
+            "Good afternoon, Priya! How is having lunch at Riverside Cafe going?"
+        );
+        assert!(
+            lines[1]
+                .1
+                .starts_with("Hi Mira! It's going well, thanks. I'm having lunch")
+        );
+        assert!(
+            lines[1]
+                .1
+                .contains("these days I'm studying for a chemistry exam"),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .last()
+                .is_some_and(|(_, l)| l.contains("It was good to talk"))
+        );
+
+        let summary = run(
+            &ctx,
+            &ConversationSummary {
+                name: "Mira Okafor".into(),
+                partner: "Priya Natarajan".into(),
+                conversation: lines.clone(),
+            },
+        );
+        assert!(summary.starts_with("conversing about "), "{summary}");
+        assert!(
+            summary.contains("Priya studying for a chemistry exam"),
+            "{summary}"
+        );
+
+        let planning = run(
+            &ctx,
+            &PlanningThoughtAfterChat {
+                name: "Mira Okafor".into(),
+                partner: "Priya Natarajan".into(),
+                conversation: lines.clone(),
+            },
+        );
+        assert_eq!(
+            planning,
+            "Mira should follow up with Priya Natarajan about studying for a chemistry exam."
+        );
+        let memo = run(
+            &ctx,
+            &MemoAfterChat {
+                name: "Mira Okafor".into(),
+                partner: "Priya Natarajan".into(),
+                conversation: lines,
+            },
+        );
+        assert_eq!(
+            memo,
+            "Mira found it interesting that Priya is studying for a chemistry exam."
+        );
+        let relationship = run(
+            &ctx,
+            &RelationshipSummary {
+                name: "Mira Okafor".into(),
+                partner: "Priya Natarajan".into(),
+                memories: vec![
+                    "Priya Natarajan is conversing about Priya studying for a chemistry exam"
+                        .into(),
+                ],
+            },
+        );
+        assert!(relationship.contains("talked recently"), "{relationship}");
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn reflection_questions_and_insights_cite_real_statements() {
+        let ctx = context();
+        let statements = strings(&[
+            "Mira Okafor is serving customers at Riverside Cafe",
+            "Mira should follow up with Priya Natarajan about studying for a chemistry exam.",
+            "Mira Okafor is having lunch at Riverside Cafe",
+            "coffee machine is brewing coffee",
+        ]);
+        let questions = run(
+            &ctx,
+            &FocalPoints {
+                name: "Mira Okafor".into(),
+                statements: statements.clone(),
+                count: 3,
+            },
+        );
+        assert_eq!(questions.len(), 3);
+        assert_eq!(
+            questions[0],
+            "What does Mira Okafor think of Priya Natarajan?"
+        );
+        let insights = run(
+            &ctx,
+            &InsightsWithEvidence {
+                name: "Mira Okafor".into(),
+                statements: statements.clone(),
+                count: 5,
+            },
+        );
+        assert!(!insights.is_empty() && insights.len() <= 5);
+        assert!(insights.iter().all(|i| !i.evidence.is_empty()
+            && i.evidence.iter().all(|e| *e < statements.len())));
+        assert_eq!(insights[0].evidence, vec![1]);
+        assert!(insights[0].text.contains("Priya Natarajan"));
+        let none = run(
+            &ctx,
+            &InsightsWithEvidence {
+                name: "Mira Okafor".into(),
+                statements: vec![],
+                count: 5,
+            },
+        );
+        assert_eq!(none.len(), 1);
+        assert!(none[0].evidence.is_empty());
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn identity_revision_carries_yesterday_into_today() {
+        let ctx = context();
+        let memories = strings(&[
+            "This is Mira Okafor's plan for Monday February 13: open the cafe",
+            "For Mira's planning: Mira should follow up with Priya Natarajan about studying for a chemistry exam.",
+            "Mira found it interesting that Priya is studying for a chemistry exam.",
+        ]);
+        let date = "Tuesday February 14";
+        let note = run(
+            &ctx,
+            &ReviseIdentityPlanNote {
+                name: "Mira Okafor".into(),
+                date_text: date.into(),
+                memories: memories.clone(),
+            },
+        );
+        assert_eq!(
+            note,
+            "I should follow up with Priya Natarajan about studying for a chemistry exam today, maybe over lunch at Riverside Cafe."
+        );
+        let feelings = run(
+            &ctx,
+            &ReviseIdentityFeelings {
+                name: "Mira Okafor".into(),
+                date_text: date.into(),
+                memories,
+            },
+        );
+        assert!(feelings.starts_with("I feel connected"), "{feelings}");
+        let previous = sheet("Mira").currently;
+        let currently = run(
+            &ctx,
+            &ReviseIdentityCurrently {
+                name: "Mira Okafor".into(),
+                date_text: date.into(),
+                previous: previous.clone(),
+                plan_note: note,
+                feelings: feelings.clone(),
+            },
+        );
+        assert_eq!(
+            currently,
+            format!(
+                "{previous} Today, Mira wants to follow up with Priya Natarajan about studying for a chemistry exam at lunch at Riverside Cafe."
+            )
+        );
+        // A quiet day still changes the status, and the status does not grow day after day.
+        let quiet = run(
+            &ctx,
+            &ReviseIdentityCurrently {
+                name: "Mira Okafor".into(),
+                date_text: "Wednesday February 15".into(),
+                previous: currently.clone(),
+                plan_note: "I will keep to my routine today.".into(),
+                feelings,
+            },
+        );
+        assert_ne!(quiet, currently);
+        assert!(quiet.starts_with(&previous), "{quiet}");
+        assert_eq!(quiet.matches("Today,").count(), 1);
+
+        let s = sheet("Mira");
+        let identity = identity("Mira").replace(&previous, &currently);
+        let goals = run(
+            &ctx,
+            &ReviseIdentityDailyReq {
+                identity,
+                first_name: "Mira".into(),
+                date_text: date.into(),
+                wake_up_hour: 6,
+                home: s.living_area.clone(),
+                workplace: s.workplace.clone(),
+            },
+        );
+        assert!((4..=6).contains(&goals.len()), "{goals:?}");
+        assert!(
+            goals
+                .iter()
+                .any(|g| g.contains("catch up with Priya Natarajan")),
+            "{goals:?}"
+        );
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn whispers_and_json_questions() {
+        let ctx = context();
+        let thought = run(
+            &ctx,
+            &WhisperThought {
+                name: "Sam Lindqvist".into(),
+                whisper: "you should play your new song tonight".into(),
+            },
+        );
+        assert_eq!(
+            thought,
+            "Sam Lindqvist thinks that they should play their new song tonight."
+        );
+        let example = json!({"mood": "happy", "score": 3});
+        let answer = run(
+            &ctx,
+            &JsonQuestion {
+                task: "How is the town?".into(),
+                example: example.clone(),
+                required_keys: vec!["mood".into()],
+            },
+        );
+        assert_eq!(answer, Some(example));
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn text_helpers() {
+        assert_eq!(split_minutes(60, 3), vec![20, 20, 20]);
+        assert_eq!(split_minutes(47, 3), vec![15, 15, 17]);
+        assert_eq!(split_minutes(10, 6), vec![5, 5]);
+        assert_eq!(split_minutes(3, 2), vec![3]);
+        assert_eq!(
+            wake_and_bed("goes to bed around 1 am, wakes up around 9 am"),
+            (9, 25)
+        );
+        assert_eq!(
+            wake_and_bed("goes to bed around midnight, wakes up around 8 am"),
+            (8, 24)
+        );
+        assert_eq!(wake_and_bed("loves mornings"), (7, 23));
+        assert_eq!(
+            work_hours("opens the cafe at 7 am. serves customers until 3 pm"),
+            (Some(7), Some(15))
+        );
+        assert_eq!(work_hours("works from 10 am to 5 pm"), (Some(10), Some(17)));
+        assert_eq!(
+            topic_phrase(
+                "Sam Lindqvist",
+                "Sam Lindqvist is writing a new song and wonders whether to perform it."
+            )
+            .as_deref(),
+            Some("writing a new song and I wonder whether to perform it")
+        );
+        assert_eq!(
+            topic_phrase(
+                "Elena Reyes",
+                "Elena Reyes is stuck on the last chapter of her mystery novel and is looking for inspiration."
+            )
+            .as_deref(),
+            Some("stuck on the last chapter of my mystery novel and I'm looking for inspiration")
+        );
+        assert_eq!(split_activity("a (b)"), ("a", Some("b")));
+        assert_eq!(split_activity("a (b) c"), ("a (b) c", None));
+        assert_eq!(
+            best_mention("the cafe kitchen", &strings(&["cafe", "cafe kitchen"])),
+            Some(1)
+        );
+        assert_eq!(best_mention("the bedroom", &strings(&["bed"])), None);
+    }
+}
