@@ -318,8 +318,8 @@ fn lockstep_with_slow_concurrent_answers_gives_the_same_town() {
     let slow =
         town_script::town_script_backend(9).with_latency(std::time::Duration::from_millis(1));
     let slow_client = LlmClient::new(Arc::new(slow));
-    let (_, a) = run_town(slow_client.clone(), 3, 9, 12);
-    let (_, b) = run_town(scripted_client(9), 3, 9, 12);
+    let (_, a) = run_town(slow_client.clone(), 3, 9, 16);
+    let (_, b) = run_town(scripted_client(9), 3, 9, 16);
     let a = a.trace.lock().unwrap().clone();
     let b = b.trace.lock().unwrap().clone();
     assert_eq!(a.len(), b.len());
