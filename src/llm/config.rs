@@ -483,7 +483,9 @@ impl LlmArgs {
     }
 }
 
-/// Builds the backend `config` asks for. See the [module docs](self) for how `auto` decides.
+/// Builds the backend `config` asks for: an explicit choice wins; `auto` picks HTTP when a base
+/// URL or an API key is configured, and otherwise the offline town script (a scripted backend,
+/// not a model).
 pub fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     match config.backend {
         BackendChoice::Scripted => Ok(Arc::new(town_script_backend(0))),
