@@ -44,6 +44,24 @@ impl Drop for TempDir {
     }
 }
 
+const HOURS: f64 = 16.0;
+const STEPS: u64 = 16 * 360;
+
+/// How many times `name`'s chat goes from none to some lines in `lines`.
+fn chat_starts(lines: &[MovementLine], name: &str) -> usize {
+    let mut chatting = false;
+    let mut starts = 0;
+    for line in lines {
+        if let Some(chat) = line.personas.get(name).and_then(|d| d.chat.as_ref()) {
+            if chat.is_some() && !chatting {
+                starts += 1;
+            }
+            chatting = chat.is_some();
+        }
+    }
+    starts
+}
+
 fn scripted_run(hours: f64, seed: u64, out: &Path) -> RunOptions {
     RunOptions::new(hours, out)
         .with_backend(BackendChoice::Scripted)
@@ -101,14 +119,15 @@ fn replay_checking_minimal_diffs(lines: &[MovementLine]) -> MovementReplay {
 }
 
 #[test]
-fn a_two_hour_run_writes_a_complete_minimal_reproducible_movement_log() {
+fn a_day_run_writes_a_complete_minimal_reproducible_movement_log() {
     let first = TempDir::new("seed7-a");
-    let report = run(&scripted_run(2.0, 7, first.path())).expect("run succeeds");
-    assert_eq!(report.steps, 720);
+    // 16 game hours: the personas sleep, wake, walk to work and talk over lunch.
+    let report = run(&scripted_run(HOURS, 7, first.path())).expect("run succeeds");
+    assert_eq!(report.steps, STEPS);
     assert_eq!(report.movement_path, first.path().join("movement.jsonl"));
 
     let log = read_movement_log(&report.movement_path).expect("the log validates");
-    assert_eq!(log.lines.len(), 720, "one line per step");
+    assert_eq!(log.lines.len() as u64, STEPS, "one line per step");
     let start = SimClock::default_start();
     for (i, line) in log.lines.iter().enumerate() {
         assert_eq!(line.step, i as u64);
@@ -142,17 +161,31 @@ fn a_two_hour_run_writes_a_complete_minimal_reproducible_movement_log() {
         names
     );
     assert_eq!(summary.run.personas.len(), 3);
-    assert_eq!(summary.run.steps, 720);
+    assert_eq!(summary.run.steps, STEPS);
     assert_eq!(summary.run.seed, 7);
     assert_eq!(summary.run.backend, "scripted");
     assert_eq!(summary.run.start, start);
-    assert_eq!(summary.run.end, start + chrono::Duration::hours(2));
+    assert_eq!(summary.run.end, start + chrono::Duration::hours(16));
     assert_eq!(
         report.minds_out, 0,
         "every thought landed before summarising"
     );
     for (name, persona) in &summary.personas {
-        assert!(persona.memory.is_some(), "{name}: mind was home");
+        assert!(
+            persona.memory.is_some_and(|m| m.events > 0),
+            "{name}: mind was home and remembers"
+        );
+        assert!(!persona.days.is_empty(), "{name} planned a day");
+        // The log shows a chat for exactly the personas that held conversations, and never
+        // more chat starts than conversations.
+        let starts = chat_starts(&log.lines, name);
+        assert_eq!(
+            starts > 0,
+            !persona.conversations.is_empty(),
+            "{name}: {starts} chats in the log, {} conversations",
+            persona.conversations.len()
+        );
+        assert!(starts <= persona.conversations.len(), "{name}");
         assert!(persona.currently.is_some(), "{name}");
         assert_eq!(persona.final_tile, report.final_frames[name].tile, "{name}");
         for day in &persona.days {
@@ -161,12 +194,28 @@ fn a_two_hour_run_writes_a_complete_minimal_reproducible_movement_log() {
         }
     }
 
+    assert!(
+        summary
+            .personas
+            .values()
+            .any(|p| !p.conversations.is_empty()),
+        "a conversation happened by 16:00, so the log shows a chat"
+    );
+    for name in &names {
+        let moves = log.lines[1..]
+            .iter()
+            .filter(|l| l.personas.get(*name).is_some_and(|d| d.tile.is_some()))
+            .count();
+        assert!(moves > 10, "{name} walked ({moves} tile changes)");
+    }
+
     // usage.json is the client's accounting, totals consistent with the kinds.
     let usage: UsageReport =
         serde_json::from_str(&std::fs::read_to_string(&report.usage_path).expect("usage.json"))
             .expect("usage parses");
     assert_eq!(usage, report.usage);
     assert_eq!(usage.backend, "scripted");
+    assert!(usage.totals.calls > 0 && !usage.kinds.is_empty());
     assert_eq!(
         usage.totals.calls,
         usage.kinds.values().map(|k| k.calls).sum::<u64>()
@@ -182,7 +231,7 @@ fn a_two_hour_run_writes_a_complete_minimal_reproducible_movement_log() {
 
     // The same seed gives the same bytes.
     let second = TempDir::new("seed7-b");
-    let again = run(&scripted_run(2.0, 7, second.path())).expect("second run");
+    let again = run(&scripted_run(HOURS, 7, second.path())).expect("second run");
     let a = std::fs::read(&report.movement_path).expect("first log");
     let b = std::fs::read(&again.movement_path).expect("second log");
     assert!(a == b, "same seed, different movement.jsonl");

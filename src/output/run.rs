@@ -42,6 +42,9 @@ pub const MAX_HOURS: f64 = 24.0 * 365.0;
 /// with its retries should take — and is stopped with [`RunError::Stalled`].
 const MIN_STALL_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// The pause between frames at a fixed speed (about 60 frames a second).
+const FIXED_SPEED_FRAME: Duration = Duration::from_millis(16);
+
 /// How often the progress bar's message (game time, LLM calls) is refreshed.
 const PROGRESS_REFRESH: Duration = Duration::from_millis(200);
 
@@ -60,6 +63,8 @@ pub struct RunOptions {
     pub personas_dir: Option<PathBuf>,
     /// Lockstep (wait for every thought; deterministic) or realtime (never wait).
     pub time_mode: TimeMode,
+    /// How fast game time runs; `None`: as fast as possible in Lockstep, 1× in Realtime.
+    pub speed: Option<SimSpeed>,
     /// The output folder (created when missing).
     pub out: PathBuf,
     /// The model configuration; `llm.backend` chooses the backend.
@@ -81,6 +86,7 @@ impl RunOptions {
             map: None,
             personas_dir: None,
             time_mode: TimeMode::Lockstep,
+            speed: None,
             out: out.into(),
             llm: LlmConfig::default(),
             progress: false,
@@ -159,6 +165,9 @@ pub struct RunArgs {
     /// lockstep (every step waits for every thought; reproducible) or realtime (never waits).
     #[arg(long = "time-mode", value_name = "MODE", value_parser = parse_time_mode, default_value = "lockstep")]
     pub time_mode: TimeMode,
+    /// Speed: 1, 2, 4, 8, 16, 32 (× real time) or max. Default: max in lockstep, 1 in realtime.
+    #[arg(long, value_name = "SPEED", value_parser = parse_run_speed)]
+    pub speed: Option<SimSpeed>,
     /// Output folder for movement.jsonl, summary.json and usage.json (created when missing).
     #[arg(long)]
     pub out: PathBuf,
@@ -191,6 +200,7 @@ impl RunArgs {
             map: self.map.clone(),
             personas_dir: self.personas_dir.clone(),
             time_mode: self.time_mode,
+            speed: self.speed,
             out: self.out.clone(),
             llm,
             progress: !self.no_progress,
@@ -210,6 +220,38 @@ pub fn parse_run_backend(text: &str) -> Result<BackendChoice, String> {
     match text.parse::<BackendChoice>()? {
         BackendChoice::Auto => Err("expected scripted, http or local".into()),
         choice => Ok(choice),
+    }
+}
+
+/// Parses `--speed`: `1`–`32` (with or without an `x`) or `max`. Paused is refused: the run
+/// would never end.
+pub fn parse_run_speed(text: &str) -> Result<SimSpeed, String> {
+    let text = text.trim().to_ascii_lowercase();
+    if text == "max" {
+        return Ok(SimSpeed::Max);
+    }
+    match text.strip_suffix('x').unwrap_or(&text) {
+        "1" => Ok(SimSpeed::X1),
+        "2" => Ok(SimSpeed::X2),
+        "4" => Ok(SimSpeed::X4),
+        "8" => Ok(SimSpeed::X8),
+        "16" => Ok(SimSpeed::X16),
+        "32" => Ok(SimSpeed::X32),
+        _ => Err(format!(
+            "unknown speed {text:?}: expected 1, 2, 4, 8, 16, 32 or max"
+        )),
+    }
+}
+
+impl RunOptions {
+    /// The speed the run uses: the chosen one, else max in Lockstep (a step waits for its
+    /// thoughts anyway) and 1× in Realtime (where "max" would outrun every thought).
+    pub fn effective_speed(&self) -> SimSpeed {
+        match (self.speed, self.time_mode) {
+            (Some(speed), _) => speed,
+            (None, TimeMode::Lockstep) => SimSpeed::Max,
+            (None, TimeMode::Realtime) => SimSpeed::X1,
+        }
     }
 }
 
@@ -304,6 +346,9 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     }
     // Validate the hours before touching the disk (the clock's default step is 10 s).
     options.total_steps(SimClock::default().sec_per_step())?;
+    if options.effective_speed() == SimSpeed::Paused {
+        return Err(RunError::Invalid("a paused run would never end".into()));
+    }
     std::fs::create_dir_all(&options.out).map_err(|source| RunError::Io {
         path: options.out.clone(),
         source,
@@ -328,13 +373,14 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let (first_step, start, total) = {
         let mut clock = app.world_mut().resource_mut::<SimClock>();
         clock.mode = options.time_mode;
-        clock.speed = SimSpeed::Max;
+        clock.speed = options.effective_speed();
         let total = options.total_steps(clock.sec_per_step())?;
         let first = clock.step();
         clock.stop_at_step = Some(first + total);
         (first, clock.now(), total)
     };
 
+    let speed = options.effective_speed();
     let progress = Progress::new(options.progress, total);
     let stall_timeout = stall_timeout(&options.llm);
     let began = Instant::now();
@@ -360,6 +406,10 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             break;
         }
         app.update();
+        if speed != SimSpeed::Max {
+            // A fixed speed owes steps by real time: don't spin between them.
+            std::thread::sleep(FIXED_SPEED_FRAME);
+        }
     }
     let wall = began.elapsed();
     let final_frames = persona_frames(app.world_mut());
@@ -547,6 +597,19 @@ mod tests {
         let options = args.to_options_with(no_env).expect("options");
         assert_eq!(options.llm.resolved_backend(), BackendChoice::Scripted);
         assert!(options.progress);
+        assert_eq!(options.effective_speed(), SimSpeed::Max);
+        let realtime = RunOptions {
+            time_mode: TimeMode::Realtime,
+            ..options.clone()
+        };
+        assert_eq!(realtime.effective_speed(), SimSpeed::X1);
+        let paused = RunOptions {
+            speed: Some(SimSpeed::Paused),
+            out: std::env::temp_dir().join(format!("bga-run-paused-{}", std::process::id())),
+            ..options
+        };
+        assert!(matches!(run(&paused), Err(RunError::Invalid(_))));
+        assert!(!paused.out.exists());
 
         let args = parse(&[
             "--hours",
@@ -614,6 +677,11 @@ mod tests {
         assert_eq!(parse_time_mode(" Realtime "), Ok(TimeMode::Realtime));
         assert!(parse_time_mode("").is_err());
         assert_eq!(parse_run_backend("LOCAL"), Ok(BackendChoice::Local));
+        assert_eq!(parse_run_speed("32x"), Ok(SimSpeed::X32));
+        assert_eq!(parse_run_speed(" MAX "), Ok(SimSpeed::Max));
+        assert!(parse_run_speed("paused").is_err());
+        assert!(parse_run_speed("3").is_err());
+        assert!(parse(&["--hours", "1", "--out", "o", "--speed", "0"]).is_err());
     }
 
     #[test]
