@@ -72,7 +72,7 @@ struct ClientInner {
 }
 
 /// A cheap-to-clone handle on a backend with a concurrency limit, a cache and usage
-/// accounting. See the [module docs](self).
+/// accounting. See the [`llm`](crate::llm) module docs.
 #[derive(Resource, Clone)]
 pub struct LlmClient {
     inner: Arc<ClientInner>,

@@ -136,7 +136,7 @@ fn swap_types(value: serde_json::Value) -> serde_json::Value {
 }
 
 /// Wraps a backend and corrupts a seeded fraction of its chat answers. See the
-/// [module docs](self).
+/// [`llm`](crate::llm) module docs.
 pub struct FaultyBackend {
     inner: Arc<dyn LlmBackend>,
     fraction: f64,

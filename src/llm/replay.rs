@@ -18,7 +18,7 @@ use super::cache::{
 };
 use super::usage::EMBED_KIND;
 
-/// Answers from a recorded cache file. See the [module docs](self).
+/// Answers from a recorded cache file. See the [`llm`](crate::llm) module docs.
 pub struct ReplayBackend {
     cache: ResponseCache,
     model: String,

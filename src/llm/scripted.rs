@@ -78,7 +78,7 @@ pub type Responder = Arc<dyn Fn(&ChatRequest, &mut ScriptRng) -> String + Send +
 /// Scores the options of a choice request of one kind (one score per option, higher wins).
 pub type Chooser = Arc<dyn Fn(&ChoiceRequest, &mut ScriptRng) -> Vec<f32> + Send + Sync>;
 
-/// Deterministic scripted backend. See the [module docs](self).
+/// Deterministic scripted backend. See the [`llm`](crate::llm) module docs.
 pub struct ScriptedBackend {
     seed: u64,
     responders: HashMap<String, Responder>,

@@ -323,8 +323,8 @@ impl Prompt for ActionEventTriple {
 }
 
 /// What the used object is doing while the persona uses it (`act_obj_description`), always
-/// "<object> is <state>" — a bare state is prefixed, a restated subject normalised.
-/// Fail-safe: "<object> is idle".
+/// `"<object> is <state>"` — a bare state is prefixed, a restated subject normalised.
+/// Fail-safe: `"<object> is idle"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectDescription {
     /// The persona's full name.

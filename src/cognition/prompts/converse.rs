@@ -190,7 +190,7 @@ impl Prompt for DecideToReact {
 }
 
 /// How the persona sees another, from what it remembers about them (SPEC §3.7). Output: at most
-/// 400 characters. Fail-safe: "<name> and <partner> know each other a little."
+/// 400 characters. Fail-safe: `"<name> and <partner> know each other a little."`
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RelationshipSummary {
     /// The persona.
@@ -243,7 +243,7 @@ pub struct Utterance {
 
 /// The next line of a persona-to-persona conversation (SPEC §3.7). The answer is JSON
 /// `{"utterance": "...", "end": true|false}` (found inside prose if need be; `end` may also be
-/// `"true"`/`"yes"`/`"false"`/`"no"` or 1/0); a leading "<speaker>:" is removed from the line.
+/// `"true"`/`"yes"`/`"false"`/`"no"` or 1/0); a leading `"<speaker>:"` is removed from the line.
 ///
 /// Fail-safe: a polite closing line with `end = true`, so a conversation always terminates.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -457,8 +457,8 @@ impl Prompt for ConversationSummary {
 }
 
 /// After a chat: what the persona should remember for planning (SPEC §3.7). The caller stores
-/// it as "For <name>'s planning: …". Output: at most 300 characters.
-/// Fail-safe: "<name> has nothing new to plan after talking with <partner>."
+/// it as `"For <name>'s planning: …"`. Output: at most 300 characters.
+/// Fail-safe: `"<name> has nothing new to plan after talking with <partner>."`
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlanningThoughtAfterChat {
     /// The persona.
@@ -501,7 +501,7 @@ impl Prompt for PlanningThoughtAfterChat {
 }
 
 /// After a chat: what the persona found memorable (SPEC §3.7). Output: at most 300
-/// characters. Fail-safe: "<name> had a conversation with <partner>."
+/// characters. Fail-safe: `"<name> had a conversation with <partner>."`
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoAfterChat {
     /// The persona.

@@ -91,7 +91,7 @@ impl Prompt for ReviseIdentityFeelings {
 }
 
 /// The persona's new status (`currently`), third person, with concrete times and places
-/// (SPEC §3.6). Fail-safe: the previous status, or "<name> is going about the day." when
+/// (SPEC §3.6). Fail-safe: the previous status, or `"<name> is going about the day."` when
 /// there was none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReviseIdentityCurrently {
@@ -234,7 +234,7 @@ impl Prompt for ReviseIdentityDailyReq {
 }
 
 /// An inner voice ("you want to open a bakery") rewritten as a third-person thought about the
-/// persona (SPEC §7, the original's whisper). Fail-safe: "<name> thinks: <whisper>".
+/// persona (SPEC §7, the original's whisper). Fail-safe: `"<name> thinks: <whisper>"`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WhisperThought {
     /// The persona's full name.

@@ -176,7 +176,7 @@ impl Prompt for DailyPlan {
 /// caller's). The caller merges duplicates, converts to minutes, and regenerates while there
 /// are fewer than 5 distinct activities.
 ///
-/// The answer is read as "<hour>: <activity>" lines; hours without am/pm that are not in the
+/// The answer is read as `"<hour>: <activity>"` lines; hours without am/pm that are not in the
 /// requested range but whose afternoon counterpart is are read as afternoon hours. When at
 /// least half the hours are given, missing ones repeat the previous hour's activity. An answer
 /// with no hour labels is accepted only when it has exactly one line per hour.
