@@ -261,8 +261,8 @@ fn output_errors_name_the_file() {
     assert!(matches!(err, RunError::Setup(_)), "{err:?}");
     assert!(err.to_string().contains("missing.tmx"), "{err}");
     assert!(
-        !dir.path().join("out").join("movement.jsonl").exists(),
-        "a failed run writes no log"
+        !dir.path().join("out").exists(),
+        "a run that cannot start creates nothing"
     );
 
     let err = run(&scripted_run(0.0, 1, &dir.path().join("zero"))).expect_err("zero hours");
