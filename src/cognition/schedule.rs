@@ -246,8 +246,9 @@ mod tests {
         let items = s(&[("sleeping", 360), ("morning routine", 60), ("work", 180)]);
         // First item of the day is sleep: only the block after the next hour's is considered.
         assert_eq!(blocks_to_decompose(&items, 0, 0, 60, 23), vec![1]);
-        // At 5:30 the next hour is the routine.
-        assert_eq!(blocks_to_decompose(&items, 330, 5, 60, 23), vec![1]);
+        // At 5:30, still in the first item: the block after the next hour's (work) and, as
+        // always before 23:00, the next hour's block itself (the routine).
+        assert_eq!(blocks_to_decompose(&items, 330, 5, 60, 23), vec![1, 2]);
         assert_eq!(blocks_to_decompose(&items, 420, 7, 60, 23), vec![2]);
         assert!(blocks_to_decompose(&items, 420, 23, 60, 23).is_empty());
     }
