@@ -99,6 +99,13 @@ fn agent_steps(c: &mut Criterion) {
         group.bench_function(BenchmarkId::from_parameter(n), |b| {
             b.iter_custom(|iters| run_steps(&mut app, iters));
         });
+        // Which part of the day was measured matters: night steps are cheaper than the morning.
+        let clock = app.world().resource::<SimClock>();
+        eprintln!(
+            "{n} personas: measured (with criterion's warm-up) up to step {}, {}",
+            clock.step(),
+            clock.now()
+        );
     }
     group.finish();
 }
