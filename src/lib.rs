@@ -60,6 +60,7 @@ pub mod headless;
 pub mod llm;
 pub mod memory;
 pub mod output;
+pub mod persist;
 pub mod persona;
 pub mod prompt;
 #[cfg(feature = "render")]

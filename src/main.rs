@@ -33,6 +33,36 @@ enum Command {
     Demo(DemoArgs),
     /// Simulate N game hours headless and write movement.jsonl, summary.json and usage.json.
     Run(RunArgs),
+    /// Copy a save to a new folder after validating it (the copy records its origin).
+    Fork {
+        /// The save to copy.
+        src: PathBuf,
+        /// The new folder (must not exist).
+        dst: PathBuf,
+    },
+    /// Play a run's movement.jsonl without any model, or validate it with --check.
+    Replay(ReplayArgs),
+    /// Write report.html, report.json and the charts for a run folder.
+    Report {
+        /// The run folder (holding movement.jsonl, summary.json and usage.json).
+        dir: PathBuf,
+    },
+}
+
+/// `smallville replay` flags.
+#[derive(clap::Args, Debug, Clone)]
+struct ReplayArgs {
+    /// The run folder holding movement.jsonl.
+    dir: PathBuf,
+    /// Playback speed, 1 to 32 (× real time).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=32))]
+    speed: u32,
+    /// Validate the log headless instead of playing it.
+    #[arg(long)]
+    check: bool,
+    /// The map to check tiles against (default: the run's save's map, else the default town).
+    #[arg(long)]
+    map: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -61,6 +91,9 @@ fn main() -> ExitCode {
     let args = match cli.command {
         Some(Command::Demo(args)) => args,
         Some(Command::Run(args)) => return run_command(&args),
+        Some(Command::Fork { src, dst }) => return fork_command(&src, &dst),
+        Some(Command::Replay(args)) => return replay_command(&args),
+        Some(Command::Report { dir }) => return report_command(&dir),
         None => cli.demo,
     };
     let llm = match args.llm.resolve() {
@@ -82,6 +115,81 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             error!("{err}");
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `smallville fork`: exit code 1 when the source is not a valid save or the copy fails.
+fn fork_command(src: &std::path::Path, dst: &std::path::Path) -> ExitCode {
+    match bevy_generative_agents::persist::fork_save(src, dst) {
+        Ok(meta) => {
+            println!(
+                "forked {} (step {}, {} personas) into {}",
+                src.display(),
+                meta.step,
+                meta.personas.len(),
+                dst.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `smallville replay`: `--check` validates headless; playing needs the window.
+fn replay_command(args: &ReplayArgs) -> ExitCode {
+    if !args.check {
+        eprintln!(
+            "error: playing a replay in the window is not available in this build yet; use \
+             `smallville replay {} --check` to validate the log (speed {} was asked for)",
+            args.dir.display(),
+            args.speed
+        );
+        return ExitCode::from(2);
+    }
+    match bevy_generative_agents::persist::check_replay(&args.dir, args.map.as_deref()) {
+        Ok(check) => {
+            println!(
+                "movement log OK: {} steps ({}-{}), {} personas, {} moves, {} chat lines{}",
+                check.lines,
+                check.steps.0,
+                check.steps.1,
+                check.personas.len(),
+                check.moves,
+                check.chat_updates,
+                if check.matches_save == Some(true) {
+                    "; ends exactly where the save does"
+                } else {
+                    ""
+                }
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `smallville report`: exit code 1 when the run folder is incomplete or unreadable.
+fn report_command(dir: &std::path::Path) -> ExitCode {
+    match bevy_generative_agents::persist::write_report(dir) {
+        Ok(report) => {
+            println!(
+                "wrote {} and {} ({} images)",
+                dir.join("report.html").display(),
+                dir.join("report.json").display(),
+                report.images.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
             eprintln!("error: {err}");
             ExitCode::FAILURE
         }

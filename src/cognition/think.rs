@@ -334,6 +334,14 @@ pub struct LandedThoughts {
     conversations: Vec<ConversationDone>,
 }
 
+impl LandedThoughts {
+    /// Whether no finished thought or conversation is waiting to be checked in (a save needs
+    /// this: a landed result holds a mind outside its persona).
+    pub fn is_empty(&self) -> bool {
+        self.thoughts.is_empty() && self.conversations.is_empty()
+    }
+}
+
 /// Conversations personas want to start, resolved at the start of the next step.
 #[derive(Resource, Debug, Default)]
 pub struct ChatIntents(pub Vec<(Entity, String)>);

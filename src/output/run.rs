@@ -25,6 +25,11 @@ use super::write_atomic;
 use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimSpeed, SimStep, TimeMode};
 use crate::headless::{DemoOptions, HeadlessError, build_headless_app};
 use crate::llm::{BackendChoice, LlmArgs, LlmClient, LlmConfig, UsageReport};
+use crate::persist::replay::RUN_SAVE_DIR;
+use crate::persist::report::{REPORT_HTML, write_report};
+use crate::persist::{
+    CacheMode, PersistError, SimSeed, build_app_from_save, client_with_cache_mode, save_world,
+};
 use crate::persona::{ActionView, Body, Persona};
 use crate::world::TownMap;
 
@@ -73,6 +78,15 @@ pub struct RunOptions {
     pub progress: bool,
     /// Install Bevy's log subscriber (the CLI does; tests don't).
     pub log: bool,
+    /// Resume from this save instead of spawning a fresh town (its map, personas, clock and
+    /// seed are used; `personas`, `personas_dir` and `seed` are ignored).
+    pub from: Option<PathBuf>,
+    /// Also save into `out/save` every this many steps (at the first frame boundary after).
+    pub save_every: Option<u64>,
+    /// Record every model answer to a file, or answer only from a recording.
+    pub cache: CacheMode,
+    /// Write `report.html`, `report.json` and the charts at the end.
+    pub report: bool,
 }
 
 impl RunOptions {
@@ -91,7 +105,23 @@ impl RunOptions {
             llm: LlmConfig::default(),
             progress: false,
             log: false,
+            from: None,
+            save_every: None,
+            cache: CacheMode::Off,
+            report: true,
         }
+    }
+
+    /// Resumes from the save in `dir` (builder style).
+    pub fn resuming(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.from = Some(dir.into());
+        self
+    }
+
+    /// Records or replays model answers (builder style).
+    pub fn with_cache(mut self, cache: CacheMode) -> Self {
+        self.cache = cache;
+        self
     }
 
     /// Chooses the backend (builder style).
@@ -174,6 +204,25 @@ pub struct RunArgs {
     /// Do not draw the progress bar.
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+    /// Resume from this save folder (e.g. a previous run's OUT/save) instead of a fresh town.
+    #[arg(long, value_name = "SAVE_DIR", conflicts_with_all = ["personas", "personas_dir"])]
+    pub from: Option<PathBuf>,
+    /// Also save into OUT/save every N steps (the final save is always written).
+    #[arg(long = "save-every", value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub save_every: Option<u64>,
+    /// Record every model answer into this JSON-lines file.
+    #[arg(
+        long = "record-cache",
+        value_name = "FILE",
+        conflicts_with = "replay_cache"
+    )]
+    pub record_cache: Option<PathBuf>,
+    /// Answer every prompt from this recording: no model is called.
+    #[arg(long = "replay-cache", value_name = "FILE")]
+    pub replay_cache: Option<PathBuf>,
+    /// Do not write report.html / report.json.
+    #[arg(long = "no-report")]
+    pub no_report: bool,
     /// The LLM flags.
     #[command(flatten)]
     pub llm: LlmArgs,
@@ -205,6 +254,14 @@ impl RunArgs {
             llm,
             progress: !self.no_progress,
             log: true,
+            from: self.from.clone(),
+            save_every: self.save_every,
+            cache: match (&self.record_cache, &self.replay_cache) {
+                (Some(path), _) => CacheMode::Record(path.clone()),
+                (None, Some(path)) => CacheMode::Replay(path.clone()),
+                (None, None) => CacheMode::Off,
+            },
+            report: !self.no_report,
         })
     }
 
@@ -293,6 +350,9 @@ pub enum RunError {
     /// The movement log could not be written.
     #[error(transparent)]
     Movement(#[from] MovementLogError),
+    /// A save could not be loaded or written.
+    #[error(transparent)]
+    Persist(#[from] PersistError),
     /// A report could not be serialised.
     #[error("{}: {source}", path.display())]
     Json {
@@ -336,12 +396,15 @@ pub struct RunReport {
     pub minds_out: usize,
     /// The LLM accounting, as written to `usage.json`.
     pub usage: UsageReport,
+    /// The save written at the end (`out/save`); `None` when minds were still out.
+    pub save_path: Option<PathBuf>,
+    /// `report.html`, when written.
+    pub report_path: Option<PathBuf>,
 }
 
 /// Runs the simulation described by `options` and writes its files. See the [module
 /// docs](self).
 pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
-    // With the feature, the backend itself says whether a model can be loaded.
     if !cfg!(feature = "local-llm") && options.llm.resolved_backend() == BackendChoice::Local {
         return Err(RunError::LocalBackendUnavailable);
     }
@@ -358,7 +421,34 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         personas_dir: options.personas_dir.clone(),
         llm: options.llm.clone(),
     };
-    let mut app = build_headless_app(&demo, options.log)?;
+    let client = client_with_cache_mode(&options.llm, &options.cache)?;
+    let (mut app, seed, map_path) = match &options.from {
+        Some(dir) => {
+            let (app, meta) = build_app_from_save(
+                dir,
+                &options.llm,
+                client,
+                options.map.as_deref(),
+                options.log,
+            )?;
+            let map = options.map.clone().unwrap_or(meta.map);
+            (app, meta.seed, map)
+        }
+        None => {
+            let mut app = build_headless_app(&demo, options.log)?;
+            if let Some(client) = client {
+                app.insert_resource(client);
+            }
+            app.insert_resource(SimSeed(options.seed));
+            let map = options
+                .map
+                .clone()
+                .unwrap_or_else(TownMap::default_town_path);
+            (app, options.seed, map)
+        }
+    };
+    let save_path = options.out.join(RUN_SAVE_DIR);
+    let mut last_save_step = app.world().resource::<SimClock>().step();
     // The folder is created only once the town, personas and backend are known to work.
     std::fs::create_dir_all(&options.out).map_err(|source| RunError::Io {
         path: options.out.clone(),
@@ -407,6 +497,20 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             break;
         }
         app.update();
+        if let Some(every) = options.save_every {
+            let step = app.world().resource::<SimClock>().step();
+            if step >= last_save_step.saturating_add(every) {
+                match save_world(app.world_mut(), &save_path) {
+                    Ok(_) => last_save_step = step,
+                    // Thoughts in flight (Realtime): try again at the next frame.
+                    Err(PersistError::Busy(_)) => {}
+                    Err(err) => {
+                        progress.finish();
+                        return Err(err.into());
+                    }
+                }
+            }
+        }
         if speed != SimSpeed::Max {
             // A fixed speed owes steps by real time: don't spin between them.
             std::thread::sleep(FIXED_SPEED_FRAME);
@@ -429,6 +533,14 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         warn!("{minds_out} persona(s) still thinking at the end: their memory counts are omitted");
     }
 
+    let saved = if minds_out == 0 {
+        save_world(app.world_mut(), &save_path)?;
+        Some(save_path)
+    } else {
+        warn!("no final save: {minds_out} persona(s) still thinking");
+        None
+    };
+
     let log = app
         .world_mut()
         .remove_resource::<MovementLog>()
@@ -448,7 +560,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let summary = RunSummary {
         run: RunMetadata {
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            seed: options.seed,
+            seed,
             hours: options.hours,
             steps: clock.step() - first_step,
             start,
@@ -456,10 +568,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             personas: personas.keys().cloned().collect(),
             backend,
             model,
-            map: options
-                .map
-                .clone()
-                .unwrap_or_else(TownMap::default_town_path),
+            map: map_path,
             time_mode: options.time_mode,
             wall_seconds: wall.as_secs_f64(),
         },
@@ -467,6 +576,17 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     };
     write_json(&summary_path, &summary)?;
     write_json(&usage_path, &usage)?;
+    let report_path = if options.report {
+        match write_report(&options.out) {
+            Ok(_) => Some(options.out.join(REPORT_HTML)),
+            Err(err) => {
+                warn!("the report could not be written: {err}");
+                None
+            }
+        }
+    } else {
+        None
+    };
 
     Ok(RunReport {
         movement_path,
@@ -477,6 +597,8 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         final_frames,
         minds_out,
         usage,
+        save_path: saved,
+        report_path,
     })
 }
 

@@ -1,0 +1,756 @@
+//! The save folder's documents and their conversion to and from the in-memory [`SaveData`].
+//!
+//! Encoding is deterministic (pretty JSON, ordered maps, shortest round-trip floats), so two
+//! saves of the same state are byte-identical except for `meta.json`'s `saved_at_unix`.
+//! Decoding is strict: unknown fields are refused, every field is required (a persona's
+//! `scratch.json` included, whose type otherwise tolerates gaps), and each error names the
+//! file and the field path (`personas/Ada Okafor/body.json: planned_path[3]: invalid type …`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDateTime;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::files::read_file;
+use super::{FORMAT_NAME, FORMAT_VERSION, PersistError};
+use crate::clock::TimeMode;
+use crate::memory::{
+    AssociativeMemory, AssociativeMemoryJson, EMBEDDINGS_FILE, KW_STRENGTH_FILE, NODES_FILE,
+    SpatialMemory,
+};
+use crate::persona::{ActionView, Body, Diary, MindState, Scratch};
+use crate::settings::AgentSettings;
+use crate::world::{TileCoord, TileEvent};
+
+/// `meta.json`.
+pub const META_FILE: &str = "meta.json";
+/// `settings.json`: the simulation's [`AgentSettings`].
+pub const SETTINGS_FILE: &str = "settings.json";
+/// `world/events.json`: every tile event on the map.
+pub const EVENTS_FILE: &str = "world/events.json";
+/// `pending.json`: work decided but not yet started (conversation intents).
+pub const PENDING_FILE: &str = "pending.json";
+/// The folder holding one sub-folder per persona.
+pub const PERSONAS_DIR: &str = "personas";
+/// A persona's scratch.
+pub const SCRATCH_FILE: &str = "scratch.json";
+/// A persona's spatial memory.
+pub const SPATIAL_FILE: &str = "spatial_memory.json";
+/// A persona's associative memory folder.
+pub const ASSOCIATIVE_DIR: &str = "associative_memory";
+/// A persona's body (tile, path, object event, last perceived tile).
+pub const BODY_FILE: &str = "body.json";
+/// A persona's visible action.
+pub const ACTION_FILE: &str = "action.json";
+/// A persona's diary.
+pub const DIARY_FILE: &str = "diary.json";
+/// A persona's random stream.
+pub const RNG_FILE: &str = "rng.json";
+
+/// The embedding model the memories were embedded with (SPEC §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingInfo {
+    /// The embedding model's name.
+    pub model: String,
+    /// The vectors' dimension (0 when nothing was embedded yet).
+    pub dim: usize,
+}
+
+/// `meta.json`: what the save is, and the clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaveMeta {
+    /// Always [`FORMAT_NAME`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] of the writer.
+    pub format_version: u32,
+    /// The crate version that wrote it.
+    pub crate_version: String,
+    /// Wall-clock time of the save (seconds since the Unix epoch). The only field that differs
+    /// between two saves of the same state.
+    pub saved_at_unix: u64,
+    /// The seed the simulation was started with.
+    pub seed: u64,
+    /// Steps taken so far.
+    pub step: u64,
+    /// Game time of step 0.
+    pub start: NaiveDateTime,
+    /// Game time of the next step (`start + step × sec_per_step`).
+    pub current_time: NaiveDateTime,
+    /// Game seconds per step.
+    pub sec_per_step: u32,
+    /// The clock's mode when saved.
+    pub time_mode: TimeMode,
+    /// The Tiled map the simulation runs on.
+    pub map: PathBuf,
+    /// The map's world name.
+    pub world: String,
+    /// The personas, in spawn order (one folder each under `personas/`).
+    pub personas: Vec<String>,
+    /// The embedding model and dimension of every memory.
+    pub embedding: EmbeddingInfo,
+    /// The save this one was forked from, if any.
+    pub forked_from: Option<PathBuf>,
+}
+
+/// `body.json`: a persona's [`Body`] plus the tile it last perceived from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BodyFile {
+    /// The current tile.
+    pub tile: TileCoord,
+    /// Tiles still to walk, next first.
+    pub planned_path: Vec<TileCoord>,
+    /// Whether the current action's path is planned.
+    pub path_set: bool,
+    /// The tile of the previous step.
+    pub previous_tile: TileCoord,
+    /// Where the persona's object event was placed, to turn idle next step.
+    pub object_event_at: Option<(TileCoord, String)>,
+    /// The tile the persona last looked around from (its percepts are otherwise rebuilt).
+    pub perceived_from: Option<TileCoord>,
+}
+
+/// `action.json`: a persona's [`ActionView`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionFile {
+    /// Where the action happens.
+    pub address: String,
+    /// What the persona is doing.
+    pub description: String,
+    /// The action as an emoji.
+    pub emoji: String,
+    /// The event on the persona's tile.
+    pub event: Option<TileEvent>,
+    /// The event of the object in use.
+    pub object_event: Option<TileEvent>,
+    /// The persona's home.
+    pub living_area: String,
+    /// The chat partner.
+    pub chatting_with: Option<String>,
+    /// The current chat's lines.
+    pub chat: Vec<(String, String)>,
+    /// When the current action ends.
+    pub end_time: Option<NaiveDateTime>,
+}
+
+impl ActionFile {
+    fn of(view: &ActionView) -> Self {
+        Self {
+            address: view.address.clone(),
+            description: view.description.clone(),
+            emoji: view.emoji.clone(),
+            event: view.event.clone(),
+            object_event: view.object_event.clone(),
+            living_area: view.living_area.clone(),
+            chatting_with: view.chatting_with.clone(),
+            chat: view.chat.clone(),
+            end_time: view.end_time,
+        }
+    }
+
+    fn into_view(self) -> ActionView {
+        ActionView {
+            address: self.address,
+            description: self.description,
+            emoji: self.emoji,
+            event: self.event,
+            object_event: self.object_event,
+            living_area: self.living_area,
+            chatting_with: self.chatting_with,
+            chat: self.chat,
+            end_time: self.end_time,
+        }
+    }
+}
+
+/// `rng.json`: the exact position of a persona's ChaCha8 stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RngFile {
+    /// The 32-byte seed as 64 hex digits.
+    pub seed: String,
+    /// The stream number.
+    pub stream: u64,
+    /// The position in the stream, in 32-bit words (a decimal string: it exceeds 64 bits).
+    pub word_pos: String,
+}
+
+impl RngFile {
+    /// The state of `rng`.
+    pub fn of(rng: &ChaCha8Rng) -> Self {
+        let seed: String = rng.get_seed().iter().map(|b| format!("{b:02x}")).collect();
+        Self {
+            seed,
+            stream: rng.get_stream(),
+            word_pos: rng.get_word_pos().to_string(),
+        }
+    }
+
+    /// The generator at exactly this position, or which field is wrong.
+    pub fn to_rng(&self) -> Result<ChaCha8Rng, (&'static str, String)> {
+        let bytes = self.seed.as_bytes();
+        if bytes.len() != 64 {
+            return Err(("seed", "expected 64 hex digits".into()));
+        }
+        let mut seed = [0u8; 32];
+        for (slot, pair) in seed.iter_mut().zip(bytes.chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).map_err(|_| ("seed", "not hex".to_owned()))?;
+            *slot = u8::from_str_radix(text, 16).map_err(|_| ("seed", "not hex".to_owned()))?;
+        }
+        let word_pos: u128 = self
+            .word_pos
+            .parse()
+            .map_err(|_| ("word_pos", format!("{:?} is not a number", self.word_pos)))?;
+        if word_pos >= 1 << 68 {
+            return Err(("word_pos", "beyond the 68-bit stream".into()));
+        }
+        let mut rng = ChaCha8Rng::from_seed(seed);
+        rng.set_stream(self.stream);
+        rng.set_word_pos(word_pos);
+        Ok(rng)
+    }
+}
+
+/// One tile's events in `world/events.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TileEvents {
+    /// The tile.
+    pub tile: TileCoord,
+    /// Its events, in the map's order.
+    pub events: Vec<TileEvent>,
+}
+
+/// `world/events.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsFile {
+    /// Every tile that has events, row by row.
+    pub tiles: Vec<TileEvents>,
+}
+
+/// `pending.json`: conversations a persona decided to start at the next step.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingFile {
+    /// `(initiator, target)` names, in the order they were decided.
+    pub chat_intents: Vec<(String, String)>,
+}
+
+/// One persona's saved state.
+#[derive(Debug, Clone)]
+pub struct PersonaSave {
+    /// The persona's name (its folder's name).
+    pub name: String,
+    /// Scratch, memories and random stream.
+    pub mind: MindState,
+    /// Tile and path.
+    pub body: Body,
+    /// The visible action.
+    pub view: ActionView,
+    /// The record for reports.
+    pub diary: Diary,
+    /// The tile its percepts were last gathered from.
+    pub perceived_from: Option<TileCoord>,
+}
+
+/// Borrowed views of one persona, for encoding without cloning its memory.
+#[derive(Debug, Clone, Copy)]
+pub struct PersonaRef<'a> {
+    /// Name.
+    pub name: &'a str,
+    /// Mind (must be home).
+    pub mind: &'a MindState,
+    /// Body.
+    pub body: &'a Body,
+    /// Visible action.
+    pub view: &'a ActionView,
+    /// Diary.
+    pub diary: &'a Diary,
+    /// The tile its percepts were last gathered from.
+    pub perceived_from: Option<TileCoord>,
+}
+
+/// A whole save in memory, validated.
+#[derive(Debug, Clone)]
+pub struct SaveData {
+    /// `meta.json`.
+    pub meta: SaveMeta,
+    /// `settings.json`.
+    pub settings: AgentSettings,
+    /// `world/events.json`.
+    pub events: EventsFile,
+    /// `pending.json`.
+    pub pending: PendingFile,
+    /// The personas, in `meta.personas` order.
+    pub personas: Vec<PersonaSave>,
+}
+
+impl SaveData {
+    /// The borrowed views of the personas.
+    pub fn persona_refs(&self) -> Vec<PersonaRef<'_>> {
+        self.personas
+            .iter()
+            .map(|p| PersonaRef {
+                name: &p.name,
+                mind: &p.mind,
+                body: &p.body,
+                view: &p.view,
+                diary: &p.diary,
+                perceived_from: p.perceived_from,
+            })
+            .collect()
+    }
+
+    /// The save's files (see [`encode`]).
+    pub fn encode(&self) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
+        encode(
+            &self.meta,
+            &self.settings,
+            &self.events,
+            &self.pending,
+            &self.persona_refs(),
+        )
+    }
+}
+
+/// Whether `name` can be a folder name on every platform we write to.
+pub fn check_persona_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("a persona name is empty".into());
+    }
+    if name.starts_with('.') || name.chars().any(|c| matches!(c, '/' | '\\' | ':' | '\0')) {
+        return Err(format!(
+            "persona name {name:?} cannot be a folder name (no '/', '\\', ':', leading '.')"
+        ));
+    }
+    Ok(())
+}
+
+/// A persona's folder, relative to the save.
+pub fn persona_dir(name: &str) -> PathBuf {
+    Path::new(PERSONAS_DIR).join(name)
+}
+
+fn to_json<T: Serialize + ?Sized>(file: &Path, value: &T) -> Result<Vec<u8>, PersistError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| PersistError::Invalid {
+        file: file.to_owned(),
+        field: String::new(),
+        message: format!("cannot serialise: {err}"),
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Every file of a save, paths relative to the save folder, in a fixed order (`meta.json`
+/// last, so a partially copied folder lacks it).
+pub fn encode(
+    meta: &SaveMeta,
+    settings: &AgentSettings,
+    events: &EventsFile,
+    pending: &PendingFile,
+    personas: &[PersonaRef<'_>],
+) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
+    let mut files = Vec::new();
+    let mut push = |path: PathBuf, bytes: Vec<u8>| files.push((path, bytes));
+    push(
+        SETTINGS_FILE.into(),
+        to_json(Path::new(SETTINGS_FILE), settings)?,
+    );
+    push(EVENTS_FILE.into(), to_json(Path::new(EVENTS_FILE), events)?);
+    push(
+        PENDING_FILE.into(),
+        to_json(Path::new(PENDING_FILE), pending)?,
+    );
+    for persona in personas {
+        check_persona_name(persona.name).map_err(|message| PersistError::Invalid {
+            file: META_FILE.into(),
+            field: "personas".into(),
+            message,
+        })?;
+        let dir = persona_dir(persona.name);
+        let file = |name: &str| dir.join(name);
+        push(
+            file(SCRATCH_FILE),
+            to_json(&file(SCRATCH_FILE), &persona.mind.scratch)?,
+        );
+        let spatial = persona
+            .mind
+            .spatial
+            .to_json()
+            .map_err(|source| PersistError::Memory {
+                path: file(SPATIAL_FILE),
+                source,
+            })?;
+        push(file(SPATIAL_FILE), to_json(&file(SPATIAL_FILE), &spatial)?);
+        let assoc_dir = dir.join(ASSOCIATIVE_DIR);
+        let memory = persona
+            .mind
+            .associative
+            .to_json_strings()
+            .map_err(|source| PersistError::Memory {
+                path: assoc_dir.clone(),
+                source,
+            })?;
+        for (name, mut text) in [
+            (NODES_FILE, memory.nodes),
+            (EMBEDDINGS_FILE, memory.embeddings),
+            (KW_STRENGTH_FILE, memory.kw_strength),
+        ] {
+            text.push('\n');
+            push(assoc_dir.join(name), text.into_bytes());
+        }
+        let body = BodyFile {
+            tile: persona.body.tile,
+            planned_path: persona.body.planned_path.iter().copied().collect(),
+            path_set: persona.body.path_set,
+            previous_tile: persona.body.previous_tile,
+            object_event_at: persona.body.object_event_at.clone(),
+            perceived_from: persona.perceived_from,
+        };
+        push(file(BODY_FILE), to_json(&file(BODY_FILE), &body)?);
+        push(
+            file(ACTION_FILE),
+            to_json(&file(ACTION_FILE), &ActionFile::of(persona.view))?,
+        );
+        push(file(DIARY_FILE), to_json(&file(DIARY_FILE), persona.diary)?);
+        push(
+            file(RNG_FILE),
+            to_json(&file(RNG_FILE), &RngFile::of(&persona.mind.rng))?,
+        );
+    }
+    push(META_FILE.into(), to_json(Path::new(META_FILE), meta)?);
+    Ok(files)
+}
+
+/// Parses `bytes` as `T`, naming the file and the field path on error.
+pub fn parse<T: DeserializeOwned>(file: &Path, bytes: &[u8]) -> Result<T, PersistError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let field = err.path().to_string();
+        let inner = err.into_inner();
+        PersistError::Invalid {
+            file: file.to_owned(),
+            field: if field == "." { String::new() } else { field },
+            message: describe_json_error(&inner),
+        }
+    })?;
+    de.end().map_err(|err| PersistError::Invalid {
+        file: file.to_owned(),
+        field: String::new(),
+        message: describe_json_error(&err),
+    })?;
+    Ok(value)
+}
+
+fn describe_json_error(err: &serde_json::Error) -> String {
+    if err.is_eof() {
+        format!("the file is truncated ({err})")
+    } else {
+        err.to_string()
+    }
+}
+
+/// Checks that every top-level field `T::default()` writes is present in `bytes`, for types
+/// whose serde attributes would otherwise fill gaps with defaults.
+fn require_all_fields<T: Serialize + Default>(
+    file: &Path,
+    bytes: &[u8],
+) -> Result<(), PersistError> {
+    let (Ok(serde_json::Value::Object(expected)), Ok(serde_json::Value::Object(found))) = (
+        serde_json::to_value(T::default()),
+        serde_json::from_slice::<serde_json::Value>(bytes),
+    ) else {
+        return Ok(());
+    };
+    match expected.keys().find(|key| !found.contains_key(*key)) {
+        Some(missing) => Err(PersistError::Invalid {
+            file: file.to_owned(),
+            field: missing.clone(),
+            message: format!("missing field `{missing}`"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Reads and validates the save at `root` (see the [module docs](self)). Loads nothing on
+/// error.
+pub fn decode(root: &Path) -> Result<SaveData, PersistError> {
+    let read =
+        |relative: &Path| -> Result<Vec<u8>, PersistError> { read_file(&root.join(relative)) };
+    let file_of = |relative: &Path| root.join(relative);
+
+    let meta_path = Path::new(META_FILE);
+    let meta: SaveMeta = parse(&file_of(meta_path), &read(meta_path)?)?;
+    validate_meta(&meta, &file_of(meta_path))?;
+
+    let settings_path = Path::new(SETTINGS_FILE);
+    let settings_bytes = read(settings_path)?;
+    let settings: AgentSettings = parse(&file_of(settings_path), &settings_bytes)?;
+    require_all_fields::<AgentSettings>(&file_of(settings_path), &settings_bytes)?;
+    let events_path = Path::new(EVENTS_FILE);
+    let events: EventsFile = parse(&file_of(events_path), &read(events_path)?)?;
+    let pending_path = Path::new(PENDING_FILE);
+    let pending: PendingFile = parse(&file_of(pending_path), &read(pending_path)?)?;
+    for (i, (from, to)) in pending.chat_intents.iter().enumerate() {
+        for (who, name) in [("0", from), ("1", to)] {
+            if !meta.personas.contains(name) {
+                return Err(PersistError::Invalid {
+                    file: file_of(pending_path),
+                    field: format!("chat_intents[{i}][{who}]"),
+                    message: format!("{name:?} is not a persona of this save"),
+                });
+            }
+        }
+    }
+
+    let mut personas = Vec::with_capacity(meta.personas.len());
+    for name in &meta.personas {
+        personas.push(decode_persona(root, name, &meta.embedding)?);
+    }
+    Ok(SaveData {
+        meta,
+        settings,
+        events,
+        pending,
+        personas,
+    })
+}
+
+fn validate_meta(meta: &SaveMeta, path: &Path) -> Result<(), PersistError> {
+    let invalid = |field: &str, message: String| PersistError::Invalid {
+        file: path.to_owned(),
+        field: field.to_owned(),
+        message,
+    };
+    if meta.format != FORMAT_NAME {
+        return Err(invalid(
+            "format",
+            format!("expected {FORMAT_NAME:?}, found {:?}", meta.format),
+        ));
+    }
+    if meta.format_version != FORMAT_VERSION {
+        return Err(invalid(
+            "format_version",
+            format!(
+                "this build reads version {FORMAT_VERSION}, the save is version {}",
+                meta.format_version
+            ),
+        ));
+    }
+    if meta.sec_per_step == 0 {
+        return Err(invalid("sec_per_step", "must be at least 1".into()));
+    }
+    let expected = i64::try_from(meta.step)
+        .ok()
+        .and_then(|s| s.checked_mul(i64::from(meta.sec_per_step)))
+        .and_then(|secs| {
+            meta.start
+                .checked_add_signed(chrono::Duration::seconds(secs))
+        });
+    if expected != Some(meta.current_time) {
+        return Err(invalid(
+            "current_time",
+            format!(
+                "{} is not start + step × sec_per_step ({})",
+                meta.current_time,
+                expected.map_or_else(|| "out of range".to_owned(), |t| t.to_string())
+            ),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, name) in meta.personas.iter().enumerate() {
+        check_persona_name(name).map_err(|m| invalid(&format!("personas[{i}]"), m))?;
+        if !seen.insert(name) {
+            return Err(invalid(
+                &format!("personas[{i}]"),
+                format!("{name:?} appears twice"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn decode_persona(
+    root: &Path,
+    name: &str,
+    embedding: &EmbeddingInfo,
+) -> Result<PersonaSave, PersistError> {
+    let dir = root.join(persona_dir(name));
+    let path = |file: &str| dir.join(file);
+
+    let scratch_bytes = read_file(&path(SCRATCH_FILE))?;
+    let scratch: Scratch = parse(&path(SCRATCH_FILE), &scratch_bytes)?;
+    require_all_fields::<Scratch>(&path(SCRATCH_FILE), &scratch_bytes)?;
+    if scratch.name != name {
+        return Err(PersistError::Invalid {
+            file: path(SCRATCH_FILE),
+            field: "name".into(),
+            message: format!("{:?} does not match its folder {name:?}", scratch.name),
+        });
+    }
+    let spatial_value: serde_json::Value =
+        parse(&path(SPATIAL_FILE), &read_file(&path(SPATIAL_FILE))?)?;
+    let spatial =
+        SpatialMemory::from_json(spatial_value).map_err(|source| PersistError::Memory {
+            path: path(SPATIAL_FILE),
+            source,
+        })?;
+
+    let assoc = dir.join(ASSOCIATIVE_DIR);
+    // Parsed here first so a truncated or mistyped document is reported with its path.
+    let document = |file: &str| -> Result<serde_json::Value, PersistError> {
+        let file_path = assoc.join(file);
+        parse(&file_path, &read_file(&file_path)?)
+    };
+    let json = AssociativeMemoryJson {
+        nodes: document(NODES_FILE)?,
+        embeddings: document(EMBEDDINGS_FILE)?,
+        kw_strength: document(KW_STRENGTH_FILE)?,
+    };
+    let associative =
+        AssociativeMemory::from_json(json).map_err(|source| PersistError::Memory {
+            path: assoc.clone(),
+            source,
+        })?;
+    let store = associative.embeddings();
+    let model_differs = !store.model().is_empty() && store.model() != embedding.model;
+    if !store.is_empty() && (model_differs || store.dim() != embedding.dim) {
+        return Err(PersistError::Invalid {
+            file: assoc.join(EMBEDDINGS_FILE),
+            field: "model".into(),
+            message: format!(
+                "embedded with {} ({} dimensions) but meta.json says {} ({} dimensions)",
+                store.model(),
+                store.dim(),
+                embedding.model,
+                embedding.dim
+            ),
+        });
+    }
+
+    let body: BodyFile = parse(&path(BODY_FILE), &read_file(&path(BODY_FILE))?)?;
+    let action: ActionFile = parse(&path(ACTION_FILE), &read_file(&path(ACTION_FILE))?)?;
+    let diary: Diary = parse(&path(DIARY_FILE), &read_file(&path(DIARY_FILE))?)?;
+    let rng_file: RngFile = parse(&path(RNG_FILE), &read_file(&path(RNG_FILE))?)?;
+    let rng = rng_file
+        .to_rng()
+        .map_err(|(field, message)| PersistError::Invalid {
+            file: path(RNG_FILE),
+            field: field.into(),
+            message,
+        })?;
+
+    Ok(PersonaSave {
+        name: name.to_owned(),
+        mind: MindState {
+            scratch,
+            associative,
+            spatial,
+            rng,
+        },
+        body: Body {
+            tile: body.tile,
+            planned_path: body.planned_path.into_iter().collect(),
+            path_set: body.path_set,
+            previous_tile: body.previous_tile,
+            object_event_at: body.object_event_at,
+        },
+        view: action.into_view(),
+        diary,
+        perceived_from: body.perceived_from,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::RngCore;
+
+    #[test]
+    fn rng_round_trips_mid_block() {
+        let mut rng = ChaCha8Rng::seed_from_u64(42);
+        rng.set_stream(7);
+        for _ in 0..5 {
+            rng.next_u32();
+        }
+        let file = RngFile::of(&rng);
+        let json = serde_json::to_string(&file).expect("json");
+        let back: RngFile = serde_json::from_str(&json).expect("parse");
+        let mut restored = back.to_rng().expect("rng");
+        assert_eq!(restored, rng);
+        let expected: Vec<u64> = (0..20).map(|_| rng.next_u64()).collect();
+        let got: Vec<u64> = (0..20).map(|_| restored.next_u64()).collect();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn bad_rng_fields_are_named() {
+        let good = RngFile::of(&ChaCha8Rng::seed_from_u64(1));
+        let short = RngFile {
+            seed: "ab".into(),
+            ..good.clone()
+        };
+        assert_eq!(short.to_rng().expect_err("short").0, "seed");
+        let hex = RngFile {
+            seed: "zz".repeat(32),
+            ..good.clone()
+        };
+        assert_eq!(hex.to_rng().expect_err("hex").0, "seed");
+        let pos = RngFile {
+            word_pos: "-1".into(),
+            ..good
+        };
+        assert_eq!(pos.to_rng().expect_err("pos").0, "word_pos");
+    }
+
+    #[test]
+    fn parse_errors_name_the_field_path() {
+        let file = Path::new("p/body.json");
+        let text = r#"{"tile":[1,2],"planned_path":[[1,2],["x",3]],"path_set":true,
+            "previous_tile":[1,2],"object_event_at":null,"perceived_from":null}"#;
+        let err = parse::<BodyFile>(file, text.as_bytes()).expect_err("bad tile");
+        let message = err.to_string();
+        assert!(message.contains("p/body.json"), "{message}");
+        assert!(message.contains("planned_path[1]"), "{message}");
+
+        let truncated = &text[..25];
+        let err = parse::<BodyFile>(file, truncated.as_bytes()).expect_err("truncated");
+        assert!(err.to_string().contains("truncated"), "{err}");
+
+        let missing = r#"{"tile":[1,2]}"#;
+        let err = parse::<BodyFile>(file, missing.as_bytes()).expect_err("missing");
+        assert!(err.to_string().contains("planned_path"), "{err}");
+
+        let trailing = format!("{text} x");
+        assert!(parse::<BodyFile>(file, trailing.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn scratch_must_have_every_field() {
+        let mut value = serde_json::to_value(Scratch::default()).expect("value");
+        if let serde_json::Value::Object(map) = &mut value {
+            map.remove("act_address");
+        }
+        let bytes = serde_json::to_vec(&value).expect("bytes");
+        let err = require_all_fields::<Scratch>(Path::new("s.json"), &bytes).expect_err("gap");
+        assert!(err.to_string().contains("act_address"), "{err}");
+        let full = serde_json::to_vec(&Scratch::default()).expect("bytes");
+        assert!(require_all_fields::<Scratch>(Path::new("s.json"), &full).is_ok());
+    }
+
+    #[test]
+    fn persona_names_must_be_folder_names() {
+        assert!(check_persona_name("Ada Okafor").is_ok());
+        for bad in ["", "  ", "../x", "a/b", ".hidden", "c:d"] {
+            assert!(check_persona_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Headless validation of a run's movement log: `smallville replay DIR --check`.
+//!
+//! [`check_replay`] reads `DIR/movement.jsonl` with the log's own validator (JSON shape,
+//! consecutive steps, increasing times, complete first entries), then replays it and checks
+//! what a window replay relies on: every tile is on the map, nobody moves more than one tile
+//! per step, and — when the run left a save in `DIR/save` at the log's end — the replay ends
+//! exactly where the simulation did (tile, emoji, action and chat of every persona).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::PersistError;
+use super::format::decode;
+use crate::output::run::MOVEMENT_FILE;
+use crate::output::{MovementReplay, PersonaFrame, read_movement_log};
+use crate::world::TownMap;
+
+/// The save folder a run leaves next to its log.
+pub const RUN_SAVE_DIR: &str = "save";
+
+/// What [`check_replay`] found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReplayCheck {
+    /// Lines (steps) in the log.
+    pub lines: usize,
+    /// First and last step.
+    pub steps: (u64, u64),
+    /// The personas, by name.
+    pub personas: Vec<String>,
+    /// Tile changes, summed over personas.
+    pub moves: u64,
+    /// Chat lines shown, summed over chat changes.
+    pub chat_updates: u64,
+    /// Whether the log's end was compared with a save at the same step (and matched).
+    pub matches_save: Option<bool>,
+}
+
+fn invalid(file: &Path, message: String) -> PersistError {
+    PersistError::Invalid {
+        file: file.to_owned(),
+        field: String::new(),
+        message,
+    }
+}
+
+/// Validates the movement log of the run folder `dir` (see the [module docs](self)). `map`
+/// overrides the map to check tiles against (default: the save's, else the default town).
+pub fn check_replay(dir: &Path, map: Option<&Path>) -> Result<ReplayCheck, PersistError> {
+    let path = dir.join(MOVEMENT_FILE);
+    let log = read_movement_log(&path).map_err(|err| invalid(&path, err.to_string()))?;
+    let (Some(first), Some(last)) = (log.first_step(), log.last_step()) else {
+        return Err(invalid(&path, "the log is empty".into()));
+    };
+    let save_dir = dir.join(RUN_SAVE_DIR);
+    let save = if save_dir.join(super::format::META_FILE).is_file() {
+        Some(decode(&save_dir)?)
+    } else {
+        None
+    };
+    let map_path: PathBuf = match (map, &save) {
+        (Some(p), _) => p.to_owned(),
+        (None, Some(save)) => save.meta.map.clone(),
+        (None, None) => TownMap::default_town_path(),
+    };
+    let town = TownMap::load_tmx(&map_path)?;
+
+    let mut replay = MovementReplay::new();
+    let mut moves = 0u64;
+    let mut chat_updates = 0u64;
+    for (index, line) in log.lines.iter().enumerate() {
+        let number = index + 1;
+        let before: BTreeMap<String, PersonaFrame> = replay.frames().clone();
+        replay.apply(line).map_err(|(who, field)| {
+            invalid(&path, format!("line {number}: {who} lacks {field}"))
+        })?;
+        for (name, delta) in &line.personas {
+            if let Some(tile) = delta.tile {
+                if !town.in_bounds(tile) {
+                    return Err(invalid(
+                        &path,
+                        format!(
+                            "line {number}: {name} at [{}, {}] is off the {}×{} map",
+                            tile.x,
+                            tile.y,
+                            town.width(),
+                            town.height()
+                        ),
+                    ));
+                }
+                if let Some(previous) = before.get(name) {
+                    let (dx, dy) = (
+                        (tile.x - previous.tile.x).abs(),
+                        (tile.y - previous.tile.y).abs(),
+                    );
+                    if dx + dy > 1 {
+                        return Err(invalid(
+                            &path,
+                            format!(
+                                "line {number}: {name} jumps from [{}, {}] to [{}, {}]",
+                                previous.tile.x, previous.tile.y, tile.x, tile.y
+                            ),
+                        ));
+                    }
+                    moves += 1;
+                }
+            }
+            if let Some(Some(chat)) = &delta.chat {
+                chat_updates += chat.len() as u64;
+            }
+        }
+    }
+
+    // A run's final save is taken after the last step: its clock is one step past the log.
+    let matches_save = match &save {
+        Some(save) if save.meta.step == last + 1 => {
+            let saved: BTreeMap<String, PersonaFrame> = save
+                .personas
+                .iter()
+                .map(|p| {
+                    (
+                        p.name.clone(),
+                        PersonaFrame::from_components(&p.body, &p.view),
+                    )
+                })
+                .collect();
+            if &saved != replay.frames() {
+                let who = saved
+                    .iter()
+                    .find(|(name, frame)| replay.frame(name) != Some(*frame))
+                    .map_or_else(|| "the persona list".to_owned(), |(n, _)| n.clone());
+                return Err(invalid(
+                    &path,
+                    format!(
+                        "the replay ends differently from the save in {}: {who}",
+                        save_dir.display()
+                    ),
+                ));
+            }
+            Some(true)
+        }
+        _ => None,
+    };
+    Ok(ReplayCheck {
+        lines: log.lines.len(),
+        steps: (first, last),
+        personas: replay.frames().keys().cloned().collect(),
+        moves,
+        chat_updates,
+        matches_save,
+    })
+}

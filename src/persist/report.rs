@@ -1,0 +1,1001 @@
+//! Run reports (SPEC §11): `report.html` with PNG charts, and the numbers as `report.json`.
+//!
+//! [`write_report`] reads a run folder — `summary.json`, `usage.json` and `movement.jsonl`, as
+//! `smallville run` writes them — and draws, with `plotters` on its bitmap backend:
+//! - `timeline-<date>.png` per game day: one row per persona, each action a coloured bar from
+//!   when it started to when it changed (colours by kind of activity: sleep, routine, meal,
+//!   work, social, leisure, other), hours on the axis;
+//! - `llm-usage.png`: model calls and tokens per prompt kind;
+//! - `conversations.png`: who talked with whom, line width by number of conversations.
+//!
+//! Text in the images needs a TrueType font: DejaVu Sans (installed by
+//! `scripts/install-deps.sh`, package `fonts-dejavu-core`) or the file named by
+//! `GA_REPORT_FONT`. Without one the charts are drawn without labels and the HTML says so;
+//! the HTML tables carry every label either way. Timelines come from the movement log (what
+//! each persona actually did, step by step), so they match a replay.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use chrono::{NaiveDate, NaiveDateTime, Timelike};
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use serde::{Deserialize, Serialize};
+
+use super::PersistError;
+use crate::llm::UsageReport;
+use crate::output::run::{MOVEMENT_FILE, SUMMARY_FILE, USAGE_FILE};
+use crate::output::{MovementLogData, RunSummary, read_movement_log};
+
+/// The HTML report's file name in the run folder.
+pub const REPORT_HTML: &str = "report.html";
+/// The numbers' file name in the run folder.
+pub const REPORT_JSON: &str = "report.json";
+/// The folder (inside the run folder) holding the charts.
+pub const IMAGES_DIR: &str = "report";
+/// At most this many game days get a timeline image (the latest ones).
+const MAX_TIMELINE_DAYS: usize = 14;
+
+/// Where a font is looked for, in order (after `GA_REPORT_FONT`).
+const FONT_PATHS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/Library/Fonts/Arial.ttf",
+    "C:\\Windows\\Fonts\\arial.ttf",
+];
+
+/// The font family name the charts use once a font is registered.
+const FONT: &str = "sans-serif";
+
+/// Registers a font with plotters once; whether text can be drawn.
+fn fonts_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        let candidates = std::env::var_os("GA_REPORT_FONT")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(FONT_PATHS.iter().map(PathBuf::from));
+        for path in candidates {
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            // Registered fonts live for the whole process (plotters wants `'static` data).
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok() {
+                return true;
+            }
+        }
+        bevy::log::warn!(
+            "no TrueType font found for report charts (install fonts-dejavu-core or set \
+             GA_REPORT_FONT); charts are drawn without labels"
+        );
+        false
+    })
+}
+
+/// A kind of activity, for colours and totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Category {
+    /// Sleeping.
+    Sleep,
+    /// Washing, dressing, tidying.
+    Routine,
+    /// Eating and drinking.
+    Meal,
+    /// Work and study.
+    Work,
+    /// Talking, meeting, waiting for someone.
+    Social,
+    /// Walks, reading, music, the pub.
+    Leisure,
+    /// Anything else, and no action yet.
+    Other,
+}
+
+impl Category {
+    /// Every category, in legend order.
+    pub const ALL: [Category; 7] = [
+        Category::Sleep,
+        Category::Routine,
+        Category::Meal,
+        Category::Work,
+        Category::Social,
+        Category::Leisure,
+        Category::Other,
+    ];
+
+    /// The category of an action description (`"act @ address"` or just the act).
+    pub fn of(description: &str) -> Self {
+        let act = description
+            .split(" @ ")
+            .next()
+            .unwrap_or(description)
+            .to_lowercase();
+        let tokens: Vec<&str> = act
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        // A keyword matches the start of a word ("teach" in "teaching", not "tea" in it);
+        // keywords with a space match the phrase.
+        let has = |words: &[&str]| {
+            words.iter().any(|w| {
+                if w.contains(' ') {
+                    act.contains(w)
+                } else {
+                    tokens.iter().any(|t| t.starts_with(w))
+                }
+            })
+        };
+        if act.trim().is_empty() {
+            Category::Other
+        } else if crate::persona::is_sleep_text(&act) || has(&["sleep", "nap", "asleep"]) {
+            Category::Sleep
+        } else if has(&["chat", "convers", "talk", "meet", "waiting for", "visit"]) {
+            Category::Social
+        } else if tokens.contains(&"tea")
+            || has(&[
+                "breakfast",
+                "lunch",
+                "dinner",
+                "eat",
+                "meal",
+                "snack",
+                "coffee",
+                "cook",
+            ])
+        {
+            Category::Meal
+        } else if has(&[
+            "shower", "brush", "dress", "wash", "ready", "routine", "tidy", "clean", "bath",
+            "groom", "toilet",
+        ]) {
+            Category::Routine
+        } else if has(&[
+            "work",
+            "teach",
+            "class",
+            "study",
+            "lectur",
+            "serv",
+            "writ",
+            "research",
+            "grade",
+            "shift",
+            "customer",
+            "stock",
+            "shelf",
+            "shelves",
+            "inventory",
+            "open",
+            "clos",
+            "prepar",
+            "email",
+            "office",
+            "paper",
+            "homework",
+            "lesson",
+        ]) {
+            Category::Work
+        } else if has(&[
+            "walk", "park", "read", "piano", "pub", "relax", "garden", "music", "dart", "game",
+            "drink", "stroll", "book", "errand", "grocer", "shop",
+        ]) {
+            Category::Leisure
+        } else {
+            Category::Other
+        }
+    }
+
+    /// The category's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Sleep => "sleep",
+            Category::Routine => "routine",
+            Category::Meal => "meal",
+            Category::Work => "work",
+            Category::Social => "social",
+            Category::Leisure => "leisure",
+            Category::Other => "other",
+        }
+    }
+
+    fn colour(self) -> RGBColor {
+        match self {
+            Category::Sleep => RGBColor(72, 84, 140),
+            Category::Routine => RGBColor(120, 180, 220),
+            Category::Meal => RGBColor(240, 170, 60),
+            Category::Work => RGBColor(200, 80, 70),
+            Category::Social => RGBColor(180, 90, 190),
+            Category::Leisure => RGBColor(90, 170, 90),
+            Category::Other => RGBColor(170, 170, 170),
+        }
+    }
+
+    fn css(self) -> String {
+        let RGBColor(r, g, b) = self.colour();
+        format!("#{r:02x}{g:02x}{b:02x}")
+    }
+}
+
+/// One stretch of a persona's log with the same action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    /// When it started.
+    pub start: NaiveDateTime,
+    /// When the next action started (or the log ended).
+    pub end: NaiveDateTime,
+    /// `"act @ address"`.
+    pub description: String,
+    /// Its category.
+    pub category: Category,
+}
+
+impl Segment {
+    fn minutes(&self) -> f64 {
+        (self.end - self.start).num_seconds() as f64 / 60.0
+    }
+}
+
+/// Each persona's actions over the log, in order.
+pub fn timelines(log: &MovementLogData) -> BTreeMap<String, Vec<Segment>> {
+    let step_secs = match (log.lines.first(), log.lines.get(1)) {
+        (Some(a), Some(b)) => (b.time - a.time).num_seconds().max(1),
+        _ => 10,
+    };
+    let Some(last) = log.lines.last() else {
+        return BTreeMap::new();
+    };
+    let end_of_log = last.time + chrono::Duration::seconds(step_secs);
+    let mut out: BTreeMap<String, Vec<Segment>> = BTreeMap::new();
+    for line in &log.lines {
+        for (name, delta) in &line.personas {
+            let Some(description) = &delta.description else {
+                continue;
+            };
+            let segments = out.entry(name.clone()).or_default();
+            if let Some(previous) = segments.last_mut() {
+                previous.end = line.time;
+            }
+            segments.push(Segment {
+                start: line.time,
+                end: end_of_log,
+                description: description.clone(),
+                category: Category::of(description),
+            });
+        }
+    }
+    for segments in out.values_mut() {
+        segments.retain(|s| s.end > s.start);
+    }
+    out
+}
+
+/// One persona's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PersonaReport {
+    /// Minutes per category over the log.
+    pub minutes_by_category: BTreeMap<Category, f64>,
+    /// The longest activities (act only, summed), longest first, at most 12.
+    pub top_activities: Vec<(String, f64)>,
+    /// Distinct actions started.
+    pub actions: usize,
+    /// Tiles walked (tile changes in the log).
+    pub tiles_walked: u64,
+    /// Conversations held (from the summary).
+    pub conversations: usize,
+    /// Reflections run (from the summary).
+    pub reflections: u32,
+}
+
+/// Model use of one prompt kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindNumbers {
+    /// Calls that reached the backend.
+    pub calls: u64,
+    /// Answers from the cache.
+    pub cache_hits: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Fail-safes used.
+    pub fail_safes: u64,
+}
+
+/// One conversation (each is listed once, not once per side).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationRow {
+    /// When it started.
+    pub start: NaiveDateTime,
+    /// The two personas, sorted.
+    pub between: (String, String),
+    /// Lines spoken.
+    pub lines: usize,
+    /// One line summing it up (the first side's).
+    pub summary: String,
+}
+
+/// Everything `report.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReportData {
+    /// First and last step of the log.
+    pub steps: (u64, u64),
+    /// Game time of the first and last step.
+    pub time: (NaiveDateTime, NaiveDateTime),
+    /// The backend and model.
+    pub backend: String,
+    /// The chat model.
+    pub model: String,
+    /// Per persona.
+    pub personas: BTreeMap<String, PersonaReport>,
+    /// Model use per prompt kind.
+    pub llm_kinds: BTreeMap<String, KindNumbers>,
+    /// Model use in total.
+    pub llm_totals: KindNumbers,
+    /// Conversations, oldest first.
+    pub conversations: Vec<ConversationRow>,
+    /// The images, relative to the run folder.
+    pub images: Vec<PathBuf>,
+    /// Whether the images have text (a font was found).
+    pub labelled: bool,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, PersistError> {
+    let bytes = super::files::read_file(path)?;
+    super::format::parse(path, &bytes)
+}
+
+fn numbers(u: &crate::llm::KindUsage) -> KindNumbers {
+    KindNumbers {
+        calls: u.calls,
+        cache_hits: u.cache_hits,
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        fail_safes: u.fail_safes,
+    }
+}
+
+/// Reads the run folder `dir`, writes the charts, `report.html` and `report.json`, and returns
+/// the numbers. See the [module docs](self).
+pub fn write_report(dir: &Path) -> Result<RunReportData, PersistError> {
+    let summary: RunSummary = read_json(&dir.join(SUMMARY_FILE))?;
+    let usage: UsageReport = read_json(&dir.join(USAGE_FILE))?;
+    let movement_path = dir.join(MOVEMENT_FILE);
+    let log = read_movement_log(&movement_path).map_err(|err| PersistError::Invalid {
+        file: movement_path.clone(),
+        field: String::new(),
+        message: err.to_string(),
+    })?;
+    let (Some(first), Some(last)) = (log.lines.first(), log.lines.last()) else {
+        return Err(PersistError::Invalid {
+            file: movement_path,
+            field: String::new(),
+            message: "the movement log is empty".into(),
+        });
+    };
+    let timelines = timelines(&log);
+
+    let mut personas = BTreeMap::new();
+    for (name, segments) in &timelines {
+        let mut minutes_by_category: BTreeMap<Category, f64> = BTreeMap::new();
+        let mut by_activity: BTreeMap<String, f64> = BTreeMap::new();
+        for s in segments {
+            *minutes_by_category.entry(s.category).or_default() += s.minutes();
+            let act = s.description.split(" @ ").next().unwrap_or("").to_owned();
+            *by_activity.entry(act).or_default() += s.minutes();
+        }
+        let mut top_activities: Vec<(String, f64)> = by_activity.into_iter().collect();
+        top_activities.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        top_activities.truncate(12);
+        let tiles_walked = log
+            .lines
+            .iter()
+            .skip(1)
+            .filter(|l| l.personas.get(name).is_some_and(|d| d.tile.is_some()))
+            .count() as u64;
+        let from_summary = summary.personas.get(name);
+        personas.insert(
+            name.clone(),
+            PersonaReport {
+                minutes_by_category,
+                top_activities,
+                actions: segments.len(),
+                tiles_walked,
+                conversations: from_summary.map_or(0, |p| p.conversations.len()),
+                reflections: from_summary.map_or(0, |p| p.reflections),
+            },
+        );
+    }
+
+    let mut seen = BTreeSet::new();
+    let mut conversations = Vec::new();
+    for (name, p) in &summary.personas {
+        for c in &p.conversations {
+            let between = if *name <= c.with {
+                (name.clone(), c.with.clone())
+            } else {
+                (c.with.clone(), name.clone())
+            };
+            if seen.insert((c.start, between.clone())) {
+                conversations.push(ConversationRow {
+                    start: c.start,
+                    between,
+                    lines: c.lines,
+                    summary: c.summary.clone(),
+                });
+            }
+        }
+    }
+    conversations.sort_by(|a, b| (a.start, &a.between).cmp(&(b.start, &b.between)));
+
+    let labelled = fonts_ready();
+    let images_dir = dir.join(IMAGES_DIR);
+    std::fs::create_dir_all(&images_dir).map_err(|source| PersistError::Io {
+        path: images_dir.clone(),
+        source,
+    })?;
+    let mut images = Vec::new();
+    let days: BTreeSet<NaiveDate> = log.lines.iter().map(|l| l.time.date()).collect();
+    let skip = days.len().saturating_sub(MAX_TIMELINE_DAYS);
+    for day in days.into_iter().skip(skip) {
+        let relative = Path::new(IMAGES_DIR).join(format!("timeline-{day}.png"));
+        draw_timeline(&dir.join(&relative), day, &timelines, labelled)?;
+        images.push(relative);
+    }
+    let relative = Path::new(IMAGES_DIR).join("llm-usage.png");
+    draw_usage(&dir.join(&relative), &usage, labelled)?;
+    images.push(relative);
+    let relative = Path::new(IMAGES_DIR).join("conversations.png");
+    let names: Vec<String> = timelines.keys().cloned().collect();
+    draw_conversations(&dir.join(&relative), &names, &conversations, labelled)?;
+    images.push(relative);
+
+    let data = RunReportData {
+        steps: (first.step, last.step),
+        time: (first.time, last.time),
+        backend: usage.backend.clone(),
+        model: usage.model.clone(),
+        personas,
+        llm_kinds: usage
+            .kinds
+            .iter()
+            .map(|(k, u)| (k.clone(), numbers(u)))
+            .collect(),
+        llm_totals: numbers(&usage.totals),
+        conversations,
+        images,
+        labelled,
+    };
+    let json_path = dir.join(REPORT_JSON);
+    let mut json = serde_json::to_vec_pretty(&data).map_err(|err| PersistError::Invalid {
+        file: json_path.clone(),
+        field: String::new(),
+        message: err.to_string(),
+    })?;
+    json.push(b'\n');
+    write_file(&json_path, &json)?;
+    let html = render_html(&data, &summary, &timelines);
+    write_file(&dir.join(REPORT_HTML), html.as_bytes())?;
+    Ok(data)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
+    crate::output::write_atomic(path, bytes).map_err(|source| PersistError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn chart_err(path: &Path) -> impl Fn(String) -> PersistError + '_ {
+    move |message| PersistError::Chart {
+        path: path.to_owned(),
+        message,
+    }
+}
+
+/// Draws `text` when a font is registered.
+fn label<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    labelled: bool,
+    text: &str,
+    at: (i32, i32),
+    size: u32,
+) -> Result<(), String> {
+    if !labelled {
+        return Ok(());
+    }
+    let style = TextStyle::from((FONT, size).into_font()).color(&BLACK);
+    area.draw(&Text::new(text.to_owned(), at, style))
+        .map_err(|e| e.to_string())
+}
+
+fn draw_timeline(
+    path: &Path,
+    day: NaiveDate,
+    timelines: &BTreeMap<String, Vec<Segment>>,
+    labelled: bool,
+) -> Result<(), PersistError> {
+    let err = chart_err(path);
+    let rows = timelines.len().max(1) as u32;
+    let (left, top, row_h, width) = (170i32, 50i32, 44i32, 1400u32);
+    let plot_w = width as i32 - left - 30;
+    let height = (top + row_h * rows as i32 + 70) as u32;
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    label(
+        &root,
+        labelled,
+        &format!("What everyone did on {day}"),
+        (left, 12),
+        20,
+    )
+    .map_err(&err)?;
+    let day_start = day.and_hms_opt(0, 0, 0).unwrap_or_default();
+    let x_of = |t: NaiveDateTime| -> i32 {
+        let secs = (t - day_start).num_seconds().clamp(0, 86_400);
+        left + (secs * i64::from(plot_w) / 86_400) as i32
+    };
+    for hour in 0..=24 {
+        let x = left + hour * plot_w / 24;
+        root.draw(&PathElement::new(
+            vec![(x, top - 4), (x, top + row_h * rows as i32)],
+            RGBColor(225, 225, 225),
+        ))
+        .map_err(|e| err(e.to_string()))?;
+        if hour % 2 == 0 {
+            label(
+                &root,
+                labelled,
+                &format!("{hour:02}"),
+                (x - 8, top + row_h * rows as i32 + 4),
+                13,
+            )
+            .map_err(&err)?;
+        }
+    }
+    for (i, (name, segments)) in timelines.iter().enumerate() {
+        let y0 = top + row_h * i as i32 + 6;
+        let y1 = y0 + row_h - 12;
+        label(&root, labelled, name, (8, y0 + 8), 15).map_err(&err)?;
+        for s in segments {
+            if s.end.date() < day || s.start.date() > day {
+                continue;
+            }
+            let (x0, x1) = (x_of(s.start), x_of(s.end));
+            if x1 <= x0 {
+                continue;
+            }
+            root.draw(&Rectangle::new(
+                [(x0, y0), (x1, y1)],
+                s.category.colour().filled(),
+            ))
+            .map_err(|e| err(e.to_string()))?;
+        }
+    }
+    // Legend.
+    let legend_y = top + row_h * rows as i32 + 28;
+    for (i, category) in Category::ALL.iter().enumerate() {
+        let x = left + i as i32 * 150;
+        root.draw(&Rectangle::new(
+            [(x, legend_y), (x + 18, legend_y + 14)],
+            category.colour().filled(),
+        ))
+        .map_err(|e| err(e.to_string()))?;
+        label(&root, labelled, category.name(), (x + 24, legend_y), 14).map_err(&err)?;
+    }
+    root.present().map_err(|e| err(e.to_string()))
+}
+
+fn draw_usage(path: &Path, usage: &UsageReport, labelled: bool) -> Result<(), PersistError> {
+    let err = chart_err(path);
+    let kinds: Vec<(&String, &crate::llm::KindUsage)> = usage.kinds.iter().collect();
+    let rows = kinds.len().max(1) as i32;
+    let (left, top, row_h, width) = (220i32, 50i32, 26i32, 1200u32);
+    let panel_w = (width as i32 - left - 60) / 2;
+    let height = (top + rows * row_h + 40) as u32;
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    let max_calls = kinds
+        .iter()
+        .map(|(_, u)| u.calls + u.cache_hits)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let max_tokens = kinds
+        .iter()
+        .map(|(_, u)| u.prompt_tokens + u.completion_tokens)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    label(
+        &root,
+        labelled,
+        "Model calls per prompt kind (grey: from cache)",
+        (left, 12),
+        16,
+    )
+    .map_err(&err)?;
+    label(
+        &root,
+        labelled,
+        "Tokens (prompt + completion)",
+        (left + panel_w + 40, 12),
+        16,
+    )
+    .map_err(&err)?;
+    for (i, (kind, u)) in kinds.iter().enumerate() {
+        let y0 = top + i as i32 * row_h;
+        let y1 = y0 + row_h - 6;
+        label(&root, labelled, kind, (8, y0 + 2), 13).map_err(&err)?;
+        let calls_w = (u.calls as i64 * panel_w as i64 / max_calls as i64) as i32;
+        let hits_w = (u.cache_hits as i64 * panel_w as i64 / max_calls as i64) as i32;
+        root.draw(&Rectangle::new(
+            [(left, y0), (left + calls_w.max(1), y1)],
+            RGBColor(70, 110, 190).filled(),
+        ))
+        .map_err(|e| err(e.to_string()))?;
+        if hits_w > 0 {
+            root.draw(&Rectangle::new(
+                [(left + calls_w, y0), (left + calls_w + hits_w, y1)],
+                RGBColor(190, 190, 190).filled(),
+            ))
+            .map_err(|e| err(e.to_string()))?;
+        }
+        label(
+            &root,
+            labelled,
+            &format!("{}", u.calls + u.cache_hits),
+            (left + calls_w + hits_w + 4, y0 + 2),
+            12,
+        )
+        .map_err(&err)?;
+        let x = left + panel_w + 40;
+        let tokens = u.prompt_tokens + u.completion_tokens;
+        let prompt_w = (u.prompt_tokens as i64 * panel_w as i64 / max_tokens as i64) as i32;
+        let completion_w = (u.completion_tokens as i64 * panel_w as i64 / max_tokens as i64) as i32;
+        root.draw(&Rectangle::new(
+            [(x, y0), (x + prompt_w.max(1), y1)],
+            RGBColor(90, 160, 110).filled(),
+        ))
+        .map_err(|e| err(e.to_string()))?;
+        root.draw(&Rectangle::new(
+            [(x + prompt_w, y0), (x + prompt_w + completion_w.max(1), y1)],
+            RGBColor(230, 150, 60).filled(),
+        ))
+        .map_err(|e| err(e.to_string()))?;
+        label(
+            &root,
+            labelled,
+            &format!("{tokens}"),
+            (x + prompt_w + completion_w + 4, y0 + 2),
+            12,
+        )
+        .map_err(&err)?;
+    }
+    root.present().map_err(|e| err(e.to_string()))
+}
+
+fn draw_conversations(
+    path: &Path,
+    names: &[String],
+    conversations: &[ConversationRow],
+    labelled: bool,
+) -> Result<(), PersistError> {
+    let err = chart_err(path);
+    let (width, height) = (800u32, 800u32);
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+    label(&root, labelled, "Who talked with whom", (20, 12), 20).map_err(&err)?;
+    let n = names.len().max(1) as f64;
+    let (cx, cy, r) = (400.0f64, 420.0f64, 280.0f64);
+    let position = |i: usize| -> (i32, i32) {
+        let angle = std::f64::consts::TAU * i as f64 / n - std::f64::consts::FRAC_PI_2;
+        ((cx + r * angle.cos()) as i32, (cy + r * angle.sin()) as i32)
+    };
+    let index: BTreeMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    let mut pairs: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+    for c in conversations {
+        if let (Some(&a), Some(&b)) = (
+            index.get(c.between.0.as_str()),
+            index.get(c.between.1.as_str()),
+        ) {
+            *pairs.entry((a.min(b), a.max(b))).or_default() += 1;
+        }
+    }
+    for (&(a, b), &count) in &pairs {
+        let style = ShapeStyle::from(&RGBColor(180, 90, 190)).stroke_width(1 + 2 * count.min(8));
+        root.draw(&PathElement::new(vec![position(a), position(b)], style))
+            .map_err(|e| err(e.to_string()))?;
+        let (pa, pb) = (position(a), position(b));
+        label(
+            &root,
+            labelled,
+            &format!("{count}"),
+            ((pa.0 + pb.0) / 2 + 6, (pa.1 + pb.1) / 2 - 6),
+            16,
+        )
+        .map_err(&err)?;
+    }
+    for (i, name) in names.iter().enumerate() {
+        let (x, y) = position(i);
+        root.draw(&Circle::new((x, y), 14, RGBColor(72, 84, 140).filled()))
+            .map_err(|e| err(e.to_string()))?;
+        label(&root, labelled, name, (x - 50, y + 20), 15).map_err(&err)?;
+    }
+    root.present().map_err(|e| err(e.to_string()))
+}
+
+/// Escapes text for HTML.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn hm(minutes: f64) -> String {
+    let m = minutes.round() as i64;
+    format!("{}:{:02}", m / 60, m % 60)
+}
+
+fn render_html(
+    data: &RunReportData,
+    summary: &RunSummary,
+    timelines: &BTreeMap<String, Vec<Segment>>,
+) -> String {
+    use std::fmt::Write as _;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Run report</title>\n\
+         <style>body{{font-family:sans-serif;margin:2em;max-width:1450px}}\
+         table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;\
+         padding:3px 8px;text-align:left}}th{{background:#eee}}img{{max-width:100%;\
+         border:1px solid #ddd;margin:0.5em 0}}.sw{{display:inline-block;width:12px;\
+         height:12px;margin-right:4px}}</style></head><body>\n"
+    );
+    let _ = writeln!(
+        h,
+        "<h1>Run report</h1>\n<p>Steps {}–{} ({} – {}), backend <b>{}</b>, model <b>{}</b>, \
+         {} personas, seed {}.</p>",
+        data.steps.0,
+        data.steps.1,
+        data.time.0,
+        data.time.1,
+        escape_html(&data.backend),
+        escape_html(&data.model),
+        data.personas.len(),
+        summary.run.seed
+    );
+    if data.backend == "scripted" {
+        h.push_str(
+            "<p><i>The backend was the offline scripted town script — canned, deterministic \
+             answers, not a language model.</i></p>\n",
+        );
+    }
+    if !data.labelled {
+        h.push_str(
+            "<p><i>No TrueType font was found, so the charts have no labels; the tables \
+             below have every number.</i></p>\n",
+        );
+    }
+    h.push_str("<h2>Each persona's day</h2>\n<p>");
+    for c in Category::ALL {
+        let _ = write!(
+            h,
+            "<span class=\"sw\" style=\"background:{}\"></span>{} &nbsp; ",
+            c.css(),
+            c.name()
+        );
+    }
+    h.push_str("</p>\n");
+    for image in data.images.iter().filter(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("timeline"))
+    }) {
+        let _ = writeln!(
+            h,
+            "<img src=\"{}\" alt=\"timeline\">",
+            escape_html(&image.to_string_lossy())
+        );
+    }
+    h.push_str(
+        "<table><tr><th>persona</th><th>actions</th><th>tiles walked</th>\
+         <th>conversations</th><th>reflections</th>",
+    );
+    for c in Category::ALL {
+        let _ = write!(h, "<th>{}</th>", c.name());
+    }
+    h.push_str("</tr>\n");
+    for (name, p) in &data.personas {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            escape_html(name),
+            p.actions,
+            p.tiles_walked,
+            p.conversations,
+            p.reflections
+        );
+        for c in Category::ALL {
+            let _ = write!(
+                h,
+                "<td>{}</td>",
+                hm(p.minutes_by_category.get(&c).copied().unwrap_or(0.0))
+            );
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    for (name, segments) in timelines {
+        let _ = writeln!(
+            h,
+            "<details><summary>{} — {} actions</summary><table><tr><th>from</th><th>to</th>\
+             <th>action</th></tr>",
+            escape_html(name),
+            segments.len()
+        );
+        for s in segments {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td><span class=\"sw\" style=\"background:{}\">\
+                 </span>{}</td></tr>",
+                s.start.format("%a %H:%M"),
+                s.end.format("%a %H:%M"),
+                s.category.css(),
+                escape_html(&s.description)
+            );
+        }
+        h.push_str("</table></details>\n");
+    }
+
+    h.push_str("<h2>Model calls and tokens per prompt kind</h2>\n");
+    for image in data.images.iter().filter(|p| p.ends_with("llm-usage.png")) {
+        let _ = writeln!(
+            h,
+            "<img src=\"{}\" alt=\"usage\">",
+            escape_html(&image.to_string_lossy())
+        );
+    }
+    h.push_str(
+        "<table><tr><th>kind</th><th>calls</th><th>cache hits</th><th>prompt tokens</th>\
+         <th>completion tokens</th><th>fail-safes</th></tr>\n",
+    );
+    let rows = data
+        .llm_kinds
+        .iter()
+        .map(|(k, n)| (k.as_str(), n))
+        .chain(std::iter::once(("total", &data.llm_totals)));
+    for (kind, n) in rows {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape_html(kind),
+            n.calls,
+            n.cache_hits,
+            n.prompt_tokens,
+            n.completion_tokens,
+            n.fail_safes
+        );
+    }
+    h.push_str("</table>\n<h2>Conversations</h2>\n");
+    for image in data
+        .images
+        .iter()
+        .filter(|p| p.ends_with("conversations.png"))
+    {
+        let _ = writeln!(
+            h,
+            "<img src=\"{}\" alt=\"conversations\" style=\"max-width:600px\">",
+            escape_html(&image.to_string_lossy())
+        );
+    }
+    h.push_str("<table><tr><th>when</th><th>between</th><th>lines</th><th>summary</th></tr>\n");
+    for c in &data.conversations {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{} — {}</td><td>{}</td><td>{}</td></tr>",
+            c.start.format("%a %H:%M"),
+            escape_html(&c.between.0),
+            escape_html(&c.between.1),
+            c.lines,
+            escape_html(&c.summary)
+        );
+    }
+    if data.conversations.is_empty() {
+        h.push_str("<tr><td colspan=\"4\">none</td></tr>\n");
+    }
+    h.push_str("</table>\n</body></html>\n");
+    h
+}
+
+/// The hour of day of `time` as a fraction (for tests and axis maths).
+pub fn hour_of_day(time: NaiveDateTime) -> f64 {
+    f64::from(time.hour()) + f64::from(time.minute()) / 60.0 + f64::from(time.second()) / 3600.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::parse_movement_log;
+
+    fn log(text: &str) -> MovementLogData {
+        parse_movement_log(std::io::Cursor::new(text)).expect("valid log")
+    }
+
+    #[test]
+    fn categories_follow_the_words() {
+        assert_eq!(Category::of("sleeping @ w:h:bedroom:bed"), Category::Sleep);
+        assert_eq!(
+            Category::of("having breakfast @ w:h:kitchen"),
+            Category::Meal
+        );
+        assert_eq!(
+            Category::of("teaching a class @ w:c:classroom"),
+            Category::Work
+        );
+        assert_eq!(
+            Category::of("chatting with Bo @ w:p:park"),
+            Category::Social
+        );
+        assert_eq!(
+            Category::of("taking a shower @ w:h:bathroom"),
+            Category::Routine
+        );
+        assert_eq!(
+            Category::of("walking in the park @ w:p:park"),
+            Category::Leisure
+        );
+        assert_eq!(Category::of(""), Category::Other);
+        assert_eq!(Category::of("pondering @ x"), Category::Other);
+    }
+
+    #[test]
+    fn timelines_cut_segments_where_the_action_changes() {
+        let text = concat!(
+            r#"{"step":0,"time":"2023-02-13T07:00:00","personas":{"A":{"tile":[1,1],"emoji":"z","description":"sleeping @ b","chat":null}}}"#,
+            "\n",
+            r#"{"step":1,"time":"2023-02-13T07:00:10","personas":{"A":{"tile":[1,2]}}}"#,
+            "\n",
+            r#"{"step":2,"time":"2023-02-13T07:00:20","personas":{"A":{"description":"eating breakfast @ k"}}}"#,
+            "\n",
+            r#"{"step":3,"time":"2023-02-13T07:00:30","personas":{}}"#,
+            "\n"
+        );
+        let t = timelines(&log(text));
+        let a = t.get("A").expect("A");
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].category, Category::Sleep);
+        assert_eq!((a[0].end - a[0].start).num_seconds(), 20);
+        assert_eq!(a[1].category, Category::Meal);
+        // The last action lasts until one step after the last line.
+        assert_eq!((a[1].end - a[1].start).num_seconds(), 20);
+        assert!((hour_of_day(a[1].start) - (7.0 + 20.0 / 3600.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn html_is_escaped() {
+        assert_eq!(
+            escape_html("<a href='x'>&\"</a>"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;"
+        );
+        assert_eq!(hm(61.4), "1:01");
+    }
+}

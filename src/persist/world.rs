@@ -1,0 +1,551 @@
+//! Between the ECS and the save format: capturing a world into files, applying a decoded save
+//! to a world, the Bevy-side requests, and building a headless app from a save.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use bevy::log::LogPlugin;
+use bevy::prelude::*;
+
+use super::files::{SaveFiles, recover_interrupted_save, write_folder_atomic};
+use super::format::{
+    EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta, TileEvents, decode,
+    encode,
+};
+use super::{FORMAT_NAME, FORMAT_VERSION, PersistError};
+use crate::clock::{AwaitingCognition, SimClock, SimSpeed, TimeMode};
+use crate::cognition::think::LandedThoughts;
+use crate::cognition::{ChatIntents, Percepts};
+use crate::llm::{LlmClient, LlmConfig, LlmPlugin, build_client};
+use crate::persona::{ActionView, Body, Diary, Mind, Persona};
+use crate::settings::AgentSettings;
+use crate::world::{TileCoord, TileEvent, TownMap};
+
+/// The seed the simulation was started with, recorded in saves. Headless runs insert it; a
+/// world without it saves seed 0.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimSeed(pub u64);
+
+/// Asks the [`PersistPlugin`] to save the simulation into `dir` (see the [module
+/// docs](super) for when it happens).
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct SaveRequest {
+    /// The save folder (replaced as a whole).
+    pub dir: PathBuf,
+}
+
+/// Asks the [`PersistPlugin`] to replace the simulation by the save in `dir`. Thoughts in
+/// flight are cancelled. A save that fails to load changes nothing.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct LoadRequest {
+    /// The save folder.
+    pub dir: PathBuf,
+}
+
+/// What became of a [`SaveRequest`] or [`LoadRequest`].
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub enum PersistOutcome {
+    /// The simulation was saved at `step`.
+    Saved {
+        /// The folder.
+        dir: PathBuf,
+        /// The clock's step.
+        step: u64,
+    },
+    /// The save was loaded; the clock is at `step`.
+    Loaded {
+        /// The folder.
+        dir: PathBuf,
+        /// The clock's step.
+        step: u64,
+    },
+    /// The request failed; nothing changed.
+    Failed {
+        /// The folder.
+        dir: PathBuf,
+        /// Why.
+        error: String,
+    },
+}
+
+/// A save waiting for minds to come home, and the speed to restore afterwards.
+#[derive(Resource, Debug, Default)]
+struct PendingSave {
+    dir: Option<PathBuf>,
+    resume_speed: Option<SimSpeed>,
+}
+
+/// Adds [`SaveRequest`], [`LoadRequest`] and [`PersistOutcome`] and the system that serves
+/// them at the end of each frame (in [`Last`]), after the clock's driver.
+#[derive(Debug, Default)]
+pub struct PersistPlugin;
+
+impl Plugin for PersistPlugin {
+    fn build(&self, app: &mut App) {
+        app.add_message::<SaveRequest>()
+            .add_message::<LoadRequest>()
+            .add_message::<PersistOutcome>()
+            .init_resource::<PendingSave>()
+            .add_systems(Last, serve_persist_requests);
+    }
+}
+
+/// Serves the frame's requests: a load at once; a save at once when no mind is out, otherwise
+/// the clock is paused until the thoughts have landed (the driver keeps collecting them).
+fn serve_persist_requests(world: &mut World) {
+    let loads: Vec<LoadRequest> = world
+        .get_resource_mut::<Messages<LoadRequest>>()
+        .map(|mut m| m.drain().collect())
+        .unwrap_or_default();
+    let saves: Vec<SaveRequest> = world
+        .get_resource_mut::<Messages<SaveRequest>>()
+        .map(|mut m| m.drain().collect())
+        .unwrap_or_default();
+    let mut outcomes = Vec::new();
+    if let Some(request) = loads.into_iter().last() {
+        let outcome = match load_into_world(world, &request.dir) {
+            Ok(meta) => {
+                info!("loaded {} at step {}", request.dir.display(), meta.step);
+                PersistOutcome::Loaded {
+                    dir: request.dir,
+                    step: meta.step,
+                }
+            }
+            Err(err) => {
+                error!("load failed: {err}");
+                PersistOutcome::Failed {
+                    dir: request.dir,
+                    error: err.to_string(),
+                }
+            }
+        };
+        outcomes.push(outcome);
+    }
+    let mut pending = world.remove_resource::<PendingSave>().unwrap_or_default();
+    if let Some(request) = saves.into_iter().last() {
+        pending.dir = Some(request.dir);
+    }
+    if let Some(dir) = pending.dir.clone() {
+        match saveable(world) {
+            Ok(()) => {
+                pending.dir = None;
+                let outcome = match save_world(world, &dir) {
+                    Ok(meta) => PersistOutcome::Saved {
+                        dir,
+                        step: meta.step,
+                    },
+                    Err(err) => {
+                        error!("save failed: {err}");
+                        PersistOutcome::Failed {
+                            dir,
+                            error: err.to_string(),
+                        }
+                    }
+                };
+                outcomes.push(outcome);
+                if let Some(speed) = pending.resume_speed.take()
+                    && let Some(mut clock) = world.get_resource_mut::<SimClock>()
+                {
+                    clock.speed = speed;
+                }
+            }
+            Err(_) => {
+                // Realtime with thoughts in flight: hold the clock until they land.
+                if let Some(mut clock) = world.get_resource_mut::<SimClock>()
+                    && pending.resume_speed.is_none()
+                {
+                    pending.resume_speed = Some(clock.speed);
+                    clock.speed = SimSpeed::Paused;
+                }
+            }
+        }
+    }
+    world.insert_resource(pending);
+    if let Some(mut messages) = world.get_resource_mut::<Messages<PersistOutcome>>() {
+        for outcome in outcomes {
+            messages.write(outcome);
+        }
+    }
+}
+
+/// `Ok` when the world can be saved now: no persona awaiting cognition, no landed thought
+/// waiting to be checked in, every mind home.
+fn saveable(world: &mut World) -> Result<(), PersistError> {
+    let awaiting = world
+        .query_filtered::<(), With<AwaitingCognition>>()
+        .iter(world)
+        .count();
+    if awaiting > 0 {
+        return Err(PersistError::Busy(format!(
+            "{awaiting} persona(s) are thinking"
+        )));
+    }
+    if world
+        .get_resource::<LandedThoughts>()
+        .is_some_and(|landed| !landed.is_empty())
+    {
+        return Err(PersistError::Busy(
+            "finished thoughts are waiting to be checked in".into(),
+        ));
+    }
+    let out: Vec<String> = world
+        .query_filtered::<(&Name, &Mind), With<Persona>>()
+        .iter(world)
+        .filter(|(_, mind)| !mind.is_home())
+        .map(|(name, _)| name.as_str().to_owned())
+        .collect();
+    if !out.is_empty() {
+        return Err(PersistError::Busy(format!(
+            "the minds of {} are out",
+            out.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// The save's files for the world's current state (see [`save_world`]), and its meta.
+pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistError> {
+    saveable(world)?;
+    let clock = world
+        .get_resource::<SimClock>()
+        .cloned()
+        .unwrap_or_default();
+    let settings = world
+        .get_resource::<AgentSettings>()
+        .cloned()
+        .unwrap_or_default();
+    let seed = world
+        .get_resource::<SimSeed>()
+        .copied()
+        .unwrap_or_default()
+        .0;
+    let Some(map) = world.get_resource::<TownMap>() else {
+        return Err(PersistError::MapMismatch(
+            "cannot save: the world has no TownMap".into(),
+        ));
+    };
+    let map_path = map.source().map(Path::to_path_buf).unwrap_or_default();
+    let world_name = map.world_name().to_owned();
+    let events = EventsFile {
+        tiles: map
+            .tiles()
+            .filter(|(_, tile)| !tile.events.is_empty())
+            .map(|(c, tile)| TileEvents {
+                tile: c,
+                events: tile.events.iter().cloned().collect(),
+            })
+            .collect(),
+    };
+    let client_embedding = world
+        .get_resource::<LlmClient>()
+        .map(|c| (c.embedding_model().to_owned(), c.embedding_dim()));
+
+    let mut query = world.query_filtered::<(
+        Entity,
+        &Name,
+        &Mind,
+        &Body,
+        &ActionView,
+        &Diary,
+        Option<&Percepts>,
+    ), With<Persona>>();
+    let mut rows: Vec<_> = query.iter(world).collect();
+    // Spawn order, so a loaded world iterates its personas as the original did.
+    rows.sort_by_key(|row| row.0.index_u32());
+    let mut names_by_entity: HashMap<Entity, String> = HashMap::new();
+    let mut personas = Vec::with_capacity(rows.len());
+    for (entity, name, mind, body, view, diary, percepts) in &rows {
+        let Some(state) = mind.get() else {
+            return Err(PersistError::Busy(format!("the mind of {name} is out")));
+        };
+        names_by_entity.insert(*entity, name.as_str().to_owned());
+        personas.push(PersonaRef {
+            name: name.as_str(),
+            mind: state,
+            body,
+            view,
+            diary,
+            perceived_from: percepts.and_then(|p| p.tile),
+        });
+    }
+    let embedding = embedding_info(client_embedding, &personas);
+    let intents = world
+        .get_resource::<ChatIntents>()
+        .map(|i| i.0.clone())
+        .unwrap_or_default();
+    let pending = PendingFile {
+        chat_intents: intents
+            .iter()
+            .filter_map(|(entity, target)| {
+                names_by_entity
+                    .get(entity)
+                    .map(|name| (name.clone(), target.clone()))
+            })
+            .collect(),
+    };
+    let meta = SaveMeta {
+        format: FORMAT_NAME.to_owned(),
+        format_version: FORMAT_VERSION,
+        crate_version: env!("CARGO_PKG_VERSION").to_owned(),
+        saved_at_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        seed,
+        step: clock.step(),
+        start: clock.start(),
+        current_time: clock.now(),
+        sec_per_step: clock.sec_per_step(),
+        time_mode: clock.mode,
+        map: map_path,
+        world: world_name,
+        personas: personas.iter().map(|p| p.name.to_owned()).collect(),
+        embedding,
+        forked_from: None,
+    };
+    let files = encode(&meta, &settings, &events, &pending, &personas)?;
+    Ok((meta, files))
+}
+
+/// The embedding model of the save: the memories' dimension and model when they record them
+/// (the cognitive loop may leave the store's model name empty), else the client's.
+fn embedding_info(client: Option<(String, usize)>, personas: &[PersonaRef<'_>]) -> EmbeddingInfo {
+    let from_memory = personas.iter().find_map(|p| {
+        let store = p.mind.associative.embeddings();
+        (!store.is_empty()).then(|| (store.model().to_owned(), store.dim()))
+    });
+    let (client_model, client_dim) = client.unwrap_or_default();
+    match from_memory {
+        Some((model, dim)) => EmbeddingInfo {
+            model: if model.is_empty() {
+                client_model
+            } else {
+                model
+            },
+            dim,
+        },
+        None => EmbeddingInfo {
+            model: client_model,
+            dim: client_dim,
+        },
+    }
+}
+
+/// Saves the world into `dir`, atomically replacing what is there (see the [module
+/// docs](super)). Fails with [`PersistError::Busy`] while a mind is out.
+pub fn save_world(world: &mut World, dir: &Path) -> Result<SaveMeta, PersistError> {
+    let (meta, files) = capture_save(world)?;
+    write_folder_atomic(dir, &files)?;
+    Ok(meta)
+}
+
+/// Loads the save in `dir` into `world`, replacing its personas, map events, pending intents,
+/// clock and settings. The save is decoded and checked against the world's map and model
+/// first; on any error the world is untouched.
+pub fn load_into_world(world: &mut World, dir: &Path) -> Result<SaveMeta, PersistError> {
+    recover_interrupted_save(dir)?;
+    let data = decode(dir)?;
+    let meta = data.meta.clone();
+    apply_save(world, data)?;
+    Ok(meta)
+}
+
+/// Checks the embedding model of the save against the world's client (SPEC §5: never a silent
+/// mismatch). A dimension of 0 means "not known yet" and is not compared.
+fn check_embedding(world: &World, info: &EmbeddingInfo) -> Result<(), PersistError> {
+    let Some(client) = world.get_resource::<LlmClient>() else {
+        return Ok(());
+    };
+    if info.model.is_empty() {
+        return Ok(());
+    }
+    let (model, dim) = (client.embedding_model(), client.embedding_dim());
+    let dims_differ = info.dim != 0 && dim != 0 && info.dim != dim;
+    if model != info.model || dims_differ {
+        return Err(PersistError::EmbeddingMismatch {
+            saved_model: info.model.clone(),
+            saved_dim: info.dim,
+            current_model: model.to_owned(),
+            current_dim: dim,
+        });
+    }
+    Ok(())
+}
+
+/// Every tile the save mentions must be on the map.
+fn check_tiles(map: &TownMap, data: &SaveData) -> Result<(), PersistError> {
+    let off = |what: String, c: TileCoord| {
+        PersistError::MapMismatch(format!(
+            "{what} is at [{}, {}], outside the {}×{} map {:?}",
+            c.x,
+            c.y,
+            map.width(),
+            map.height(),
+            map.world_name()
+        ))
+    };
+    if map.world_name() != data.meta.world {
+        return Err(PersistError::MapMismatch(format!(
+            "the save is of world {:?} but the map is {:?}",
+            data.meta.world,
+            map.world_name()
+        )));
+    }
+    for tile in &data.events.tiles {
+        if !map.in_bounds(tile.tile) {
+            return Err(off("an event in world/events.json".into(), tile.tile));
+        }
+    }
+    for p in &data.personas {
+        let body = &p.body;
+        let mut tiles = vec![body.tile, body.previous_tile];
+        tiles.extend(body.planned_path.iter().copied());
+        tiles.extend(body.object_event_at.as_ref().map(|(c, _)| *c));
+        tiles.extend(p.perceived_from);
+        for c in tiles {
+            if !map.in_bounds(c) {
+                return Err(off(format!("{}'s body", p.name), c));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies a decoded save to `world` (see [`load_into_world`]). When the world has no
+/// [`TownMap`], the save's map file is loaded.
+pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError> {
+    check_embedding(world, &data.meta.embedding)?;
+    if !world.contains_resource::<TownMap>() {
+        let map = TownMap::load_tmx(&data.meta.map)?;
+        check_tiles(&map, &data)?;
+        world.insert_resource(map);
+    } else if let Some(map) = world.get_resource::<TownMap>() {
+        check_tiles(map, &data)?;
+    }
+    // Everything checked: from here on nothing fails.
+    let SaveData {
+        meta,
+        settings,
+        events,
+        pending,
+        personas,
+    } = data;
+
+    let old: Vec<Entity> = world
+        .query_filtered::<Entity, With<Persona>>()
+        .iter(world)
+        .collect();
+    for entity in old {
+        // Despawning drops any task in flight on the entity, which cancels it.
+        world.despawn(entity);
+    }
+    if let Some(mut map) = world.get_resource_mut::<TownMap>() {
+        let existing: Vec<(TileCoord, Vec<TileEvent>)> = map
+            .tiles()
+            .filter(|(_, t)| !t.events.is_empty())
+            .map(|(c, t)| (c, t.events.iter().cloned().collect()))
+            .collect();
+        for (c, list) in existing {
+            for event in &list {
+                map.remove_event(c, event);
+            }
+        }
+        for tile in events.tiles {
+            for event in tile.events {
+                map.add_event(tile.tile, event);
+            }
+        }
+    }
+    let mut by_name: BTreeMap<String, Entity> = BTreeMap::new();
+    for p in personas {
+        let percepts = Percepts {
+            tile: p.perceived_from,
+            ..Default::default()
+        };
+        let entity = world
+            .spawn((
+                Persona,
+                Name::new(p.name.clone()),
+                Mind::new(p.mind),
+                p.body,
+                p.view,
+                p.diary,
+                percepts,
+            ))
+            .id();
+        by_name.insert(p.name, entity);
+    }
+    let intents: Vec<(Entity, String)> = pending
+        .chat_intents
+        .into_iter()
+        .filter_map(|(from, to)| by_name.get(&from).map(|e| (*e, to)))
+        .collect();
+    world.insert_resource(ChatIntents(intents));
+    world.insert_resource(LandedThoughts::default());
+    let speed = world
+        .get_resource::<SimClock>()
+        .map(|c| c.speed)
+        .unwrap_or_default();
+    world.insert_resource(
+        SimClock::resumed(meta.start, meta.sec_per_step, meta.step)
+            .with_mode(meta.time_mode)
+            .with_speed(speed),
+    );
+    world.insert_resource(settings);
+    world.insert_resource(SimSeed(meta.seed));
+    Ok(())
+}
+
+/// Builds a headless app (as [`build_headless_app`](crate::headless::build_headless_app) does)
+/// from the save in `dir`: its map (or `map_override`), its personas and clock, the LLM from
+/// `llm` (or `client` when given), in Lockstep at maximum speed.
+pub fn build_app_from_save(
+    dir: &Path,
+    llm: &LlmConfig,
+    client: Option<LlmClient>,
+    map_override: Option<&Path>,
+    with_log: bool,
+) -> Result<(App, SaveMeta), PersistError> {
+    recover_interrupted_save(dir)?;
+    let data = decode(dir)?;
+    let meta = data.meta.clone();
+    let map = TownMap::load_tmx(map_override.unwrap_or(&meta.map))?;
+    let client = match client {
+        Some(client) => client,
+        None => build_client(llm)?,
+    };
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins);
+    if with_log {
+        app.add_plugins(LogPlugin::default());
+    }
+    app.insert_resource(client)
+        .insert_resource(
+            SimClock::default()
+                .with_mode(TimeMode::Lockstep)
+                .with_speed(SimSpeed::Max),
+        )
+        .add_plugins(crate::GenerativeAgentsPlugins.set(LlmPlugin::with_config(llm.clone())))
+        .add_plugins(PersistPlugin);
+    app.insert_resource(map);
+    apply_save(app.world_mut(), data)?;
+    app.finish();
+    app.cleanup();
+    Ok((app, meta))
+}
+
+/// Copies the save `src` to the new folder `dst` after validating it completely, recording
+/// where it came from (`forked_from`). `dst` must not exist.
+pub fn fork_save(src: &Path, dst: &Path) -> Result<SaveMeta, PersistError> {
+    if dst.exists() {
+        return Err(PersistError::Exists {
+            path: dst.to_owned(),
+        });
+    }
+    recover_interrupted_save(src)?;
+    let mut data = decode(src)?;
+    data.meta.forked_from = Some(src.to_owned());
+    let files = data.encode()?;
+    write_folder_atomic(dst, &files)?;
+    Ok(data.meta)
+}

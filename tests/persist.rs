@@ -1,0 +1,601 @@
+//! Saves, loads, forks, movement-log checks, reports and record/replay of model answers
+//! (SPEC §11), through the library and the real `smallville` binary.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use bevy_generative_agents::clock::SimClock;
+use bevy_generative_agents::llm::{BackendChoice, LlmClient, LlmConfig, ScriptedBackend};
+use bevy_generative_agents::output::{RunOptions, RunReport, run};
+use bevy_generative_agents::persist::{
+    CacheMode, PersistError, build_app_from_save, check_replay, decode, fork_save, load_into_world,
+    recover_interrupted_save, write_report,
+};
+use bevy_generative_agents::persona::Persona;
+
+const BIN: &str = env!("CARGO_BIN_EXE_smallville");
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bga-persist-it-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn options(hours: f64, out: &Path) -> RunOptions {
+    let mut options = RunOptions::new(hours, out)
+        .with_backend(BackendChoice::Scripted)
+        .with_personas(3)
+        .with_seed(5);
+    options.report = false;
+    options
+}
+
+fn run_ok(options: &RunOptions) -> RunReport {
+    match run(options) {
+        Ok(report) => report,
+        Err(err) => panic!("run failed: {err}"),
+    }
+}
+
+/// Every file under `dir`, relative path → bytes, with `meta.json`'s wall-clock field zeroed.
+fn normalised_tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .expect("read dir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let relative = path.strip_prefix(root).expect("inside").to_path_buf();
+                let mut bytes = std::fs::read(&path).expect("read");
+                if relative == Path::new("meta.json") {
+                    let mut meta: serde_json::Value =
+                        serde_json::from_slice(&bytes).expect("meta json");
+                    meta["saved_at_unix"] = serde_json::json!(0);
+                    bytes = serde_json::to_vec_pretty(&meta).expect("meta bytes");
+                }
+                out.insert(relative, bytes);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .expect("log")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `first` hours, then `--from` for `second` hours, equals one run of both, byte for byte.
+fn assert_resume_is_exact(first: f64, second: f64, root: &Path) {
+    let whole = root.join("whole");
+    let part1 = root.join("part1");
+    let part2 = root.join("part2");
+    run_ok(&options(first + second, &whole));
+    run_ok(&options(first, &part1));
+    let resumed = run_ok(&options(second, &part2).resuming(part1.join("save")));
+    let steps_first = (first * 360.0) as usize;
+    let steps_second = (second * 360.0) as usize;
+    assert_eq!(resumed.steps, steps_second as u64);
+
+    let a = normalised_tree(&whole.join("save"));
+    let b = normalised_tree(&part2.join("save"));
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "same files"
+    );
+    for (file, bytes) in &a {
+        assert!(
+            b.get(file) == Some(bytes),
+            "{} differs between the long run and the resumed run",
+            file.display()
+        );
+    }
+    // Scratch, memories, rng, events, diary: nothing was missed.
+    assert!(a.len() >= 4 + 3 * 9, "{} files", a.len());
+
+    let whole_log = lines(&whole.join("movement.jsonl"));
+    let log1 = lines(&part1.join("movement.jsonl"));
+    let log2 = lines(&part2.join("movement.jsonl"));
+    assert_eq!(whole_log.len(), steps_first + steps_second);
+    assert_eq!(log1.len(), steps_first);
+    assert_eq!(log2.len(), steps_second);
+    assert_eq!(
+        &whole_log[..steps_first],
+        &log1[..],
+        "the first part is the same"
+    );
+    // The resumed log starts with complete entries (it must replay on its own); every later
+    // line is a diff against the same previous frames, so byte-identical.
+    assert_eq!(&whole_log[steps_first + 1..], &log2[1..]);
+    let resumed_first: serde_json::Value = serde_json::from_str(&log2[0]).expect("json");
+    assert_eq!(resumed_first["step"], serde_json::json!(steps_first));
+    assert_eq!(
+        resumed_first["personas"]
+            .as_object()
+            .map(|m| m.len())
+            .unwrap_or(0),
+        3,
+        "complete first entries for all three personas"
+    );
+}
+
+#[test]
+fn resuming_two_hours_then_one_equals_three_hours() {
+    let root = temp("resume-2-1");
+    assert_resume_is_exact(2.0, 1.0, &root);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn resuming_in_the_busy_morning_is_exact_too() {
+    // 07:00–09:00: waking, walking, breakfast, work; paths and object events in flight.
+    let root = temp("resume-7-2");
+    assert_resume_is_exact(7.0, 2.0, &root);
+    let summary: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("whole").join("summary.json")).expect("summary"),
+    )
+    .expect("json");
+    let moved = summary["personas"]
+        .as_object()
+        .expect("personas")
+        .values()
+        .filter(|p| {
+            p["days"][0]["arenas_visited"]
+                .as_array()
+                .map_or(0, Vec::len)
+                > 1
+        })
+        .count();
+    assert!(moved >= 2, "the window covers people moving between places");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_recorded_run_replays_with_zero_backend_calls() {
+    let root = temp("record");
+    let cache = root.join("answers.jsonl");
+    let recorded =
+        run_ok(&options(8.0, &root.join("recorded")).with_cache(CacheMode::Record(cache.clone())));
+    assert!(recorded.usage.totals.calls > 0);
+    let entries = lines(&cache).len();
+    assert!(
+        entries as u64 >= recorded.usage.totals.calls / 2,
+        "{entries} recorded"
+    );
+
+    let replayed =
+        run_ok(&options(8.0, &root.join("replayed")).with_cache(CacheMode::Replay(cache.clone())));
+    assert_eq!(
+        replayed.usage.totals.calls, 0,
+        "no request reached a backend"
+    );
+    assert_eq!(replayed.usage.totals.errors, 0, "nothing was missing");
+    assert!(replayed.usage.totals.cache_hits > 0);
+    assert_eq!(replayed.usage.backend, "replay");
+    assert_eq!(
+        std::fs::read(root.join("recorded").join("movement.jsonl")).expect("recorded log"),
+        std::fs::read(root.join("replayed").join("movement.jsonl")).expect("replayed log"),
+        "identical movement"
+    );
+    assert_eq!(
+        lines(&cache).len(),
+        entries,
+        "a replay never writes the recording"
+    );
+
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_missing_replay_recording_is_a_clear_error() {
+    let root = temp("replay-missing");
+    let err = run(
+        &options(1.0, &root.join("out")).with_cache(CacheMode::Replay(root.join("nope.jsonl")))
+    )
+    .expect_err("no recording");
+    assert!(err.to_string().contains("nope.jsonl"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A save made by a short run, shared by the tests that corrupt copies of it.
+fn good_save(root: &Path) -> PathBuf {
+    let out = root.join("base");
+    run_ok(&options(7.5, &out));
+    out.join("save")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let path = entry.expect("entry").path();
+        let target = to.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
+fn first_persona(save: &Path) -> PathBuf {
+    let meta = decode(save).expect("good save");
+    save.join("personas").join(&meta.meta.personas[0])
+}
+
+#[test]
+fn corrupt_saves_fail_naming_the_file_and_field_and_load_nothing() {
+    let root = temp("corrupt");
+    let good = good_save(&root);
+    let persona = first_persona(&good);
+    let rel = |p: &Path| p.strip_prefix(&good).expect("inside").to_path_buf();
+
+    type Damage = Box<dyn Fn(&Path)>;
+    let truncate = |file: PathBuf| -> Damage {
+        Box::new(move |save: &Path| {
+            let path = save.join(&file);
+            let bytes = std::fs::read(&path).expect("read");
+            std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("truncate");
+        })
+    };
+    let nodes = rel(&persona.join("associative_memory").join("nodes.json"));
+    let body = rel(&persona.join("body.json"));
+    let rng = rel(&persona.join("rng.json"));
+    let scratch = rel(&persona.join("scratch.json"));
+    let cases: Vec<(&str, Damage, Vec<&str>)> = vec![
+        (
+            "truncated nodes",
+            truncate(nodes.clone()),
+            vec!["nodes.json", "truncated"],
+        ),
+        (
+            "missing body",
+            Box::new({
+                let body = body.clone();
+                move |save: &Path| std::fs::remove_file(save.join(&body)).expect("rm")
+            }),
+            vec!["body.json", "missing"],
+        ),
+        (
+            "wrong type in body",
+            Box::new({
+                let body = body.clone();
+                move |save: &Path| {
+                    let path = save.join(&body);
+                    let mut v: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                    v["tile"] = serde_json::json!(["x", 1]);
+                    std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+                }
+            }),
+            vec!["body.json", "tile"],
+        ),
+        (
+            "future format",
+            Box::new(|save: &Path| {
+                let path = save.join("meta.json");
+                let mut v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                v["format_version"] = serde_json::json!(99);
+                std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+            }),
+            vec!["meta.json", "format_version"],
+        ),
+        (
+            "clock does not add up",
+            Box::new(|save: &Path| {
+                let path = save.join("meta.json");
+                let mut v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                v["step"] = serde_json::json!(7);
+                std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+            }),
+            vec!["meta.json", "current_time"],
+        ),
+        (
+            "bad rng",
+            Box::new({
+                let rng = rng.clone();
+                move |save: &Path| {
+                    let path = save.join(&rng);
+                    let mut v: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                    v["seed"] = serde_json::json!("12");
+                    std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+                }
+            }),
+            vec!["rng.json", "seed"],
+        ),
+        (
+            "scratch field removed",
+            Box::new({
+                let scratch = scratch.clone();
+                move |save: &Path| {
+                    let path = save.join(&scratch);
+                    let mut v: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                    if let Some(map) = v.as_object_mut() {
+                        map.remove("f_daily_schedule");
+                    }
+                    std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+                }
+            }),
+            vec!["scratch.json", "f_daily_schedule"],
+        ),
+        (
+            "garbage events",
+            Box::new(|save: &Path| {
+                std::fs::write(save.join("world").join("events.json"), b"\x00\x01 not json")
+                    .expect("write")
+            }),
+            vec!["events.json"],
+        ),
+    ];
+
+    // A world to load into: the good save, resumed. A failed load must leave it untouched.
+    let (mut app, _) = build_app_from_save(&good, &LlmConfig::default(), None, None, false)
+        .expect("good save loads");
+    let step_before = app.world().resource::<SimClock>().step();
+    for (i, (what, damage, needles)) in cases.iter().enumerate() {
+        let bad = root.join(format!("bad-{i}"));
+        copy_tree(&good, &bad);
+        damage(&bad);
+        let err = decode(&bad).expect_err(what);
+        let message = err.to_string();
+        for needle in needles {
+            assert!(
+                message.contains(needle),
+                "{what}: {message:?} lacks {needle:?}"
+            );
+        }
+        assert!(
+            load_into_world(app.world_mut(), &bad).is_err(),
+            "{what}: load refused"
+        );
+        assert_eq!(app.world().resource::<SimClock>().step(), step_before);
+        let personas = app
+            .world_mut()
+            .query_filtered::<(), bevy::prelude::With<Persona>>()
+            .iter(app.world())
+            .count();
+        assert_eq!(personas, 3, "{what}: the world keeps its personas");
+
+        // The binary: a clear message, a non-zero exit, and no output folder.
+        let out = root.join(format!("out-{i}"));
+        let output = Command::new(BIN)
+            .args([
+                "run",
+                "--hours",
+                "0.1",
+                "--backend",
+                "scripted",
+                "--no-progress",
+            ])
+            .arg("--from")
+            .arg(&bad)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("spawn");
+        assert!(!output.status.success(), "{what}: non-zero exit");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needles[0]), "{what}: stderr {stderr}");
+        assert!(!out.exists(), "{what}: nothing written");
+        let fork = Command::new(BIN)
+            .arg("fork")
+            .arg(&bad)
+            .arg(root.join(format!("fork-{i}")))
+            .output()
+            .expect("spawn");
+        assert!(
+            !fork.status.success(),
+            "{what}: a corrupt save is not forked"
+        );
+    }
+    // After all that, the good world still runs.
+    app.update();
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_different_embedding_model_is_refused() {
+    let root = temp("embedding");
+    let good = good_save(&root);
+    let other = LlmClient::new(std::sync::Arc::new(
+        ScriptedBackend::new(1).with_embedding_dim(17),
+    ));
+    let Err(err) = build_app_from_save(&good, &LlmConfig::default(), Some(other), None, false)
+    else {
+        panic!("a different embedding dimension must be refused");
+    };
+    assert!(
+        matches!(err, PersistError::EmbeddingMismatch { saved_dim, current_dim: 17, .. } if saved_dim != 17),
+        "{err}"
+    );
+    assert!(err.to_string().contains("scripted-hashed-bow"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn fork_copies_a_validated_save_and_never_overwrites() {
+    let root = temp("fork");
+    let good = good_save(&root);
+    let dst = root.join("forked");
+    let output = Command::new(BIN)
+        .arg("fork")
+        .arg(&good)
+        .arg(&dst)
+        .output()
+        .expect("spawn");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let original = normalised_tree(&good);
+    let copy = normalised_tree(&dst);
+    for (file, bytes) in &original {
+        if file != Path::new("meta.json") {
+            assert_eq!(copy.get(file), Some(bytes), "{}", file.display());
+        }
+    }
+    let meta = decode(&dst).expect("fork loads").meta;
+    assert_eq!(meta.forked_from.as_deref(), Some(good.as_path()));
+    assert_eq!(meta.step, decode(&good).expect("good").meta.step);
+    let again = fork_save(&good, &dst).expect_err("exists");
+    assert!(matches!(again, PersistError::Exists { .. }));
+    // A fork resumes like the original.
+    let a = run_ok(&options(0.5, &root.join("from-original")).resuming(&good));
+    let b = run_ok(&options(0.5, &root.join("from-fork")).resuming(&dst));
+    assert_eq!(a.final_frames, b.final_frames);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn killing_the_process_during_saves_always_leaves_a_loadable_save() {
+    let root = temp("kill");
+    let out = root.join("run");
+    run_ok(&options(6.0, &out));
+    let save = out.join("save");
+    let mut last_step = decode(&save).expect("first save").meta.step;
+    // A small deterministic generator for the kill delays.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut killed_running = 0;
+    for round in 0..10 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let delay = Duration::from_millis(150 + state % 900);
+        // Resume from the save and save into it again every 3 steps: saves all the time.
+        let mut child = Command::new(BIN)
+            .args([
+                "run",
+                "--hours",
+                "2",
+                "--backend",
+                "scripted",
+                "--no-progress",
+                "--no-report",
+                "--save-every",
+                "3",
+            ])
+            .arg("--from")
+            .arg(&save)
+            .arg("--out")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(delay);
+        if child.try_wait().expect("poll").is_none() {
+            killed_running += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        recover_interrupted_save(&save).expect("recover");
+        let data = match decode(&save) {
+            Ok(data) => data,
+            Err(err) => panic!("round {round} ({delay:?}): the save does not load: {err}"),
+        };
+        assert!(
+            data.meta.step >= last_step,
+            "round {round}: the save went back from {last_step} to {}",
+            data.meta.step
+        );
+        last_step = data.meta.step;
+    }
+    assert!(killed_running >= 5, "most kills hit a running process");
+    let first = decode(&out.join("save")).expect("final");
+    assert!(
+        first.meta.step > 6 * 360,
+        "later saves landed: step {}",
+        first.meta.step
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn replay_check_and_report_describe_the_run() {
+    let root = temp("report");
+    let out = root.join("run");
+    let mut opts = options(10.0, &out);
+    opts.report = true;
+    let report = run_ok(&opts);
+    assert_eq!(
+        report.report_path.as_deref(),
+        Some(out.join("report.html").as_path())
+    );
+
+    let check = check_replay(&out, None).expect("valid log");
+    assert_eq!(check.lines, 3600);
+    assert_eq!(check.steps, (0, 3599));
+    assert_eq!(check.personas.len(), 3);
+    assert!(check.moves > 50, "{} moves", check.moves);
+    assert_eq!(check.matches_save, Some(true));
+
+    let data = write_report(&out).expect("report");
+    assert_eq!(data.personas.len(), 3);
+    assert_eq!(data.llm_totals.calls, report.usage.totals.calls);
+    for (name, p) in &data.personas {
+        let minutes: f64 = p.minutes_by_category.values().sum();
+        assert!(
+            (minutes - 600.0).abs() < 0.01,
+            "{name}: {minutes} minutes in 10 hours"
+        );
+        assert!(p.actions >= 3, "{name}: {} actions", p.actions);
+    }
+    for image in &data.images {
+        let bytes = std::fs::read(out.join(image)).expect("image");
+        assert_eq!(
+            &bytes[..8],
+            b"\x89PNG\r\n\x1a\n",
+            "{} is a PNG",
+            image.display()
+        );
+    }
+    let html = std::fs::read_to_string(out.join("report.html")).expect("html");
+    assert!(html.contains("report/timeline-2023-02-13.png"));
+    assert!(html.contains("report/llm-usage.png"));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).expect("json"))
+            .expect("parse");
+    assert_eq!(json["steps"], serde_json::json!([0, 3599]));
+
+    // The binary: check passes; a damaged log fails with the line.
+    let ok = Command::new(BIN)
+        .args(["replay", "--check"])
+        .arg(&out)
+        .output()
+        .expect("spawn");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("ends exactly where the save does"));
+    let log = out.join("movement.jsonl");
+    let mut text = std::fs::read_to_string(&log).expect("log");
+    text = text.replacen("\"step\":5,", "\"step\":6,", 1);
+    std::fs::write(&log, text).expect("write");
+    let bad = Command::new(BIN)
+        .args(["replay", "--check"])
+        .arg(&out)
+        .output()
+        .expect("spawn");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("line 6"));
+    let _ = std::fs::remove_dir_all(&root);
+}
