@@ -73,7 +73,12 @@ pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, 
         }
         sheets.truncate(n);
     }
-    let client = build_client(&options.llm)?;
+    // The offline town script follows the run's seed, like every other random choice.
+    let client = if options.llm.resolved_backend() == crate::llm::BackendChoice::Scripted {
+        crate::testing::scripted_client(options.seed)
+    } else {
+        build_client(&options.llm)?
+    };
 
     let mut app = App::new();
     app.add_plugins(MinimalPlugins);

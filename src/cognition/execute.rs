@@ -102,45 +102,65 @@ fn object_event_tile(map: &TownMap, address: &str, at: TileCoord) -> TileCoord {
 }
 
 /// The Execute stage for every persona, in name order (deterministic).
+///
+/// Events are only rewritten when something changed: a persona that stands still doing the
+/// same thing keeps its event and its object's event as they are (most personas, most steps).
 pub fn execute_actions(
     clock: Res<SimClock>,
     map: Option<ResMut<TownMap>>,
-    mut personas: Query<(Entity, &Name, &mut Body, &ActionView), With<Persona>>,
+    mut order: Local<Vec<Entity>>,
+    added: Query<(), Added<Persona>>,
+    mut personas: Query<(Entity, &Name, &mut Body, Ref<ActionView>), With<Persona>>,
 ) {
     let Some(mut map) = map else {
         return;
     };
-    let mut order: Vec<(String, Entity)> = personas
-        .iter()
-        .map(|(e, n, _, _)| (n.as_str().to_owned(), e))
-        .collect();
-    order.sort();
+    if order.len() != personas.iter().len() || !added.is_empty() {
+        let mut named: Vec<(&str, Entity)> = personas
+            .iter()
+            .map(|(e, n, _, _)| (n.as_str(), e))
+            .collect();
+        named.sort();
+        *order = named.into_iter().map(|(_, e)| e).collect();
+    }
 
-    // Last step's object events go idle first (they are placed again below while in use).
-    for (_, entity) in &order {
-        if let Ok((_, _, mut body, _)) = personas.get_mut(*entity)
-            && let Some((tile, subject)) = body.object_event_at.take()
-        {
-            map.turn_event_idle(tile, &subject);
+    // Object events that stop this step go idle first (they are placed again below while in
+    // use), so one persona's new object event is never idled by another's old one.
+    for entity in order.iter() {
+        if let Ok((_, _, mut body, view)) = personas.get_mut(*entity) {
+            let keeps = !view.is_changed() && body.planned_path.is_empty() && body.path_set;
+            if !keeps && let Some((tile, subject)) = body.object_event_at.take() {
+                map.turn_event_idle(tile, &subject);
+            }
         }
     }
 
-    let mut tiles: HashMap<String, TileCoord> = personas
-        .iter()
-        .map(|(_, n, b, _)| (n.as_str().to_owned(), b.tile))
-        .collect();
-    for (name, entity) in &order {
-        let Ok((_, _, mut body, view)) = personas.get_mut(*entity) else {
+    let mut tiles: Option<HashMap<String, TileCoord>> = None;
+    for entity in order.iter() {
+        let needs_others = personas.get(*entity).is_ok_and(|(_, _, body, view)| {
+            !body.path_set && view.address.starts_with("<persona>")
+        });
+        if needs_others && tiles.is_none() {
+            tiles = Some(
+                personas
+                    .iter()
+                    .map(|(_, n, b, _)| (n.as_str().to_owned(), b.tile))
+                    .collect(),
+            );
+        }
+        let Ok((_, name, mut body, view)) = personas.get_mut(*entity) else {
             continue;
         };
+        let name = name.as_str();
         if !body.path_set && !view.address.is_empty() {
             let mut rng = step_rng(name, clock.step());
+            let empty = HashMap::new();
             let path = plan_path(
                 &map,
                 body.tile,
                 &view.address,
                 &view.living_area,
-                &tiles,
+                tiles.as_ref().unwrap_or(&empty),
                 &mut rng,
             )
             .unwrap_or_default();
@@ -148,20 +168,35 @@ pub fn execute_actions(
             body.path_set = true;
         }
         let previous = body.tile;
-        body.previous_tile = previous;
+        if body.previous_tile != previous {
+            body.previous_tile = previous;
+        }
         if let Some(next) = body.planned_path.pop_front() {
             body.tile = next;
+            if let Some(tiles) = tiles.as_mut()
+                && let Some(t) = tiles.get_mut(name)
+            {
+                *t = next;
+            }
         }
-        tiles.insert(name.clone(), body.tile);
-
-        map.remove_subject_events(previous, name);
-        let event = view
-            .event
-            .clone()
-            .unwrap_or_else(|| TileEvent::idle(name.clone()));
-        map.add_event(body.tile, event);
+        let moved = body.tile != previous;
+        let shown = map
+            .tile(body.tile)
+            .is_some_and(|t| t.events.iter().any(|e| e.subject == name));
+        if moved || view.is_changed() || !shown {
+            map.remove_subject_events(previous, name);
+            if moved {
+                map.remove_subject_events(body.tile, name);
+            }
+            let event = view
+                .event
+                .clone()
+                .unwrap_or_else(|| TileEvent::idle(name.to_owned()));
+            map.add_event(body.tile, event);
+        }
 
         if body.planned_path.is_empty()
+            && body.object_event_at.is_none()
             && let Some(object_event) = &view.object_event
         {
             let tile = object_event_tile(&map, &view.address, body.tile);

@@ -45,9 +45,81 @@ pub fn places_in_view(map: &TownMap, tile: TileCoord, vision_r: u32) -> Vec<Stri
     places
 }
 
+/// Adds the places within `vision_r` of `tile` to `spatial` (SPEC §3.1 step 1), allocating
+/// only for places it did not know yet.
+pub fn learn_places(
+    spatial: &mut crate::memory::SpatialMemory,
+    map: &TownMap,
+    tile: TileCoord,
+    vision_r: u32,
+) {
+    let world = map.world_name();
+    let mut seen: Vec<(&str, Option<&str>, Option<&str>)> = Vec::new();
+    for c in map.nearby_tiles(tile, vision_r) {
+        let Some(t) = map.tile(c) else { continue };
+        let Some(sector) = t.sector.as_deref() else {
+            continue;
+        };
+        let key = (sector, t.arena.as_deref(), t.game_object.as_deref());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        if !spatial.knows(world, Some(key.0), key.1, key.2) {
+            spatial.add(world, Some(key.0), key.1, key.2);
+        }
+    }
+}
+
+/// Whether `event` is the memory triple `(s, p, o)` (with an idle event's missing parts read
+/// as `("is", "idle")`), without allocating.
+pub fn event_matches(event: &TileEvent, s: &str, p: &str, o: &str) -> bool {
+    if event.subject != s {
+        return false;
+    }
+    match event.predicate.as_deref() {
+        None => p == "is" && o == "idle",
+        Some(pred) => pred == p && event.object.as_deref().unwrap_or("idle") == o,
+    }
+}
+
+/// The `att_bandwidth` nearest events in `tile`'s arena within `vision_r` (SPEC §3.1 step 2):
+/// deduplicated, nearest first (Euclidean; ties by tile, then the tile's own event order).
+pub fn nearest_events(
+    map: &TownMap,
+    tile: TileCoord,
+    vision_r: u32,
+    att_bandwidth: usize,
+) -> Vec<&TileEvent> {
+    let here = map.tile(tile);
+    let sector = here.and_then(|t| t.sector.as_deref());
+    let arena = here.and_then(|t| t.arena.as_deref());
+    let mut candidates: Vec<(i64, TileCoord, usize, &TileEvent)> = Vec::new();
+    for c in map.nearby_tiles(tile, vision_r) {
+        let Some(t) = map.tile(c) else { continue };
+        if t.events.is_empty() || t.sector.as_deref() != sector || t.arena.as_deref() != arena {
+            continue;
+        }
+        let d2 = i64::from(c.x - tile.x).pow(2) + i64::from(c.y - tile.y).pow(2);
+        for (i, event) in t.events.iter().enumerate() {
+            candidates.push((d2, c, i, event));
+        }
+    }
+    candidates.sort_unstable_by_key(|(d2, c, i, _)| (*d2, *c, *i));
+    let mut events: Vec<&TileEvent> = Vec::with_capacity(att_bandwidth);
+    for (_, _, _, event) in candidates {
+        if events.len() >= att_bandwidth {
+            break;
+        }
+        if !events.contains(&event) {
+            events.push(event);
+        }
+    }
+    events
+}
+
 /// Looks around `tile` (SPEC §3.1 step 2): the events on tiles within `vision_r` **in the same
-/// arena**, deduplicated, nearest first (Euclidean, ties by tile and event), at most
-/// `att_bandwidth`.
+/// arena**, deduplicated, nearest first, at most `att_bandwidth`.
 pub fn perceive_surroundings(
     map: &TownMap,
     tile: TileCoord,
@@ -55,37 +127,16 @@ pub fn perceive_surroundings(
     att_bandwidth: usize,
 ) -> Percepts {
     let here = map.tile(tile);
-    let sector = here.and_then(|t| t.sector.clone());
-    let arena_name = here.and_then(|t| t.arena.clone());
-    let arena = map
-        .tile_path_string(tile, AddressLevel::Arena)
-        .unwrap_or_default();
-    let mut candidates: Vec<(i64, TileCoord, &TileEvent)> = Vec::new();
-    for c in map.nearby_tiles(tile, vision_r) {
-        let Some(t) = map.tile(c) else { continue };
-        if t.events.is_empty() || t.sector != sector || t.arena != arena_name {
-            continue;
-        }
-        let d2 = i64::from(c.x - tile.x).pow(2) + i64::from(c.y - tile.y).pow(2);
-        for event in &t.events {
-            candidates.push((d2, c, event));
-        }
-    }
-    candidates.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
-    let mut events: Vec<TileEvent> = Vec::new();
-    for (_, _, event) in candidates {
-        if events.len() >= att_bandwidth {
-            break;
-        }
-        if !events.contains(event) {
-            events.push(event.clone());
-        }
-    }
     Percepts {
         tile: Some(tile),
-        events,
-        arena,
-        sector,
+        events: nearest_events(map, tile, vision_r, att_bandwidth)
+            .into_iter()
+            .cloned()
+            .collect(),
+        arena: map
+            .tile_path_string(tile, AddressLevel::Arena)
+            .unwrap_or_default(),
+        sector: here.and_then(|t| t.sector.clone()),
     }
 }
 
@@ -107,20 +158,22 @@ pub fn gather_percepts(
             let Some(state) = mind.get_mut() else { return };
             let params = &state.scratch.params;
             let vision = u32::try_from(params.vision_r).unwrap_or(0);
-            let moved = percepts.tile != Some(body.tile);
-            if moved {
-                for address in places_in_view(&map, body.tile, vision) {
-                    state.spatial.add_address(&address);
-                }
-            }
             let bandwidth = if params.att_bandwidth == 0 {
                 settings.persona.att_bandwidth
             } else {
                 params.att_bandwidth
             };
-            let next = perceive_surroundings(&map, body.tile, vision, bandwidth);
-            if *percepts != next {
-                *percepts = next;
+            if percepts.tile != Some(body.tile) {
+                learn_places(&mut state.spatial, &map, body.tile, vision);
+                *percepts = perceive_surroundings(&map, body.tile, vision, bandwidth);
+                return;
+            }
+            // Same tile: only the events may have changed; compare before cloning anything.
+            let events = nearest_events(&map, body.tile, vision, bandwidth);
+            let same = events.len() == percepts.events.len()
+                && events.iter().zip(&percepts.events).all(|(a, b)| *a == b);
+            if !same {
+                percepts.events = events.into_iter().cloned().collect();
             }
         });
 }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
-use bevy::tasks::{AsyncComputeTaskPool, Task};
+use bevy::tasks::{AsyncComputeTaskPool, ComputeTaskPool, Task};
 use chrono::{NaiveDate, NaiveDateTime};
 
 use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimPoll, SimStep};
@@ -41,7 +41,7 @@ use super::converse::{
     Reaction, SpeakerView, choose_focus, conversation_record, decide_reaction, hold_conversation,
     related_memories, start_wait,
 };
-use super::perceive::{Percepts, event_memory_parts, form_memories, gather_percepts};
+use super::perceive::{Percepts, event_matches, form_memories, gather_percepts};
 use super::plan::{day_change, determine_action, plan_new_day};
 use super::reflect::{chat_thoughts, chat_thoughts_due, reflect, reflection_due};
 
@@ -189,12 +189,12 @@ pub fn needs_model(
         return true;
     }
     let retention = mind.scratch.params.retention;
-    let latest = mind.associative.latest_event_triples(retention);
     percepts.events.iter().any(|event| {
-        let (s, p, o, _) = event_memory_parts(event);
-        !latest
-            .iter()
-            .any(|(ks, kp, ko)| *ks == s && *kp == p && *ko == o)
+        !mind
+            .associative
+            .events()
+            .take(retention)
+            .any(|node| event_matches(event, &node.subject, &node.predicate, &node.object))
     })
 }
 
@@ -620,6 +620,7 @@ pub fn start_thoughts(
         .map(|(e, n, ..)| (n.as_str().to_string(), e))
         .collect();
     order.sort();
+    let mut started: Vec<(Entity, ThoughtFuture)> = Vec::new();
     for (_, entity) in order {
         let Ok((entity, _, mut mind, body, mut view, _, percepts)) = personas.get_mut(entity)
         else {
@@ -650,8 +651,24 @@ pub fn start_thoughts(
             tile: body.tile,
             walking: !body.planned_path.is_empty(),
         };
-        let mut future = Box::pin(think(state, input));
-        match block_on(poll_once(&mut future)) {
+        started.push((entity, Box::pin(think(state, input))));
+    }
+    // Each thought is polled once, in parallel: a backend that answers at once finishes them
+    // here on every core; the others go on as tasks. Results land in `SimPoll` either way.
+    let polled: Vec<Option<ThoughtOutcome>> = if started.len() > 1 {
+        ComputeTaskPool::get().scope(|scope| {
+            for (_, future) in started.iter_mut() {
+                scope.spawn(async move { poll_once(future).await });
+            }
+        })
+    } else {
+        started
+            .iter_mut()
+            .map(|(_, future)| block_on(poll_once(future)))
+            .collect()
+    };
+    for ((entity, future), outcome) in started.into_iter().zip(polled) {
+        match outcome {
             Some(outcome) => landed.thoughts.push((entity, outcome)),
             None => {
                 let task = AsyncComputeTaskPool::get().spawn(future);
@@ -662,6 +679,9 @@ pub fn start_thoughts(
         }
     }
 }
+
+/// A thought's future, boxed so it can be polled in place and then moved into a task.
+type ThoughtFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ThoughtOutcome> + Send>>;
 
 /// Checks in the thoughts and conversations that landed (runs in [`SimPoll`]).
 pub fn collect_thoughts(
