@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bevy_generative_agents::clock::SimClock;
+use bevy::prelude::{Messages, With};
+use bevy_generative_agents::clock::{AwaitingCognition, SimClock, SimSpeed};
 use bevy_generative_agents::llm::{BackendChoice, LlmClient, LlmConfig, ScriptedBackend};
 use bevy_generative_agents::output::{RunOptions, RunReport, run};
 use bevy_generative_agents::persist::{
-    CacheMode, PersistError, build_app_from_save, check_replay, decode, fork_save, load_into_world,
-    recover_interrupted_save, write_report,
+    CacheMode, PersistError, PersistOutcome, SaveRequest, build_app_from_save, check_replay,
+    decode, fork_save, load_into_world, recover_interrupted_save, write_report,
 };
 use bevy_generative_agents::persona::Persona;
 
@@ -597,5 +598,57 @@ fn replay_check_and_report_describe_the_run() {
         .expect("spawn");
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("line 6"));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_save_request_waits_for_thoughts_in_flight_pausing_the_clock() {
+    let root = temp("request");
+    let good = good_save(&root);
+    let (mut app, meta) =
+        build_app_from_save(&good, &LlmConfig::default(), None, None, false).expect("loads");
+    let persona = app
+        .world_mut()
+        .query_filtered::<bevy::prelude::Entity, With<Persona>>()
+        .iter(app.world())
+        .next()
+        .expect("a persona");
+    // A thought in flight (as in Realtime with a slow model).
+    app.world_mut()
+        .entity_mut(persona)
+        .insert(AwaitingCognition::new(meta.step));
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::X4;
+    let target = root.join("requested");
+    app.world_mut()
+        .resource_mut::<Messages<SaveRequest>>()
+        .write(SaveRequest {
+            dir: target.clone(),
+        });
+    app.update();
+    assert!(!target.exists(), "no save while a mind is out");
+    assert_eq!(
+        app.world().resource::<SimClock>().speed,
+        SimSpeed::Paused,
+        "the clock waits for the thought"
+    );
+    app.world_mut()
+        .entity_mut(persona)
+        .remove::<AwaitingCognition>();
+    app.update();
+    let saved = decode(&target).expect("saved once the thought landed");
+    assert_eq!(saved.meta.step, meta.step, "paused: no step was taken");
+    assert_eq!(app.world().resource::<SimClock>().speed, SimSpeed::X4);
+    let outcomes: Vec<PersistOutcome> = app
+        .world_mut()
+        .resource_mut::<Messages<PersistOutcome>>()
+        .drain()
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![PersistOutcome::Saved {
+            dir: target.clone(),
+            step: meta.step
+        }]
+    );
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -421,7 +421,14 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         personas_dir: options.personas_dir.clone(),
         llm: options.llm.clone(),
     };
-    let client = client_with_cache_mode(&options.llm, &options.cache)?;
+    let client_seed = match &options.from {
+        Some(dir) => {
+            crate::persist::recover_interrupted_save(dir)?;
+            crate::persist::format::read_meta(dir)?.seed
+        }
+        None => options.seed,
+    };
+    let client = client_with_cache_mode(&options.llm, &options.cache, client_seed)?;
     let (mut app, seed, map_path) = match &options.from {
         Some(dir) => {
             let (app, meta) = build_app_from_save(

@@ -35,15 +35,22 @@ pub enum CacheMode {
     Replay(PathBuf),
 }
 
-/// The client for `mode`: `None` for [`CacheMode::Off`] (use the usual client).
+/// The client for `mode`: `None` for [`CacheMode::Off`] (use the usual client). `seed` seeds
+/// the offline town script when that is the backend, as a headless run does.
 pub fn client_with_cache_mode(
     config: &LlmConfig,
     mode: &CacheMode,
+    seed: u64,
 ) -> Result<Option<LlmClient>, PersistError> {
     match mode {
         CacheMode::Off => Ok(None),
         CacheMode::Record(path) => {
-            let backend = build_backend(config)?;
+            let backend: Arc<dyn LlmBackend> =
+                if config.resolved_backend() == crate::llm::BackendChoice::Scripted {
+                    Arc::new(crate::testing::town_script::town_script_backend(seed))
+                } else {
+                    build_backend(config)?
+                };
             Ok(Some(recording_client(backend, path, config.concurrency)?))
         }
         CacheMode::Replay(path) => Ok(Some(replay_client(path, None)?)),

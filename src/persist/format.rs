@@ -480,6 +480,14 @@ fn require_all_fields<T: Serialize + Default>(
     }
 }
 
+/// Reads and validates only `meta.json` of the save at `root`.
+pub fn read_meta(root: &Path) -> Result<SaveMeta, PersistError> {
+    let path = root.join(META_FILE);
+    let meta: SaveMeta = parse(&path, &read_file(&path)?)?;
+    validate_meta(&meta, &path)?;
+    Ok(meta)
+}
+
 /// Reads and validates the save at `root` (see the [module docs](self)). Loads nothing on
 /// error.
 pub fn decode(root: &Path) -> Result<SaveData, PersistError> {

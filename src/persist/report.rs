@@ -596,7 +596,7 @@ fn draw_usage(path: &Path, usage: &UsageReport, labelled: bool) -> Result<(), Pe
     let kinds: Vec<(&String, &crate::llm::KindUsage)> = usage.kinds.iter().collect();
     let rows = kinds.len().max(1) as i32;
     let (left, top, row_h, width) = (220i32, 50i32, 26i32, 1200u32);
-    let panel_w = (width as i32 - left - 60) / 2;
+    let panel_w = (width as i32 - left - 160) / 2;
     let height = (top + rows * row_h + 40) as u32;
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;

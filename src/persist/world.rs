@@ -512,6 +512,10 @@ pub fn build_app_from_save(
     let map = TownMap::load_tmx(map_override.unwrap_or(&meta.map))?;
     let client = match client {
         Some(client) => client,
+        // The offline town script follows the simulation's seed, as in a fresh headless run.
+        None if llm.resolved_backend() == crate::llm::BackendChoice::Scripted => {
+            crate::testing::scripted_client(meta.seed)
+        }
         None => build_client(llm)?,
     };
     let mut app = App::new();
