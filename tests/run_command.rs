@@ -227,7 +227,19 @@ fn a_day_run_writes_a_complete_minimal_reproducible_movement_log() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    assert_eq!(files, ["movement.jsonl", "summary.json", "usage.json"]);
+    // (The final save and the report are written too: issue 6.)
+    assert_eq!(
+        files,
+        [
+            "movement.jsonl",
+            "report",
+            "report.html",
+            "report.json",
+            "save",
+            "summary.json",
+            "usage.json"
+        ]
+    );
 
     // The same seed gives the same bytes.
     let second = TempDir::new("seed7-b");
