@@ -31,6 +31,9 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 step() { printf '\n=== %s\n' "$*"; }
 
+step "system packages for the window test (xvfb, software Vulkan, emoji font)"
+bash scripts/install-deps.sh
+
 step "rustfmt"
 cargo fmt --all -- --check
 

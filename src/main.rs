@@ -1,8 +1,8 @@
 //! `smallville`: the default town, from the command line.
 //!
-//! Without a subcommand it runs the game. Until the window lands (feature `render`, issue 4) the
-//! game is the headless demo: the town is loaded, the personas spawn and the clock runs, and
-//! the terminal shows where everyone is.
+//! Without a subcommand it runs the game: with the `render` feature (on by default) a window
+//! with the town and its personas (`--screenshot PATH --frames N` renders N frames, saves a PNG
+//! and exits); without it the headless demo, which prints where everyone is.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,11 +25,32 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     demo: DemoArgs,
+    #[cfg(feature = "render")]
+    #[command(flatten)]
+    game: GameArgs,
+}
+
+/// Options of the window (feature `render`).
+#[cfg(feature = "render")]
+#[derive(clap::Args, Debug, Clone)]
+struct GameArgs {
+    /// Render `--frames` frames, save the window as a PNG at this path, and exit.
+    #[arg(long, value_name = "PATH")]
+    screenshot: Option<PathBuf>,
+    /// Frames to render before the screenshot.
+    #[arg(long, default_value_t = 120, requires = "screenshot")]
+    frames: u32,
+    /// Select and follow the persona whose name starts with this.
+    #[arg(long, value_name = "NAME")]
+    follow: Option<String>,
+    /// Starting speed: paused, 1, 2, 4, 8, 16, 32 or max.
+    #[arg(long, default_value = "1", value_parser = bevy_generative_agents::render::parse_speed)]
+    speed: bevy_generative_agents::clock::SimSpeed,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the headless demo (the default until the desktop window lands).
+    /// Run the headless demo (the default without the `render` feature).
     Demo(DemoArgs),
     /// Simulate N game hours headless and write movement.jsonl, summary.json and usage.json.
     Run(RunArgs),
@@ -94,6 +115,9 @@ fn main() -> ExitCode {
         Some(Command::Fork { src, dst }) => return fork_command(&src, &dst),
         Some(Command::Replay(args)) => return replay_command(&args),
         Some(Command::Report { dir }) => return report_command(&dir),
+        #[cfg(feature = "render")]
+        None => return game_command(cli.demo, &cli.game),
+        #[cfg(not(feature = "render"))]
         None => cli.demo,
     };
     let llm = match args.llm.resolve() {
@@ -218,6 +242,40 @@ fn run_command(args: &RunArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Err(err) => {
+            error!("{err}");
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The window: exit code 2 for unusable flags, 1 when the game fails.
+#[cfg(feature = "render")]
+fn game_command(args: DemoArgs, game: &GameArgs) -> ExitCode {
+    use bevy_generative_agents::render::{GameOptions, ScreenshotRequest, run_game};
+    let llm = match args.llm.resolve() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = GameOptions {
+        personas: args.personas,
+        seed: args.seed,
+        map: args.map,
+        personas_dir: args.personas_dir,
+        llm,
+        speed: game.speed,
+        follow: game.follow.clone(),
+        screenshot: game.screenshot.clone().map(|path| ScreenshotRequest {
+            path,
+            frames: game.frames,
+        }),
+    };
+    match run_game(&options) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             error!("{err}");
             eprintln!("error: {err}");

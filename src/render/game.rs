@@ -1,0 +1,402 @@
+//! The windowed game: Bevy's default plugins, the simulation plugins (the same ones headless
+//! runs use), egui, and [`GameRenderPlugins`]; the town and its personas; the clock in
+//! [`TimeMode::Realtime`] so the window never waits for a model.
+//!
+//! **Screenshot mode** ([`GameOptions::screenshot`]) renders a number of frames with the
+//! simulation running, captures the window to a PNG and exits — with an error when the capture
+//! fails, so tests can trust the exit status and still check the image itself.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bevy::app::AppExit;
+use bevy::ecs::schedule::ScheduleLabel;
+use bevy::prelude::*;
+use bevy::render::view::screenshot::{Screenshot, ScreenshotCaptured, save_to_disk};
+use bevy::window::{PresentMode, WindowResolution};
+use bevy_egui::EguiPlugin;
+
+use super::GameRenderPlugins;
+use crate::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
+use crate::headless::HeadlessError;
+use crate::llm::{LlmConfig, LlmPlugin, build_client};
+use crate::persona::{default_personas_dir, load_persona_sheets, spawn_persona};
+use crate::settings::AgentSettings;
+use crate::testing::{TownSetupError, spawn_crowd, synthetic_sheets};
+use crate::world::TownMap;
+
+/// The window's size in logical pixels.
+pub const WINDOW_SIZE: (u32, u32) = (1280, 720);
+
+/// Render `frames` frames, then save the window to `path` (PNG) and exit.
+#[derive(Resource, Debug, Clone, PartialEq, Eq)]
+pub struct ScreenshotRequest {
+    /// Where the PNG goes.
+    pub path: PathBuf,
+    /// Frames to render before the capture (at least 1).
+    pub frames: u32,
+}
+
+/// What the game runs.
+#[derive(Debug, Clone)]
+pub struct GameOptions {
+    /// Spawn only the first N personas.
+    pub personas: Option<usize>,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Map file (default town when `None`).
+    pub map: Option<PathBuf>,
+    /// Persona folder (default personas when `None`).
+    pub personas_dir: Option<PathBuf>,
+    /// The model configuration.
+    pub llm: LlmConfig,
+    /// The speed the clock starts at.
+    pub speed: SimSpeed,
+    /// Select and follow the persona whose name starts with this (case-insensitive) at start.
+    pub follow: Option<String>,
+    /// Screenshot mode.
+    pub screenshot: Option<ScreenshotRequest>,
+}
+
+/// Why the game could not start or ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum GameError {
+    /// Setting up the town, the personas or the model failed.
+    #[error(transparent)]
+    Setup(#[from] HeadlessError),
+    /// The app exited with an error (e.g. the screenshot could not be taken).
+    #[error("the game exited with an error (code {0})")]
+    Exit(u8),
+}
+
+/// Parses a speed given on the command line: `paused`, `1`, `2`, `4`, `8`, `16`, `32` (an
+/// optional `x` suffix is fine) or `max`.
+pub fn parse_speed(text: &str) -> Result<SimSpeed, String> {
+    let t = text.trim().to_ascii_lowercase();
+    // "32x" means 32; "max" keeps its x.
+    let t = match t.strip_suffix('x') {
+        Some(n) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => n,
+        _ => t.as_str(),
+    };
+    Ok(match t {
+        "paused" | "pause" => SimSpeed::Paused,
+        "1" => SimSpeed::X1,
+        "2" => SimSpeed::X2,
+        "4" => SimSpeed::X4,
+        "8" => SimSpeed::X8,
+        "16" => SimSpeed::X16,
+        "32" => SimSpeed::X32,
+        "max" => SimSpeed::Max,
+        _ => {
+            return Err(format!(
+                "unknown speed {text:?}: use paused, 1, 2, 4, 8, 16, 32 or max"
+            ));
+        }
+    })
+}
+
+/// Builds the windowed app. Does not run it.
+pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
+    let map_path = options
+        .map
+        .clone()
+        .unwrap_or_else(TownMap::default_town_path);
+    let map = TownMap::load_tmx(&map_path).map_err(HeadlessError::from)?;
+    let mut sheets = load_persona_sheets(
+        options
+            .personas_dir
+            .clone()
+            .unwrap_or_else(default_personas_dir),
+    )
+    .map_err(HeadlessError::from)?;
+    // More personas than the default sheets: a crowd of renamed copies, spread over their homes.
+    let mut crowd = false;
+    if let Some(n) = options.personas {
+        if n == 0 {
+            return Err(HeadlessError::Invalid("--personas must be at least 1".into()).into());
+        }
+        if n > sheets.len() && options.personas_dir.is_none() {
+            sheets = synthetic_sheets(n).map_err(HeadlessError::from)?;
+            crowd = true;
+        }
+        sheets.truncate(n);
+    }
+    let client = build_client(&options.llm).map_err(HeadlessError::from)?;
+
+    let mut app = App::new();
+    let title = format!("Smallville — {}", map.world_name());
+    app.add_plugins(
+        DefaultPlugins
+            .set(WindowPlugin {
+                primary_window: Some(Window {
+                    title,
+                    resolution: WindowResolution::new(WINDOW_SIZE.0, WINDOW_SIZE.1),
+                    // Screenshots must not depend on the display's refresh rate.
+                    present_mode: if options.screenshot.is_some() {
+                        PresentMode::AutoNoVsync
+                    } else {
+                        PresentMode::AutoVsync
+                    },
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .set(ImagePlugin::default_nearest()),
+    )
+    .insert_resource(ClearColor(Color::srgb(0.12, 0.16, 0.12)))
+    .insert_resource(client)
+    .insert_resource(
+        SimClock::default()
+            .with_mode(TimeMode::Realtime)
+            .with_speed(options.speed),
+    )
+    .init_resource::<SimFrameTime>()
+    .add_plugins(
+        crate::GenerativeAgentsPlugins
+            .set(LlmPlugin::with_config(options.llm.clone()))
+            // The clock drives the sim from a schedule of our own, so its CPU time can be
+            // measured per frame (shown in the HUD, logged in screenshot mode).
+            .set(ClockPlugin::in_schedule(GameSim)),
+    )
+    .add_systems(Update, run_timed_sim)
+    .add_plugins(EguiPlugin::default())
+    .add_plugins(GameRenderPlugins);
+
+    let settings = app
+        .world()
+        .get_resource::<AgentSettings>()
+        .cloned()
+        .unwrap_or_default();
+    let clock = app.world().resource::<SimClock>().clone();
+    if crowd {
+        spawn_crowd(&mut app, map, &sheets, options.seed).map_err(|err| match err {
+            TownSetupError::Map(e) => HeadlessError::from(e),
+            TownSetupError::Persona(e) => HeadlessError::from(e),
+        })?;
+    } else {
+        let world = app.world_mut();
+        let mut queue = bevy::ecs::world::CommandQueue::default();
+        let mut commands = Commands::new(&mut queue, world);
+        for sheet in &sheets {
+            spawn_persona(&mut commands, sheet, &map, &settings, &clock, options.seed)
+                .map_err(HeadlessError::from)?;
+        }
+        queue.apply(world);
+        app.insert_resource(map);
+    }
+
+    if let Some(name) = &options.follow {
+        app.insert_resource(FollowAtStart(name.to_lowercase()))
+            .add_systems(Update, follow_at_start);
+    }
+    if let Some(request) = &options.screenshot {
+        app.insert_resource(ScreenshotRequest {
+            path: request.path.clone(),
+            frames: request.frames.max(1),
+        })
+        .init_resource::<ScreenshotProgress>()
+        .add_systems(Last, drive_screenshot);
+    }
+    Ok(app)
+}
+
+/// Opens the window and runs the game until it is closed (or the screenshot is written).
+pub fn run_game(options: &GameOptions) -> Result<(), GameError> {
+    let mut app = build_game_app(options)?;
+    match app.run() {
+        AppExit::Success => Ok(()),
+        AppExit::Error(code) => Err(GameError::Exit(code.get())),
+    }
+}
+
+/// The schedule the game's clock driver runs in, from [`Update`], timed by [`SimFrameTime`].
+#[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GameSim;
+
+/// CPU time the simulation (clock driver, polls and every sim step) took per frame.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq)]
+pub struct SimFrameTime {
+    /// The last frame's, in milliseconds.
+    pub last_ms: f64,
+    /// Smoothed over about a second of frames.
+    pub mean_ms: f64,
+    /// The most any frame took.
+    pub max_ms: f64,
+    /// Sum over all frames, in milliseconds.
+    pub total_ms: f64,
+    /// Frames measured.
+    pub frames: u64,
+}
+
+impl SimFrameTime {
+    /// Records one frame's sim time.
+    pub fn record(&mut self, ms: f64) {
+        self.last_ms = ms;
+        self.mean_ms = if self.frames == 0 {
+            ms
+        } else {
+            self.mean_ms + (ms - self.mean_ms) * 0.1
+        };
+        self.max_ms = self.max_ms.max(ms);
+        self.total_ms += ms;
+        self.frames += 1;
+    }
+
+    /// The mean over every frame measured.
+    pub fn overall_mean_ms(&self) -> f64 {
+        if self.frames == 0 {
+            0.0
+        } else {
+            self.total_ms / self.frames as f64
+        }
+    }
+}
+
+fn run_timed_sim(world: &mut World) {
+    let start = Instant::now();
+    world.run_schedule(GameSim);
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    world.resource_mut::<SimFrameTime>().record(ms);
+}
+
+/// The persona to select once the personas exist (lower-case name prefix).
+#[derive(Resource, Debug, Clone)]
+struct FollowAtStart(String);
+
+fn follow_at_start(
+    mut commands: Commands,
+    wanted: Option<Res<FollowAtStart>>,
+    personas: Query<(Entity, &Name), With<crate::persona::Persona>>,
+    mut selected: ResMut<super::sprites::Selected>,
+) {
+    let Some(wanted) = wanted else {
+        return;
+    };
+    let mut matches: Vec<(&str, Entity)> = personas
+        .iter()
+        .filter(|(_, n)| n.as_str().to_lowercase().starts_with(&wanted.0))
+        .map(|(e, n)| (n.as_str(), e))
+        .collect();
+    if personas.is_empty() {
+        return;
+    }
+    matches.sort();
+    match matches.first() {
+        Some((_, entity)) => {
+            selected.entity = Some(*entity);
+            selected.follow = true;
+        }
+        None => warn!("--follow {:?}: no persona has that name", wanted.0),
+    }
+    commands.remove_resource::<FollowAtStart>();
+}
+
+/// Where screenshot mode stands.
+#[derive(Resource, Debug, Default)]
+struct ScreenshotProgress {
+    frames: u32,
+    started: Option<Instant>,
+    requested_at: Option<u32>,
+    captured: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Frames to wait for the capture before giving up.
+const CAPTURE_TIMEOUT_FRAMES: u32 = 600;
+
+fn drive_screenshot(
+    mut commands: Commands,
+    request: Res<ScreenshotRequest>,
+    mut progress: ResMut<ScreenshotProgress>,
+    clock: Res<SimClock>,
+    sim_time: Res<SimFrameTime>,
+    personas: Query<(), With<crate::persona::Persona>>,
+    mut exit: MessageWriter<AppExit>,
+) {
+    progress.frames += 1;
+    let started = *progress.started.get_or_insert_with(Instant::now);
+    let frames = progress.frames;
+    if frames == request.frames {
+        if let Some(dir) = request.path.parent()
+            && !dir.as_os_str().is_empty()
+            && let Err(err) = std::fs::create_dir_all(dir)
+        {
+            error!("cannot create {}: {err}", dir.display());
+            exit.write(AppExit::error());
+            return;
+        }
+        let flag = progress.captured.clone();
+        commands
+            .spawn(Screenshot::primary_window())
+            .observe(save_to_disk(request.path.clone()))
+            .observe(move |_: On<ScreenshotCaptured>| {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            });
+        progress.requested_at = Some(frames);
+        let secs = started.elapsed().as_secs_f64();
+        info!(
+            "screenshot mode: {frames} frames in {secs:.1} s ({:.1} fps); {} personas, sim CPU \
+             {:.2} ms/frame on average (max {:.1} ms); sim at step {} ({})",
+            frames as f64 / secs.max(1e-9),
+            personas.iter().count(),
+            sim_time.overall_mean_ms(),
+            sim_time.max_ms,
+            clock.step(),
+            clock.now().format("%H:%M")
+        );
+        return;
+    }
+    let Some(at) = progress.requested_at else {
+        return;
+    };
+    if progress.captured.load(std::sync::atomic::Ordering::SeqCst) {
+        // `save_to_disk` runs before our observer and logs (not returns) its errors: check the
+        // file it should have written.
+        match std::fs::metadata(&request.path) {
+            Ok(meta) if meta.len() > 0 => {
+                info!("screenshot written to {}", request.path.display());
+                exit.write(AppExit::Success);
+            }
+            _ => {
+                error!(
+                    "screenshot was captured but {} was not written",
+                    request.path.display()
+                );
+                exit.write(AppExit::error());
+            }
+        }
+    } else if frames > at + CAPTURE_TIMEOUT_FRAMES {
+        error!("screenshot not captured after {CAPTURE_TIMEOUT_FRAMES} frames");
+        exit.write(AppExit::error());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_frame_time_statistics() {
+        let mut t = SimFrameTime::default();
+        assert_eq!(t.overall_mean_ms(), 0.0);
+        t.record(2.0);
+        assert_eq!(t.mean_ms, 2.0);
+        t.record(12.0);
+        assert_eq!(t.last_ms, 12.0);
+        assert!(
+            (t.mean_ms - 3.0).abs() < 1e-9,
+            "smoothed: 2 + (12 - 2) * 0.1"
+        );
+        assert_eq!(t.max_ms, 12.0);
+        assert_eq!(t.overall_mean_ms(), 7.0);
+    }
+
+    #[test]
+    fn speeds_parse() {
+        assert_eq!(parse_speed("1"), Ok(SimSpeed::X1));
+        assert_eq!(parse_speed("32x"), Ok(SimSpeed::X32));
+        assert_eq!(parse_speed("MAX"), Ok(SimSpeed::Max));
+        assert_eq!(parse_speed("paused"), Ok(SimSpeed::Paused));
+        assert!(parse_speed("3").is_err());
+        assert!(parse_speed("").is_err());
+    }
+}

@@ -1,0 +1,335 @@
+//! The HUD: a bar across the top with the game date and time, the speed controls (with keyboard
+//! shortcuts), the frame rate, and the model's status — backend, calls in flight, calls done and
+//! failed, tokens and cache hits from the [`LlmClient`]'s usage counters.
+//!
+//! Keyboard: `Space` pause/resume · `N` or `.` one step · `1`–`6` 1×–32× · `0` max ·
+//! `]`/`[` faster/slower.
+
+use bevy::prelude::*;
+use bevy_egui::input::EguiWantsInput;
+use bevy_egui::{EguiContexts, EguiPrimaryContextPass, egui};
+
+use crate::clock::{SimClock, SimSpeed, TimeMode};
+use crate::llm::{LlmClient, UsageReport};
+
+/// What a speed key does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpeedShortcut {
+    /// Run at this speed.
+    Set(SimSpeed),
+    /// Pause, or resume the speed paused from.
+    TogglePause,
+    /// Take one step (while paused or not).
+    Step,
+    /// One speed faster.
+    Faster,
+    /// One speed slower.
+    Slower,
+}
+
+/// The speed shortcut bound to `key`, if any.
+pub fn speed_for_key(key: KeyCode) -> Option<SpeedShortcut> {
+    Some(match key {
+        KeyCode::Space => SpeedShortcut::TogglePause,
+        KeyCode::KeyN | KeyCode::Period => SpeedShortcut::Step,
+        KeyCode::Digit1 => SpeedShortcut::Set(SimSpeed::X1),
+        KeyCode::Digit2 => SpeedShortcut::Set(SimSpeed::X2),
+        KeyCode::Digit3 => SpeedShortcut::Set(SimSpeed::X4),
+        KeyCode::Digit4 => SpeedShortcut::Set(SimSpeed::X8),
+        KeyCode::Digit5 => SpeedShortcut::Set(SimSpeed::X16),
+        KeyCode::Digit6 => SpeedShortcut::Set(SimSpeed::X32),
+        KeyCode::Digit0 => SpeedShortcut::Set(SimSpeed::Max),
+        KeyCode::BracketRight => SpeedShortcut::Faster,
+        KeyCode::BracketLeft => SpeedShortcut::Slower,
+        _ => return None,
+    })
+}
+
+/// Applies a shortcut to the clock; `resume_to` remembers the speed to return to after a pause.
+pub fn apply_speed_shortcut(
+    clock: &mut SimClock,
+    resume_to: &mut SimSpeed,
+    shortcut: SpeedShortcut,
+) {
+    let before = clock.speed;
+    match shortcut {
+        SpeedShortcut::Set(speed) => clock.speed = speed,
+        SpeedShortcut::TogglePause => {
+            clock.speed = if before == SimSpeed::Paused {
+                *resume_to
+            } else {
+                SimSpeed::Paused
+            };
+        }
+        SpeedShortcut::Step => clock.request_step(),
+        SpeedShortcut::Faster => clock.speed = before.faster(),
+        SpeedShortcut::Slower => clock.speed = before.slower(),
+    }
+    if before != SimSpeed::Paused && clock.speed == SimSpeed::Paused {
+        *resume_to = before;
+    }
+}
+
+/// HUD state: the speed to resume to, the usage snapshot (refreshed a few times a second) and
+/// the measured frame rate.
+#[derive(Resource, Debug, Clone)]
+pub struct HudState {
+    /// Speed restored by un-pausing.
+    pub resume_to: SimSpeed,
+    /// The latest usage snapshot.
+    pub usage: UsageReport,
+    /// Seconds since the snapshot was taken.
+    pub usage_age: f32,
+    /// Frames per second (smoothed).
+    pub fps: f32,
+    /// Height of the HUD bar in logical pixels (panels below it start there).
+    pub bar_height: f32,
+}
+
+impl Default for HudState {
+    fn default() -> Self {
+        Self {
+            resume_to: SimSpeed::X1,
+            usage: UsageReport::default(),
+            usage_age: f32::INFINITY,
+            fps: 0.0,
+            bar_height: 0.0,
+        }
+    }
+}
+
+/// Orders the game's egui panels: the HUD bar first, then the panels laid out below it.
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GameUiSystems {
+    /// The top bar.
+    Hud,
+    /// Side panels.
+    Panels,
+}
+
+/// The HUD bar and speed shortcuts.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HudPlugin;
+
+impl Plugin for HudPlugin {
+    fn build(&self, app: &mut App) {
+        app.init_resource::<HudState>()
+            .configure_sets(
+                EguiPrimaryContextPass,
+                (GameUiSystems::Hud, GameUiSystems::Panels).chain(),
+            )
+            .add_systems(Update, (speed_shortcuts, refresh_status))
+            .add_systems(EguiPrimaryContextPass, draw_hud.in_set(GameUiSystems::Hud));
+    }
+}
+
+fn speed_shortcuts(
+    keys: Res<ButtonInput<KeyCode>>,
+    wants: Option<Res<EguiWantsInput>>,
+    mut clock: ResMut<SimClock>,
+    mut hud: ResMut<HudState>,
+) {
+    if wants.is_some_and(|w| w.wants_keyboard_input()) {
+        return;
+    }
+    for key in keys.get_just_pressed() {
+        if let Some(shortcut) = speed_for_key(*key) {
+            let hud = hud.as_mut();
+            apply_speed_shortcut(&mut clock, &mut hud.resume_to, shortcut);
+        }
+    }
+}
+
+fn refresh_status(time: Res<Time>, client: Option<Res<LlmClient>>, mut hud: ResMut<HudState>) {
+    let dt = time.delta_secs();
+    if dt > 0.0 {
+        let fps = 1.0 / dt;
+        hud.fps = if hud.fps == 0.0 {
+            fps
+        } else {
+            hud.fps + (fps - hud.fps) * (dt / 0.5).min(1.0)
+        };
+    }
+    hud.usage_age += dt;
+    // The snapshot clones every counter: four times a second is plenty for a display.
+    if hud.usage_age >= 0.25
+        && let Some(client) = client
+    {
+        hud.usage = client.usage();
+        hud.usage_age = 0.0;
+    }
+}
+
+/// A compact token count: 950, 12.3k, 4.5M.
+pub fn compact_count(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+fn draw_hud(
+    mut contexts: EguiContexts,
+    mut clock: ResMut<SimClock>,
+    mut hud: ResMut<HudState>,
+    client: Option<Res<LlmClient>>,
+    sim_time: Option<Res<super::game::SimFrameTime>>,
+) -> Result {
+    let ctx = contexts.ctx_mut()?.clone();
+    let mut root = egui::Ui::new(
+        ctx.clone(),
+        "hud root".into(),
+        egui::UiBuilder::new()
+            .layer_id(egui::LayerId::background())
+            .max_rect(ctx.viewport_rect()),
+    );
+    let mut clicked: Option<SpeedShortcut> = None;
+    let response = egui::Panel::top("hud").show(&mut root, |ui| {
+        ui.horizontal_wrapped(|ui| {
+            let now = clock.now();
+            ui.label(egui::RichText::new(now.format("%a %b %-d %Y").to_string()).strong());
+            ui.label(
+                egui::RichText::new(now.format("%H:%M").to_string())
+                    .strong()
+                    .monospace()
+                    .size(16.0),
+            );
+            ui.label(format!("step {}", clock.step()));
+            if clock.mode == TimeMode::Lockstep {
+                ui.label("lockstep")
+                    .on_hover_text("each step waits for every persona's thoughts");
+            }
+            ui.separator();
+            let pause_label = if clock.speed == SimSpeed::Paused {
+                "▶"
+            } else {
+                "⏸"
+            };
+            if ui
+                .button(pause_label)
+                .on_hover_text("pause / resume (Space)")
+                .clicked()
+            {
+                clicked = Some(SpeedShortcut::TogglePause);
+            }
+            if ui.button("⏭").on_hover_text("one step (N)").clicked() {
+                clicked = Some(SpeedShortcut::Step);
+            }
+            for (i, speed) in SimSpeed::ALL.iter().skip(1).enumerate() {
+                let key = if *speed == SimSpeed::Max {
+                    "0".to_string()
+                } else {
+                    (i + 1).to_string()
+                };
+                if ui
+                    .selectable_label(clock.speed == *speed, speed.label())
+                    .on_hover_text(format!("key {key}"))
+                    .clicked()
+                {
+                    clicked = Some(SpeedShortcut::Set(*speed));
+                }
+            }
+            ui.separator();
+            let usage = &hud.usage.totals;
+            if let Some(client) = client.as_deref() {
+                let backend = client.backend_name();
+                let name = if backend == "scripted" {
+                    egui::RichText::new("scripted (no model)").color(egui::Color32::LIGHT_YELLOW)
+                } else {
+                    egui::RichText::new(format!("{backend} · {}", client.model()))
+                };
+                ui.label(name).on_hover_text("LLM backend and model");
+                ui.label(format!(
+                    "in flight {}/{}",
+                    client.in_flight(),
+                    client.concurrency()
+                ));
+            }
+            ui.label(format!("calls {}", usage.calls));
+            let failed = egui::RichText::new(format!("failed {}", usage.errors));
+            ui.label(if usage.errors > 0 {
+                failed.color(egui::Color32::LIGHT_RED)
+            } else {
+                failed
+            })
+            .on_hover_text(format!(
+                "errors {}, retries {}, fail-safes {}",
+                usage.errors, usage.retries, usage.fail_safes
+            ));
+            ui.label(format!(
+                "tokens {}",
+                compact_count(usage.prompt_tokens + usage.completion_tokens)
+            ))
+            .on_hover_text(format!(
+                "prompt {} · completion {}",
+                usage.prompt_tokens, usage.completion_tokens
+            ));
+            ui.label(format!("cache hits {}", usage.cache_hits));
+            ui.separator();
+            ui.label(format!("{:.0} fps", hud.fps));
+            if let Some(sim) = sim_time.as_deref() {
+                ui.label(format!("sim {:.1} ms", sim.mean_ms))
+                    .on_hover_text("CPU time of the simulation per frame (smoothed)");
+            }
+        });
+    });
+    hud.bar_height = response.response.rect.height();
+    if let Some(shortcut) = clicked {
+        let hud = hud.as_mut();
+        apply_speed_shortcut(&mut clock, &mut hud.resume_to, shortcut);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_speeds() {
+        assert_eq!(
+            speed_for_key(KeyCode::Digit1),
+            Some(SpeedShortcut::Set(SimSpeed::X1))
+        );
+        assert_eq!(
+            speed_for_key(KeyCode::Digit6),
+            Some(SpeedShortcut::Set(SimSpeed::X32))
+        );
+        assert_eq!(
+            speed_for_key(KeyCode::Digit0),
+            Some(SpeedShortcut::Set(SimSpeed::Max))
+        );
+        assert_eq!(
+            speed_for_key(KeyCode::Space),
+            Some(SpeedShortcut::TogglePause)
+        );
+        assert_eq!(speed_for_key(KeyCode::KeyN), Some(SpeedShortcut::Step));
+        assert_eq!(speed_for_key(KeyCode::KeyW), None, "W pans the camera");
+    }
+
+    #[test]
+    fn pause_resumes_the_previous_speed() {
+        let mut clock = SimClock::default().with_speed(SimSpeed::X8);
+        let mut resume = SimSpeed::X1;
+        apply_speed_shortcut(&mut clock, &mut resume, SpeedShortcut::TogglePause);
+        assert_eq!(clock.speed, SimSpeed::Paused);
+        assert_eq!(resume, SimSpeed::X8);
+        apply_speed_shortcut(&mut clock, &mut resume, SpeedShortcut::TogglePause);
+        assert_eq!(clock.speed, SimSpeed::X8);
+        // Slowing down into pause also remembers where it came from.
+        clock.speed = SimSpeed::X1;
+        apply_speed_shortcut(&mut clock, &mut resume, SpeedShortcut::Slower);
+        assert_eq!(clock.speed, SimSpeed::Paused);
+        assert_eq!(resume, SimSpeed::X1);
+        apply_speed_shortcut(&mut clock, &mut resume, SpeedShortcut::Faster);
+        assert_eq!(clock.speed, SimSpeed::X1);
+    }
+
+    #[test]
+    fn compact_counts() {
+        assert_eq!(compact_count(950), "950");
+        assert_eq!(compact_count(12_345), "12.3k");
+        assert_eq!(compact_count(4_500_000), "4.5M");
+    }
+}

@@ -1,0 +1,118 @@
+//! The desktop game (feature `render`): the town drawn as a tile map, personas walking it with
+//! emoji and dialogue bubbles, a HUD with the clock and model status, an inspector, and a camera.
+//!
+//! Rendering only *reads* the simulation: [`Body`](crate::persona::Body) (tile, previous tile),
+//! [`ActionView`](crate::persona::ActionView) (emoji, chat), [`Mind`](crate::persona::Mind)
+//! (through a snapshot taken while it is home), [`Diary`](crate::persona::Diary), the
+//! [`SimClock`](crate::clock::SimClock) and the [`LlmClient`](crate::llm::LlmClient)'s usage. The
+//! only things it writes are the clock's speed and step requests, from the HUD. So the same
+//! plugins drive a headless run and the window, and nothing here is needed to simulate.
+//!
+//! | plugin | what it draws or does |
+//! | --- | --- |
+//! | [`TownMapRenderPlugin`] | the map's tile layers with `bevy_ecs_tilemap` (adds its `TilemapPlugin`) |
+//! | [`PersonaSpritesPlugin`] | a generated sprite per persona, name label, walking between tiles, facing |
+//! | [`BubblesPlugin`] | colour emoji of the current action, typewriter dialogue bubbles, 💭 while thinking |
+//! | [`GameCameraPlugin`] | pan (drag, WASD/arrows), zoom (wheel, +/-), follow the selected persona |
+//! | [`HudPlugin`] | date and time, speed controls and their shortcuts, LLM status |
+//! | [`InspectorPlugin`] | the selected persona: plan, action, memories, chat, relationships |
+//!
+//! [`GameRenderPlugins`] holds them all; [`run_game`] builds the whole windowed app (also in
+//! screenshot mode, see [`GameOptions::screenshot`]).
+//!
+//! Coordinates: tile `(x, y)` (y down, as in Tiled) has its centre at world
+//! `(x · 32, −y · 32)` ([`tile_to_world`]); the tile map is placed to match.
+
+mod art;
+mod bubbles;
+mod camera;
+mod game;
+mod hud;
+mod inspector;
+mod map;
+mod sprites;
+
+pub use art::{Canvas, Facing, HairStyle, Look, bubble_frame, character_sheet, draw_character};
+pub use bubbles::{BubblesPlugin, ChatPlayback, EmojiFont, chat_playback};
+pub use camera::{CameraState, GameCamera, GameCameraPlugin};
+pub use game::{
+    GameError, GameOptions, GameSim, ScreenshotRequest, SimFrameTime, WINDOW_SIZE, build_game_app,
+    parse_speed, run_game,
+};
+pub use hud::{HudPlugin, SpeedShortcut, speed_for_key};
+pub use inspector::{InspectorPlugin, MindSnapshot, current_schedule_index};
+pub use map::{TownMapRenderPlugin, TownTilemap};
+pub use sprites::{PersonaSprite, PersonaSpritesPlugin, Selected, WalkState, approach};
+
+use bevy::app::plugin_group;
+use bevy::prelude::*;
+
+use crate::world::TileCoord;
+
+/// Pixel size of a map tile in world units. Tile maps with another tile size are scaled to it.
+pub const TILE_PX: f32 = 32.0;
+
+/// Drawing order (z) of the game's layers.
+pub mod z {
+    /// The first tile layer; each further layer is one higher.
+    pub const MAP: f32 = 0.0;
+    /// Personas (a little is added by row, so lower personas draw in front).
+    pub const PERSONAS: f32 = 10.0;
+    /// Name labels.
+    pub const LABELS: f32 = 20.0;
+    /// Emoji, thinking and dialogue bubbles.
+    pub const BUBBLES: f32 = 30.0;
+}
+
+/// The world position of the centre of tile `c`.
+pub fn tile_to_world(c: TileCoord) -> Vec2 {
+    Vec2::new(c.x as f32 * TILE_PX, -(c.y as f32) * TILE_PX)
+}
+
+/// The tile under world position `p` (may be outside the map).
+pub fn world_to_tile(p: Vec2) -> TileCoord {
+    TileCoord::new(
+        (p.x / TILE_PX).round() as i32,
+        (-p.y / TILE_PX).round() as i32,
+    )
+}
+
+plugin_group! {
+    /// Everything the windowed game draws, on top of the simulation plugins and Bevy's
+    /// `DefaultPlugins` (plus bevy_egui's `EguiPlugin`, which [`run_game`] adds).
+    pub struct GameRenderPlugins {
+        map:::TownMapRenderPlugin,
+        sprites:::PersonaSpritesPlugin,
+        bubbles:::BubblesPlugin,
+        camera:::GameCameraPlugin,
+        hud:::HudPlugin,
+        inspector:::InspectorPlugin,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_and_world_round_trip() {
+        assert_eq!(tile_to_world(TileCoord::new(0, 0)), Vec2::ZERO);
+        assert_eq!(tile_to_world(TileCoord::new(2, 3)), Vec2::new(64.0, -96.0));
+        for c in [
+            TileCoord::new(0, 0),
+            TileCoord::new(63, 47),
+            TileCoord::new(-1, 5),
+        ] {
+            assert_eq!(world_to_tile(tile_to_world(c)), c);
+        }
+        // Anywhere inside a tile maps to it.
+        assert_eq!(
+            world_to_tile(Vec2::new(64.0 + 15.0, -96.0 - 15.0)),
+            TileCoord::new(2, 3)
+        );
+        assert_eq!(
+            world_to_tile(Vec2::new(64.0 + 17.0, -96.0)),
+            TileCoord::new(3, 3)
+        );
+    }
+}
