@@ -110,5 +110,10 @@ fn agent_steps(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, agent_steps);
+criterion_group! {
+    name = benches;
+    // Numbers only: criterion's charts need system fonts a fresh machine may not have.
+    config = Criterion::default().without_plots();
+    targets = agent_steps
+}
 criterion_main!(benches);

@@ -71,5 +71,10 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    // Numbers only: criterion's charts need system fonts a fresh machine may not have.
+    config = Criterion::default().without_plots();
+    targets = bench
+}
 criterion_main!(benches);

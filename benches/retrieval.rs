@@ -137,5 +137,10 @@ fn retrieval(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, retrieval);
+criterion_group! {
+    name = benches;
+    // Numbers only: criterion's charts need system fonts a fresh machine may not have.
+    config = Criterion::default().without_plots();
+    targets = retrieval
+}
 criterion_main!(benches);

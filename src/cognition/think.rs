@@ -605,6 +605,27 @@ pub fn start_thoughts(
     let step = cx.clock.step();
     let sec_per_step = cx.clock.sec_per_step();
     let settings = Arc::new(cx.settings.clone());
+    // Most personas most steps need no model: their bookkeeping is done here, in any order
+    // (it touches only their own mind), and only the others go on to think.
+    let mut needy: Vec<(String, Entity)> = Vec::new();
+    for (entity, name, mut mind, body, mut view, _, percepts) in queries.p0().iter_mut() {
+        let Some(state) = mind.get_mut() else {
+            continue;
+        };
+        if needs_model(state, percepts, now, sec_per_step) {
+            needy.push((name.as_str().to_string(), entity));
+            continue;
+        }
+        bookkeeping(state, now, body.tile, sec_per_step);
+        if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
+            *view = ActionView::from_scratch(&state.scratch);
+        }
+    }
+    if needy.is_empty() {
+        return;
+    }
+    needy.sort();
+
     let mut others_map = BTreeMap::new();
     for (name, view) in &queries.p1() {
         others_map.insert(
@@ -615,27 +636,11 @@ pub fn start_thoughts(
     let others = Arc::new(others_map);
 
     let mut personas = queries.p0();
-    let mut order: Vec<(String, Entity)> = personas
-        .iter()
-        .map(|(e, n, ..)| (n.as_str().to_string(), e))
-        .collect();
-    order.sort();
     let mut started: Vec<(Entity, ThoughtFuture)> = Vec::new();
-    for (_, entity) in order {
-        let Ok((entity, _, mut mind, body, mut view, _, percepts)) = personas.get_mut(entity)
-        else {
+    for (_, entity) in needy {
+        let Ok((entity, _, mut mind, body, _, _, percepts)) = personas.get_mut(entity) else {
             continue;
         };
-        let Some(state) = mind.get_mut() else {
-            continue;
-        };
-        if !needs_model(state, percepts, now, sec_per_step) {
-            bookkeeping(state, now, body.tile, sec_per_step);
-            if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
-                *view = ActionView::from_scratch(&state.scratch);
-            }
-            continue;
-        }
         let Some(state) = mind.check_out() else {
             continue;
         };
