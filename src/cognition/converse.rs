@@ -72,8 +72,9 @@ pub fn is_waiting(address: Option<&str>) -> bool {
     address.is_some_and(|a| a.starts_with("<waiting>"))
 }
 
-/// The hard guards of talking (SPEC §3.5), before the model is asked.
-pub fn talk_guards_pass(
+/// The guards talking and waiting share (SPEC §3.5): both have an action, neither is asleep,
+/// waiting or chatting, and it is not the quiet hour.
+fn shared_guards_pass(
     mind: &MindState,
     target: &OtherPersona,
     now: NaiveDateTime,
@@ -83,22 +84,35 @@ pub fn talk_guards_pass(
     s.act_address.is_some()
         && s.act_description.is_some()
         && !target.address.is_empty()
-        && !target.description.is_empty()
         && !s.is_sleeping()
         && !target.sleeping
         && now.hour() != quiet_hour
         && !target.waiting
         && s.chatting_with.is_none()
         && !target.chatting
-        && s.chatting_with_buffer
+}
+
+/// The hard guards of talking (SPEC §3.5), before the model is asked: the shared guards, the
+/// target's action is known, and the cool-down with the target is over.
+pub fn talk_guards_pass(
+    mind: &MindState,
+    target: &OtherPersona,
+    now: NaiveDateTime,
+    quiet_hour: u32,
+) -> bool {
+    shared_guards_pass(mind, target, now, quiet_hour)
+        && !target.description.is_empty()
+        && mind
+            .scratch
+            .chatting_with_buffer
             .get(&target.name)
             .copied()
             .unwrap_or(0)
             == 0
 }
 
-/// The guards of waiting (SPEC §3.5): the talk guards, the persona is on its way somewhere, and
-/// both act at the same address.
+/// The guards of waiting (SPEC §3.5): the shared guards, the persona is on its way somewhere,
+/// and both act at the same address.
 pub fn wait_guards_pass(
     mind: &MindState,
     target: &OtherPersona,
@@ -106,18 +120,9 @@ pub fn wait_guards_pass(
     quiet_hour: u32,
     walking: bool,
 ) -> bool {
-    let s = &mind.scratch;
-    s.act_address.is_some()
-        && s.act_description.is_some()
-        && !target.address.is_empty()
-        && !s.is_sleeping()
-        && !target.sleeping
-        && now.hour() != quiet_hour
-        && !target.waiting
-        && s.chatting_with.is_none()
-        && !target.chatting
+    shared_guards_pass(mind, target, now, quiet_hour)
         && walking
-        && s.act_address.as_deref() == Some(target.address.as_str())
+        && mind.scratch.act_address.as_deref() == Some(target.address.as_str())
 }
 
 /// What a persona decided to do about what it perceived.
@@ -540,6 +545,44 @@ mod tests {
         assert_eq!(conversation_minutes(&[line(240)]), 1);
         assert_eq!(conversation_minutes(&[line(241)]), 2);
         assert_eq!(conversation_minutes(&[line(400), line(400)]), 4);
+    }
+
+    #[test]
+    fn guards() {
+        use chrono::NaiveDate;
+        let now = NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(10, 0, 0))
+            .unwrap_or_default();
+        let mut mind = MindState::default();
+        mind.scratch.act_address = Some("w:s:a:o".into());
+        mind.scratch.act_description = Some("reading".into());
+        let target = OtherPersona {
+            name: "B".into(),
+            address: "w:s:a:o".into(),
+            description: "writing".into(),
+            ..Default::default()
+        };
+        assert!(talk_guards_pass(&mind, &target, now, 23));
+        assert!(
+            !talk_guards_pass(&mind, &target, now + Duration::hours(13), 23),
+            "23:00"
+        );
+        assert!(wait_guards_pass(&mind, &target, now, 23, true));
+        assert!(
+            !wait_guards_pass(&mind, &target, now, 23, false),
+            "not walking"
+        );
+        let asleep = OtherPersona {
+            sleeping: true,
+            ..target.clone()
+        };
+        assert!(!talk_guards_pass(&mind, &asleep, now, 23));
+        mind.scratch.chatting_with_buffer.insert("B".into(), 5);
+        assert!(!talk_guards_pass(&mind, &target, now, 23), "cool-down");
+        assert!(
+            wait_guards_pass(&mind, &target, now, 23, true),
+            "waiting ignores the cool-down"
+        );
     }
 
     #[test]
