@@ -34,6 +34,12 @@ step() { printf '\n=== %s\n' "$*"; }
 step "system packages for the window test (xvfb, software Vulkan, emoji font)"
 bash scripts/install-deps.sh
 
+step "the local model (scripts/fetch-model.sh; the local-model tests load the real file)"
+GA_LOCAL_MODEL="${GA_LOCAL_MODEL:-$(bash scripts/fetch-model.sh)}"
+export GA_LOCAL_MODEL
+# Tests that need the model fail instead of skipping from here on.
+export GA_REQUIRE_LOCAL_MODEL="${GA_REQUIRE_LOCAL_MODEL:-1}"
+
 step "rustfmt"
 cargo fmt --all -- --check
 

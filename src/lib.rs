@@ -56,6 +56,7 @@
 
 pub mod clock;
 pub mod cognition;
+pub mod eval;
 pub mod headless;
 pub mod llm;
 pub mod memory;

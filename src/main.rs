@@ -68,6 +68,11 @@ enum Command {
         /// The run folder (holding movement.jsonl, summary.json and usage.json).
         dir: PathBuf,
     },
+    /// Run a JSON-lines decision eval and print accuracy per kind.
+    EvalDecisions(bevy_generative_agents::eval::EvalArgs),
+    /// Measure the embedded local model's speed beside llama.cpp's own.
+    #[cfg(feature = "local-llm")]
+    BenchLocal(bevy_generative_agents::eval::bench::BenchArgs),
 }
 
 /// `smallville replay` flags.
@@ -115,6 +120,13 @@ fn main() -> ExitCode {
         Some(Command::Fork { src, dst }) => return fork_command(&src, &dst),
         Some(Command::Replay(args)) => return replay_command(&args),
         Some(Command::Report { dir }) => return report_command(&dir),
+        Some(Command::EvalDecisions(args)) => {
+            return bevy_generative_agents::eval::eval_command(&args);
+        }
+        #[cfg(feature = "local-llm")]
+        Some(Command::BenchLocal(args)) => {
+            return bevy_generative_agents::eval::bench::bench_command(&args);
+        }
         #[cfg(feature = "render")]
         None => return game_command(cli.demo, &cli.game),
         #[cfg(not(feature = "render"))]
@@ -127,6 +139,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // First run: fetch the embedded model rather than fall back to the scripted stand-in.
+    bevy_generative_agents::llm::fetch_default_model_if_missing(&llm);
     let options = DemoOptions {
         hours: args.hours,
         personas: args.personas,
@@ -261,6 +275,8 @@ fn game_command(args: DemoArgs, game: &GameArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // First run: fetch the embedded model rather than fall back to the scripted stand-in.
+    bevy_generative_agents::llm::fetch_default_model_if_missing(&llm);
     let options = GameOptions {
         personas: args.personas,
         seed: args.seed,

@@ -7,11 +7,14 @@
 //! can come from the environment or the config file, never from a flag (flags end up in shell
 //! history and process lists).
 //!
-//! [`build_backend`] turns a config into a backend: an explicit choice wins; `auto` picks the
-//! HTTP backend when a base URL or an API key is configured, and otherwise — until the
-//! embedded local model lands (issue 5 makes it the default) — the **scripted** backend running
-//! the offline town script ([`town_script_backend`]), with a warning that it is an offline
-//! stand-in, not a model.
+//! [`build_backend`] turns a config into a backend: an explicit choice wins (`--llm-backend`,
+//! `GA_LLM_BACKEND`, or a model file given with `--model PATH` / `GA_LOCAL_MODEL`); `auto` picks
+//! the HTTP backend when a base URL or an API key is configured, else the **embedded local
+//! model** (feature `local-llm`) when its file is in the model cache
+//! (`${XDG_CACHE_HOME:-~/.cache}/bevy_generative_agents/models/`, filled by
+//! `scripts/fetch-model.sh`), and otherwise the **scripted** backend running the offline town
+//! script ([`town_script_backend`]), with a loud warning that it is an offline stand-in, not a
+//! model.
 //!
 //! [`ApiKey`] keeps the key out of every `Debug`/`Display` output and cannot be serialised.
 
@@ -39,6 +42,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default number of transport retries after the first attempt.
 pub const DEFAULT_MAX_RETRIES: u32 = 4;
+/// The default number of local inference threads: on a small machine shared with the game,
+/// one well-fed thread beats two starved ones.
+pub const DEFAULT_LOCAL_THREADS: u32 = 1;
+/// Model files the local backend looks for in the model cache, best first: a 1.5B instruct
+/// model when `scripts/fetch-model.sh` could get one, else the small pip-packaged SmolLM2.
+pub const DEFAULT_MODEL_FILES: &[&str] = &[
+    "qwen2.5-1.5b-instruct-q4_k_m.gguf",
+    "SmolLM2-135M-Instruct.Q4_1.gguf",
+];
 
 /// An API key. `Debug` and `Display` print `ApiKey(***)`; there is no `Serialize`.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -81,7 +93,7 @@ pub enum BackendChoice {
     Scripted,
     /// An OpenAI-compatible server (feature `http`).
     Http,
-    /// The embedded local model (feature `local-llm`; not available yet).
+    /// The embedded local model (feature `local-llm`).
     Local,
 }
 
@@ -204,6 +216,14 @@ pub struct LlmConfig {
     pub cache_path: Option<PathBuf>,
     /// The embedding dimension, when known in advance (else learned from the first answer).
     pub embedding_dim: Option<usize>,
+    /// A GGUF file given explicitly (`--model`, `GA_LOCAL_MODEL`, `local_model`): selects the
+    /// local backend under `auto`.
+    pub local_model: Option<PathBuf>,
+    /// The model cache folder found from the environment (see [`model_cache_dir`]); `auto`
+    /// uses the local backend when a model file is there.
+    pub model_cache: Option<PathBuf>,
+    /// Inference threads of the local backend (default 1).
+    pub local_threads: u32,
 }
 
 impl Default for LlmConfig {
@@ -220,6 +240,9 @@ impl Default for LlmConfig {
             concurrency: DEFAULT_CONCURRENCY,
             cache_path: None,
             embedding_dim: None,
+            local_model: None,
+            model_cache: None,
+            local_threads: DEFAULT_LOCAL_THREADS,
         }
     }
 }
@@ -254,6 +277,12 @@ pub struct LlmConfigLayer {
     pub cache_path: Option<PathBuf>,
     /// The embedding dimension.
     pub embedding_dim: Option<usize>,
+    /// A GGUF model file for the local backend.
+    pub local_model: Option<PathBuf>,
+    /// Inference threads of the local backend.
+    pub local_threads: Option<u32>,
+    /// The model cache folder (normally found from the environment).
+    pub model_cache: Option<PathBuf>,
 }
 
 impl LlmConfigLayer {
@@ -267,8 +296,18 @@ impl LlmConfigLayer {
             })?),
             None => None,
         };
+        let local_threads = match get("GA_LOCAL_THREADS") {
+            Some(value) => Some(value.trim().parse().map_err(|_| ConfigError::Env {
+                var: "GA_LOCAL_THREADS",
+                reason: format!("`{}` is not a thread count", value.trim()),
+            })?),
+            None => None,
+        };
         Ok(Self {
             backend,
+            local_model: get("GA_LOCAL_MODEL").map(|v| PathBuf::from(v.trim())),
+            local_threads,
+            model_cache: model_cache_dir(get),
             base_url: get("GA_LLM_BASE_URL").map(|v| v.trim().to_owned()),
             model: get("GA_LLM_MODEL").map(|v| v.trim().to_owned()),
             embed_model: get("GA_LLM_EMBED_MODEL").map(|v| v.trim().to_owned()),
@@ -370,7 +409,35 @@ impl LlmConfig {
             }
             self.embedding_dim = Some(dim);
         }
+        if let Some(path) = layer.local_model {
+            self.local_model = Some(path);
+        }
+        if let Some(dir) = layer.model_cache {
+            self.model_cache = Some(dir);
+        }
+        if let Some(threads) = layer.local_threads {
+            if threads == 0 {
+                return Err(ConfigError::Invalid {
+                    field: "local_threads",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            self.local_threads = threads;
+        }
         Ok(())
+    }
+
+    /// The GGUF file the local backend loads: the explicit one, else the first of
+    /// [`DEFAULT_MODEL_FILES`] present in the model cache, else `None`.
+    pub fn local_model_path(&self) -> Option<PathBuf> {
+        if let Some(path) = &self.local_model {
+            return Some(path.clone());
+        }
+        let dir = self.model_cache.as_ref()?;
+        DEFAULT_MODEL_FILES
+            .iter()
+            .map(|name| dir.join(name))
+            .find(|path| path.is_file())
     }
 
     /// Defaults, then the optional config `file`, then the environment read through
@@ -409,10 +476,17 @@ impl LlmConfig {
         self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL)
     }
 
-    /// The backend [`build_backend`] will pick (Auto resolved).
+    /// The backend [`build_backend`] will pick (Auto resolved): an explicit model file, else a
+    /// configured HTTP server, else a cached model file (feature `local-llm`), else scripted.
     pub fn resolved_backend(&self) -> BackendChoice {
         match self.backend {
+            BackendChoice::Auto if self.local_model.is_some() => BackendChoice::Local,
             BackendChoice::Auto if self.has_http_config() => BackendChoice::Http,
+            BackendChoice::Auto
+                if cfg!(feature = "local-llm") && self.local_model_path().is_some() =>
+            {
+                BackendChoice::Local
+            }
             BackendChoice::Auto => BackendChoice::Scripted,
             explicit => explicit,
         }
@@ -450,6 +524,13 @@ pub struct LlmArgs {
     /// Persist the response cache to this JSON-lines file.
     #[arg(long = "llm-cache", value_name = "FILE")]
     pub cache_path: Option<PathBuf>,
+    /// A GGUF chat model for the embedded local backend (selects it unless --llm-backend says
+    /// otherwise).
+    #[arg(long = "model", value_name = "PATH")]
+    pub local_model: Option<PathBuf>,
+    /// Inference threads of the local backend (default 1).
+    #[arg(long = "llm-threads", value_name = "N")]
+    pub local_threads: Option<u32>,
 }
 
 impl LlmArgs {
@@ -464,6 +545,8 @@ impl LlmArgs {
             max_retries: self.max_retries,
             concurrency: self.concurrency,
             cache_path: self.cache_path.clone(),
+            local_model: self.local_model.clone(),
+            local_threads: self.local_threads,
             ..LlmConfigLayer::default()
         }
     }
@@ -483,25 +566,119 @@ impl LlmArgs {
     }
 }
 
-/// Builds the backend `config` asks for: an explicit choice wins; `auto` picks HTTP when a base
-/// URL or an API key is configured, and otherwise the offline town script (a scripted backend,
-/// not a model).
+/// Builds the backend `config` asks for, in the order of [`LlmConfig::resolved_backend`]: an
+/// explicit choice or model file wins; `auto` picks HTTP when a base URL or an API key is
+/// configured, else the local model found in the model cache, and otherwise the offline town
+/// script (a scripted backend, not a model). Under `auto`, a cached model that fails to load
+/// falls back to the scripted backend with an error in the log.
 pub fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
-    match config.backend {
-        BackendChoice::Scripted => Ok(Arc::new(town_script_backend(0))),
+    let auto = config.backend == BackendChoice::Auto;
+    match config.resolved_backend() {
         BackendChoice::Http => build_http(config),
-        BackendChoice::Local => Err(ConfigError::Unavailable(
-            "embedded local-model (it arrives with the `local-llm` backend, issue 5)",
-        )),
-        BackendChoice::Auto if config.has_http_config() => build_http(config),
-        BackendChoice::Auto => {
+        BackendChoice::Local if auto && config.local_model.is_none() => build_local(config)
+            .or_else(|err| {
+                bevy::log::error!("{err}; falling back to the offline SCRIPTED backend");
+                Ok(Arc::new(town_script_backend(0)))
+            }),
+        BackendChoice::Local => build_local(config),
+        BackendChoice::Scripted if auto => {
             bevy::log::warn!(
-                "no LLM configured (set GA_LLM_BASE_URL or an API key): using the offline \
-                 SCRIPTED backend — canned, deterministic answers, not a language model"
+                "no LLM configured and no local model found (run scripts/fetch-model.sh, pass \
+                 --model PATH, or set GA_LLM_BASE_URL): using the offline SCRIPTED backend — \
+                 canned, deterministic answers, NOT a language model"
             );
             Ok(Arc::new(town_script_backend(0)))
         }
+        BackendChoice::Scripted | BackendChoice::Auto => Ok(Arc::new(town_script_backend(0))),
     }
+}
+
+#[cfg(feature = "local-llm")]
+fn build_local(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+    let startup = |reason: String| ConfigError::Startup {
+        backend: "local",
+        reason,
+    };
+    let path = config.local_model_path().ok_or_else(|| {
+        startup(format!(
+            "no model file: run scripts/fetch-model.sh (it fills {}), or pass --model PATH",
+            config
+                .model_cache
+                .as_deref()
+                .map_or_else(|| "the model cache".to_owned(), |d| d.display().to_string())
+        ))
+    })?;
+    let mut local = super::local::LocalConfig::new(&path);
+    local.threads = config.local_threads;
+    let backend = super::local::LocalBackend::new(local).map_err(|err| startup(err.to_string()))?;
+    bevy::log::info!(
+        "LLM backend: local model {} ({} thread{}, embeddings {}-d)",
+        path.display(),
+        config.local_threads,
+        if config.local_threads == 1 { "" } else { "s" },
+        backend.embedding_dim()
+    );
+    Ok(Arc::new(backend))
+}
+
+#[cfg(not(feature = "local-llm"))]
+fn build_local(_config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+    Err(ConfigError::FeatureDisabled {
+        backend: "local",
+        feature: "local-llm",
+    })
+}
+
+/// For the game binary's first run: when `auto` would fall back to the scripted backend only
+/// because no model file is cached yet, runs this source tree's `scripts/fetch-model.sh` (it
+/// prints its progress) so a newcomer's `cargo run` thinks with a real model. Does nothing
+/// without the `local-llm` feature, when anything else is configured, when the script is not
+/// there (an installed binary), or when `GA_NO_MODEL_FETCH` is set. Returns whether a model
+/// file is available afterwards.
+pub fn fetch_default_model_if_missing(config: &LlmConfig) -> bool {
+    if config.local_model_path().is_some() {
+        return true;
+    }
+    let wanted = cfg!(feature = "local-llm")
+        && config.backend == BackendChoice::Auto
+        && !config.has_http_config()
+        && std::env::var_os("GA_NO_MODEL_FETCH").is_none_or(|v| v.is_empty());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-model.sh");
+    let Some(dir) = config
+        .model_cache
+        .as_ref()
+        .filter(|_| wanted && script.is_file())
+    else {
+        return false;
+    };
+    eprintln!(
+        "no local model yet: running {} (set GA_NO_MODEL_FETCH=1 to skip)",
+        script.display()
+    );
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .env("GA_MODEL_DIR", dir)
+        .stdout(std::process::Stdio::null())
+        .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        bevy::log::warn!("scripts/fetch-model.sh could not fetch a model");
+    }
+    config.local_model_path().is_some()
+}
+
+/// The model cache folder: `$XDG_CACHE_HOME/bevy_generative_agents/models`, or
+/// `$HOME/.cache/bevy_generative_agents/models`; `None` when neither variable is set.
+/// `scripts/fetch-model.sh` writes to the same place.
+pub fn model_cache_dir(lookup: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let base = lookup("XDG_CACHE_HOME")
+        .filter(|v| !v.trim().is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            lookup("HOME")
+                .filter(|v| !v.trim().is_empty())
+                .map(|home| PathBuf::from(home).join(".cache"))
+        })?;
+    Some(base.join("bevy_generative_agents").join("models"))
 }
 
 /// Builds the backend and a client with the configured concurrency and cache file.
@@ -697,8 +874,105 @@ mod tests {
         };
         assert!(matches!(
             build_backend(&local),
-            Err(ConfigError::Unavailable(_))
+            Err(ConfigError::Startup { .. } | ConfigError::FeatureDisabled { .. })
         ));
+    }
+
+    #[test]
+    fn selection_order_explicit_then_http_then_cached_model_then_scripted() {
+        let dir = std::env::temp_dir().join(format!("bga-model-cache-{}", std::process::id()));
+        let cache = dir.join("bevy_generative_agents").join("models");
+        std::fs::create_dir_all(&cache).expect("dir");
+        let xdg = dir.to_string_lossy().into_owned();
+
+        // Nothing cached, nothing configured: scripted.
+        let config = LlmConfig::from_env_with(env(&[("XDG_CACHE_HOME", &xdg)])).expect("config");
+        assert_eq!(config.model_cache.as_deref(), Some(cache.as_path()));
+        assert_eq!(config.local_model_path(), None);
+        assert_eq!(config.resolved_backend(), BackendChoice::Scripted);
+
+        // A cached model: local (when compiled in), but an HTTP endpoint beats it.
+        std::fs::write(cache.join(DEFAULT_MODEL_FILES[1]), b"not really a model").expect("write");
+        let config = LlmConfig::from_env_with(env(&[("XDG_CACHE_HOME", &xdg)])).expect("config");
+        assert_eq!(
+            config.local_model_path(),
+            Some(cache.join(DEFAULT_MODEL_FILES[1]))
+        );
+        let expected = if cfg!(feature = "local-llm") {
+            BackendChoice::Local
+        } else {
+            BackendChoice::Scripted
+        };
+        assert_eq!(config.resolved_backend(), expected);
+        let config = LlmConfig::from_env_with(env(&[
+            ("XDG_CACHE_HOME", &xdg),
+            ("GA_LLM_BASE_URL", "http://127.0.0.1:9/v1"),
+        ]))
+        .expect("config");
+        assert_eq!(config.resolved_backend(), BackendChoice::Http);
+
+        // An explicit model file beats the endpoint; an explicit backend beats everything.
+        let config = LlmConfig::from_env_with(env(&[
+            ("GA_LLM_BASE_URL", "http://127.0.0.1:9/v1"),
+            ("GA_LOCAL_MODEL", "/models/big.gguf"),
+            ("GA_LOCAL_THREADS", "2"),
+        ]))
+        .expect("config");
+        assert_eq!(config.resolved_backend(), BackendChoice::Local);
+        assert_eq!(
+            config.local_model_path().as_deref(),
+            Some(Path::new("/models/big.gguf"))
+        );
+        assert_eq!(config.local_threads, 2);
+        let config = LlmConfig::from_env_with(env(&[
+            ("GA_LLM_BACKEND", "scripted"),
+            ("GA_LOCAL_MODEL", "/models/big.gguf"),
+        ]))
+        .expect("config");
+        assert_eq!(config.resolved_backend(), BackendChoice::Scripted);
+
+        // Auto with a cached file that is not a model still starts (scripted, logged).
+        let config = LlmConfig::from_env_with(env(&[("XDG_CACHE_HOME", &xdg)])).expect("config");
+        let backend = build_backend(&config).expect("auto never fails on a bad cache");
+        assert_eq!(backend.name(), "scripted");
+        // The same file named explicitly is an error that names the file.
+        let explicit = LlmConfig {
+            local_model: Some(cache.join(DEFAULT_MODEL_FILES[1])),
+            ..config
+        };
+        let err = build_backend(&explicit)
+            .map(|_| ())
+            .expect_err("not a model");
+        assert!(
+            matches!(
+                err,
+                ConfigError::Startup { .. } | ConfigError::FeatureDisabled { .. }
+            ),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn thread_count_must_be_a_positive_number() {
+        let err = LlmConfig::from_env_with(env(&[("GA_LOCAL_THREADS", "many")]))
+            .expect_err("not a number");
+        assert!(err.to_string().contains("GA_LOCAL_THREADS"), "{err}");
+        let err = LlmConfig::from_env_with(env(&[("GA_LOCAL_THREADS", "0")])).expect_err("zero");
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                field: "local_threads",
+                ..
+            }
+        ));
+        assert_eq!(model_cache_dir(env(&[])), None);
+        assert_eq!(
+            model_cache_dir(env(&[("HOME", "/home/ada")])),
+            Some(PathBuf::from(
+                "/home/ada/.cache/bevy_generative_agents/models"
+            ))
+        );
     }
 
     #[test]

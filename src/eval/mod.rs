@@ -1,0 +1,579 @@
+//! Decision evals: how well a backend and decoding strategy answer the closed questions the
+//! simulation asks (where to go, yes/no, how poignant, when to wake up).
+//!
+//! An eval file is JSON lines, one item each:
+//! `{"kind": "place", "context": "…", "question": "…", "options": ["…", …], "answer": "…",
+//! "tolerance": 1}` — `tolerance` (optional) accepts numeric answers within that distance.
+//! Every item is asked with the same wording ([`item_messages`]) and answered by a
+//! [`Strategy`]: **score** the options by likelihood (the backend's choice scoring), or
+//! **generate** a free answer and match it to an option ([`match_option`]). [`evaluate`]
+//! returns per-kind accuracy beside the chance level, so a small model's numbers can be read
+//! honestly: at chance means it is guessing.
+//!
+//! `smallville eval-decisions FILE [--backend …] [--strategy …]` runs it from the command line
+//! ([`eval_command`]); the project's own set is `assets/evals/decisions.jsonl`.
+//! `smallville bench-local` (feature `local-llm`, module [`bench`]) measures the embedded
+//! backend's speed beside llama.cpp's own.
+
+#[cfg(feature = "local-llm")]
+pub mod bench;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::llm::{
+    BackendChoice, ChatMessage, ChatRequest, ChoiceRequest, ConfigError, LlmArgs, LlmBackend,
+    LlmConfig, build_backend,
+};
+
+/// One question of a decision eval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalItem {
+    /// The decision kind (`place`, `yes_no`, `poignancy`, `wake_up_hour`, …): accuracy is
+    /// reported per kind.
+    pub kind: String,
+    /// Background for the question (may be empty).
+    #[serde(default)]
+    pub context: String,
+    /// The question.
+    pub question: String,
+    /// The closed set of answers.
+    pub options: Vec<String>,
+    /// The right option.
+    pub answer: String,
+    /// For numeric answers: options within this distance of the answer also count.
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+}
+
+impl EvalItem {
+    /// Whether `choice` counts as right.
+    pub fn is_correct(&self, choice: &str) -> bool {
+        if choice.trim().eq_ignore_ascii_case(self.answer.trim()) {
+            return true;
+        }
+        match (
+            self.tolerance,
+            choice.trim().parse::<f64>(),
+            self.answer.trim().parse::<f64>(),
+        ) {
+            (Some(tolerance), Ok(got), Ok(want)) => (got - want).abs() <= tolerance + 1e-9,
+            _ => false,
+        }
+    }
+
+    /// The accuracy of a uniformly random pick among the options.
+    pub fn chance(&self) -> f64 {
+        if self.options.is_empty() {
+            return 0.0;
+        }
+        let right = self.options.iter().filter(|o| self.is_correct(o)).count();
+        right as f64 / self.options.len() as f64
+    }
+}
+
+/// Why an eval file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is not a valid item.
+    #[error("{}:{line}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The backend could not be built.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// Parses JSON-lines eval text (blank lines are skipped). `path` only names errors.
+pub fn parse_items(text: &str, path: &Path) -> Result<Vec<EvalItem>, EvalError> {
+    let mut items = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parse_error = |message: String| EvalError::Parse {
+            path: path.to_owned(),
+            line: index + 1,
+            message,
+        };
+        let item: EvalItem = serde_json::from_str(line).map_err(|e| parse_error(e.to_string()))?;
+        if item.options.is_empty() {
+            return Err(parse_error("no options".into()));
+        }
+        if !item.options.iter().any(|o| item.is_correct(o)) {
+            return Err(parse_error(format!(
+                "the answer `{}` is not among the options",
+                item.answer
+            )));
+        }
+        items.push(item);
+    }
+    Ok(items)
+}
+
+/// Reads an eval file.
+pub fn load_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_items(&text, path)
+}
+
+/// How a backend answers an item.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Strategy {
+    /// Score each option's likelihood (falls back to `generate` when unsupported).
+    #[default]
+    Score,
+    /// Generate a short answer (greedy) and match it to an option.
+    Generate,
+}
+
+/// The one wording every item is asked with (the v1 templates' closing style).
+pub fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
+    let mut prompt = String::new();
+    if !item.context.trim().is_empty() {
+        prompt.push_str(item.context.trim());
+        prompt.push_str("\n\n");
+    }
+    prompt.push_str(item.question.trim());
+    prompt.push_str("\nOptions:\n");
+    for option in &item.options {
+        prompt.push_str("- ");
+        prompt.push_str(option);
+        prompt.push('\n');
+    }
+    prompt
+        .push_str("\nAnswer with one option from the list, exactly as written, and nothing else.");
+    vec![ChatMessage::user(prompt)]
+}
+
+/// The option a generated answer names: an exact match, else the longest option the answer
+/// contains, else the first number in the answer when the options are numbers.
+pub fn match_option<'a>(answer: &str, options: &'a [String]) -> Option<&'a str> {
+    let clean = answer
+        .trim()
+        .trim_matches(|c: char| c == '"' || c == '\'' || c == '.' || c == '-' || c == '*')
+        .trim();
+    let lower = clean.to_lowercase();
+    if let Some(exact) = options.iter().find(|o| o.to_lowercase() == lower) {
+        return Some(exact);
+    }
+    let numeric = options.iter().all(|o| o.trim().parse::<i64>().is_ok());
+    if numeric {
+        let digits: String = clean
+            .chars()
+            .skip_while(|c| !c.is_ascii_digit())
+            .take_while(char::is_ascii_digit)
+            .collect();
+        return options
+            .iter()
+            .find(|o| o.trim() == digits)
+            .map(String::as_str);
+    }
+    options
+        .iter()
+        .filter(|o| !o.is_empty() && lower.contains(&o.to_lowercase()))
+        .max_by_key(|o| o.len())
+        .map(String::as_str)
+}
+
+/// The outcome of one item.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemResult {
+    /// The item's kind.
+    pub kind: String,
+    /// The option chosen (`None`: the answer named no option).
+    pub choice: Option<String>,
+    /// Whether it counts as right.
+    pub correct: bool,
+}
+
+/// Accuracy of one kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KindScore {
+    /// Items asked.
+    pub items: usize,
+    /// Items answered right.
+    pub correct: usize,
+    /// Items whose answer named no option.
+    pub unmatched: usize,
+    /// The expected accuracy of random picks.
+    pub chance: f64,
+}
+
+impl KindScore {
+    /// Correct / items (0 for no items).
+    pub fn accuracy(&self) -> f64 {
+        if self.items == 0 {
+            0.0
+        } else {
+            self.correct as f64 / self.items as f64
+        }
+    }
+}
+
+/// A finished eval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvalReport {
+    /// The backend's name.
+    pub backend: String,
+    /// The model.
+    pub model: String,
+    /// The strategy actually used.
+    pub strategy: String,
+    /// Scores per kind.
+    pub kinds: BTreeMap<String, KindScore>,
+    /// Scores over all items.
+    pub overall: KindScore,
+    /// Every item's outcome, in file order.
+    pub results: Vec<ItemResult>,
+}
+
+impl EvalReport {
+    /// A plain-text table: kind, items, accuracy, chance.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "backend {} · model {} · strategy {}\n{:<16} {:>5} {:>9} {:>8} {:>9}\n",
+            self.backend,
+            self.model,
+            self.strategy,
+            "kind",
+            "items",
+            "accuracy",
+            "chance",
+            "unmatched"
+        );
+        let rows = self
+            .kinds
+            .iter()
+            .map(|(k, s)| (k.as_str(), s))
+            .chain(std::iter::once(("overall", &self.overall)));
+        for (kind, score) in rows {
+            out.push_str(&format!(
+                "{:<16} {:>5} {:>8.1}% {:>7.1}% {:>9}\n",
+                kind,
+                score.items,
+                100.0 * score.accuracy(),
+                100.0 * score.chance,
+                score.unmatched
+            ));
+        }
+        out
+    }
+}
+
+/// Asks every item and scores the answers. Backend failures count as unmatched answers.
+pub async fn evaluate(
+    backend: &dyn LlmBackend,
+    items: &[EvalItem],
+    strategy: Strategy,
+) -> EvalReport {
+    let strategy = if strategy == Strategy::Score && !backend.supports_choice_scoring() {
+        Strategy::Generate
+    } else {
+        strategy
+    };
+    let mut results = Vec::with_capacity(items.len());
+    for item in items {
+        let messages = item_messages(item);
+        let choice = match strategy {
+            Strategy::Score => backend
+                .score_choices(ChoiceRequest {
+                    kind: item.kind.clone(),
+                    messages,
+                    options: item.options.clone(),
+                })
+                .await
+                .ok()
+                .and_then(|scores| {
+                    scores
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| s.is_finite())
+                        .max_by(|a, b| a.1.total_cmp(b.1))
+                        .and_then(|(i, _)| item.options.get(i).cloned())
+                }),
+            Strategy::Generate => {
+                let request = ChatRequest {
+                    messages,
+                    ..ChatRequest::new(format!("eval_{}", item.kind), "")
+                }
+                .with_temperature(0.0)
+                .with_max_tokens(24);
+                backend
+                    .chat(request)
+                    .await
+                    .ok()
+                    .and_then(|r| match_option(&r.text, &item.options).map(str::to_owned))
+            }
+        };
+        let correct = choice.as_deref().is_some_and(|c| item.is_correct(c));
+        results.push(ItemResult {
+            kind: item.kind.clone(),
+            choice,
+            correct,
+        });
+    }
+    let mut kinds: BTreeMap<String, KindScore> = BTreeMap::new();
+    let mut overall = KindScore::default();
+    for (item, result) in items.iter().zip(&results) {
+        for score in [kinds.entry(item.kind.clone()).or_default(), &mut overall] {
+            score.items += 1;
+            score.correct += usize::from(result.correct);
+            score.unmatched += usize::from(result.choice.is_none());
+            score.chance += item.chance();
+        }
+    }
+    for score in kinds.values_mut().chain(std::iter::once(&mut overall)) {
+        score.chance /= score.items.max(1) as f64;
+    }
+    EvalReport {
+        backend: backend.name().to_owned(),
+        model: backend.model().to_owned(),
+        strategy: match strategy {
+            Strategy::Score => "score".into(),
+            Strategy::Generate => "generate".into(),
+        },
+        kinds,
+        overall,
+        results,
+    }
+}
+
+/// Option scores combined per option (local backend only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Norm {
+    /// Total log-likelihood.
+    #[default]
+    Sum,
+    /// Mean log-likelihood per token.
+    Mean,
+}
+
+/// The `smallville eval-decisions` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EvalArgs {
+    /// The JSON-lines eval file.
+    pub file: PathBuf,
+    /// Backend: scripted, http or local (shorthand for --llm-backend; not both).
+    #[arg(long = "backend", id = "eval_backend", conflicts_with = "backend")]
+    pub backend: Option<BackendChoice>,
+    /// How the backend answers: score the options, or generate and match.
+    #[arg(long, value_enum, default_value_t = Strategy::Score)]
+    pub strategy: Strategy,
+    /// How the local backend combines token log-likelihoods.
+    #[arg(long, value_enum, default_value_t = Norm::Sum)]
+    pub norm: Norm,
+    /// Also write the report (with every item's outcome) as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// LLM settings.
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+fn build_eval_backend(config: &LlmConfig, norm: Norm) -> Result<Arc<dyn LlmBackend>, EvalError> {
+    #[cfg(feature = "local-llm")]
+    if config.resolved_backend() == BackendChoice::Local && norm == Norm::Mean {
+        use crate::llm::{ChoiceNorm, LocalBackend, LocalConfig};
+        let path = config.local_model_path().ok_or(ConfigError::Unavailable(
+            "local model file (run scripts/fetch-model.sh or pass --model PATH)",
+        ))?;
+        let mut local = LocalConfig::new(path);
+        local.threads = config.local_threads;
+        local.choice_norm = ChoiceNorm::Mean;
+        let backend = LocalBackend::new(local).map_err(|err| ConfigError::Startup {
+            backend: "local",
+            reason: err.to_string(),
+        })?;
+        return Ok(Arc::new(backend));
+    }
+    let _ = norm;
+    Ok(build_backend(config)?)
+}
+
+/// `smallville eval-decisions`: prints the per-kind table; exit code 2 for unusable flags or
+/// files, 1 when the report cannot be written.
+pub fn eval_command(args: &EvalArgs) -> ExitCode {
+    let mut llm_args = args.llm.clone();
+    if args.backend.is_some() {
+        llm_args.backend = args.backend;
+    }
+    let prepared = llm_args
+        .resolve()
+        .map_err(EvalError::from)
+        .and_then(|config| {
+            Ok((
+                load_items(&args.file)?,
+                build_eval_backend(&config, args.norm)?,
+            ))
+        });
+    let (items, backend) = match prepared {
+        Ok(ready) => ready,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = std::time::Instant::now();
+    let report = bevy::tasks::block_on(evaluate(backend.as_ref(), &items, args.strategy));
+    print!("{}", report.table());
+    println!(
+        "{} items in {:.1} s ({})",
+        items.len(),
+        started.elapsed().as_secs_f64(),
+        args.file.display()
+    );
+    if let Some(path) = &args.json {
+        let json = match serde_json::to_string_pretty(&report) {
+            Ok(json) => json,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Err(err) = std::fs::write(path, json) {
+            eprintln!("error: {}: {err}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ScriptedBackend;
+
+    fn item(kind: &str, options: &[&str], answer: &str, tolerance: Option<f64>) -> EvalItem {
+        EvalItem {
+            kind: kind.into(),
+            context: String::new(),
+            question: "q?".into(),
+            options: options.iter().map(|s| (*s).to_owned()).collect(),
+            answer: answer.into(),
+            tolerance,
+        }
+    }
+
+    #[test]
+    fn correctness_and_chance_with_tolerance() {
+        let wake = item("wake_up_hour", &["5", "6", "7", "8"], "6", Some(1.0));
+        assert!(wake.is_correct("7") && wake.is_correct("5") && !wake.is_correct("8"));
+        // 5, 6 and 7 are within 1 of 6: chance is 3/4.
+        assert!((wake.chance() - 0.75).abs() < 1e-12);
+        let yes = item("yes_no", &["yes", "no"], "yes", None);
+        assert!(yes.is_correct(" YES ") && !yes.is_correct("no"));
+        assert!((yes.chance() - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn generated_answers_match_options() {
+        let places: Vec<String> = ["Maple Park", "Maple", "Elm Street Grocery"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        assert_eq!(match_option("maple park.", &places), Some("Maple Park"));
+        assert_eq!(
+            match_option("She should go to Maple Park today", &places),
+            Some("Maple Park"),
+            "the longest contained option wins"
+        );
+        assert_eq!(match_option("the library", &places), None);
+        let hours: Vec<String> = (4..=12).map(|h| h.to_string()).collect();
+        assert_eq!(match_option("At 7 am", &hours), Some("7"));
+        assert_eq!(match_option("10:30", &hours), Some("10"));
+        assert_eq!(match_option("3", &hours), None);
+    }
+
+    #[test]
+    fn parsing_checks_every_line() {
+        let path = Path::new("evals.jsonl");
+        let text = "{\"kind\":\"yes_no\",\"question\":\"q\",\"options\":[\"yes\",\"no\"],\"answer\":\"yes\"}\n\n";
+        assert_eq!(parse_items(text, path).expect("valid").len(), 1);
+        let bad = "{\"kind\":\"yes_no\",\"question\":\"q\",\"options\":[\"yes\",\"no\"],\"answer\":\"maybe\"}";
+        let err = parse_items(bad, path).expect_err("answer not an option");
+        assert!(err.to_string().starts_with("evals.jsonl:1:"), "{err}");
+        let err = parse_items("{", path).expect_err("not json");
+        assert!(matches!(err, EvalError::Parse { line: 1, .. }));
+    }
+
+    #[test]
+    fn project_eval_set_is_valid_and_covers_the_kinds() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/evals/decisions.jsonl");
+        let items = load_items(&path).expect("the project's eval set parses");
+        assert!(items.len() >= 40, "{}", items.len());
+        let kinds: std::collections::BTreeSet<&str> =
+            items.iter().map(|i| i.kind.as_str()).collect();
+        for kind in [
+            "place",
+            "arena",
+            "object",
+            "yes_no",
+            "poignancy",
+            "wake_up_hour",
+        ] {
+            assert!(kinds.contains(kind), "{kind} missing: {kinds:?}");
+        }
+    }
+
+    #[test]
+    fn evaluate_counts_per_kind_for_both_strategies() {
+        // Scoring: the chooser prefers the last option; generation: the answer is "no".
+        let backend = ScriptedBackend::new(0)
+            .with_chooser("place", |request, _| {
+                (0..request.options.len())
+                    .map(|i| i as f32 - 10.0)
+                    .collect()
+            })
+            .with_chooser("yes_no", |_, _| vec![0.0, -1.0])
+            .with_answer("eval_place", "I think Elm Street Grocery.")
+            .with_answer("eval_yes_no", "No.");
+        let park = item(
+            "place",
+            &["Elm Street Grocery", "Maple Park"],
+            "Maple Park",
+            None,
+        );
+        let no = item("yes_no", &["yes", "no"], "no", None);
+        let items = [park, no];
+        let scored = bevy::tasks::block_on(evaluate(&backend, &items, Strategy::Score));
+        assert_eq!(scored.strategy, "score");
+        assert_eq!(scored.kinds["place"].correct, 1);
+        assert_eq!(scored.kinds["yes_no"].correct, 0);
+        assert_eq!(scored.overall.items, 2);
+        assert!((scored.overall.accuracy() - 0.5).abs() < 1e-12);
+        assert!((scored.kinds["yes_no"].chance - 0.5).abs() < 1e-12);
+        assert!(scored.table().contains("overall"));
+
+        let generated = bevy::tasks::block_on(evaluate(&backend, &items, Strategy::Generate));
+        assert_eq!(generated.strategy, "generate");
+        assert_eq!(generated.kinds["place"].correct, 0);
+        assert_eq!(
+            generated.results[0].choice.as_deref(),
+            Some("Elm Street Grocery")
+        );
+        assert_eq!(generated.kinds["yes_no"].correct, 1);
+    }
+}

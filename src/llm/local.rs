@@ -1,0 +1,1053 @@
+//! The embedded local model (feature `local-llm`, SPEC §5): any GGUF chat model run in-process
+//! on the CPU through llama.cpp, so the town thinks with a real language model with no server,
+//! no key and no network.
+//!
+//! **One model, one thread.** [`LocalBackend::new`] spawns a dedicated inference thread that
+//! loads the model once and owns every llama.cpp object; all personas share it. Calls are jobs
+//! sent over a channel and answered over a per-job channel, so callers on Bevy's task pools just
+//! await. Jobs run one at a time in arrival order (llama.cpp contexts are not re-entrant, and on
+//! a small CPU one well-fed thread beats several starved ones). The thread count defaults to 1:
+//! on a 2-core machine shared with the game, 2 threads collapsed generation 15–35×.
+//!
+//! **Prefix reuse.** The generation context remembers the tokens in its KV cache (sequence 0).
+//! A new prompt only decodes what follows the longest common prefix with the previous one — the
+//! shared persona preamble, or the same prompt asked again with a new seed.
+//!
+//! **Decoding that fits the question** — a tiny model cannot be trusted to follow formats, so
+//! structure comes from decoding, not hope:
+//! * closed sets ([`LlmBackend::score_choices`]): each option (plus the end-of-turn token) is
+//!   scored by its log-likelihood as the assistant's answer, all options in one batch, each on
+//!   its own KV sequence copied from the prompt's;
+//! * JSON ([`ChatRequest::json_schema`]): the schema is turned into a GBNF grammar by
+//!   llama.cpp's own converter (a generic JSON grammar when the conversion fails);
+//! * numbers and lists with times: prompt kinds whose answers have a fixed shape
+//!   (`wake_up_hour`, the `*_poignancy` ratings, the `*_event_triple`s, `daily_plan`,
+//!   `hourly_schedule`,
+//!   `task_decomposition`, `new_decomposition_schedule`) get a built-in grammar
+//!   ([`kind_grammar`]), so durations and hours always parse. Validation and fail-safes in the
+//!   prompt layer still apply.
+//!
+//! The chat template is the model's own (from the GGUF metadata), falling back to ChatML.
+//!
+//! **Embeddings** are the model's own hidden states, mean-pooled over the text's tokens and
+//! L2-normalised, from a second small context on the same weights. A 135M chat model makes
+//! weak embeddings, but they are the model's, not a stand-in; the dimension is the model's
+//! width and is recorded in saves like any backend's.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::thread;
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+use super::backend::{
+    BoxFuture, ChatMessage, ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError, Role,
+    TokenUsage,
+};
+
+/// The default context size (tokens) of the generation context.
+pub const DEFAULT_CONTEXT_SIZE: u32 = 4096;
+/// The default number of inference threads (see the module docs for why 1).
+pub const DEFAULT_THREADS: u32 = 1;
+/// Context size of the embedding context; longer texts are truncated to it.
+const EMBED_CONTEXT: u32 = 512;
+/// KV sequences of the generation context: sequence 0 holds the prompt, the others score options.
+const MAX_SEQUENCES: u32 = 16;
+
+/// How option log-likelihoods are combined into one score per option.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ChoiceNorm {
+    /// The total log-likelihood of the option's tokens (plus the end of the answer): the
+    /// probability that the model answers exactly this.
+    #[default]
+    Sum,
+    /// The mean log-likelihood per token: less biased towards short options.
+    Mean,
+}
+
+/// Settings of the local backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalConfig {
+    /// The GGUF file.
+    pub model_path: PathBuf,
+    /// Inference threads (prompt and generation).
+    pub threads: u32,
+    /// Tokens of context for prompt plus answer.
+    pub context_size: u32,
+    /// How option scores are combined.
+    pub choice_norm: ChoiceNorm,
+}
+
+impl LocalConfig {
+    /// Defaults for `model_path`: 1 thread, a 4096-token context, summed log-likelihoods.
+    pub fn new(model_path: impl Into<PathBuf>) -> Self {
+        Self {
+            model_path: model_path.into(),
+            threads: DEFAULT_THREADS,
+            context_size: DEFAULT_CONTEXT_SIZE,
+            choice_norm: ChoiceNorm::Sum,
+        }
+    }
+}
+
+/// Why the local backend could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    /// The model file does not exist.
+    #[error("model file {0} not found (run scripts/fetch-model.sh, or pass --model PATH)")]
+    MissingModel(PathBuf),
+    /// llama.cpp could not be initialised.
+    #[error("llama.cpp backend: {0}")]
+    Backend(String),
+    /// The file could not be loaded as a model.
+    #[error("loading {path}: {reason}")]
+    Load {
+        /// The file.
+        path: PathBuf,
+        /// What llama.cpp said.
+        reason: String,
+    },
+    /// A context could not be created.
+    #[error("creating the inference context: {0}")]
+    Context(String),
+    /// The inference thread could not be started or died during start-up.
+    #[error("inference thread: {0}")]
+    Thread(String),
+}
+
+/// Static facts about the loaded model, reported by the thread once it is ready.
+#[derive(Debug, Clone)]
+struct ModelInfo {
+    model: String,
+    embedding_model: String,
+    embedding_dim: usize,
+}
+
+/// Work for the inference thread.
+enum Job {
+    Chat {
+        request: ChatRequest,
+        deltas: Option<async_channel::Sender<String>>,
+        reply: async_channel::Sender<Result<ChatResponse, LlmError>>,
+    },
+    Score {
+        request: ChoiceRequest,
+        reply: async_channel::Sender<Result<Vec<f32>, LlmError>>,
+    },
+    Embed {
+        texts: Vec<String>,
+        reply: async_channel::Sender<Result<Vec<Vec<f32>>, LlmError>>,
+    },
+    Stats {
+        reply: async_channel::Sender<LocalStats>,
+    },
+}
+
+/// Counters of the inference thread since start (for benches and reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LocalStats {
+    /// Prompt tokens decoded (after prefix reuse).
+    pub prompt_tokens_decoded: u64,
+    /// Prompt tokens skipped thanks to the KV prefix cache.
+    pub prompt_tokens_reused: u64,
+    /// Seconds spent decoding prompts.
+    pub prompt_seconds: f64,
+    /// Tokens generated.
+    pub generated_tokens: u64,
+    /// Seconds spent generating (sampling and decoding the answer).
+    pub generation_seconds: f64,
+}
+
+/// The embedded llama.cpp backend. Cheap to share; dropping the last handle stops the thread
+/// after the job it is running.
+pub struct LocalBackend {
+    jobs: async_channel::Sender<Job>,
+    info: ModelInfo,
+    threads: u32,
+}
+
+impl std::fmt::Debug for LocalBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalBackend")
+            .field("model", &self.info.model)
+            .field("embedding_dim", &self.info.embedding_dim)
+            .field("threads", &self.threads)
+            .finish()
+    }
+}
+
+/// llama.cpp's global state: initialised once per process, shared by every backend.
+fn llama() -> Result<&'static LlamaBackend, LocalError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp logs through `tracing` (target `llama-cpp-2`), so a game's log filter
+            // decides what shows instead of raw stderr.
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| LocalError::Backend(e.clone()))
+}
+
+impl LocalBackend {
+    /// Loads the model on a new inference thread and waits until it is ready.
+    pub fn new(config: LocalConfig) -> Result<Self, LocalError> {
+        if !config.model_path.is_file() {
+            return Err(LocalError::MissingModel(config.model_path));
+        }
+        let backend = llama()?;
+        let (jobs, queue) = async_channel::unbounded::<Job>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<ModelInfo, LocalError>>();
+        let threads = config.threads.max(1);
+        thread::Builder::new()
+            .name("llm-local".into())
+            .spawn(move || inference_thread(backend, &config, &queue, &ready_tx))
+            .map_err(|e| LocalError::Thread(e.to_string()))?;
+        let info = ready_rx
+            .recv()
+            .map_err(|_| LocalError::Thread("exited during start-up".into()))??;
+        Ok(Self {
+            jobs,
+            info,
+            threads,
+        })
+    }
+
+    /// The inference thread count.
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+
+    /// Counters since start: tokens decoded/reused/generated and time spent.
+    pub async fn stats(&self) -> Result<LocalStats, LlmError> {
+        let (reply, answer) = async_channel::bounded(1);
+        self.jobs
+            .send(Job::Stats { reply })
+            .await
+            .map_err(|_| LlmError::Closed)?;
+        answer.recv().await.map_err(|_| LlmError::Closed)
+    }
+
+    async fn submit<T>(
+        &self,
+        job: impl FnOnce(async_channel::Sender<Result<T, LlmError>>) -> Job,
+    ) -> Result<T, LlmError> {
+        let (reply, answer) = async_channel::bounded(1);
+        self.jobs
+            .send(job(reply))
+            .await
+            .map_err(|_| LlmError::Closed)?;
+        answer.recv().await.map_err(|_| LlmError::Closed)?
+    }
+}
+
+impl LlmBackend for LocalBackend {
+    fn name(&self) -> &str {
+        "local"
+    }
+
+    fn model(&self) -> &str {
+        &self.info.model
+    }
+
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        Box::pin(self.submit(|reply| Job::Chat {
+            request,
+            deltas: None,
+            reply,
+        }))
+    }
+
+    fn chat_stream(
+        &self,
+        request: ChatRequest,
+        deltas: async_channel::Sender<String>,
+    ) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        Box::pin(self.submit(|reply| Job::Chat {
+            request,
+            deltas: Some(deltas),
+            reply,
+        }))
+    }
+
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        Box::pin(self.submit(|reply| Job::Embed { texts, reply }))
+    }
+
+    fn embedding_model(&self) -> &str {
+        &self.info.embedding_model
+    }
+
+    fn embedding_dim(&self) -> usize {
+        self.info.embedding_dim
+    }
+
+    fn score_choices(&self, request: ChoiceRequest) -> BoxFuture<'_, Result<Vec<f32>, LlmError>> {
+        Box::pin(self.submit(|reply| Job::Score { request, reply }))
+    }
+
+    fn supports_choice_scoring(&self) -> bool {
+        true
+    }
+}
+
+/// A model name from the file name: `SmolLM2-135M-Instruct.Q4_1.gguf` → `SmolLM2-135M-Instruct.Q4_1`.
+fn model_name(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .map_or_else(|| "local-gguf".to_owned(), str::to_owned)
+}
+
+/// The inference thread: loads the model, reports readiness, then serves jobs until every
+/// sender is gone.
+fn inference_thread(
+    backend: &'static LlamaBackend,
+    config: &LocalConfig,
+    queue: &async_channel::Receiver<Job>,
+    ready: &std::sync::mpsc::Sender<Result<ModelInfo, LocalError>>,
+) {
+    let model =
+        match LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default())
+        {
+            Ok(model) => model,
+            Err(err) => {
+                let _ = ready.send(Err(LocalError::Load {
+                    path: config.model_path.clone(),
+                    reason: err.to_string(),
+                }));
+                return;
+            }
+        };
+    let mut engine = match Engine::new(backend, &model, config) {
+        Ok(engine) => engine,
+        Err(err) => {
+            let _ = ready.send(Err(err));
+            return;
+        }
+    };
+    let name = model_name(&config.model_path);
+    let info = ModelInfo {
+        embedding_model: format!("{name}:mean-pool"),
+        model: name,
+        embedding_dim: embedding_width(&model),
+    };
+    if ready.send(Ok(info)).is_err() {
+        return;
+    }
+    while let Ok(job) = queue.recv_blocking() {
+        // A reply nobody awaits any more (the caller was dropped) is simply discarded.
+        match job {
+            Job::Chat {
+                request,
+                deltas,
+                reply,
+            } => {
+                let _ = reply.send_blocking(engine.chat(&request, deltas.as_ref()));
+            }
+            Job::Score { request, reply } => {
+                let _ = reply.send_blocking(engine.score(&request));
+            }
+            Job::Embed { texts, reply } => {
+                let _ = reply.send_blocking(engine.embed(&texts));
+            }
+            Job::Stats { reply } => {
+                let _ = reply.send_blocking(engine.stats);
+            }
+        }
+    }
+}
+
+/// Everything the inference thread owns, borrowing the model.
+struct Engine<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    embed_ctx: LlamaContext<'m>,
+    template: LlamaChatTemplate,
+    /// The tokens whose keys/values sequence 0 of `ctx` holds, in order from position 0.
+    cached: Vec<LlamaToken>,
+    n_ctx: usize,
+    n_batch: usize,
+    norm: ChoiceNorm,
+    stats: LocalStats,
+    end_token: Option<LlamaToken>,
+}
+
+fn internal(what: &str, err: impl std::fmt::Display) -> LlmError {
+    LlmError::Malformed(format!("local model: {what}: {err}"))
+}
+
+impl<'m> Engine<'m> {
+    fn new(
+        backend: &LlamaBackend,
+        model: &'m LlamaModel,
+        config: &LocalConfig,
+    ) -> Result<Self, LocalError> {
+        let threads = i32::try_from(config.threads.max(1)).unwrap_or(1);
+        let train = model.n_ctx_train().max(256);
+        let n_ctx = config.context_size.clamp(256, train);
+        let n_batch = n_ctx.min(2048);
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(n_ctx))
+            .with_n_batch(n_batch)
+            .with_n_ubatch(n_batch.min(512))
+            .with_n_seq_max(MAX_SEQUENCES)
+            // One cache for all sequences: copying the prompt to the option sequences is then
+            // bookkeeping, not a copy of the keys and values.
+            .with_kv_unified(true)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let ctx = model
+            .new_context(backend, params)
+            .map_err(|e| LocalError::Context(e.to_string()))?;
+        let embed_params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(EMBED_CONTEXT))
+            .with_n_batch(EMBED_CONTEXT)
+            .with_n_ubatch(EMBED_CONTEXT)
+            .with_embeddings(true)
+            .with_pooling_type(LlamaPoolingType::Mean)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let embed_ctx = model
+            .new_context(backend, embed_params)
+            .map_err(|e| LocalError::Context(e.to_string()))?;
+        // The model's own template; ChatML (what most small instruct models use) otherwise.
+        let template = match model.chat_template(None) {
+            Ok(template) => template,
+            Err(_) => {
+                LlamaChatTemplate::new("chatml").map_err(|e| LocalError::Context(e.to_string()))?
+            }
+        };
+        let end_token = Self::find_end_token(model, &template);
+        Ok(Self {
+            model,
+            ctx,
+            embed_ctx,
+            end_token,
+            template,
+            cached: Vec::new(),
+            n_ctx: n_ctx as usize,
+            n_batch: n_batch as usize,
+            norm: config.choice_norm,
+            stats: LocalStats::default(),
+        })
+    }
+
+    /// The prompt text: the messages through the chat template, ending with an open assistant
+    /// turn. A trailing assistant message is a prefill: the answer continues it.
+    fn render(&self, messages: &[ChatMessage]) -> Result<String, LlmError> {
+        let (prefill, turns) = match messages.split_last() {
+            Some((last, rest)) if last.role == Role::Assistant => (last.content.clone(), rest),
+            _ => (String::new(), messages),
+        };
+        let chat = turns
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    Role::System => "system",
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                };
+                LlamaChatMessage::new(role.to_owned(), m.content.replace('\0', " "))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| internal("chat message", e))?;
+        let mut text = self
+            .model
+            .apply_chat_template(&self.template, &chat, true)
+            .map_err(|e| internal("chat template", e))?;
+        text.push_str(&prefill);
+        Ok(text)
+    }
+
+    fn tokenize(&self, text: &str) -> Vec<LlamaToken> {
+        // The template already wrote the special tokens as text; parse them, and let the
+        // vocabulary add BOS only if the model wants one.
+        self.model.vocab().tokenize(text.as_bytes(), true, true)
+    }
+
+    /// Makes sequence 0 hold exactly `tokens` and returns the logits after the last one.
+    /// Only the part after the common prefix with the cache is decoded.
+    fn prime(&mut self, tokens: &[LlamaToken]) -> Result<Vec<f32>, LlmError> {
+        if tokens.is_empty() {
+            return Err(LlmError::Malformed("empty prompt".into()));
+        }
+        if tokens.len() >= self.n_ctx {
+            return Err(LlmError::Malformed(format!(
+                "prompt of {} tokens does not fit the {}-token context",
+                tokens.len(),
+                self.n_ctx
+            )));
+        }
+        let common = self
+            .cached
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+            // The last prompt token is always decoded again: its logits are needed.
+            .min(tokens.len() - 1);
+        // Drop every other sequence and sequence 0's tail beyond the shared prefix.
+        for seq in 1..MAX_SEQUENCES as i32 {
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+        }
+        if self
+            .ctx
+            .clear_kv_cache_seq(Some(0), Some(common as u32), None)
+            .unwrap_or(false)
+        {
+            self.cached.truncate(common);
+        } else {
+            self.ctx.clear_kv_cache();
+            self.cached.clear();
+        }
+        let start = self.cached.len();
+        let started = std::time::Instant::now();
+        let mut batch = LlamaBatch::new(self.n_batch, 1);
+        let mut logits = Vec::new();
+        for (chunk_index, chunk) in tokens[start..].chunks(self.n_batch).enumerate() {
+            batch.clear();
+            let offset = start + chunk_index * self.n_batch;
+            for (i, token) in chunk.iter().enumerate() {
+                let pos = offset + i;
+                let last = pos + 1 == tokens.len();
+                batch
+                    .add(*token, pos as i32, &[0], last)
+                    .map_err(|e| internal("batch", e))?;
+            }
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| internal("decode", e))?;
+            self.cached.extend_from_slice(chunk);
+            if offset + chunk.len() == tokens.len() {
+                logits = self.ctx.get_logits_ith(batch.n_tokens() - 1).to_vec();
+            }
+        }
+        self.stats.prompt_tokens_reused += start as u64;
+        self.stats.prompt_tokens_decoded += (tokens.len() - start) as u64;
+        self.stats.prompt_seconds += started.elapsed().as_secs_f64();
+        Ok(logits)
+    }
+
+    fn sampler(&self, request: &ChatRequest) -> Result<LlamaSampler, LlmError> {
+        let mut chain = Vec::new();
+        let grammar = match &request.json_schema {
+            Some(schema) => Some(schema_grammar(schema)),
+            None => kind_grammar(&request.kind).map(str::to_owned),
+        };
+        if let Some(grammar) = grammar {
+            let sampler = LlamaSampler::grammar(self.model, &grammar, "root")
+                .or_else(|_| LlamaSampler::grammar(self.model, JSON_GRAMMAR, "root"))
+                .map_err(|e| internal("grammar", e))?;
+            chain.push(sampler);
+        }
+        if request.temperature <= 0.0 {
+            chain.push(LlamaSampler::greedy());
+        } else {
+            let seed = request.seed.unwrap_or(0);
+            chain.push(LlamaSampler::top_p(request.top_p.clamp(0.01, 1.0), 1));
+            chain.push(LlamaSampler::temp(request.temperature));
+            chain.push(LlamaSampler::dist((seed ^ (seed >> 32)) as u32));
+        }
+        Ok(LlamaSampler::chain_simple(chain))
+    }
+
+    fn chat(
+        &mut self,
+        request: &ChatRequest,
+        deltas: Option<&async_channel::Sender<String>>,
+    ) -> Result<ChatResponse, LlmError> {
+        let prompt = self.render(&request.messages)?;
+        let tokens = self.tokenize(&prompt);
+        let mut sampler = self.sampler(request)?;
+        self.prime(&tokens)?;
+        let started = std::time::Instant::now();
+        let budget = (request.max_tokens as usize).min(self.n_ctx - tokens.len());
+        let vocab = self.model.vocab();
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut sent = 0usize;
+        let mut generated = 0u64;
+        let mut batch = LlamaBatch::new(1, 1);
+        let mut stop_at = None;
+        for _ in 0..budget {
+            // The sampler reads the logits of the last decoded token.
+            let token = sampler.sample(&self.ctx, -1);
+            generated += 1;
+            if vocab.is_eog(token) {
+                break;
+            }
+            bytes.extend(vocab.token_to_piece(token, false, None));
+            let text = String::from_utf8_lossy(&bytes);
+            if let Some(cut) = request
+                .stop
+                .iter()
+                .filter(|s| !s.is_empty())
+                .filter_map(|s| text.find(s.as_str()))
+                .min()
+            {
+                stop_at = Some(cut);
+                break;
+            }
+            if let Some(deltas) = deltas {
+                // Send only complete characters.
+                let complete = match std::str::from_utf8(&bytes) {
+                    Ok(s) => s.len(),
+                    Err(e) => e.valid_up_to(),
+                };
+                if complete > sent {
+                    let piece = String::from_utf8_lossy(&bytes[sent..complete]).into_owned();
+                    let _ = deltas.send_blocking(piece);
+                    sent = complete;
+                }
+            }
+            batch.clear();
+            let pos = self.cached.len();
+            batch
+                .add(token, pos as i32, &[0], true)
+                .map_err(|e| internal("batch", e))?;
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| internal("decode", e))?;
+            self.cached.push(token);
+        }
+        self.stats.generated_tokens += generated;
+        self.stats.generation_seconds += started.elapsed().as_secs_f64();
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if let Some(cut) = stop_at {
+            text.truncate(cut);
+        }
+        if let Some(deltas) = deltas
+            && text.len() > sent
+        {
+            let _ = deltas.send_blocking(text.get(sent..).unwrap_or_default().to_owned());
+        }
+        Ok(ChatResponse {
+            text,
+            usage: TokenUsage {
+                prompt_tokens: tokens.len() as u64,
+                completion_tokens: generated,
+            },
+        })
+    }
+
+    /// The end-of-answer token appended to every option, so "Maple" cannot win by being a
+    /// prefix of "Maple Park": the first token the chat template writes after an assistant
+    /// message (e.g. `<|im_end|>`), else the vocabulary's end-of-turn or end-of-sequence.
+    fn find_end_token(model: &LlamaModel, template: &LlamaChatTemplate) -> Option<LlamaToken> {
+        const MARK: &str = "ANSWER_END_MARK";
+        let from_template = [("user", "Q"), ("assistant", MARK)]
+            .into_iter()
+            .map(|(role, text)| LlamaChatMessage::new(role.to_owned(), text.to_owned()))
+            .collect::<Result<Vec<_>, _>>()
+            .ok()
+            .and_then(|chat| model.apply_chat_template(template, &chat, false).ok())
+            .and_then(|text| {
+                let suffix = text.split_once(MARK)?.1.trim_start_matches([' ', '\n']);
+                model
+                    .vocab()
+                    .tokenize(suffix.as_bytes(), false, true)
+                    .first()
+                    .copied()
+            });
+        let vocab = model.vocab();
+        from_template.or_else(|| {
+            [vocab.eot(), vocab.eos()]
+                .into_iter()
+                .find(|t| t.0 >= 0 && t.0 < vocab.n_tokens())
+        })
+    }
+
+    fn score(&mut self, request: &ChoiceRequest) -> Result<Vec<f32>, LlmError> {
+        if request.options.is_empty() {
+            return Ok(Vec::new());
+        }
+        let prompt = self.render(&request.messages)?;
+        let prompt_tokens = self.tokenize(&prompt);
+        let first_logits = self.prime(&prompt_tokens)?;
+        let first = log_softmax(&first_logits);
+        let n_prompt = prompt_tokens.len();
+        let end = self.end_token;
+        // Each option's tokens: the prompt plus the option tokenized together, minus the
+        // prompt, so the boundary tokenizes as it would in a real answer.
+        let options: Vec<Vec<LlamaToken>> = request
+            .options
+            .iter()
+            .map(|option| {
+                let full = self.tokenize(&format!("{prompt}{}", option.trim()));
+                let mut tail = if full.starts_with(&prompt_tokens) {
+                    full[n_prompt..].to_vec()
+                } else {
+                    // The option merged with the prompt's last token: score it standalone.
+                    self.model
+                        .vocab()
+                        .tokenize(option.trim().as_bytes(), false, false)
+                };
+                tail.truncate(self.n_ctx.saturating_sub(n_prompt + 2).min(256));
+                tail.extend(end);
+                tail
+            })
+            .collect();
+        let mut scores = vec![f32::NEG_INFINITY; options.len()];
+        let per_batch = (MAX_SEQUENCES - 1) as usize;
+        let mut index = 0;
+        while index < options.len() {
+            // As many options as fit in free sequences and one batch.
+            let mut group = Vec::new();
+            let mut tokens_in_batch = 0;
+            while index < options.len()
+                && group.len() < per_batch
+                && (group.is_empty() || tokens_in_batch + options[index].len() <= self.n_batch)
+            {
+                tokens_in_batch += options[index].len();
+                group.push(index);
+                index += 1;
+            }
+            self.score_group(&options, &group, n_prompt, &first, &mut scores)?;
+        }
+        Ok(scores)
+    }
+
+    fn score_group(
+        &mut self,
+        options: &[Vec<LlamaToken>],
+        group: &[usize],
+        n_prompt: usize,
+        first: &[f32],
+        scores: &mut [f32],
+    ) -> Result<(), LlmError> {
+        let total: usize = group.iter().map(|&i| options[i].len()).sum();
+        let mut batch = LlamaBatch::new(total.max(1), 1);
+        // (option, batch index of its first token)
+        let mut starts = Vec::with_capacity(group.len());
+        for (slot, &option) in group.iter().enumerate() {
+            let seq = slot as i32 + 1;
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            self.ctx
+                .copy_kv_cache_seq(0, seq, None, None)
+                .map_err(|e| internal("kv copy", e))?;
+            starts.push((option, batch.n_tokens()));
+            let tokens = &options[option];
+            // The last token's logits are never read; every other token predicts the next.
+            for (j, token) in tokens.iter().enumerate() {
+                batch
+                    .add(*token, (n_prompt + j) as i32, &[seq], j + 1 < tokens.len())
+                    .map_err(|e| internal("batch", e))?;
+            }
+        }
+        if batch.n_tokens() > 0 {
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| internal("decode", e))?;
+        }
+        for &(option, start) in &starts {
+            let tokens = &options[option];
+            let mut total = 0.0f64;
+            for (j, token) in tokens.iter().enumerate() {
+                let logp = if j == 0 {
+                    first.get(token.0 as usize).copied()
+                } else {
+                    let logits = self.ctx.get_logits_ith(start + j as i32 - 1);
+                    token_log_prob(logits, *token)
+                };
+                total += f64::from(logp.unwrap_or(f32::NEG_INFINITY));
+            }
+            let score = match self.norm {
+                ChoiceNorm::Sum => total,
+                ChoiceNorm::Mean => total / tokens.len().max(1) as f64,
+            };
+            scores[option] = score as f32;
+        }
+        for slot in 0..group.len() {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(slot as u32 + 1), None, None);
+        }
+        Ok(())
+    }
+
+    fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let mut out = Vec::with_capacity(texts.len());
+        let mut batch = LlamaBatch::new(EMBED_CONTEXT as usize, 1);
+        for text in texts {
+            let mut tokens = self.model.vocab().tokenize(text.as_bytes(), true, false);
+            tokens.truncate(EMBED_CONTEXT as usize);
+            if tokens.is_empty() {
+                out.push(vec![0.0; embedding_width(self.model)]);
+                continue;
+            }
+            self.embed_ctx.clear_kv_cache();
+            batch.clear();
+            batch
+                .add_sequence(&tokens, 0, true)
+                .map_err(|e| internal("batch", e))?;
+            self.embed_ctx
+                .decode(&mut batch)
+                .map_err(|e| internal("decode", e))?;
+            let vector = self
+                .embed_ctx
+                .embeddings_seq_ith(0)
+                .map_err(|e| internal("embedding", e))?;
+            out.push(l2_normalised(vector));
+        }
+        Ok(out)
+    }
+}
+
+/// The length of the pooled embedding: the output width when the model projects, else its
+/// hidden width.
+fn embedding_width(model: &LlamaModel) -> usize {
+    let out = model.n_embd_out();
+    let width = if out > 0 { out } else { model.n_embd() };
+    usize::try_from(width).unwrap_or(0)
+}
+
+fn l2_normalised(vector: &[f32]) -> Vec<f32> {
+    let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        vector.iter().map(|v| v / norm).collect()
+    } else {
+        vector.to_vec()
+    }
+}
+
+/// Log-probabilities from logits (numerically stable).
+fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    let log_sum = sum.ln() as f32 + max;
+    logits.iter().map(|&l| l - log_sum).collect()
+}
+
+/// The log-probability of one token under `logits`.
+fn token_log_prob(logits: &[f32], token: LlamaToken) -> Option<f32> {
+    let index = usize::try_from(token.0).ok()?;
+    let target = *logits.get(index)?;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
+    Some(target - (sum.ln() as f32 + max))
+}
+
+/// A GBNF grammar for a JSON schema: llama.cpp's converter, else any JSON object.
+fn schema_grammar(schema: &serde_json::Value) -> String {
+    llama_cpp_2::json_schema_to_grammar(&schema.to_string())
+        .unwrap_or_else(|_| JSON_GRAMMAR.to_owned())
+}
+
+/// Any JSON object (the fallback when a schema cannot be converted).
+pub const JSON_GRAMMAR: &str = r#"root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
+ws     ::= | " " | "\n" [ \t]{0,20}
+"#;
+
+/// Shared pieces of the list grammars: a lowercase activity phrase and a clock time.
+const PHRASE: &str = r#"phrase ::= [a-z] [a-z ,']{2,70}"#;
+const CLOCK: &str = r#"clock ::= ([1-9] | "1" [0-2]) ":" [0-5] "0 " ("am" | "pm")"#;
+
+/// The built-in grammar for prompt kinds whose answers have a fixed shape, or `None` for free
+/// text. The shapes are those the v1 templates ask for and the prompt parsers read.
+pub fn kind_grammar(kind: &str) -> Option<&'static str> {
+    static GRAMMARS: OnceLock<Vec<(&'static str, String)>> = OnceLock::new();
+    let grammars = GRAMMARS.get_or_init(|| {
+        vec![
+            (
+                "wake_up_hour",
+                r#"root ::= [4-9] | "1" [0-2]"#.to_owned(),
+            ),
+            ("action_event_triple", TRIPLE.to_owned()),
+            ("object_event_triple", TRIPLE.to_owned()),
+            ("event_poignancy", RATING.to_owned()),
+            ("chat_poignancy", RATING.to_owned()),
+            ("thought_poignancy", RATING.to_owned()),
+            (
+                "daily_plan",
+                format!(
+                    "root ::= item{{5,8}}\nitem ::= [1-8] \") \" phrase \" \" (\"at \" clock | \"from \" clock \" to \" clock) \"\\n\"\n{PHRASE}\n{CLOCK}"
+                ),
+            ),
+            (
+                "hourly_schedule",
+                format!(
+                    "root ::= line{{1,24}}\nline ::= ([1-9] | \"1\" [0-2]) \":00 \" (\"am\" | \"pm\") \": \" phrase \"\\n\"\n{PHRASE}"
+                ),
+            ),
+            (
+                "task_decomposition",
+                format!(
+                    "root ::= step{{1,8}}\nstep ::= [1-9] \") \" phrase \" (duration in minutes: \" minutes \", minutes left: \" [0-9]{{1,4}} \")\\n\"\nminutes ::= [1-9] [0-9]{{0,2}}\n{PHRASE}"
+                ),
+            ),
+            (
+                "new_decomposition_schedule",
+                format!(
+                    "root ::= step{{1,8}}\nstep ::= [1-9] \") \" phrase \" (duration in minutes: \" [1-9] [0-9]{{0,2}} \")\\n\"\n{PHRASE}"
+                ),
+            ),
+        ]
+    });
+    grammars
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, g)| g.as_str())
+}
+
+const RATING: &str = r#"root ::= [1-9] | "10""#;
+/// `(subject, predicate, object)`, the shape the triple parsers read.
+const TRIPLE: &str = r#"root ::= "(" part ", " part ", " part ")"
+part ::= [A-Za-z] [A-Za-z0-9 ']{0,40}"#;
+
+/// Throughput of llama.cpp driven directly (no channel, no template, no sampler chain): the
+/// reference our backend is compared with, measured like `llama-bench` (pp = one batch of
+/// prompt tokens into an empty cache, tg = one token at a time).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawBench {
+    /// Prompt tokens per second.
+    pub prompt_tokens_per_sec: f64,
+    /// Generated tokens per second.
+    pub generated_tokens_per_sec: f64,
+}
+
+/// Measures [`RawBench`] for `path` with `threads` threads: `n_prompt` prompt tokens and
+/// `n_gen` generated tokens, best of `reps` runs.
+pub fn raw_llama_bench(
+    path: &Path,
+    threads: u32,
+    n_prompt: usize,
+    n_gen: usize,
+    reps: usize,
+) -> Result<RawBench, LocalError> {
+    let backend = llama()?;
+    let model =
+        LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()).map_err(|e| {
+            LocalError::Load {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            }
+        })?;
+    let threads = i32::try_from(threads.max(1)).unwrap_or(1);
+    let n_ctx = u32::try_from(n_prompt + n_gen + 16).unwrap_or(4096);
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(n_ctx))
+        .with_n_batch(n_ctx)
+        .with_n_ubatch(n_ctx.min(512))
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let mut ctx = model
+        .new_context(backend, params)
+        .map_err(|e| LocalError::Context(e.to_string()))?;
+    let fail = |e: &dyn std::fmt::Display| LocalError::Context(e.to_string());
+    let text = "The quick brown fox jumps over the lazy dog near the quiet river bank. "
+        .repeat(n_prompt / 8 + 1);
+    let mut tokens = model.vocab().tokenize(text.as_bytes(), true, false);
+    tokens.truncate(n_prompt.max(1));
+    let mut best_pp = 0.0f64;
+    let mut best_tg = 0.0f64;
+    let mut batch = LlamaBatch::new(tokens.len().max(1), 1);
+    for _ in 0..reps.max(1) {
+        ctx.clear_kv_cache();
+        batch.clear();
+        batch
+            .add_sequence(&tokens, 0, false)
+            .map_err(|e| fail(&e))?;
+        let started = std::time::Instant::now();
+        ctx.decode(&mut batch).map_err(|e| fail(&e))?;
+        best_pp = best_pp.max(tokens.len() as f64 / started.elapsed().as_secs_f64());
+
+        ctx.clear_kv_cache();
+        let mut one = LlamaBatch::new(1, 1);
+        let mut token = model.vocab().bos();
+        let started = std::time::Instant::now();
+        for pos in 0..n_gen {
+            one.clear();
+            one.add(token, pos as i32, &[0], true)
+                .map_err(|e| fail(&e))?;
+            ctx.decode(&mut one).map_err(|e| fail(&e))?;
+            let logits = ctx.get_logits_ith(0);
+            let next = logits
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i);
+            token = LlamaToken(i32::try_from(next).unwrap_or(0));
+        }
+        best_tg = best_tg.max(n_gen as f64 / started.elapsed().as_secs_f64());
+    }
+    Ok(RawBench {
+        prompt_tokens_per_sec: best_pp,
+        generated_tokens_per_sec: best_tg,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_softmax_sums_to_one() {
+        let lp = log_softmax(&[1.0, 2.0, 3.0]);
+        let total: f32 = lp.iter().map(|l| l.exp()).sum();
+        assert!((total - 1.0).abs() < 1e-5);
+        // log p(3) = 3 - ln(e + e^2 + e^3) = -0.40760596
+        assert!((lp[2] + 0.407_606).abs() < 1e-5, "{lp:?}");
+        assert_eq!(
+            token_log_prob(&[1.0, 2.0, 3.0], LlamaToken(2)).map(|v| (v * 1e5).round()),
+            Some((lp[2] * 1e5).round())
+        );
+        assert_eq!(token_log_prob(&[1.0], LlamaToken(5)), None);
+        assert_eq!(token_log_prob(&[1.0], LlamaToken(-1)), None);
+    }
+
+    #[test]
+    fn l2_normalisation() {
+        assert_eq!(l2_normalised(&[3.0, 4.0]), vec![0.6, 0.8]);
+        assert_eq!(l2_normalised(&[0.0, 0.0]), vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn model_names_come_from_the_file() {
+        assert_eq!(
+            model_name(Path::new("/m/SmolLM2-135M-Instruct.Q4_1.gguf")),
+            "SmolLM2-135M-Instruct.Q4_1"
+        );
+        assert_eq!(model_name(Path::new("/")), "local-gguf");
+    }
+
+    #[test]
+    fn kind_grammars_cover_the_shaped_kinds() {
+        for kind in [
+            "action_event_triple",
+            "object_event_triple",
+            "wake_up_hour",
+            "event_poignancy",
+            "chat_poignancy",
+            "thought_poignancy",
+            "daily_plan",
+            "hourly_schedule",
+            "task_decomposition",
+            "new_decomposition_schedule",
+        ] {
+            let grammar = kind_grammar(kind).unwrap_or_default();
+            assert!(grammar.starts_with("root ::= "), "{kind}: {grammar}");
+        }
+        assert_eq!(kind_grammar("next_utterance"), None);
+    }
+
+    #[test]
+    fn missing_model_is_a_clear_error() {
+        let err =
+            LocalBackend::new(LocalConfig::new("/nonexistent/model.gguf")).expect_err("no file");
+        assert!(matches!(err, LocalError::MissingModel(_)));
+        assert!(err.to_string().contains("fetch-model.sh"), "{err}");
+    }
+}
