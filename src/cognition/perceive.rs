@@ -83,31 +83,8 @@ pub fn event_matches(event: &TileEvent, s: &str, p: &str, o: &str) -> bool {
     }
 }
 
-/// The offsets of the square of radius `r`, nearest first: by squared distance, then by tile
-/// order (x, then y) — the order perception ranks tiles in. Cached per thread and radius.
-fn ring_offsets(r: u32) -> std::rc::Rc<[(i32, i32)]> {
-    thread_local! {
-        static CACHE: std::cell::RefCell<Vec<(u32, std::rc::Rc<[(i32, i32)]>)>> =
-            const { std::cell::RefCell::new(Vec::new()) };
-    }
-    CACHE.with(|cache| {
-        if let Some((_, offsets)) = cache.borrow().iter().find(|(radius, _)| *radius == r) {
-            return offsets.clone();
-        }
-        let r = i32::try_from(r.min(512)).unwrap_or(512);
-        let mut offsets: Vec<(i32, i32)> = (-r..=r)
-            .flat_map(|dx| (-r..=r).map(move |dy| (dx, dy)))
-            .collect();
-        offsets.sort_by_key(|&(dx, dy)| (dx * dx + dy * dy, dx, dy));
-        let offsets: std::rc::Rc<[(i32, i32)]> = offsets.into();
-        cache.borrow_mut().push((r as u32, offsets.clone()));
-        offsets
-    })
-}
-
 /// The `att_bandwidth` nearest events in `tile`'s arena within `vision_r` (SPEC §3.1 step 2):
 /// deduplicated, nearest first (Euclidean; ties by tile, then the tile's own event order).
-/// Walks the tiles outwards and stops as soon as it has enough.
 pub fn nearest_events(
     map: &TownMap,
     tile: TileCoord,
@@ -117,23 +94,25 @@ pub fn nearest_events(
     let here = map.tile(tile);
     let sector = here.and_then(|t| t.sector.as_deref());
     let arena = here.and_then(|t| t.arena.as_deref());
-    let mut events: Vec<&TileEvent> = Vec::with_capacity(att_bandwidth);
-    if att_bandwidth == 0 {
-        return events;
-    }
-    for &(dx, dy) in ring_offsets(vision_r).iter() {
-        let c = TileCoord::new(tile.x + dx, tile.y + dy);
+    let mut candidates: Vec<(i64, TileCoord, usize, &TileEvent)> = Vec::new();
+    for c in map.nearby_tiles(tile, vision_r) {
         let Some(t) = map.tile(c) else { continue };
         if t.events.is_empty() || t.sector.as_deref() != sector || t.arena.as_deref() != arena {
             continue;
         }
-        for event in &t.events {
-            if !events.contains(&event) {
-                events.push(event);
-                if events.len() >= att_bandwidth {
-                    return events;
-                }
-            }
+        let d2 = i64::from(c.x - tile.x).pow(2) + i64::from(c.y - tile.y).pow(2);
+        for (i, event) in t.events.iter().enumerate() {
+            candidates.push((d2, c, i, event));
+        }
+    }
+    candidates.sort_unstable_by_key(|(d2, c, i, _)| (*d2, *c, *i));
+    let mut events: Vec<&TileEvent> = Vec::with_capacity(att_bandwidth);
+    for (_, _, _, event) in candidates {
+        if events.len() >= att_bandwidth {
+            break;
+        }
+        if !events.contains(&event) {
+            events.push(event);
         }
     }
     events
