@@ -72,6 +72,11 @@ pub mod world;
 
 use bevy::app::plugin_group;
 
+/// The README's code samples compile and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 plugin_group! {
     /// Everything a headless simulation needs. Rendering is added separately.
     pub struct GenerativeAgentsPlugins {

@@ -21,8 +21,11 @@ use super::cache::{
 };
 use super::usage::{EMBED_KIND, UsageCounters, UsageReport};
 
-/// The default number of backend calls in flight at once.
-pub const DEFAULT_CONCURRENCY: usize = 8;
+/// The default number of backend calls in flight at once. High enough that a town's personas
+/// think concurrently (25 personas planning their day keep ~32 calls in flight); a server that
+/// serves fewer in parallel simply queues the rest. Lower it with `--llm-concurrency` for
+/// rate-limited endpoints.
+pub const DEFAULT_CONCURRENCY: usize = 32;
 
 /// The default number of texts per embedding request.
 pub const DEFAULT_EMBED_BATCH: usize = 64;

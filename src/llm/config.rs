@@ -751,7 +751,7 @@ mod tests {
         assert_eq!(config, LlmConfig::default());
         assert_eq!(config.resolved_backend(), BackendChoice::Scripted);
         assert_eq!(config.max_retries, 4);
-        assert_eq!(config.concurrency, 8);
+        assert_eq!(config.concurrency, DEFAULT_CONCURRENCY);
     }
 
     #[test]
