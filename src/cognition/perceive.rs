@@ -105,13 +105,34 @@ pub fn nearest_events(
             candidates.push((d2, c, i, event));
         }
     }
-    candidates.sort_unstable_by_key(|(d2, c, i, _)| (*d2, *c, *i));
-    let mut events: Vec<&TileEvent> = Vec::with_capacity(att_bandwidth);
-    for (_, _, _, event) in candidates {
+    let key = |(d2, c, i, _): &(i64, TileCoord, usize, &TileEvent)| (*d2, *c, *i);
+    // Crowded places put hundreds of events in view: rank only the nearest few first (a linear
+    // selection), and sort everything only when those do not hold enough distinct events.
+    let head = (att_bandwidth * 4).max(8);
+    if candidates.len() > head {
+        candidates.select_nth_unstable_by_key(head, key);
+        let (nearest, _) = candidates.split_at_mut(head);
+        nearest.sort_unstable_by_key(key);
+        let events = distinct_first(nearest, att_bandwidth);
         if events.len() >= att_bandwidth {
+            return events;
+        }
+    }
+    candidates.sort_unstable_by_key(key);
+    distinct_first(&candidates, att_bandwidth)
+}
+
+/// The first `n` distinct events of ranked candidates.
+fn distinct_first<'m>(
+    ranked: &[(i64, TileCoord, usize, &'m TileEvent)],
+    n: usize,
+) -> Vec<&'m TileEvent> {
+    let mut events: Vec<&TileEvent> = Vec::with_capacity(n);
+    for (_, _, _, event) in ranked {
+        if events.len() >= n {
             break;
         }
-        if !events.contains(&event) {
+        if !events.contains(event) {
             events.push(event);
         }
     }
@@ -332,6 +353,51 @@ pub async fn embedding_for(mind: &MindState, ctx: &PromptContext, text: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn crowded_views_rank_like_a_full_sort() {
+        let Ok(mut map) = TownMap::from_ascii("w", &["aaaaaaa"; 7], &[('a', "w:s:room")]) else {
+            panic!("test map must build");
+        };
+        // Many events, many duplicates: the same few subjects on every tile.
+        for x in 0..7 {
+            for y in 0..7 {
+                for k in 0..6 {
+                    let subject = format!("p{}", (x * 7 + y + k) % 9);
+                    map.add_event(TileCoord::new(x, y), TileEvent::idle(subject));
+                }
+            }
+        }
+        let at = TileCoord::new(3, 3);
+        for bandwidth in [1, 3, 5, 9, 12] {
+            let fast: Vec<String> = nearest_events(&map, at, 3, bandwidth)
+                .iter()
+                .map(|e| e.subject.clone())
+                .collect();
+            // Reference: every candidate, fully sorted by (distance², tile, order in tile).
+            let mut all = Vec::new();
+            for c in map.nearby_tiles(at, 3) {
+                let d2 = i64::from(c.x - at.x).pow(2) + i64::from(c.y - at.y).pow(2);
+                for (i, e) in map
+                    .tile(c)
+                    .map(|t| t.events.iter().collect::<Vec<_>>())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .enumerate()
+                {
+                    all.push((d2, c, i, e.subject.clone()));
+                }
+            }
+            all.sort();
+            let mut reference: Vec<String> = Vec::new();
+            for (_, _, _, s) in all {
+                if reference.len() < bandwidth && !reference.contains(&s) {
+                    reference.push(s);
+                }
+            }
+            assert_eq!(fast, reference, "bandwidth {bandwidth}");
+        }
+    }
 
     #[test]
     fn idle_event_parts() {
