@@ -19,6 +19,7 @@ use crate::persona::{ConversationRecord, EventTriple, MindState};
 use crate::prompt::{PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 
+use super::identity::retrieve_statements;
 use super::plan::{add_new_action, date_text, minute_of_day};
 use super::prompts::{
     ConversationSummary, DecideToReact, DecideToTalk, NewDecompositionSchedule, NextUtterance,
@@ -290,18 +291,6 @@ pub struct SpeakerView {
     pub place: String,
 }
 
-/// Recalls the descriptions best matching `points` (`n` each), oldest first.
-async fn recall(
-    mind: &mut MindState,
-    ctx: &PromptContext,
-    settings: &AgentSettings,
-    points: &[String],
-    now: NaiveDateTime,
-    n: usize,
-) -> Vec<String> {
-    super::identity::retrieve_statements(mind, ctx, settings, points, now, n).await
-}
-
 /// The next line of `speaker` to `listener` (SPEC §3.7).
 #[expect(
     clippy::too_many_arguments,
@@ -318,7 +307,7 @@ async fn next_line(
     now: NaiveDateTime,
 ) -> (String, bool) {
     let name = speaker.scratch.name.clone();
-    let about = recall(
+    let about = retrieve_statements(
         speaker,
         ctx,
         settings,
@@ -345,7 +334,7 @@ async fn next_line(
     if !recent.is_empty() {
         points.push(transcript(&recent));
     }
-    let memories = recall(speaker, ctx, settings, &points, now, 15).await;
+    let memories = retrieve_statements(speaker, ctx, settings, &points, now, 15).await;
     let previous_chat = speaker
         .associative
         .last_chat_with(listener_name)

@@ -31,20 +31,6 @@ pub struct Percepts {
     pub sector: Option<String>,
 }
 
-/// The places (`w:s:a:o`, or shorter where a tile has no deeper part) within `vision_r` of
-/// `tile` (SPEC §3.1 step 1), sorted and deduplicated.
-pub fn places_in_view(map: &TownMap, tile: TileCoord, vision_r: u32) -> Vec<String> {
-    let mut places: Vec<String> = map
-        .nearby_tiles(tile, vision_r)
-        .into_iter()
-        .filter(|c| map.tile(*c).is_some_and(|t| t.sector.is_some()))
-        .filter_map(|c| map.tile_path_string(c, AddressLevel::GameObject))
-        .collect();
-    places.sort();
-    places.dedup();
-    places
-}
-
 /// Adds the places within `vision_r` of `tile` to `spatial` (SPEC §3.1 step 1), allocating
 /// only for places it did not know yet.
 pub fn learn_places(
@@ -81,6 +67,16 @@ pub fn event_matches(event: &TileEvent, s: &str, p: &str, o: &str) -> bool {
         None => p == "is" && o == "idle",
         Some(pred) => pred == p && event.object.as_deref().unwrap_or("idle") == o,
     }
+}
+
+/// Whether `event` is already among the persona's latest `retention` events (SPEC §3.1 step 3:
+/// such an event is not stored again).
+pub fn recently_perceived(mind: &MindState, event: &TileEvent) -> bool {
+    let retention = mind.scratch.params.retention;
+    mind.associative
+        .events()
+        .take(retention)
+        .any(|node| event_matches(event, &node.subject, &node.predicate, &node.object))
 }
 
 /// The `att_bandwidth` nearest events in `tile`'s arena within `vision_r` (SPEC §3.1 step 2):
@@ -259,18 +255,12 @@ pub async fn form_memories(
     let name = mind.scratch.name.clone();
     let first_name = mind.scratch.first_name.clone();
     let identity = mind.scratch.identity_summary();
-    let retention = mind.scratch.params.retention;
     let mut added = Vec::new();
     for event in &percepts.events {
-        let (s, p, o, description) = event_memory_parts(event);
-        let known = mind
-            .associative
-            .latest_event_triples(retention)
-            .iter()
-            .any(|(ks, kp, ko)| *ks == s && *kp == p && *ko == o);
-        if known {
+        if recently_perceived(mind, event) {
             continue;
         }
+        let (s, p, o, description) = event_memory_parts(event);
         let embedding = embedding_for(mind, ctx, &description).await;
         let Some(embedding) = embedding else { continue };
         let idle = p == "is" && o == "idle";
@@ -442,10 +432,9 @@ mod tests {
         assert!(!subjects.contains(&"far"));
         assert_eq!(p.events.len(), 2);
         assert_eq!(p.arena, "w:s:room");
-        assert!(
-            places_in_view(&map, TileCoord::new(0, 1), 4)
-                .iter()
-                .any(|a| a == "w:s:room:desk")
-        );
+        let mut spatial = crate::memory::SpatialMemory::default();
+        learn_places(&mut spatial, &map, TileCoord::new(0, 1), 4);
+        assert!(spatial.knows_address("w:s:room:desk"));
+        assert!(spatial.knows_address("w:s:hall"));
     }
 }

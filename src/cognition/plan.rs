@@ -11,7 +11,7 @@
 //! Both run inside a persona's thought on its checked-out mind; every model answer goes through
 //! a typed prompt with a fail-safe, and every address the persona ends up with exists on the map.
 
-use chrono::{Duration, NaiveDate, NaiveDateTime, Timelike};
+use chrono::{Duration, NaiveDateTime, Timelike};
 
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
@@ -23,7 +23,7 @@ use super::perceive::embedding_for;
 use super::prompts::{
     ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, DailyPlan,
     HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple, RANDOM_OBJECT,
-    TaskDecomposition, WakeUpHour, numbered_list, subtask_description, wake_up_item,
+    TaskDecomposition, WakeUpHour, subtask_description, wake_up_item,
 };
 use super::schedule::{
     blocks_to_decompose, day_hours, distinct_activities, item_start, merge_hourly, pad_day,
@@ -471,16 +471,6 @@ pub fn day_change(last: Option<NaiveDateTime>, now: NaiveDateTime) -> Option<boo
         Some(last) if last.date() != now.date() => Some(false),
         Some(_) => None,
     }
-}
-
-/// The date of `now` (for diary entries).
-pub fn date_of(now: NaiveDateTime) -> NaiveDate {
-    now.date()
-}
-
-/// A short, human description of today's plan, for logs.
-pub fn plan_text(mind: &MindState) -> String {
-    numbered_list(&mind.scratch.daily_req)
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ use super::converse::{
     Reaction, SpeakerView, choose_focus, conversation_record, decide_reaction, hold_conversation,
     related_memories, start_wait,
 };
-use super::perceive::{Percepts, event_matches, form_memories, gather_percepts};
+use super::perceive::{Percepts, form_memories, gather_percepts, recently_perceived};
 use super::plan::{day_change, determine_action, plan_new_day};
 use super::reflect::{chat_thoughts, chat_thoughts_due, reflect, reflection_due};
 
@@ -188,14 +188,10 @@ pub fn needs_model(
     {
         return true;
     }
-    let retention = mind.scratch.params.retention;
-    percepts.events.iter().any(|event| {
-        !mind
-            .associative
-            .events()
-            .take(retention)
-            .any(|node| event_matches(event, &node.subject, &node.predicate, &node.object))
-    })
+    percepts
+        .events
+        .iter()
+        .any(|event| !recently_perceived(mind, event))
 }
 
 /// The part of every step that needs no model (SPEC §3.5, end of plan): time and tile, the
@@ -373,6 +369,23 @@ fn check_in(
         new_action,
         talk_to,
     } = outcome;
+    land(state, events, new_action, mind, body, view, diary);
+    if let Some(target) = talk_to {
+        intents.0.push((entity, target));
+    }
+}
+
+/// Puts a mind back with its results: a new action re-plans the path, the visible action
+/// follows the scratch, the diary records what happened.
+fn land(
+    state: Box<MindState>,
+    events: Vec<PlanEvent>,
+    new_action: bool,
+    mind: &mut Mind,
+    body: &mut Body,
+    view: &mut ActionView,
+    diary: &mut Diary,
+) {
     if new_action {
         body.path_set = false;
         body.planned_path.clear();
@@ -382,9 +395,6 @@ fn check_in(
         *view = next;
     }
     record(diary, &state, events);
-    if let Some(target) = talk_to {
-        intents.0.push((entity, target));
-    }
     mind.check_in(state);
 }
 
@@ -572,11 +582,15 @@ type PersonaRef<'a> = (
 fn finish_conversation<'a>(done: ConversationDone, a: &mut PersonaRef<'a>, b: &mut PersonaRef<'a>) {
     let ConversationDone { initiator, partner } = done;
     for ((_, state, event), side) in [(initiator, &mut *a), (partner, &mut *b)] {
-        side.3.path_set = false;
-        side.3.planned_path.clear();
-        *side.4 = ActionView::from_scratch(&state.scratch);
-        record(&mut side.5, &state, vec![event]);
-        side.2.check_in(state);
+        land(
+            state,
+            vec![event],
+            true,
+            &mut side.2,
+            &mut side.3,
+            &mut side.4,
+            &mut side.5,
+        );
     }
 }
 

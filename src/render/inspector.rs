@@ -71,14 +71,7 @@ struct SnapshotAge(f32);
 /// The index of the schedule item running at `minute_of_day` (items run back to back from
 /// midnight); `None` past the schedule's end or for an empty schedule.
 pub fn current_schedule_index(schedule: &[(String, u32)], minute_of_day: u32) -> Option<usize> {
-    let mut end = 0u32;
-    for (i, (_, minutes)) in schedule.iter().enumerate() {
-        end = end.saturating_add(*minutes);
-        if minute_of_day < end {
-            return Some(i);
-        }
-    }
-    None
+    crate::cognition::schedule::schedule_index(schedule, minute_of_day)
 }
 
 /// The schedule items to list: `before` items before the current one to `after` after it (the
