@@ -151,12 +151,18 @@ fn a_persona_walks_to_its_action_address_and_shows_its_events() {
         });
     }
     app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(400);
+    // One requested step per update, so the tile is observed after every single step (at max
+    // speed one update may run several steps, depending on the machine's speed).
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Paused;
     let mut previous: Option<TileCoord> = None;
     for _ in 0..10_000 {
         if app.world().resource::<SimClock>().finished() {
             break;
         }
+        let before = app.world().resource::<SimClock>().step();
+        app.world_mut().resource_mut::<SimClock>().request_step();
         app.update();
+        assert!(app.world().resource::<SimClock>().step() <= before + 1);
         let tile = app.world().get::<Body>(persona).unwrap().tile;
         if let Some(prev) = previous {
             let moved = (tile.x - prev.x).abs() + (tile.y - prev.y).abs();
