@@ -16,6 +16,10 @@
 //! fetch overlap the arithmetic (without it the same kernel took about 6 ms). Its error is about
 //! 0.002 in cosine, harmless once relevance is min–max normalised.
 //!
+//! From [`PARALLEL_SCAN_MIN_ELEMENTS`] numbers on, the int8 scan is split into runs of rows
+//! scored on up to [`MAX_SCAN_THREADS`] threads at once (the same numbers, bit for bit): one core
+//! cannot pull memory as fast as two can, and a store that large is a long-lived town's.
+//!
 //! [`RelevancePrecision::Auto`] uses the exact `f32` rows while the store is small (below
 //! [`AUTO_QUANTIZE_MIN_ELEMENTS`] numbers, where the scan is cache-friendly anyway) and the int8
 //! copy above that.
@@ -42,6 +46,23 @@ pub enum RelevancePrecision {
     Exact,
     /// Always the int8 rows (cosine error about 0.002).
     Quantized,
+}
+
+/// From this many int8 numbers on (2²³, about 21,800 rows of 384 dims) the quantised scan is
+/// split over up to [`MAX_SCAN_THREADS`] threads: one core cannot pull memory as fast as two
+/// can, and below this size starting a thread (tens of microseconds) is not worth it.
+pub const PARALLEL_SCAN_MIN_ELEMENTS: usize = 1 << 23;
+/// Most threads one relevance scan uses (memory bandwidth stops growing after a few cores).
+pub const MAX_SCAN_THREADS: usize = 4;
+
+/// Threads a quantised scan over `elements` numbers uses (see [`PARALLEL_SCAN_MIN_ELEMENTS`]).
+fn scan_threads(elements: usize) -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if elements < PARALLEL_SCAN_MIN_ELEMENTS {
+        return 1;
+    }
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    cores.clamp(1, MAX_SCAN_THREADS)
 }
 
 /// How far ahead of the current row the int8/f32 scans touch memory, in bytes.
@@ -230,7 +251,7 @@ impl EmbeddingStore {
         };
         let mut out = Vec::with_capacity(self.len());
         if quantize {
-            self.scan_quantized(&query, &mut out);
+            self.scan_quantized(&query, &mut out, scan_threads(self.quantized.len()));
         } else {
             self.scan_exact(&query, &mut out);
         }
@@ -251,10 +272,11 @@ impl EmbeddingStore {
         std::hint::black_box(touched);
     }
 
-    fn scan_quantized(&self, query: &[f32], out: &mut Vec<f32>) {
+    /// The int8 scan over `threads` threads (1: this one only).
+    fn scan_quantized(&self, query: &[f32], out: &mut Vec<f32>, threads: usize) {
         let max = query.iter().fold(0f32, |m, v| m.max(v.abs()));
+        out.resize(self.len(), 0.0);
         if max == 0.0 {
-            out.resize(self.len(), 0.0);
             return;
         }
         let query_scale = max / QUERY_Q_MAX;
@@ -263,17 +285,74 @@ impl EmbeddingStore {
             .iter()
             .map(|v| ((v / query_scale).round().clamp(-QUERY_Q_MAX, QUERY_Q_MAX) as i16) << 8)
             .collect();
-        let ahead = (TOUCH_AHEAD_BYTES / self.dim).max(1);
+        let rows = self.len();
+        let per = rows.div_ceil(threads.max(1));
+        if threads <= 1 || per == 0 {
+            self.scan_quantized_rows(0, &q, query_scale, out);
+            return;
+        }
+        // Runs of rows after the first go to helper threads, each scoring into a buffer of its
+        // own; the first run is scored in place meanwhile. The result is the same as one
+        // thread's, bit for bit. A run whose thread cannot start (or fails) is scored here.
+        let q = q.as_slice();
+        std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads)
+                .map(|part| part * per)
+                .take_while(|&first| first < rows)
+                .map(|first| {
+                    let len = per.min(rows - first);
+                    let job = move || {
+                        let mut part = vec![0f32; len];
+                        self.scan_quantized_rows(first, q, query_scale, &mut part);
+                        part
+                    };
+                    let handle = std::thread::Builder::new()
+                        .name("relevance-scan".into())
+                        .spawn_scoped(scope, job);
+                    (first, len, handle)
+                })
+                .collect();
+            let head = per.min(rows);
+            if let Some(slot) = out.get_mut(..head) {
+                self.scan_quantized_rows(0, q, query_scale, slot);
+            }
+            for (first, len, handle) in helpers {
+                let Some(slot) = out.get_mut(first..first + len) else {
+                    continue;
+                };
+                match handle.ok().and_then(|h| h.join().ok()) {
+                    Some(part) if part.len() == len => slot.copy_from_slice(&part),
+                    _ => self.scan_quantized_rows(first, q, query_scale, slot),
+                }
+            }
+        });
+    }
+
+    /// Scores rows `first..first + out.len()` of the int8 copy into `out`.
+    fn scan_quantized_rows(&self, first: usize, q: &[i16], query_scale: f32, out: &mut [f32]) {
+        let dim = self.dim;
+        let ahead = (TOUCH_AHEAD_BYTES / dim).max(1);
+        let end = (first + out.len()) * dim;
+        let (Some(rows), Some(scales)) = (
+            self.quantized.get(first * dim..end),
+            self.scales.get(first..first + out.len()),
+        ) else {
+            return;
+        };
         let mut touched = 0i8;
-        let rows = self.quantized.chunks_exact(self.dim);
-        for (i, (row, &scale)) in rows.zip(&self.scales).enumerate() {
+        for (i, ((row, &scale), slot)) in rows
+            .chunks_exact(dim)
+            .zip(scales)
+            .zip(out.iter_mut())
+            .enumerate()
+        {
             // Touching one byte per cache line of a row far ahead starts its DRAM fetch now, so
             // it overlaps this row's arithmetic (a safe stand-in for a prefetch instruction).
-            let next = (i + ahead) * self.dim;
-            if let Some(far) = self.quantized.get(next..next + self.dim) {
+            let next = (i + ahead) * dim;
+            if let Some(far) = rows.get(next..next + dim) {
                 touched ^= far.iter().step_by(CACHE_LINE).fold(0, |t, &v| t ^ v);
             }
-            out.push(dot_quantized(row, &q) as f32 * (scale * query_scale));
+            *slot = dot_quantized(row, q) as f32 * (scale * query_scale);
         }
         std::hint::black_box(touched);
     }
@@ -498,6 +577,34 @@ mod tests {
                 .fold(0f32, f32::max);
             assert!(worst < 0.01, "dim {dim}: worst cosine error {worst}");
         }
+    }
+
+    #[test]
+    fn parallel_scan_equals_one_thread_bit_for_bit() {
+        let dim = 100;
+        let mut store = EmbeddingStore::new("test", dim);
+        for i in 0..103u64 {
+            store
+                .insert(&format!("row {i}"), &pseudo_random(i + 7, dim))
+                .unwrap();
+        }
+        let mut query = pseudo_random(4242, dim);
+        normalise(&mut query);
+        let mut one = Vec::new();
+        store.scan_quantized(&query, &mut one, 1);
+        assert_eq!(one.len(), 103);
+        // 103 rows over 2, 3 and 4 threads: uneven runs, the last one short.
+        for threads in [2, 3, 4, 200] {
+            let mut many = Vec::new();
+            store.scan_quantized(&query, &mut many, threads);
+            let same = one
+                .iter()
+                .zip(&many)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same && many.len() == one.len(), "{threads} threads differ");
+        }
+        assert_eq!(scan_threads(PARALLEL_SCAN_MIN_ELEMENTS - 1), 1);
+        assert!((1..=MAX_SCAN_THREADS).contains(&scan_threads(PARALLEL_SCAN_MIN_ELEMENTS)));
     }
 
     #[test]

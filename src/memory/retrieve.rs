@@ -13,8 +13,10 @@
 //! [`RetrievalWeights`] value times the persona's multiplier. The top `n` are returned (score
 //! descending, ties broken newer node first) and their `last_accessed` is set to `now`.
 //!
-//! The scan reads the memory's flat per-node columns and the embedding store's contiguous rows;
-//! the top `n` are found with a partial selection, not a full sort.
+//! The scan reads the memory's flat per-node columns and the embedding store's contiguous rows
+//! (split over threads when the store is large, see [`EmbeddingStore`](super::EmbeddingStore));
+//! the recency powers are computed in one vectorised pass, and the top `n` are kept in a heap
+//! of `n` while the scores stream by, with no list of every score and no sort.
 
 use std::collections::BTreeMap;
 
@@ -152,7 +154,7 @@ pub fn new_retrieve(
     params: &RetrievalParams,
 ) -> Result<Vec<NodeId>, MemoryError> {
     let raw = raw_components(memory, focal, now, params)?;
-    let top = top_n(raw.scores(&params.effective_weights()), n);
+    let top = top_n(raw.scores(params.effective_weights()), n);
     memory.set_last_accessed(&top, now);
     Ok(top)
 }
@@ -226,17 +228,45 @@ fn by_rank(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
 }
 
-/// The `n` best of `scored`, best first, via a partial selection.
-fn top_n(mut scored: Vec<(f32, u32)>, n: usize) -> Vec<NodeId> {
+/// A scored node ordered by rank *backwards* (`Greater` = worse), so a max-heap of them keeps
+/// its worst member on top.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ranked(f32, u32);
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        by_rank(&(self.0, self.1), &(other.0, other.1))
+    }
+}
+
+/// The `n` best of `scored`, best first, kept in a heap of `n` as they stream by (most nodes
+/// cost one comparison with the worst kept so far; no list of every score is built).
+fn top_n(scored: impl IntoIterator<Item = (f32, u32)>, n: usize) -> Vec<NodeId> {
     if n == 0 {
         return Vec::new();
     }
-    if scored.len() > n {
-        scored.select_nth_unstable_by(n - 1, by_rank);
-        scored.truncate(n);
+    let mut best: std::collections::BinaryHeap<Ranked> = std::collections::BinaryHeap::new();
+    for (score, id) in scored {
+        let candidate = Ranked(score, id);
+        if best.len() < n {
+            best.push(candidate);
+        } else if let Some(mut worst) = best.peek_mut()
+            && candidate < *worst
+        {
+            *worst = candidate;
+        }
     }
-    scored.sort_unstable_by(by_rank);
-    scored.into_iter().map(|(_, id)| NodeId(id)).collect()
+    let mut best = best.into_vec();
+    best.sort_unstable();
+    best.into_iter().map(|Ranked(_, id)| NodeId(id)).collect()
 }
 
 /// Min–max normalisation of one component.
@@ -248,12 +278,7 @@ struct Range {
 }
 
 impl Range {
-    fn of(values: &[f32]) -> Self {
-        let (min, max) = values
-            .iter()
-            .fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), &v| {
-                (lo.min(v), hi.max(v))
-            });
+    fn new(min: f32, max: f32) -> Self {
         let span = max - min;
         Self {
             min,
@@ -266,26 +291,45 @@ impl Range {
     }
 }
 
-/// Raw components of every candidate, in node order.
+/// Running minimum and maximum of one component.
+#[derive(Debug, Clone, Copy)]
+struct Extent {
+    min: f32,
+    max: f32,
+}
+
+impl Extent {
+    const EMPTY: Self = Self {
+        min: f32::INFINITY,
+        max: f32::NEG_INFINITY,
+    };
+
+    fn range(self) -> Range {
+        Range::new(self.min, self.max)
+    }
+}
+
+/// Raw components of every candidate, in node order, with their extents.
 struct Raw {
     ids: Vec<u32>,
     recency: Vec<f32>,
     relevance: Vec<f32>,
     importance: Vec<f32>,
+    extents: [Extent; 3],
 }
 
 impl Raw {
     fn recency_range(&self) -> Range {
-        Range::of(&self.recency)
+        self.extents[0].range()
     }
     fn relevance_range(&self) -> Range {
-        Range::of(&self.relevance)
+        self.extents[1].range()
     }
     fn importance_range(&self) -> Range {
-        Range::of(&self.importance)
+        self.extents[2].range()
     }
 
-    fn scores(&self, w: &RetrievalWeights) -> Vec<(f32, u32)> {
+    fn scores(&self, w: RetrievalWeights) -> impl Iterator<Item = (f32, u32)> + '_ {
         let (rec, rel, imp) = (
             self.recency_range(),
             self.relevance_range(),
@@ -296,7 +340,7 @@ impl Raw {
             .zip(&self.recency)
             .zip(&self.relevance)
             .zip(&self.importance)
-            .map(|(((&id, &r), &l), &i)| {
+            .map(move |(((&id, &r), &l), &i)| {
                 (
                     w.recency * rec.apply(r)
                         + w.relevance * rel.apply(l)
@@ -304,7 +348,6 @@ impl Raw {
                     id,
                 )
             })
-            .collect()
     }
 }
 
@@ -318,41 +361,113 @@ fn raw_components(
     let now_s = epoch_seconds(now);
     let ln_decay = params.ln_decay();
     let cols = &memory.columns;
-    let capacity = cols.candidate.iter().filter(|&&c| c).count();
     let mut raw = Raw {
-        ids: Vec::with_capacity(capacity),
-        recency: Vec::with_capacity(capacity),
-        relevance: Vec::with_capacity(capacity),
-        importance: Vec::with_capacity(capacity),
+        ids: Vec::with_capacity(cols.candidate.len()),
+        recency: Vec::new(),
+        relevance: Vec::new(),
+        importance: Vec::new(),
+        extents: [Extent::EMPTY; 3],
     };
-    // Many nodes share a last_accessed (formed or retrieved in the same step): reuse the power.
-    let mut last = (i64::MIN, 0f32);
-    for (i, ((&candidate, &expiration), (&accessed, (&row, &poignancy)))) in cols
+    // The candidates first, with cheap integer extents; then each component in a pass of its
+    // own over them (simple gathers, and a recency pass the compiler vectorises).
+    let hours_since = |accessed: i64| (now_s - accessed).max(0) as f32 / 3600.0;
+    let (mut accessed_lo, mut accessed_hi) = (i64::MAX, i64::MIN);
+    let (mut poignancy_lo, mut poignancy_hi) = (u8::MAX, u8::MIN);
+    for (i, ((&candidate, &expiration), (&accessed, &poignancy))) in cols
         .candidate
         .iter()
         .zip(&cols.expiration)
-        .zip(
-            cols.last_accessed
-                .iter()
-                .zip(cols.row.iter().zip(&cols.poignancy)),
-        )
+        .zip(cols.last_accessed.iter().zip(&cols.poignancy))
         .enumerate()
     {
-        if !candidate || expiration <= now_s {
-            continue;
+        if candidate && expiration > now_s {
+            accessed_lo = accessed_lo.min(accessed);
+            accessed_hi = accessed_hi.max(accessed);
+            poignancy_lo = poignancy_lo.min(poignancy);
+            poignancy_hi = poignancy_hi.max(poignancy);
+            raw.ids.push(i as u32);
         }
-        if accessed != last.0 {
-            // A last_accessed in the future (an edited save) counts as "just now".
-            let hours = (now_s - accessed).max(0) as f32 / 3600.0;
-            last = (accessed, (hours * ln_decay).exp());
-        }
-        raw.ids.push(i as u32);
-        raw.recency.push(last.1);
-        raw.relevance
-            .push(rows.get(row as usize).copied().unwrap_or(0.0));
-        raw.importance.push(f32::from(poignancy));
+    }
+    let column = |values: &[i64], i: u32| values.get(i as usize).copied().unwrap_or_default();
+    // A last_accessed in the future (an edited save) counts as "just now".
+    raw.recency = raw
+        .ids
+        .iter()
+        .map(|&i| hours_since(column(&cols.last_accessed, i)) * ln_decay)
+        .collect();
+    raw.importance = raw
+        .ids
+        .iter()
+        .map(|&i| f32::from(cols.poignancy.get(i as usize).copied().unwrap_or_default()))
+        .collect();
+    let (mut relevance_lo, mut relevance_hi) = (f32::INFINITY, f32::NEG_INFINITY);
+    raw.relevance = raw
+        .ids
+        .iter()
+        .map(|&i| {
+            let row = cols.row.get(i as usize).copied().unwrap_or_default();
+            let relevance = rows.get(row as usize).copied().unwrap_or(0.0);
+            if relevance < relevance_lo {
+                relevance_lo = relevance;
+            }
+            if relevance > relevance_hi {
+                relevance_hi = relevance;
+            }
+            relevance
+        })
+        .collect();
+    for r in &mut raw.recency {
+        *r = exp_non_positive(*r);
+    }
+    if !raw.ids.is_empty() {
+        // Recency falls with the hours since access: the oldest access is the least recent.
+        raw.extents = [
+            Extent {
+                min: exp_non_positive(hours_since(accessed_lo) * ln_decay),
+                max: exp_non_positive(hours_since(accessed_hi) * ln_decay),
+            },
+            Extent {
+                min: relevance_lo,
+                max: relevance_hi,
+            },
+            Extent {
+                min: f32::from(poignancy_lo),
+                max: f32::from(poignancy_hi),
+            },
+        ];
     }
     Ok(raw)
+}
+
+/// `e^x` for `x ≤ 0` (larger `x` counts as 0), within 2 ulp of the exact value, in straight-line
+/// arithmetic the compiler vectorises (a library `exp` is a call per memory, the largest cost of
+/// scoring 100,000 memories after the relevance scan). Below −87 the result is 0, as `f32`
+/// underflows there anyway.
+///
+/// `e^x = 2^n · e^y` with `n` the integer nearest `x · log₂e` and `y = x − n·ln 2`, `|y| ≤ 0.35`;
+/// `e^y` by its Taylor series to the 7th power (error below 1e-8 there); `2^n` is put straight
+/// into the exponent bits.
+fn exp_non_positive(x: f32) -> f32 {
+    const LOG2_E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split in two (Cody–Waite): `n · LN_2_HI` is exact for |n| < 2⁹, so `x − n·ln 2`
+    // keeps its low bits even where x is large.
+    const LN_2_HI: f32 = 0.693_359_4;
+    const LN_2_LO: f32 = -2.121_944_4e-4;
+    // Adding and subtracting 1.5 · 2²³ rounds to the nearest integer in plain f32 arithmetic.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.0, 0.0);
+    let n = (x * LOG2_E + ROUND) - ROUND;
+    let y = (x - n * LN_2_HI) - n * LN_2_LO;
+    let p = 1.0
+        + y * (1.0
+            + y * (1.0 / 2.0
+                + y * (1.0 / 6.0
+                    + y * (1.0 / 24.0
+                        + y * (1.0 / 120.0 + y * (1.0 / 720.0 + y * (1.0 / 5040.0)))))));
+    // n ∈ [−126, 0]: 2ⁿ is a normal float with biased exponent n + 127.
+    let two_n = f32::from_bits((((n as i32) + 127) as u32) << 23);
+    // x = −87 rounds to n = −126 with p < 1, still a normal float (e^−87 ≈ 1.6e−38).
+    if x <= -87.0 { 0.0 } else { two_n * p }
 }
 
 #[cfg(test)]
@@ -368,10 +483,30 @@ mod tests {
     }
 
     #[test]
+    fn fast_exp_matches_the_library_within_two_ulp() {
+        let mut worst = 0f64;
+        let mut x = 0f32;
+        while x > -87.0 {
+            let exact = f64::from(x).exp();
+            let got = f64::from(exp_non_positive(x));
+            worst = worst.max(((got - exact) / exact).abs());
+            x -= 0.0137;
+        }
+        assert!(worst < 2.5e-7, "worst relative error {worst}");
+        assert_eq!(exp_non_positive(0.0), 1.0);
+        assert_eq!(exp_non_positive(-0.0), 1.0);
+        assert_eq!(exp_non_positive(-1000.0), 0.0);
+        assert_eq!(exp_non_positive(f32::NEG_INFINITY), 0.0);
+        // The recency of SPEC §2: 0.995 per hour, 24 hours.
+        let day = exp_non_positive(24.0 * 0.995f32.ln());
+        assert!((day - 0.995f32.powi(24)).abs() < 1e-6, "{day}");
+    }
+
+    #[test]
     fn range_normalises_and_flat_gives_half() {
-        let r = Range::of(&[2.0, 4.0, 3.0]);
+        let r = Range::new(2.0, 4.0);
         assert_eq!((r.apply(2.0), r.apply(3.0), r.apply(4.0)), (0.0, 0.5, 1.0));
-        let flat = Range::of(&[0.7, 0.7 + 1e-8]);
+        let flat = Range::new(0.7, 0.7 + 1e-8);
         assert_eq!(flat.apply(0.7), 0.5);
     }
 
@@ -384,6 +519,26 @@ mod tests {
         );
         assert_eq!(top_n(scored.clone(), 10).len(), 5);
         assert!(top_n(scored, 0).is_empty());
+    }
+
+    #[test]
+    fn streaming_top_n_equals_a_full_sort() {
+        // Few distinct scores, so ties (broken by id) are everywhere.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let scored: Vec<(f32, u32)> = (0..2_000u32)
+            .map(|id| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state % 50) as f32 / 7.0, id)
+            })
+            .collect();
+        let mut sorted = scored.clone();
+        sorted.sort_by(by_rank);
+        for n in [1, 2, 30, 1_999, 2_000, 5_000] {
+            let expected: Vec<NodeId> = sorted.iter().take(n).map(|&(_, id)| NodeId(id)).collect();
+            assert_eq!(top_n(scored.iter().copied(), n), expected, "n = {n}");
+        }
     }
 
     #[test]
