@@ -1,5 +1,6 @@
 //! Persistence (SPEC §11): save, load and fork a simulation; replay-check a movement log;
-//! write run reports with charts; record and replay every model answer.
+//! play a movement log back without a model; write run reports with charts; record and replay
+//! every model answer.
 //!
 //! ## The save folder
 //!
@@ -46,6 +47,7 @@
 pub mod cache;
 pub mod files;
 pub mod format;
+pub mod playback;
 pub mod replay;
 pub mod report;
 mod world;
@@ -53,11 +55,12 @@ mod world;
 pub use cache::{CacheMode, client_with_cache_mode};
 pub use files::{recover_interrupted_save, write_folder_atomic};
 pub use format::{EmbeddingInfo, PersonaSave, SaveData, SaveMeta, decode};
-pub use replay::{ReplayCheck, check_replay};
+pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
+pub use replay::{CheckedReplay, ReplayCheck, check_replay, load_replay};
 pub use report::{RunReportData, write_report};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, apply_save,
-    build_app_from_save, capture_save, fork_save, load_into_world, save_world,
+    build_app_from_save, capture_save, check_save, fork_save, load_into_world, save_world,
 };
 
 use std::path::PathBuf;

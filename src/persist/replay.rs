@@ -5,6 +5,10 @@
 //! what a window replay relies on: every tile is on the map, nobody moves more than one tile
 //! per step, and — when the run left a save in `DIR/save` at the log's end — the replay ends
 //! exactly where the simulation did (tile, emoji, action and chat of every persona).
+//!
+//! [`load_replay`] does the same checks and also hands back what it read — the log, the map and
+//! the save's step length — so the window's replay ([`playback`](super::playback)) plays
+//! exactly what was validated.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +18,7 @@ use serde::Serialize;
 use super::PersistError;
 use super::format::decode;
 use crate::output::run::MOVEMENT_FILE;
-use crate::output::{MovementReplay, PersonaFrame, read_movement_log};
+use crate::output::{MovementLogData, MovementReplay, PersonaFrame, read_movement_log};
 use crate::world::TownMap;
 
 /// The save folder a run leaves next to its log.
@@ -45,9 +49,27 @@ fn invalid(file: &Path, message: String) -> PersistError {
     }
 }
 
+/// A run folder's movement log, validated by [`load_replay`].
+#[derive(Debug, Clone)]
+pub struct CheckedReplay {
+    /// What the check found.
+    pub check: ReplayCheck,
+    /// The log's lines.
+    pub log: MovementLogData,
+    /// The map its tiles were checked against.
+    pub map: TownMap,
+    /// Game seconds per step of the run's save, when the folder holds one.
+    pub sec_per_step: Option<u32>,
+}
+
 /// Validates the movement log of the run folder `dir` (see the [module docs](self)). `map`
 /// overrides the map to check tiles against (default: the save's, else the default town).
 pub fn check_replay(dir: &Path, map: Option<&Path>) -> Result<ReplayCheck, PersistError> {
+    load_replay(dir, map).map(|checked| checked.check)
+}
+
+/// Validates like [`check_replay`] and returns the log with the map it was checked against.
+pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, PersistError> {
     let path = dir.join(MOVEMENT_FILE);
     let log = read_movement_log(&path).map_err(|err| invalid(&path, err.to_string()))?;
     let (Some(first), Some(last)) = (log.first_step(), log.last_step()) else {
@@ -142,12 +164,18 @@ pub fn check_replay(dir: &Path, map: Option<&Path>) -> Result<ReplayCheck, Persi
         }
         _ => None,
     };
-    Ok(ReplayCheck {
+    let check = ReplayCheck {
         lines: log.lines.len(),
         steps: (first, last),
         personas: replay.frames().keys().cloned().collect(),
         moves,
         chat_updates,
         matches_save,
+    };
+    Ok(CheckedReplay {
+        check,
+        log,
+        map: town,
+        sec_per_step: save.as_ref().map(|s| s.meta.sec_per_step),
     })
 }

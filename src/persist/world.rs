@@ -350,10 +350,22 @@ pub fn load_into_world(world: &mut World, dir: &Path) -> Result<SaveMeta, Persis
     Ok(meta)
 }
 
+/// Checks that a decoded save fits `map` and the embedding model of `client` — what
+/// [`apply_save`] checks before it touches a world — so a caller can refuse a save before it
+/// builds anything (the game does, before it opens its window).
+pub fn check_save(
+    data: &SaveData,
+    map: &TownMap,
+    client: Option<&LlmClient>,
+) -> Result<(), PersistError> {
+    check_embedding(client, &data.meta.embedding)?;
+    check_tiles(map, data)
+}
+
 /// Checks the embedding model of the save against the world's client (SPEC §5: never a silent
 /// mismatch). A dimension of 0 means "not known yet" and is not compared.
-fn check_embedding(world: &World, info: &EmbeddingInfo) -> Result<(), PersistError> {
-    let Some(client) = world.get_resource::<LlmClient>() else {
+fn check_embedding(client: Option<&LlmClient>, info: &EmbeddingInfo) -> Result<(), PersistError> {
+    let Some(client) = client else {
         return Ok(());
     };
     if info.model.is_empty() {
@@ -414,7 +426,7 @@ fn check_tiles(map: &TownMap, data: &SaveData) -> Result<(), PersistError> {
 /// Applies a decoded save to `world` (see [`load_into_world`]). When the world has no
 /// [`TownMap`], the save's map file is loaded.
 pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError> {
-    check_embedding(world, &data.meta.embedding)?;
+    check_embedding(world.get_resource::<LlmClient>(), &data.meta.embedding)?;
     if !world.contains_resource::<TownMap>() {
         let map = TownMap::load_tmx(&data.meta.map)?;
         check_tiles(&map, &data)?;

@@ -1,0 +1,184 @@
+//! Playing a real run's movement log back in an app with no model: `smallville run` (scripted
+//! backend) writes the log, then `MinimalPlugins` + the clock + the `ReplayPlugin` play it, and
+//! every step the actors' `Body` and `ActionView` are compared with the log replayed on its own.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bevy::prelude::*;
+use bevy::time::TimeUpdateStrategy;
+use bevy_generative_agents::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
+use bevy_generative_agents::llm::BackendChoice;
+use bevy_generative_agents::output::{MovementReplay, PersonaFrame, RunOptions, run};
+use bevy_generative_agents::persist::{
+    CheckedReplay, ReplayActor, ReplayPlayback, ReplayPlugin, load_replay,
+};
+use bevy_generative_agents::persona::{ActionView, Body, Mind, Persona};
+
+/// One run shared by the tests: 3 personas from midnight to 12:30, so the log holds the
+/// night's stillness, the morning's walks and the first conversation (at 12:02 with seed 1).
+/// It is validated and read into memory, and its folder removed.
+fn checked() -> &'static CheckedReplay {
+    static RUN: OnceLock<CheckedReplay> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let root = std::env::temp_dir().join(format!("bga-replay-playback-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let out = root.join("run");
+        let mut options = RunOptions::new(12.5, &out)
+            .with_backend(BackendChoice::Scripted)
+            .with_personas(3)
+            .with_seed(1);
+        options.report = false;
+        if let Err(err) = run(&options) {
+            panic!("run failed: {err}");
+        }
+        let checked = load_replay(&out, None);
+        let _ = std::fs::remove_dir_all(&root);
+        match checked {
+            Ok(checked) => checked,
+            Err(err) => panic!("the run's log is valid: {err}"),
+        }
+    })
+}
+
+fn replay_app(checked: &CheckedReplay, speed: SimSpeed) -> App {
+    let playback = ReplayPlayback::new("run", checked.log.clone(), checked.sec_per_step)
+        .expect("a playable log");
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins)
+        .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_secs(1)))
+        .insert_resource(
+            SimClock::default()
+                .with_mode(TimeMode::Realtime)
+                .with_speed(speed),
+        )
+        .add_plugins((ClockPlugin::default(), ReplayPlugin))
+        .insert_resource(playback);
+    // Whole real seconds per update (virtual time caps a frame at 250 ms by default).
+    app.world_mut()
+        .resource_mut::<Time<Virtual>>()
+        .set_max_delta(Duration::from_secs(2));
+    app
+}
+
+/// Every actor's frame, by name, read back from the components the renderer draws.
+fn shown(app: &mut App) -> BTreeMap<String, PersonaFrame> {
+    let mut query = app
+        .world_mut()
+        .query_filtered::<(&Name, &Body, &ActionView), (With<Persona>, With<ReplayActor>)>();
+    query
+        .iter(app.world())
+        .map(|(name, body, view)| {
+            (
+                name.as_str().to_owned(),
+                PersonaFrame::from_components(body, view),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_step_shows_exactly_the_logs_frame_and_the_end_holds() {
+    let checked = checked();
+    let lines = &checked.log.lines;
+    assert_eq!(lines.len(), 4500, "12.5 h of 10 s steps");
+    assert!(checked.check.moves > 20, "the morning has walks");
+    let sps = i64::from(checked.sec_per_step.expect("the run left a save"));
+    assert_eq!(sps, 10);
+
+    let mut app = replay_app(checked, SimSpeed::Paused);
+    // Startup shows the first line; the paused clock takes no step.
+    app.update();
+    let mut expected = MovementReplay::new();
+    let mut tiles_changed = 0;
+    let mut chat_frames = 0;
+    for (k, line) in lines.iter().enumerate() {
+        if k > 0 {
+            app.world_mut().resource_mut::<SimClock>().request_step();
+            app.update();
+        }
+        let before = expected.frames().clone();
+        expected.apply(line).expect("valid line");
+        assert_eq!(
+            &shown(&mut app),
+            expected.frames(),
+            "line {} (step {})",
+            k + 1,
+            line.step
+        );
+        let clock = app.world().resource::<SimClock>();
+        assert_eq!(
+            clock.step(),
+            line.step + 1,
+            "the clock is one step past the line"
+        );
+        assert_eq!(clock.now(), line.time + chrono::Duration::seconds(sps));
+        let playback = app.world().resource::<ReplayPlayback>();
+        assert_eq!(playback.lines_applied(), k + 1);
+        assert_eq!(playback.finished(), k + 1 == lines.len());
+        // Walking animates from the previous tile: it is the tile before this step.
+        let mut query = app
+            .world_mut()
+            .query_filtered::<(&Name, &Body), With<ReplayActor>>();
+        for (name, body) in query.iter(app.world()) {
+            let was = before.get(name.as_str()).map_or(body.tile, |f| f.tile);
+            assert_eq!(body.previous_tile, was, "{name} at line {}", k + 1);
+            if was != body.tile {
+                tiles_changed += 1;
+            }
+        }
+        // A chat in the log is a chat the bubbles play: lines and a partner.
+        let mut views = app
+            .world_mut()
+            .query_filtered::<(&Name, &ActionView), With<ReplayActor>>();
+        for (name, view) in views.iter(app.world()) {
+            if !view.chat.is_empty() {
+                chat_frames += 1;
+                let partner = view.chatting_with.as_deref().expect("a partner");
+                assert!(
+                    view.chat.iter().any(|(speaker, _)| speaker == partner),
+                    "{name} chats with {partner}, who speaks"
+                );
+            }
+        }
+    }
+    assert_eq!(tiles_changed, checked.check.moves, "every move was shown");
+    assert!(chat_frames > 0, "the noon conversation was shown");
+    assert_eq!(&shown(&mut app), &checked.log.final_frames);
+
+    // Past the end: steps asked for are not taken and the last frame holds.
+    for speed in [SimSpeed::Paused, SimSpeed::X32] {
+        app.world_mut().resource_mut::<SimClock>().speed = speed;
+        app.world_mut().resource_mut::<SimClock>().request_step();
+        app.update();
+        let clock = app.world().resource::<SimClock>();
+        assert_eq!(clock.step(), lines[lines.len() - 1].step + 1);
+        assert_eq!(clock.speed, SimSpeed::Paused, "the clock stops at the end");
+        assert_eq!(&shown(&mut app), &checked.log.final_frames);
+    }
+
+    // Display-only personas: no mind, and nothing but the replay moved them.
+    let mut minds = app.world_mut().query_filtered::<&Mind, With<ReplayActor>>();
+    let minds: Vec<bool> = minds.iter(app.world()).map(Mind::is_home).collect();
+    assert_eq!(minds, vec![false; 3]);
+}
+
+#[test]
+fn speeds_take_as_many_log_lines_per_second_as_the_game_takes_steps() {
+    let checked = checked();
+    for (speed, per_second) in [(SimSpeed::X1, 1), (SimSpeed::X4, 4), (SimSpeed::X32, 32)] {
+        let mut app = replay_app(checked, speed);
+        app.update();
+        let mut applied = app.world().resource::<ReplayPlayback>().lines_applied();
+        for _ in 0..5 {
+            app.update();
+            let now = app.world().resource::<ReplayPlayback>().lines_applied();
+            assert_eq!(now - applied, per_second, "{speed:?}: one real second");
+            applied = now;
+            let frames = shown(&mut app);
+            let playback = app.world().resource::<ReplayPlayback>();
+            assert_eq!(&frames, playback.frames());
+        }
+    }
+}
