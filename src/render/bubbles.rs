@@ -7,7 +7,8 @@
 //!   are typed as they come);
 //! - a **💭 marker** while a persona's mind is checked out to a model call in
 //!   [`TimeMode::Realtime`], once it has been pending for
-//!   [`AgentSettings::thinking_marker_after_secs`].
+//!   [`AgentSettings::thinking_marker_after_secs`] (never over a replay's
+//!   [`ReplayActor`], which has no mind to wait for).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use super::art::{self, BUBBLE_CORNER};
 use super::sprites::{PersonaSprite, canvas_image};
 use super::z;
 use crate::clock::{AwaitingCognition, SimClock, TimeMode};
+use crate::persist::ReplayActor;
 use crate::persona::{ActionView, Mind, Persona};
 use crate::settings::AgentSettings;
 
@@ -335,6 +337,7 @@ fn update_emoji_bubbles(
     }
 }
 
+#[expect(clippy::type_complexity, reason = "a query with its filters")]
 fn update_thinking_markers(
     time: Res<Time>,
     clock: Res<SimClock>,
@@ -345,6 +348,7 @@ fn update_thinking_markers(
             Option<&AwaitingCognition>,
             &mut ThoughtTimer,
             &Children,
+            Has<ReplayActor>,
         ),
         With<Persona>,
     >,
@@ -353,8 +357,8 @@ fn update_thinking_markers(
     let after = settings
         .map(|s| s.thinking_marker_after_secs)
         .unwrap_or(1.5);
-    for (mind, awaiting, mut timer, children) in &mut personas {
-        timer.out_for = if mind.is_home() {
+    for (mind, awaiting, mut timer, children, replayed) in &mut personas {
+        timer.out_for = if mind.is_home() || replayed {
             0.0
         } else {
             timer.out_for + time.delta_secs()
@@ -363,7 +367,10 @@ fn update_thinking_markers(
             .map(|a| a.since.elapsed().as_secs_f32())
             .unwrap_or(timer.out_for)
             .max(timer.out_for);
-        let show = clock.mode == TimeMode::Realtime && !mind.is_home() && pending_for >= after;
+        let show = clock.mode == TimeMode::Realtime
+            && !mind.is_home()
+            && !replayed
+            && pending_for >= after;
         for child in children.iter() {
             if let Ok(mut visibility) = markers.get_mut(child) {
                 visibility.set_if_neq(if show {

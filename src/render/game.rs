@@ -2,9 +2,20 @@
 //! runs use), egui, and [`GameRenderPlugins`]; the town and its personas; the clock in
 //! [`TimeMode::Realtime`] so the window never waits for a model.
 //!
-//! **Screenshot mode** ([`GameOptions::screenshot`]) renders a number of frames with the
-//! simulation running, captures the window to a PNG and exits — with an error when the capture
-//! fails, so tests can trust the exit status and still check the image itself.
+//! Three ways in, one window:
+//! - **a fresh town** ([`build_game_app`]): the map and persona sheets;
+//! - **a save** ([`GameOptions::load`], `smallville --load DIR`): the save is decoded and checked
+//!   against its map and the model's embeddings *before* any window opens, then applied with
+//!   [`apply_save`] — its personas, clock, settings and seed; `F5`/`F9` quick save and load
+//!   ([`QuickSavePlugin`]) in both cases;
+//! - **a replay** ([`build_replay_app`], `smallville replay DIR`): a run's movement log played
+//!   by the [`ReplayPlugin`] with no model and no cognition at all — only the clock, the map and
+//!   display-only personas under the same render plugins.
+//!
+//! **Screenshot mode** ([`GameOptions::screenshot`], [`ReplayOptions::screenshot`]) renders a
+//! number of frames with the simulation (or the replay) running, captures the window to a PNG
+//! and exits — with an error when the capture fails, so tests can trust the exit status and
+//! still check the image itself.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,9 +28,14 @@ use bevy::window::{PresentMode, WindowResolution};
 use bevy_egui::EguiPlugin;
 
 use super::GameRenderPlugins;
+use super::saves::QuickSavePlugin;
 use crate::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
 use crate::headless::HeadlessError;
-use crate::llm::{LlmConfig, LlmPlugin, build_client};
+use crate::llm::{BackendChoice, LlmConfig, LlmPlugin, build_client};
+use crate::persist::{
+    PersistError, ReplayPlayback, ReplayPlugin, SaveData, SimSeed, apply_save, check_save, decode,
+    load_replay, recover_interrupted_save,
+};
 use crate::persona::{default_personas_dir, load_persona_sheets, spawn_persona};
 use crate::settings::AgentSettings;
 use crate::testing::{TownSetupError, spawn_crowd, synthetic_sheets};
@@ -40,17 +56,36 @@ pub struct ScreenshotRequest {
 /// What the game runs.
 #[derive(Debug, Clone)]
 pub struct GameOptions {
-    /// Spawn only the first N personas.
+    /// Spawn only the first N personas (ignored with [`load`](Self::load)).
     pub personas: Option<usize>,
-    /// Seed of every random choice.
+    /// Seed of every random choice (a loaded save brings its own).
     pub seed: u64,
-    /// Map file (default town when `None`).
+    /// Map file (default town when `None`; with [`load`](Self::load), the save's map).
     pub map: Option<PathBuf>,
-    /// Persona folder (default personas when `None`).
+    /// Persona folder (default personas when `None`; ignored with [`load`](Self::load)).
     pub personas_dir: Option<PathBuf>,
     /// The model configuration.
     pub llm: LlmConfig,
     /// The speed the clock starts at.
+    pub speed: SimSpeed,
+    /// Select and follow the persona whose name starts with this (case-insensitive) at start.
+    pub follow: Option<String>,
+    /// Screenshot mode.
+    pub screenshot: Option<ScreenshotRequest>,
+    /// Open this save instead of a fresh town.
+    pub load: Option<PathBuf>,
+    /// Where `F5` saves and `F9` loads (see [`default_save_dir`](super::default_save_dir)).
+    pub save_dir: PathBuf,
+}
+
+/// What a replay plays.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// The run folder holding `movement.jsonl` (and maybe the run's `save/`).
+    pub dir: PathBuf,
+    /// The map (default: the run's save's map, else the default town).
+    pub map: Option<PathBuf>,
+    /// The speed the replay starts at (the game's speeds: 1× is one step per real second).
     pub speed: SimSpeed,
     /// Select and follow the persona whose name starts with this (case-insensitive) at start.
     pub follow: Option<String>,
@@ -64,6 +99,9 @@ pub enum GameError {
     /// Setting up the town, the personas or the model failed.
     #[error(transparent)]
     Setup(#[from] HeadlessError),
+    /// The save or the movement log is unusable (the error names the file).
+    #[error(transparent)]
+    Persist(#[from] PersistError),
     /// The app exited with an error (e.g. the screenshot could not be taken).
     #[error("the game exited with an error (code {0})")]
     Exit(u8),
@@ -95,36 +133,10 @@ pub fn parse_speed(text: &str) -> Result<SimSpeed, String> {
     })
 }
 
-/// Builds the windowed app. Does not run it.
-pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
-    let map_path = options
-        .map
-        .clone()
-        .unwrap_or_else(TownMap::default_town_path);
-    let map = TownMap::load_tmx(&map_path).map_err(HeadlessError::from)?;
-    let mut sheets = load_persona_sheets(
-        options
-            .personas_dir
-            .clone()
-            .unwrap_or_else(default_personas_dir),
-    )
-    .map_err(HeadlessError::from)?;
-    // More personas than the default sheets: a crowd of renamed copies, spread over their homes.
-    let mut crowd = false;
-    if let Some(n) = options.personas {
-        if n == 0 {
-            return Err(HeadlessError::Invalid("--personas must be at least 1".into()).into());
-        }
-        if n > sheets.len() && options.personas_dir.is_none() {
-            sheets = synthetic_sheets(n).map_err(HeadlessError::from)?;
-            crowd = true;
-        }
-        sheets.truncate(n);
-    }
-    let client = build_client(&options.llm).map_err(HeadlessError::from)?;
-
+/// The window, Bevy's default plugins and the timed sim driver: what the game and the replay
+/// share before their own plugins.
+fn window_app(title: String, screenshot: bool) -> App {
     let mut app = App::new();
-    let title = format!("Smallville — {}", map.world_name());
     app.add_plugins(
         DefaultPlugins
             .set(WindowPlugin {
@@ -132,7 +144,7 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
                     title,
                     resolution: WindowResolution::new(WINDOW_SIZE.0, WINDOW_SIZE.1),
                     // Screenshots must not depend on the display's refresh rate.
-                    present_mode: if options.screenshot.is_some() {
+                    present_mode: if screenshot {
                         PresentMode::AutoNoVsync
                     } else {
                         PresentMode::AutoVsync
@@ -144,52 +156,20 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
             .set(ImagePlugin::default_nearest()),
     )
     .insert_resource(ClearColor(Color::srgb(0.12, 0.16, 0.12)))
-    .insert_resource(client)
-    .insert_resource(
-        SimClock::default()
-            .with_mode(TimeMode::Realtime)
-            .with_speed(options.speed),
-    )
     .init_resource::<SimFrameTime>()
-    .add_plugins(
-        crate::GenerativeAgentsPlugins
-            .set(LlmPlugin::with_config(options.llm.clone()))
-            // The clock drives the sim from a schedule of our own, so its CPU time can be
-            // measured per frame (shown in the HUD, logged in screenshot mode).
-            .set(ClockPlugin::in_schedule(GameSim)),
-    )
-    .add_systems(Update, run_timed_sim)
-    .add_plugins(EguiPlugin::default())
-    .add_plugins(GameRenderPlugins);
+    .add_systems(Update, run_timed_sim);
+    app
+}
 
-    let settings = app
-        .world()
-        .get_resource::<AgentSettings>()
-        .cloned()
-        .unwrap_or_default();
-    let clock = app.world().resource::<SimClock>().clone();
-    if crowd {
-        spawn_crowd(&mut app, map, &sheets, options.seed).map_err(|err| match err {
-            TownSetupError::Map(e) => HeadlessError::from(e),
-            TownSetupError::Persona(e) => HeadlessError::from(e),
-        })?;
-    } else {
-        let world = app.world_mut();
-        let mut queue = bevy::ecs::world::CommandQueue::default();
-        let mut commands = Commands::new(&mut queue, world);
-        for sheet in &sheets {
-            spawn_persona(&mut commands, sheet, &map, &settings, &clock, options.seed)
-                .map_err(HeadlessError::from)?;
-        }
-        queue.apply(world);
-        app.insert_resource(map);
-    }
-
-    if let Some(name) = &options.follow {
+/// egui, the render plugins, and the start-up options every window has.
+fn add_game_ui(app: &mut App, follow: Option<&str>, screenshot: Option<&ScreenshotRequest>) {
+    app.add_plugins(EguiPlugin::default())
+        .add_plugins(GameRenderPlugins);
+    if let Some(name) = follow {
         app.insert_resource(FollowAtStart(name.to_lowercase()))
             .add_systems(Update, follow_at_start);
     }
-    if let Some(request) = &options.screenshot {
+    if let Some(request) = screenshot {
         app.insert_resource(ScreenshotRequest {
             path: request.path.clone(),
             frames: request.frames.max(1),
@@ -197,16 +177,177 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
         .init_resource::<ScreenshotProgress>()
         .add_systems(Last, drive_screenshot);
     }
+}
+
+/// The town the game starts with.
+enum Town {
+    /// Fresh personas from their sheets (`crowd`: renamed copies spread over their homes).
+    Fresh {
+        sheets: Vec<crate::persona::PersonaSheet>,
+        crowd: bool,
+    },
+    /// A decoded and checked save.
+    Saved(Box<SaveData>),
+}
+
+/// Builds the windowed app. Does not run it. With [`GameOptions::load`], a save that cannot
+/// be read or does not fit its map or the model fails here, before any window exists.
+pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
+    let (town, map, client, seed) = match &options.load {
+        Some(dir) => {
+            recover_interrupted_save(dir)?;
+            let data = decode(dir)?;
+            let map_path = options.map.clone().unwrap_or_else(|| data.meta.map.clone());
+            let map = TownMap::load_tmx(&map_path).map_err(PersistError::from)?;
+            // The offline town script follows the save's seed, as a headless resume does.
+            let client = if options.llm.resolved_backend() == BackendChoice::Scripted {
+                crate::testing::scripted_client(data.meta.seed)
+            } else {
+                build_client(&options.llm).map_err(HeadlessError::from)?
+            };
+            check_save(&data, &map, Some(&client))?;
+            let seed = data.meta.seed;
+            (Town::Saved(Box::new(data)), map, client, seed)
+        }
+        None => {
+            let map_path = options
+                .map
+                .clone()
+                .unwrap_or_else(TownMap::default_town_path);
+            let map = TownMap::load_tmx(&map_path).map_err(HeadlessError::from)?;
+            let mut sheets = load_persona_sheets(
+                options
+                    .personas_dir
+                    .clone()
+                    .unwrap_or_else(default_personas_dir),
+            )
+            .map_err(HeadlessError::from)?;
+            // More personas than the default sheets: a crowd of renamed copies, spread over
+            // their homes.
+            let mut crowd = false;
+            if let Some(n) = options.personas {
+                if n == 0 {
+                    return Err(
+                        HeadlessError::Invalid("--personas must be at least 1".into()).into(),
+                    );
+                }
+                if n > sheets.len() && options.personas_dir.is_none() {
+                    sheets = synthetic_sheets(n).map_err(HeadlessError::from)?;
+                    crowd = true;
+                }
+                sheets.truncate(n);
+            }
+            let client = build_client(&options.llm).map_err(HeadlessError::from)?;
+            (Town::Fresh { sheets, crowd }, map, client, options.seed)
+        }
+    };
+
+    let mut app = window_app(
+        format!("Smallville — {}", map.world_name()),
+        options.screenshot.is_some(),
+    );
+    app.insert_resource(client)
+        .insert_resource(
+            SimClock::default()
+                .with_mode(TimeMode::Realtime)
+                .with_speed(options.speed),
+        )
+        .insert_resource(SimSeed(seed))
+        .add_plugins(
+            crate::GenerativeAgentsPlugins
+                .set(LlmPlugin::with_config(options.llm.clone()))
+                // The clock drives the sim from a schedule of our own, so its CPU time can be
+                // measured per frame (shown in the HUD, logged in screenshot mode).
+                .set(ClockPlugin::in_schedule(GameSim)),
+        )
+        .add_plugins(QuickSavePlugin::new(options.save_dir.clone()));
+    add_game_ui(
+        &mut app,
+        options.follow.as_deref(),
+        options.screenshot.as_ref(),
+    );
+
+    match town {
+        Town::Saved(data) => {
+            app.insert_resource(map);
+            apply_save(app.world_mut(), *data)?;
+            // The save keeps the speed asked for; the window always runs in real time.
+            app.world_mut().resource_mut::<SimClock>().mode = TimeMode::Realtime;
+        }
+        Town::Fresh { sheets, crowd } => {
+            let settings = app
+                .world()
+                .get_resource::<AgentSettings>()
+                .cloned()
+                .unwrap_or_default();
+            let clock = app.world().resource::<SimClock>().clone();
+            if crowd {
+                spawn_crowd(&mut app, map, &sheets, options.seed).map_err(|err| match err {
+                    TownSetupError::Map(e) => HeadlessError::from(e),
+                    TownSetupError::Persona(e) => HeadlessError::from(e),
+                })?;
+            } else {
+                let world = app.world_mut();
+                let mut queue = bevy::ecs::world::CommandQueue::default();
+                let mut commands = Commands::new(&mut queue, world);
+                for sheet in &sheets {
+                    spawn_persona(&mut commands, sheet, &map, &settings, &clock, options.seed)
+                        .map_err(HeadlessError::from)?;
+                }
+                queue.apply(world);
+                app.insert_resource(map);
+            }
+        }
+    }
     Ok(app)
 }
 
-/// Opens the window and runs the game until it is closed (or the screenshot is written).
-pub fn run_game(options: &GameOptions) -> Result<(), GameError> {
-    let mut app = build_game_app(options)?;
+/// Builds the window that plays the run folder's movement log (see [`crate::render`]):
+/// the log is validated first (as `smallville replay --check` does), so a bad log fails here,
+/// naming the file and the line, before any window exists.
+pub fn build_replay_app(options: &ReplayOptions) -> Result<App, GameError> {
+    let checked = load_replay(&options.dir, options.map.as_deref())?;
+    let playback = ReplayPlayback::new(&options.dir, checked.log, checked.sec_per_step)?;
+    let mut app = window_app(
+        format!(
+            "Smallville replay — {} ({})",
+            checked.map.world_name(),
+            options.dir.display()
+        ),
+        options.screenshot.is_some(),
+    );
+    app.insert_resource(
+        SimClock::default()
+            .with_mode(TimeMode::Realtime)
+            .with_speed(options.speed),
+    )
+    .add_plugins((ClockPlugin::in_schedule(GameSim), ReplayPlugin))
+    .insert_resource(playback)
+    .insert_resource(checked.map);
+    add_game_ui(
+        &mut app,
+        options.follow.as_deref(),
+        options.screenshot.as_ref(),
+    );
+    Ok(app)
+}
+
+/// Runs an app built here until its window closes (or the screenshot is written).
+fn run_app(mut app: App) -> Result<(), GameError> {
     match app.run() {
         AppExit::Success => Ok(()),
         AppExit::Error(code) => Err(GameError::Exit(code.get())),
     }
+}
+
+/// Opens the window and runs the game until it is closed (or the screenshot is written).
+pub fn run_game(options: &GameOptions) -> Result<(), GameError> {
+    run_app(build_game_app(options)?)
+}
+
+/// Opens the window and plays the replay until it is closed (or the screenshot is written).
+pub fn run_replay(options: &ReplayOptions) -> Result<(), GameError> {
+    run_app(build_replay_app(options)?)
 }
 
 /// The schedule the game's clock driver runs in, from [`Update`], timed by [`SimFrameTime`].

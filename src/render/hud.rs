@@ -1,9 +1,12 @@
 //! The HUD: a bar across the top with the game date and time, the speed controls (with keyboard
 //! shortcuts), the frame rate, and the model's status — backend, calls in flight, calls done and
-//! failed, tokens and cache hits from the [`LlmClient`]'s usage counters.
+//! failed, tokens and cache hits from the [`LlmClient`]'s usage counters. In a replay
+//! ([`ReplayPlayback`]) the model's status gives way to the log's progress and, at its end,
+//! "replay finished". A [`HudToast`] (a save's or load's outcome) shows at the bar's end for a
+//! few seconds.
 //!
 //! Keyboard: `Space` pause/resume · `N` or `.` one step · `1`–`6` 1×–32× · `0` max ·
-//! `]`/`[` faster/slower.
+//! `]`/`[` faster/slower · `F5` quick save · `F9` quick load ([`super::saves`]).
 
 use bevy::prelude::*;
 use bevy_egui::input::EguiWantsInput;
@@ -11,6 +14,50 @@ use bevy_egui::{EguiContexts, EguiPrimaryContextPass, egui};
 
 use crate::clock::{SimClock, SimSpeed, TimeMode};
 use crate::llm::{LlmClient, UsageReport};
+use crate::persist::ReplayPlayback;
+
+/// Seconds a [`HudToast`] stays up (errors twice as long).
+pub const TOAST_SECS: f32 = 6.0;
+
+/// A short message at the end of the HUD bar, e.g. "saved to … at step N".
+#[derive(Resource, Debug, Clone, Default, PartialEq)]
+pub struct HudToast {
+    /// The message.
+    pub text: String,
+    /// Whether it reports a failure (drawn in red, kept longer).
+    pub error: bool,
+    /// Real seconds since it was shown.
+    pub age: f32,
+}
+
+impl HudToast {
+    /// Shows `text` from now on.
+    pub fn show(&mut self, text: impl Into<String>, error: bool) {
+        self.text = text.into();
+        self.error = error;
+        self.age = 0.0;
+    }
+
+    /// Whether it is still up.
+    pub fn visible(&self) -> bool {
+        let secs = if self.error {
+            2.0 * TOAST_SECS
+        } else {
+            TOAST_SECS
+        };
+        !self.text.is_empty() && self.age < secs
+    }
+}
+
+/// The replay's progress as the HUD shows it: `"replay: line k of n"`, or `"replay finished"`
+/// once the last line is shown.
+pub fn replay_status(applied: usize, total: usize, finished: bool) -> String {
+    if finished {
+        "replay finished".to_owned()
+    } else {
+        format!("replay: line {applied} of {total}")
+    }
+}
 
 /// What a speed key does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +161,7 @@ pub struct HudPlugin;
 impl Plugin for HudPlugin {
     fn build(&self, app: &mut App) {
         app.init_resource::<HudState>()
+            .init_resource::<HudToast>()
             .configure_sets(
                 EguiPrimaryContextPass,
                 (GameUiSystems::Hud, GameUiSystems::Panels).chain(),
@@ -140,8 +188,16 @@ fn speed_shortcuts(
     }
 }
 
-fn refresh_status(time: Res<Time>, client: Option<Res<LlmClient>>, mut hud: ResMut<HudState>) {
+fn refresh_status(
+    time: Res<Time>,
+    client: Option<Res<LlmClient>>,
+    mut hud: ResMut<HudState>,
+    mut toast: ResMut<HudToast>,
+) {
     let dt = time.delta_secs();
+    if toast.visible() {
+        toast.age += dt;
+    }
     if dt > 0.0 {
         let fps = 1.0 / dt;
         hud.fps = if hud.fps == 0.0 {
@@ -175,6 +231,8 @@ fn draw_hud(
     mut hud: ResMut<HudState>,
     client: Option<Res<LlmClient>>,
     sim_time: Option<Res<super::game::SimFrameTime>>,
+    replay: Option<Res<ReplayPlayback>>,
+    toast: Res<HudToast>,
 ) -> Result {
     let ctx = contexts.ctx_mut()?.clone();
     let mut root = egui::Ui::new(
@@ -231,46 +289,42 @@ fn draw_hud(
                 }
             }
             ui.separator();
-            let usage = &hud.usage.totals;
-            if let Some(client) = client.as_deref() {
-                let backend = client.backend_name();
-                let name = if backend == "scripted" {
-                    egui::RichText::new("scripted (no model)").color(egui::Color32::LIGHT_YELLOW)
+            if let Some(replay) = replay.as_deref() {
+                let status = replay_status(
+                    replay.lines_applied(),
+                    replay.total_lines(),
+                    replay.finished(),
+                );
+                let status = egui::RichText::new(status).strong();
+                ui.label(if replay.finished() {
+                    status.color(egui::Color32::LIGHT_YELLOW)
                 } else {
-                    egui::RichText::new(format!("{backend} · {}", client.model()))
-                };
-                ui.label(name).on_hover_text("LLM backend and model");
-                ui.label(format!(
-                    "in flight {}/{}",
-                    client.in_flight(),
-                    client.concurrency()
+                    status
+                })
+                .on_hover_text(format!(
+                    "{} played back without a model",
+                    replay
+                        .dir()
+                        .join(crate::output::run::MOVEMENT_FILE)
+                        .display()
                 ));
-            }
-            ui.label(format!("calls {}", usage.calls));
-            let failed = egui::RichText::new(format!("failed {}", usage.errors));
-            ui.label(if usage.errors > 0 {
-                failed.color(egui::Color32::LIGHT_RED)
             } else {
-                failed
-            })
-            .on_hover_text(format!(
-                "errors {}, retries {}, fail-safes {}",
-                usage.errors, usage.retries, usage.fail_safes
-            ));
-            ui.label(format!(
-                "tokens {}",
-                compact_count(usage.prompt_tokens + usage.completion_tokens)
-            ))
-            .on_hover_text(format!(
-                "prompt {} · completion {}",
-                usage.prompt_tokens, usage.completion_tokens
-            ));
-            ui.label(format!("cache hits {}", usage.cache_hits));
+                usage_labels(ui, &hud, client.as_deref());
+            }
             ui.separator();
             ui.label(format!("{:.0} fps", hud.fps));
             if let Some(sim) = sim_time.as_deref() {
                 ui.label(format!("sim {:.1} ms", sim.mean_ms))
                     .on_hover_text("CPU time of the simulation per frame (smoothed)");
+            }
+            if toast.visible() {
+                ui.separator();
+                let text = egui::RichText::new(&toast.text).strong();
+                ui.label(if toast.error {
+                    text.color(egui::Color32::LIGHT_RED)
+                } else {
+                    text.color(egui::Color32::LIGHT_GREEN)
+                });
             }
         });
     });
@@ -280,6 +334,45 @@ fn draw_hud(
         apply_speed_shortcut(&mut clock, &mut hud.resume_to, shortcut);
     }
     Ok(())
+}
+
+/// The model's status: backend, calls in flight, calls, failures, tokens and cache hits.
+fn usage_labels(ui: &mut egui::Ui, hud: &HudState, client: Option<&LlmClient>) {
+    let usage = &hud.usage.totals;
+    if let Some(client) = client {
+        let backend = client.backend_name();
+        let name = if backend == "scripted" {
+            egui::RichText::new("scripted (no model)").color(egui::Color32::LIGHT_YELLOW)
+        } else {
+            egui::RichText::new(format!("{backend} · {}", client.model()))
+        };
+        ui.label(name).on_hover_text("LLM backend and model");
+        ui.label(format!(
+            "in flight {}/{}",
+            client.in_flight(),
+            client.concurrency()
+        ));
+    }
+    ui.label(format!("calls {}", usage.calls));
+    let failed = egui::RichText::new(format!("failed {}", usage.errors));
+    ui.label(if usage.errors > 0 {
+        failed.color(egui::Color32::LIGHT_RED)
+    } else {
+        failed
+    })
+    .on_hover_text(format!(
+        "errors {}, retries {}, fail-safes {}",
+        usage.errors, usage.retries, usage.fail_safes
+    ));
+    ui.label(format!(
+        "tokens {}",
+        compact_count(usage.prompt_tokens + usage.completion_tokens)
+    ))
+    .on_hover_text(format!(
+        "prompt {} · completion {}",
+        usage.prompt_tokens, usage.completion_tokens
+    ));
+    ui.label(format!("cache hits {}", usage.cache_hits));
 }
 
 #[cfg(test)]
@@ -324,6 +417,27 @@ mod tests {
         assert_eq!(resume, SimSpeed::X1);
         apply_speed_shortcut(&mut clock, &mut resume, SpeedShortcut::Faster);
         assert_eq!(clock.speed, SimSpeed::X1);
+    }
+
+    #[test]
+    fn toasts_fade_and_errors_stay_longer() {
+        let mut toast = HudToast::default();
+        assert!(!toast.visible(), "nothing to show yet");
+        toast.show("saved to /s at step 3", false);
+        assert!(toast.visible());
+        toast.age = TOAST_SECS;
+        assert!(!toast.visible());
+        toast.show("load failed: /s/meta.json: missing", true);
+        toast.age = TOAST_SECS + 1.0;
+        assert!(toast.visible(), "errors stay up longer");
+        toast.age = 2.0 * TOAST_SECS;
+        assert!(!toast.visible());
+    }
+
+    #[test]
+    fn replay_progress_and_its_end() {
+        assert_eq!(replay_status(1, 4500, false), "replay: line 1 of 4500");
+        assert_eq!(replay_status(4500, 4500, true), "replay finished");
     }
 
     #[test]

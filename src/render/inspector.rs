@@ -4,7 +4,9 @@
 //! with their poignancy and type, the chat it is in, and who it has talked to.
 //!
 //! A persona's [`Mind`] is away while it thinks, so the panel reads a [`MindSnapshot`] refreshed
-//! whenever the mind is home, and says when it is showing an older one.
+//! whenever the mind is home, and says when it is showing an older one. A replay's personas
+//! ([`ReplayActor`]) have no mind at all: for them the panel shows what the movement log
+//! recorded — the action, its address, the chat — and says that is all there is.
 //!
 //! Keyboard: `Tab` next persona · `Esc` deselect · `F` follow on/off.
 
@@ -19,7 +21,8 @@ use super::hud::{GameUiSystems, HudState};
 use super::sprites::Selected;
 use crate::clock::SimClock;
 use crate::memory::NodeKind;
-use crate::persona::{ActionView, Diary, Mind, Persona};
+use crate::persist::ReplayActor;
+use crate::persona::{ActionView, Body, Diary, Mind, Persona};
 
 /// Memories kept in a snapshot (the most recent ones).
 pub const SNAPSHOT_MEMORIES: usize = 14;
@@ -130,9 +133,10 @@ impl Plugin for InspectorPlugin {
     }
 }
 
+#[expect(clippy::type_complexity, reason = "a query with its filters")]
 fn attach_snapshots(
     mut commands: Commands,
-    new: Query<Entity, (With<Persona>, Without<MindSnapshot>)>,
+    new: Query<Entity, (With<Persona>, Without<MindSnapshot>, Without<ReplayActor>)>,
 ) {
     for entity in &new {
         commands
@@ -246,6 +250,7 @@ fn draw_inspector(
             &Mind,
             Option<&MindSnapshot>,
             &Diary,
+            (&Body, Has<ReplayActor>),
         ),
         With<Persona>,
     >,
@@ -268,8 +273,12 @@ fn draw_inspector(
         .show(&mut root, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 ui.heading("Personas");
-                for (entity, name, view, mind, _, _) in &list {
-                    let thinking = if mind.is_home() { "" } else { " 💭" };
+                for (entity, name, view, mind, _, _, (_, replayed)) in &list {
+                    let thinking = if mind.is_home() || *replayed {
+                        ""
+                    } else {
+                        " 💭"
+                    };
                     let label = format!("{} {}{thinking}", view.emoji, name.as_str());
                     if ui
                         .selectable_label(selected.entity == Some(*entity), label)
@@ -281,7 +290,7 @@ fn draw_inspector(
                     }
                 }
                 ui.separator();
-                let Some((_, name, view, mind, snapshot, diary)) =
+                let Some((_, name, view, mind, snapshot, diary, (body, replayed))) =
                     selected.entity.and_then(|e| list.iter().find(|p| p.0 == e))
                 else {
                     ui.label("Click a persona in the town or in this list (Tab cycles).");
@@ -294,6 +303,10 @@ fn draw_inspector(
                         selected.follow = follow;
                     }
                 });
+                if *replayed {
+                    replayed_persona(ui, view, body);
+                    return;
+                }
                 let empty = MindSnapshot::default();
                 let snap = snapshot.unwrap_or(&empty);
                 if !mind.is_home() {
@@ -452,6 +465,45 @@ fn draw_inspector(
             });
         });
     Ok(())
+}
+
+/// What the inspector knows of a replay's persona: what the movement log recorded.
+fn replayed_persona(ui: &mut egui::Ui, view: &ActionView, body: &Body) {
+    ui.label(egui::RichText::new("Doing").strong());
+    ui.label(format!(
+        "{} {}",
+        view.emoji,
+        if view.description.is_empty() {
+            "(no action yet)"
+        } else {
+            view.description.as_str()
+        }
+    ));
+    if !view.address.is_empty() {
+        ui.label(egui::RichText::new(&view.address).monospace().small());
+    }
+    ui.label(
+        egui::RichText::new(format!("tile [{}, {}]", body.tile.x, body.tile.y))
+            .monospace()
+            .small(),
+    );
+    if !view.chat.is_empty() {
+        ui.separator();
+        let partner = view.chatting_with.as_deref().unwrap_or("someone");
+        ui.label(egui::RichText::new(format!("Talking with {partner}")).strong());
+        for (speaker, line) in &view.chat {
+            ui.label(format!("{speaker}: {line}"));
+        }
+    }
+    ui.separator();
+    ui.label(
+        egui::RichText::new(
+            "Replay: the movement log records where each persona was and what it showed, not \
+             its mind — no plan, memories or conversations to show.",
+        )
+        .small()
+        .italics(),
+    );
 }
 
 #[cfg(test)]

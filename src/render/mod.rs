@@ -14,11 +14,15 @@
 //! | [`PersonaSpritesPlugin`] | a generated sprite per persona, name label, walking between tiles, facing |
 //! | [`BubblesPlugin`] | colour emoji of the current action, typewriter dialogue bubbles, 💭 while thinking |
 //! | [`GameCameraPlugin`] | pan (drag, WASD/arrows), zoom (wheel, +/-), follow the selected persona |
-//! | [`HudPlugin`] | date and time, speed controls and their shortcuts, LLM status |
+//! | [`HudPlugin`] | date and time, speed controls and their shortcuts, LLM status or replay progress, messages |
 //! | [`InspectorPlugin`] | the selected persona: plan, action, memories, chat, relationships |
 //!
 //! [`GameRenderPlugins`] holds them all; [`run_game`] builds the whole windowed app (also in
-//! screenshot mode, see [`GameOptions::screenshot`]).
+//! screenshot mode, see [`GameOptions::screenshot`]), from a fresh town or a save
+//! ([`GameOptions::load`]), with [`QuickSavePlugin`] for `F5` / `F9`. [`run_replay`] opens the
+//! same window on a run's movement log, played by the
+//! [`ReplayPlugin`](crate::persist::ReplayPlugin) with no model: its display-only personas are
+//! drawn by the same plugins.
 //!
 //! Coordinates: tile `(x, y)` (y down, as in Tiled) has its centre at world
 //! `(x · 32, −y · 32)` ([`tile_to_world`]); the tile map is placed to match.
@@ -30,19 +34,24 @@ mod game;
 mod hud;
 mod inspector;
 mod map;
+mod saves;
 mod sprites;
 
 pub use art::{Canvas, Facing, HairStyle, Look, bubble_frame, character_sheet, draw_character};
 pub use bubbles::{BubblesPlugin, ChatPlayback, EmojiFont, chat_playback};
 pub use camera::{CameraState, GameCamera, GameCameraPlugin};
 pub use game::{
-    GameError, GameOptions, GameSim, ScreenshotRequest, SimFrameTime, WINDOW_SIZE, build_game_app,
-    parse_speed, run_game,
+    GameError, GameOptions, GameSim, ReplayOptions, ScreenshotRequest, SimFrameTime, WINDOW_SIZE,
+    build_game_app, build_replay_app, parse_speed, run_game, run_replay,
 };
-pub use hud::{HudPlugin, SpeedShortcut, speed_for_key};
+pub use hud::{HudPlugin, HudToast, SpeedShortcut, replay_status, speed_for_key};
 pub use inspector::{InspectorPlugin, MindSnapshot, current_schedule_index};
 pub use map::{TownMapRenderPlugin, TownTilemap};
-pub use sprites::{PersonaSprite, PersonaSpritesPlugin, Selected, WalkState, approach};
+pub use saves::{
+    PersistMessage, QuickSave, QuickSavePlugin, SaveShortcut, default_save_dir, outcome_message,
+    save_shortcut_for_key,
+};
+pub use sprites::{PersonaSprite, PersonaSpritesPlugin, Selected, WalkState, approach, reselect};
 
 use bevy::app::plugin_group;
 use bevy::prelude::*;

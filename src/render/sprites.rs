@@ -6,6 +6,12 @@
 //! per step" in real time (the configured steps per second times the speed multiplier, or the
 //! measured step rate at max speed), so walking looks continuous at every speed. A sprite that
 //! falls far behind — a teleport, a long hitch — snaps to its tile.
+//!
+//! Sprites attach to any [`Persona`] without one, so personas spawned later (a loaded save
+//! replaces them all) get theirs the next frame, and a despawned persona takes its sprite, label
+//! and bubbles with it (they are its children). The [`Selected`] persona is remembered by name:
+//! when its entity goes away, the selection moves to the persona of the same name, if any
+//! ([`reselect`]).
 
 use bevy::asset::RenderAssetUsages;
 use bevy::image::ImageSampler;
@@ -84,6 +90,7 @@ impl Plugin for PersonaSpritesPlugin {
             .add_systems(
                 Update,
                 (
+                    keep_selection,
                     attach_persona_sprites,
                     measure_step_rate,
                     walk_personas,
@@ -189,6 +196,46 @@ fn attach_persona_sprites(
                 ));
             });
     }
+}
+
+/// Where the selection goes when personas change: the selected entity while it is a persona;
+/// otherwise the persona named `remembered` (the selected one's name when last seen); otherwise
+/// nothing. Returns the selection and the name to remember.
+pub fn reselect<'a>(
+    selected: Option<Entity>,
+    remembered: Option<&str>,
+    personas: impl IntoIterator<Item = (Entity, &'a str)>,
+) -> (Option<Entity>, Option<String>) {
+    let personas: Vec<(Entity, &str)> = personas.into_iter().collect();
+    let Some(entity) = selected else {
+        return (None, None);
+    };
+    if let Some((_, name)) = personas.iter().find(|(e, _)| *e == entity) {
+        return (Some(entity), Some((*name).to_owned()));
+    }
+    match remembered.and_then(|wanted| personas.iter().find(|(_, n)| *n == wanted)) {
+        Some((e, name)) => (Some(*e), Some((*name).to_owned())),
+        None => (None, None),
+    }
+}
+
+fn keep_selection(
+    mut selected: ResMut<Selected>,
+    mut remembered: Local<Option<String>>,
+    personas: Query<(Entity, &Name), With<Persona>>,
+) {
+    let (entity, name) = reselect(
+        selected.entity,
+        remembered.as_deref(),
+        personas.iter().map(|(e, n)| (e, n.as_str())),
+    );
+    if entity != selected.entity {
+        selected.entity = entity;
+        if entity.is_none() {
+            selected.follow = false;
+        }
+    }
+    *remembered = name;
 }
 
 fn measure_step_rate(
@@ -361,6 +408,30 @@ mod tests {
         assert_eq!(short_name("Elena Reyes 3"), "Elena 3");
         assert_eq!(short_name("Cher"), "Cher");
         assert_eq!(short_name(""), "");
+    }
+
+    #[test]
+    fn selection_follows_a_name_to_its_new_entity() {
+        let [old_ada, old_sam, ada, sam] =
+            [1, 2, 3, 4].map(|i| Entity::from_raw_u32(i).expect("entity"));
+        let before = [(old_ada, "Ada"), (old_sam, "Sam")];
+        let after = [(ada, "Ada"), (sam, "Sam")];
+        // While the entity lives, it stays selected and its name is remembered.
+        assert_eq!(
+            reselect(Some(old_sam), None, before),
+            (Some(old_sam), Some("Sam".into()))
+        );
+        // A load replaced every persona: the same name is selected again.
+        assert_eq!(
+            reselect(Some(old_sam), Some("Sam"), after),
+            (Some(sam), Some("Sam".into()))
+        );
+        // Gone for good: nothing stays selected (no stale entity lingers).
+        assert_eq!(
+            reselect(Some(old_sam), Some("Sam"), [(ada, "Ada")]),
+            (None, None)
+        );
+        assert_eq!(reselect(None, Some("Sam"), after), (None, None));
     }
 
     #[test]
