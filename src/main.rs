@@ -1,8 +1,10 @@
 //! `smallville`: the default town, from the command line.
 //!
 //! Without a subcommand it runs the game: with the `render` feature (on by default) a window
-//! with the town and its personas (`--screenshot PATH --frames N` renders N frames, saves a PNG
-//! and exits); without it the headless demo, which prints where everyone is.
+//! with the town and its personas (`--load DIR` opens a save instead; `--screenshot PATH
+//! --frames N` renders N frames, saves a PNG and exits); without it the headless demo, which
+//! prints where everyone is. `smallville replay DIR` plays a run's movement log in the window
+//! with no model (`--check` validates it headless).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +27,10 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     demo: DemoArgs,
+    /// Open this save in the window instead of a fresh town (its map, personas, clock and
+    /// settings; the model flags apply as for a fresh game). Needs the `render` feature.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "personas_dir", "seed"])]
+    load: Option<PathBuf>,
     #[cfg(feature = "render")]
     #[command(flatten)]
     game: GameArgs,
@@ -46,6 +52,10 @@ struct GameArgs {
     /// Starting speed: paused, 1, 2, 4, 8, 16, 32 or max.
     #[arg(long, default_value = "1", value_parser = bevy_generative_agents::render::parse_speed)]
     speed: bevy_generative_agents::clock::SimSpeed,
+    /// Where F5 quick-saves and F9 quick-loads [default:
+    /// $XDG_DATA_HOME/bevy_generative_agents/saves/quick, or under ~/.local/share].
+    #[arg(long = "save-dir", value_name = "DIR")]
+    save_dir: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -61,7 +71,7 @@ enum Command {
         /// The new folder (must not exist).
         dst: PathBuf,
     },
-    /// Play a run's movement.jsonl without any model, or validate it with --check.
+    /// Play a run's movement.jsonl in the window without any model, or validate it with --check.
     Replay(ReplayArgs),
     /// Write report.html, report.json and the charts for a run folder.
     Report {
@@ -80,15 +90,36 @@ enum Command {
 struct ReplayArgs {
     /// The run folder holding movement.jsonl.
     dir: PathBuf,
-    /// Playback speed, 1 to 32 (× real time).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=32))]
-    speed: u32,
+    /// Playback speed: 1, 2, 4, 8, 16 or 32, as in the game (1 = one 10 s step per second).
+    #[arg(long, default_value = "1", value_parser = parse_replay_speed)]
+    speed: bevy_generative_agents::clock::SimSpeed,
     /// Validate the log headless instead of playing it.
     #[arg(long)]
     check: bool,
-    /// The map to check tiles against (default: the run's save's map, else the default town).
+    /// The map to check tiles against and draw (default: the run's save's map, else the
+    /// default town).
     #[arg(long)]
     map: Option<PathBuf>,
+    /// Render `--frames` frames of the replay, save the window as a PNG at this path, and exit.
+    #[arg(long, value_name = "PATH", conflicts_with = "check")]
+    screenshot: Option<PathBuf>,
+    /// Frames to render before the screenshot.
+    #[arg(long, default_value_t = 120, requires = "screenshot")]
+    frames: u32,
+    /// Select and follow the persona whose name starts with this.
+    #[arg(long, value_name = "NAME", conflicts_with = "check")]
+    follow: Option<String>,
+}
+
+/// `--speed` of a replay: 1, 2, 4, 8, 16 or 32 (an `x` suffix is fine).
+fn parse_replay_speed(text: &str) -> Result<bevy_generative_agents::clock::SimSpeed, String> {
+    let t = text.trim();
+    let n: u32 = t
+        .strip_suffix(['x', 'X'])
+        .unwrap_or(t)
+        .parse()
+        .map_err(|_| format!("replay speed must be 1, 2, 4, 8, 16 or 32, got {text:?}"))?;
+    bevy_generative_agents::persist::replay_speed(n)
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -128,7 +159,16 @@ fn main() -> ExitCode {
             return bevy_generative_agents::eval::bench::bench_command(&args);
         }
         #[cfg(feature = "render")]
-        None => return game_command(cli.demo, &cli.game),
+        None => return game_command(cli.demo, cli.load, &cli.game),
+        #[cfg(not(feature = "render"))]
+        None if cli.load.is_some() => {
+            eprintln!(
+                "error: --load opens a save in the game window, and this build has no window \
+                 (built without the `render` feature); to continue a save headless, use \
+                 `smallville run --from DIR --hours H --out OUT`"
+            );
+            return ExitCode::from(2);
+        }
         #[cfg(not(feature = "render"))]
         None => cli.demo,
     };
@@ -179,16 +219,11 @@ fn fork_command(src: &std::path::Path, dst: &std::path::Path) -> ExitCode {
     }
 }
 
-/// `smallville replay`: `--check` validates headless; playing needs the window.
+/// `smallville replay`: `--check` validates headless; playing needs the window (exit code 2
+/// without the `render` feature, 1 for a bad log or a failed window).
 fn replay_command(args: &ReplayArgs) -> ExitCode {
     if !args.check {
-        eprintln!(
-            "error: playing a replay in the window is not available in this build yet; use \
-             `smallville replay {} --check` to validate the log (speed {} was asked for)",
-            args.dir.display(),
-            args.speed
-        );
-        return ExitCode::from(2);
+        return play_replay(args);
     }
     match bevy_generative_agents::persist::check_replay(&args.dir, args.map.as_deref()) {
         Ok(check) => {
@@ -213,6 +248,41 @@ fn replay_command(args: &ReplayArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Plays the replay in the window.
+#[cfg(feature = "render")]
+fn play_replay(args: &ReplayArgs) -> ExitCode {
+    use bevy_generative_agents::render::{ReplayOptions, ScreenshotRequest, run_replay};
+    let options = ReplayOptions {
+        dir: args.dir.clone(),
+        map: args.map.clone(),
+        speed: args.speed,
+        follow: args.follow.clone(),
+        screenshot: args.screenshot.clone().map(|path| ScreenshotRequest {
+            path,
+            frames: args.frames,
+        }),
+    };
+    match run_replay(&options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            error!("{err}");
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Without the window: say so, and point at the headless check.
+#[cfg(not(feature = "render"))]
+fn play_replay(args: &ReplayArgs) -> ExitCode {
+    eprintln!(
+        "error: playing a replay needs the game window, and this build has none (built without \
+         the `render` feature); validate the log headless with `smallville replay {} --check`",
+        args.dir.display()
+    );
+    ExitCode::from(2)
 }
 
 /// `smallville report`: exit code 1 when the run folder is incomplete or unreadable.
@@ -266,8 +336,10 @@ fn run_command(args: &RunArgs) -> ExitCode {
 
 /// The window: exit code 2 for unusable flags, 1 when the game fails.
 #[cfg(feature = "render")]
-fn game_command(args: DemoArgs, game: &GameArgs) -> ExitCode {
-    use bevy_generative_agents::render::{GameOptions, ScreenshotRequest, run_game};
+fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitCode {
+    use bevy_generative_agents::render::{
+        GameOptions, ScreenshotRequest, default_save_dir, run_game,
+    };
     let llm = match args.llm.resolve() {
         Ok(config) => config,
         Err(err) => {
@@ -289,6 +361,11 @@ fn game_command(args: DemoArgs, game: &GameArgs) -> ExitCode {
             path,
             frames: game.frames,
         }),
+        load,
+        save_dir: game
+            .save_dir
+            .clone()
+            .unwrap_or_else(|| default_save_dir(|name| std::env::var(name).ok())),
     };
     match run_game(&options) {
         Ok(()) => ExitCode::SUCCESS,
