@@ -1,6 +1,7 @@
 //! The real game in a real (virtual) window: `smallville --screenshot PATH --frames N` runs the
 //! town with the sim going, writes a PNG of the window and exits 0; the PNG must be the window's
-//! size and show a drawn town, not a blank or single-colour frame.
+//! size and show a drawn town, not a blank or single-colour frame. The same for a save opened
+//! with `--load DIR` and for `smallville replay DIR` playing a run's movement log with no model.
 //!
 //! Runs under `xvfb-run` with Mesa's software Vulkan (`scripts/install-deps.sh` installs both).
 //! On a machine with a display and no Xvfb it uses the display. Set
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use bevy::asset::RenderAssetUsages;
 use bevy::image::{CompressedImageFormats, Image, ImageSampler, ImageType};
+use bevy_generative_agents::llm::BackendChoice;
+use bevy_generative_agents::output::{RunOptions, run};
 use bevy_generative_agents::render::WINDOW_SIZE;
 
 fn on_path(program: &str) -> bool {
@@ -21,25 +24,54 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-fn scratch_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("smallville-screenshot-{}", std::process::id()));
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "smallville-screenshot-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
 
-/// Runs the game binary in screenshot mode; returns its combined log on failure.
-fn take_screenshot(out: &Path, frames: u32) -> Result<(), String> {
+/// One window at a time: `xvfb-run -a` can hand two parallel callers the same display, and
+/// software rendering on a small machine is slow enough without company.
+static ONE_WINDOW: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn skip_window_tests() -> bool {
+    let skip = std::env::var_os("SMALLVILLE_SKIP_WINDOW_TEST").is_some_and(|v| v == "1");
+    if skip {
+        eprintln!("skipped: SMALLVILLE_SKIP_WINDOW_TEST=1");
+    }
+    skip
+}
+
+/// Runs the game binary in screenshot mode: the game with `--screenshot out --frames N`,
+/// `--speed 32` and the scripted backend. Returns its log, or the log as the error on failure.
+fn take_screenshot(out: &Path, frames: u32) -> Result<String, String> {
+    run_window(
+        out,
+        &[
+            "--frames",
+            &frames.to_string(),
+            "--speed",
+            "32",
+            "--llm-backend",
+            "scripted",
+        ],
+    )
+}
+
+/// Runs the binary with `args` plus `--screenshot out` in a window; returns its combined log,
+/// or the log as the error when it does not exit 0.
+fn run_window(out: &Path, args: &[&str]) -> Result<String, String> {
+    // A test that failed while holding the lock poisons it; the next window is still fine.
+    let _one = ONE_WINDOW
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let bin = env!("CARGO_BIN_EXE_smallville");
-    let game_args = [
-        "--screenshot".to_string(),
-        out.display().to_string(),
-        "--frames".to_string(),
-        frames.to_string(),
-        "--speed".to_string(),
-        "32".to_string(),
-        "--llm-backend".to_string(),
-        "scripted".to_string(),
-    ];
+    let mut game_args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    game_args.extend(["--screenshot".to_owned(), out.display().to_string()]);
     let mut cmd = if on_path("xvfb-run") {
         let mut c = Command::new("xvfb-run");
         c.args(["-a", "-s", "-screen 0 1600x1000x24", bin]);
@@ -80,28 +112,23 @@ fn take_screenshot(out: &Path, frames: u32) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
+    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
     if !status.success() {
-        return Err(format!(
-            "game exited with {status}; log:\n{}",
-            std::fs::read_to_string(&log_path).unwrap_or_default()
-        ));
+        return Err(format!("game exited with {status}; log:\n{log}"));
     }
-    Ok(())
+    Ok(log)
 }
 
-#[test]
-fn screenshot_mode_writes_a_png_of_the_drawn_town() {
-    if std::env::var_os("SMALLVILLE_SKIP_WINDOW_TEST").is_some_and(|v| v == "1") {
-        eprintln!("skipped: SMALLVILLE_SKIP_WINDOW_TEST=1");
-        return;
-    }
-    let dir = scratch_dir();
-    let out = dir.join("town.png");
-    if let Err(log) = take_screenshot(&out, 60) {
-        panic!("{log}");
-    }
+/// The step the sim was at when screenshot mode took its picture, from the game's log line
+/// "screenshot mode: … sim at step N (HH:MM)".
+fn screenshot_step(log: &str) -> Option<u64> {
+    let rest = log.split("sim at step ").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
 
-    let bytes = std::fs::read(&out).expect("the screenshot file exists");
+/// Checks that the PNG at `path` has the window's size and shows a drawn town.
+fn assert_drawn_town(path: &Path) {
+    let bytes = std::fs::read(path).expect("the screenshot file exists");
     let image = Image::from_buffer(
         &bytes,
         ImageType::Extension("png"),
@@ -136,6 +163,100 @@ fn screenshot_mode_writes_a_png_of_the_drawn_town() {
     assert!(
         most_common * 2 < pixels,
         "not a blank frame: the most common colour covers {most_common} of {pixels} pixels"
+    );
+}
+
+/// A scripted run of `hours` with 3 personas into `out` (movement log and save).
+fn scripted_run(hours: f64, out: &Path) {
+    let mut options = RunOptions::new(hours, out)
+        .with_backend(BackendChoice::Scripted)
+        .with_personas(3)
+        .with_seed(1);
+    options.report = false;
+    if let Err(err) = run(&options) {
+        panic!("run failed: {err}");
+    }
+}
+
+#[test]
+fn screenshot_mode_writes_a_png_of_the_drawn_town() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("town");
+    let out = dir.join("town.png");
+    if let Err(log) = take_screenshot(&out, 60) {
+        panic!("{log}");
+    }
+    assert_drawn_town(&out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_replay_plays_the_movement_log_in_the_window_without_a_model() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("replay");
+    let run_dir = dir.join("run");
+    // Into the morning: the personas are up and about.
+    scripted_run(8.5, &run_dir);
+    let out = dir.join("replay.png");
+    let log = match run_window(
+        &out,
+        &[
+            "replay",
+            &run_dir.display().to_string(),
+            "--speed",
+            "32",
+            "--frames",
+            "60",
+        ],
+    ) {
+        Ok(log) => log,
+        Err(log) => panic!("{log}"),
+    };
+    assert_drawn_town(&out);
+    // The replay ran: the clock left the log's first step (0) and stayed within the log
+    // (3,060 lines: it stops one step past the last).
+    let step = screenshot_step(&log).unwrap_or_else(|| panic!("no step in the log:\n{log}"));
+    assert!((2..=3060).contains(&step), "step {step}");
+    assert!(
+        !log.contains("LLM backend"),
+        "a replay builds no model backend:\n{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_save_opens_in_the_window_with_load() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("load");
+    let run_dir = dir.join("run");
+    scripted_run(1.0, &run_dir);
+    let out = dir.join("loaded.png");
+    let log = match run_window(
+        &out,
+        &[
+            "--load",
+            &run_dir.join("save").display().to_string(),
+            "--frames",
+            "40",
+            "--llm-backend",
+            "scripted",
+        ],
+    ) {
+        Ok(log) => log,
+        Err(log) => panic!("{log}"),
+    };
+    assert_drawn_town(&out);
+    // The run saved after 360 steps; the window went on from there.
+    let step = screenshot_step(&log).unwrap_or_else(|| panic!("no step in the log:\n{log}"));
+    assert!(
+        step >= 360,
+        "the clock resumed at the save's step, got {step}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

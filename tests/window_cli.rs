@@ -1,0 +1,210 @@
+//! The window's command line where it must fail before any window opens: a corrupt save or one
+//! embedded with another model given to `--load`, a bad movement log given to `replay`, a
+//! replay speed the game does not have — and, in a build without the `render` feature, a clear
+//! "needs the window" instead of a silent fallback. Each is a clear error naming the file and a
+//! non-zero exit, never a panic. None of these needs a display.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use bevy_generative_agents::llm::BackendChoice;
+use bevy_generative_agents::output::{RunOptions, run};
+
+const BIN: &str = env!("CARGO_BIN_EXE_smallville");
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bga-window-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A short scripted run (movement log and save), shared by the tests that break copies of it.
+fn good_run() -> &'static Path {
+    static RUN: OnceLock<PathBuf> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let out = temp("base").join("run");
+        let mut options = RunOptions::new(0.5, &out)
+            .with_backend(BackendChoice::Scripted)
+            .with_personas(2)
+            .with_seed(2);
+        options.report = false;
+        if let Err(err) = run(&options) {
+            panic!("run failed: {err}");
+        }
+        out
+    })
+}
+
+#[cfg(feature = "render")]
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let path = entry.expect("entry").path();
+        let target = to.join(path.file_name().expect("name"));
+        if path.is_dir() {
+            copy_tree(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).expect("copy");
+        }
+    }
+}
+
+/// Runs the binary with `args`, no display, and a screenshot request so that even a window
+/// opened by mistake would exit after one frame. Never talks to a real model.
+fn smallville(args: &[&str], shot: &Path) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env("GA_NO_MODEL_FETCH", "1");
+    if cfg!(feature = "render") && !args.contains(&"--check") {
+        cmd.args(["--screenshot", &shot.display().to_string(), "--frames", "1"]);
+    }
+    cmd.output().expect("the binary runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[cfg(feature = "render")]
+#[test]
+fn a_corrupt_save_is_refused_naming_the_file_before_any_window() {
+    let root = temp("corrupt");
+    let save = root.join("save");
+    copy_tree(&good_run().join("save"), &save);
+    let persona = std::fs::read_dir(save.join("personas"))
+        .expect("personas")
+        .next()
+        .expect("a persona")
+        .expect("entry")
+        .path();
+    let scratch = persona.join("scratch.json");
+    let text = std::fs::read_to_string(&scratch).expect("scratch");
+    std::fs::write(&scratch, &text[..text.len() / 2]).expect("truncate");
+
+    let out = smallville(
+        &[
+            "--load",
+            &save.display().to_string(),
+            "--llm-backend",
+            "scripted",
+        ],
+        &root.join("x.png"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("scratch.json"), "names the file: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!root.join("x.png").exists(), "no window was opened");
+
+    // A folder that is no save at all.
+    let out = smallville(
+        &["--load", &root.join("nothing").display().to_string()],
+        &root.join("x.png"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("meta.json"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(feature = "render")]
+#[test]
+fn a_save_embedded_with_another_model_is_refused() {
+    let root = temp("embedding");
+    // An HTTP backend embeds with its own model; nothing is sent before the check refuses.
+    let out = smallville(
+        &[
+            "--load",
+            &good_run().join("save").display().to_string(),
+            "--llm-backend",
+            "http",
+            "--llm-base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        &root.join("x.png"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("embedded with scripted-hashed-bow"),
+        "says which model the save needs: {err}"
+    );
+    assert!(!root.join("x.png").exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(feature = "render")]
+#[test]
+fn a_bad_movement_log_is_refused_naming_the_file_and_line() {
+    let root = temp("bad-log");
+    let dir = root.join("run");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let log = std::fs::read_to_string(good_run().join("movement.jsonl")).expect("log");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines[2] = "{\"step\": 2, \"time\": \"not a time\", \"personas\": {}}";
+    std::fs::write(dir.join("movement.jsonl"), lines.join("\n")).expect("write");
+    let out = smallville(&["replay", &dir.display().to_string()], &root.join("x.png"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("movement.jsonl"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+    assert!(!root.join("x.png").exists());
+
+    let out = smallville(
+        &["replay", &root.join("missing").display().to_string()],
+        &root.join("x.png"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("movement.jsonl"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(not(feature = "render"))]
+#[test]
+fn without_the_window_replay_and_load_say_what_is_missing() {
+    let root = temp("headless");
+    let run = good_run().display().to_string();
+    let out = smallville(&["replay", &run], &root.join("x.png"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`render` feature"), "{err}");
+    assert!(
+        err.contains("--check"),
+        "points at the headless check: {err}"
+    );
+
+    let out = smallville(
+        &["--load", &good_run().join("save").display().to_string()],
+        &root.join("x.png"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`render` feature"), "{err}");
+    assert!(err.contains("run --from"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn replays_take_the_games_speeds_only() {
+    let root = temp("speed");
+    let run = good_run().display().to_string();
+    let out = smallville(
+        &["replay", &run, "--check", "--speed", "3"],
+        &root.join("x.png"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("1, 2, 4, 8, 16 or 32"), "{err}");
+    let out = smallville(
+        &["replay", &run, "--check", "--speed", "16x"],
+        &root.join("x.png"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("movement log OK: 180 steps"));
+    let _ = std::fs::remove_dir_all(&root);
+}
