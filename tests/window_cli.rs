@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use bevy_generative_agents::llm::BackendChoice;
 use bevy_generative_agents::output::{RunOptions, run};
@@ -20,21 +19,19 @@ fn temp(name: &str) -> PathBuf {
     dir
 }
 
-/// A short scripted run (movement log and save), shared by the tests that break copies of it.
-fn good_run() -> &'static Path {
-    static RUN: OnceLock<PathBuf> = OnceLock::new();
-    RUN.get_or_init(|| {
-        let out = temp("base").join("run");
-        let mut options = RunOptions::new(0.5, &out)
-            .with_backend(BackendChoice::Scripted)
-            .with_personas(2)
-            .with_seed(2);
-        options.report = false;
-        if let Err(err) = run(&options) {
-            panic!("run failed: {err}");
-        }
-        out
-    })
+/// A short scripted run (movement log and save) into `root/run`: a fraction of a second, so
+/// every test makes its own and removes it with its folder.
+fn good_run(root: &Path) -> PathBuf {
+    let out = root.join("run");
+    let mut options = RunOptions::new(0.5, &out)
+        .with_backend(BackendChoice::Scripted)
+        .with_personas(2)
+        .with_seed(2);
+    options.report = false;
+    if let Err(err) = run(&options) {
+        panic!("run failed: {err}");
+    }
+    out
 }
 
 #[cfg(feature = "render")]
@@ -74,7 +71,7 @@ fn stderr(output: &Output) -> String {
 fn a_corrupt_save_is_refused_naming_the_file_before_any_window() {
     let root = temp("corrupt");
     let save = root.join("save");
-    copy_tree(&good_run().join("save"), &save);
+    copy_tree(&good_run(&root).join("save"), &save);
     let persona = std::fs::read_dir(save.join("personas"))
         .expect("personas")
         .next()
@@ -119,7 +116,7 @@ fn a_save_embedded_with_another_model_is_refused() {
     let out = smallville(
         &[
             "--load",
-            &good_run().join("save").display().to_string(),
+            &good_run(&root).join("save").display().to_string(),
             "--llm-backend",
             "http",
             "--llm-base-url",
@@ -141,9 +138,9 @@ fn a_save_embedded_with_another_model_is_refused() {
 #[test]
 fn a_bad_movement_log_is_refused_naming_the_file_and_line() {
     let root = temp("bad-log");
-    let dir = root.join("run");
+    let dir = root.join("bad");
     std::fs::create_dir_all(&dir).expect("dir");
-    let log = std::fs::read_to_string(good_run().join("movement.jsonl")).expect("log");
+    let log = std::fs::read_to_string(good_run(&root).join("movement.jsonl")).expect("log");
     let mut lines: Vec<&str> = log.lines().collect();
     lines[2] = "{\"step\": 2, \"time\": \"not a time\", \"personas\": {}}";
     std::fs::write(dir.join("movement.jsonl"), lines.join("\n")).expect("write");
@@ -168,7 +165,7 @@ fn a_bad_movement_log_is_refused_naming_the_file_and_line() {
 #[test]
 fn without_the_window_replay_and_load_say_what_is_missing() {
     let root = temp("headless");
-    let run = good_run().display().to_string();
+    let run = good_run(&root).display().to_string();
     let out = smallville(&["replay", &run], &root.join("x.png"));
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -179,7 +176,7 @@ fn without_the_window_replay_and_load_say_what_is_missing() {
     );
 
     let out = smallville(
-        &["--load", &good_run().join("save").display().to_string()],
+        &["--load", &root.join("run/save").display().to_string()],
         &root.join("x.png"),
     );
     let err = stderr(&out);
@@ -192,7 +189,7 @@ fn without_the_window_replay_and_load_say_what_is_missing() {
 #[test]
 fn replays_take_the_games_speeds_only() {
     let root = temp("speed");
-    let run = good_run().display().to_string();
+    let run = good_run(&root).display().to_string();
     let out = smallville(
         &["replay", &run, "--check", "--speed", "3"],
         &root.join("x.png"),
