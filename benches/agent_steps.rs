@@ -2,29 +2,44 @@
 //! personas on the default town with the offline town script, in Lockstep at max speed.
 //!
 //! Each size is warmed up first — run until every persona has planned its day (a day in its
-//! `Diary`) and grounded its first action — and only then measured: one iteration is one sim
-//! step, reported by criterion as a throughput of `personas` elements, i.e. agent-steps/s.
-//! Thoughts that fall due while measuring (decompositions, reactions, reflections) are part of
-//! the cost, as in a real run. Target: ≥ 100,000 agent-steps/s at 1,000 personas.
+//! `Diary`) and grounded its first action, then on to 09:00 of the first day, when the town is
+//! awake and about — and saved in memory. Every measurement starts from that same snapshot
+//! (loaded outside the timed part), so a faster build measures the same stretch of the day as
+//! a slower one; without it a faster build ran further into the busy morning and looked slower.
+//! One iteration is one sim step, reported by criterion as a throughput of `personas` elements,
+//! i.e. agent-steps/s. Thoughts that fall due while measuring (decompositions, reactions,
+//! conversations) are part of the cost, as in a real run. Target: ≥ 100,000 agent-steps/s at
+//! 1,000 personas.
 //!
 //! ```text
 //! cargo bench --no-default-features --bench agent_steps
+//! GA_BENCH_FROM=02:00 cargo bench --no-default-features --bench agent_steps   # the sleeping town
 //! ```
 
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
+use bevy_generative_agents::persist::{SaveData, apply_save, decode, save_world};
 use bevy_generative_agents::persona::{ActionView, Diary, Persona};
 use bevy_generative_agents::testing::{
     create_test_app, scripted_client, spawn_crowd, synthetic_sheets,
 };
 use bevy_generative_agents::world::TownMap;
+use chrono::NaiveTime;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 const SEED: u64 = 11;
 /// Give up warming up after this long (the loop may not plan yet).
-const WARM_UP_LIMIT: Duration = Duration::from_secs(600);
+const WARM_UP_LIMIT: Duration = Duration::from_secs(900);
+/// The time of day every measurement starts at: 09:00, or `GA_BENCH_FROM=HH:MM`.
+fn measure_from() -> NaiveTime {
+    std::env::var("GA_BENCH_FROM")
+        .ok()
+        .and_then(|t| NaiveTime::parse_from_str(&t, "%H:%M").ok())
+        .or_else(|| NaiveTime::from_hms_opt(9, 0, 0))
+        .unwrap_or(NaiveTime::MIN)
+}
 
 /// A town of `n` personas whose days are planned, or `None` (with a message) when it cannot be
 /// built or does not get there in time.
@@ -40,6 +55,7 @@ fn warmed_app(n: usize) -> Option<App> {
     app.finish();
     app.cleanup();
     let start = Instant::now();
+    let from = measure_from();
     loop {
         app.update();
         let mut query = app
@@ -49,10 +65,12 @@ fn warmed_app(n: usize) -> Option<App> {
             .iter(app.world())
             .filter(|(diary, view)| diary.days.is_empty() || view.address.is_empty())
             .count();
-        if waiting == 0 {
-            let step = app.world().resource::<SimClock>().step();
+        let clock = app.world().resource::<SimClock>();
+        if waiting == 0 && clock.now().time() >= from {
             eprintln!(
-                "{n} personas planned at step {step} after {:.1} s",
+                "{n} personas planned, at {} (step {}) after {:.1} s",
+                clock.now(),
+                clock.step(),
                 start.elapsed().as_secs_f64()
             );
             return Some(app);
@@ -62,6 +80,15 @@ fn warmed_app(n: usize) -> Option<App> {
             return None;
         }
     }
+}
+
+/// The warmed town saved and decoded, to restore before every measurement.
+fn snapshot(app: &mut App, n: usize) -> Option<SaveData> {
+    let dir = std::env::temp_dir().join(format!("ga-bench-agent-steps-{}-{n}", std::process::id()));
+    let data = save_world(app.world_mut(), &dir).and_then(|_| decode(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+    data.map_err(|err| eprintln!("{n} personas: snapshot failed: {err}; skipped"))
+        .ok()
 }
 
 /// Runs exactly `steps` sim steps and returns how long they took.
@@ -86,6 +113,9 @@ fn agent_steps(c: &mut Criterion) {
         let Some(mut app) = warmed_app(n) else {
             continue;
         };
+        let Some(snapshot) = snapshot(&mut app, n) else {
+            continue;
+        };
         group.throughput(Throughput::Elements(n as u64));
         if n >= 1_000 {
             group
@@ -97,15 +127,13 @@ fn agent_steps(c: &mut Criterion) {
                 .measurement_time(Duration::from_secs(10));
         }
         group.bench_function(BenchmarkId::from_parameter(n), |b| {
-            b.iter_custom(|iters| run_steps(&mut app, iters));
+            b.iter_custom(|iters| {
+                if let Err(err) = apply_save(app.world_mut(), snapshot.clone()) {
+                    panic!("restoring the snapshot failed: {err}");
+                }
+                run_steps(&mut app, iters)
+            });
         });
-        // Which part of the day was measured matters: night steps are cheaper than the morning.
-        let clock = app.world().resource::<SimClock>();
-        eprintln!(
-            "{n} personas: measured (with criterion's warm-up) up to step {}, {}",
-            clock.step(),
-            clock.now()
-        );
     }
     group.finish();
 }

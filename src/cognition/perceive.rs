@@ -79,59 +79,80 @@ pub fn recently_perceived(mind: &MindState, event: &TileEvent) -> bool {
         .any(|node| event_matches(event, &node.subject, &node.predicate, &node.object))
 }
 
+/// The offsets of the square of radius `r`, nearest first: by squared distance, then by tile
+/// order (x, then y) — the order perception ranks tiles in.
+fn offsets_nearest_first(r: u32) -> Offsets {
+    let r = i32::try_from(r.min(MAX_VISION_R)).unwrap_or(0);
+    let mut offsets: Offsets = (-r..=r)
+        .flat_map(|dx| (-r..=r).map(move |dy| (dx, dy)))
+        .collect();
+    offsets.sort_unstable_by_key(|&(dx, dy)| (dx * dx + dy * dy, dx, dy));
+    offsets
+}
+
+/// Vision radii beyond this are treated as this (a 1,025-tile-wide square is the whole of any
+/// sensible town).
+const MAX_VISION_R: u32 = 512;
+
+/// Tile offsets of one vision radius, nearest first.
+type Offsets = Vec<(i32, i32)>;
+
+/// Runs `f` with [`offsets_nearest_first`]`(r)`, computed once per thread and radius.
+fn with_offsets<T>(r: u32, f: impl FnOnce(&[(i32, i32)]) -> T) -> T {
+    thread_local! {
+        static CACHE: std::cell::RefCell<Vec<(u32, Offsets)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    CACHE.with(|cache| {
+        if let Ok(cache) = cache.try_borrow()
+            && let Some((_, offsets)) = cache.iter().find(|(radius, _)| *radius == r)
+        {
+            return f(offsets);
+        }
+        let offsets = offsets_nearest_first(r);
+        let out = f(&offsets);
+        if let Ok(mut cache) = cache.try_borrow_mut() {
+            cache.push((r, offsets));
+        }
+        out
+    })
+}
+
 /// The `att_bandwidth` nearest events in `tile`'s arena within `vision_r` (SPEC §3.1 step 2):
 /// deduplicated, nearest first (Euclidean; ties by tile, then the tile's own event order).
+///
+/// Walks the square outwards in that order and stops at `att_bandwidth` distinct events, so a
+/// crowded place costs a few tiles, not a sort of everything in view.
 pub fn nearest_events(
     map: &TownMap,
     tile: TileCoord,
     vision_r: u32,
     att_bandwidth: usize,
 ) -> Vec<&TileEvent> {
+    let mut events: Vec<&TileEvent> = Vec::with_capacity(att_bandwidth);
+    if att_bandwidth == 0 {
+        return events;
+    }
     let here = map.tile(tile);
     let sector = here.and_then(|t| t.sector.as_deref());
     let arena = here.and_then(|t| t.arena.as_deref());
-    let mut candidates: Vec<(i64, TileCoord, usize, &TileEvent)> = Vec::new();
-    for c in map.nearby_tiles(tile, vision_r) {
-        let Some(t) = map.tile(c) else { continue };
-        if t.events.is_empty() || t.sector.as_deref() != sector || t.arena.as_deref() != arena {
-            continue;
+    with_offsets(vision_r, |offsets| {
+        for &(dx, dy) in offsets {
+            let c = TileCoord::new(tile.x.saturating_add(dx), tile.y.saturating_add(dy));
+            let Some(t) = map.tile(c) else { continue };
+            if t.events.is_empty() || t.sector.as_deref() != sector || t.arena.as_deref() != arena {
+                continue;
+            }
+            for event in &t.events {
+                if !events.contains(&event) {
+                    events.push(event);
+                    if events.len() >= att_bandwidth {
+                        return;
+                    }
+                }
+            }
         }
-        let d2 = i64::from(c.x - tile.x).pow(2) + i64::from(c.y - tile.y).pow(2);
-        for (i, event) in t.events.iter().enumerate() {
-            candidates.push((d2, c, i, event));
-        }
-    }
-    let key = |(d2, c, i, _): &(i64, TileCoord, usize, &TileEvent)| (*d2, *c, *i);
-    // Crowded places put hundreds of events in view: rank only the nearest few first (a linear
-    // selection), and sort everything only when those do not hold enough distinct events.
-    let head = (att_bandwidth * 4).max(8);
-    if candidates.len() > head {
-        candidates.select_nth_unstable_by_key(head, key);
-        let (nearest, _) = candidates.split_at_mut(head);
-        nearest.sort_unstable_by_key(key);
-        let events = distinct_first(nearest, att_bandwidth);
-        if events.len() >= att_bandwidth {
-            return events;
-        }
-    }
-    candidates.sort_unstable_by_key(key);
-    distinct_first(&candidates, att_bandwidth)
-}
-
-/// The first `n` distinct events of ranked candidates.
-fn distinct_first<'m>(
-    ranked: &[(i64, TileCoord, usize, &'m TileEvent)],
-    n: usize,
-) -> Vec<&'m TileEvent> {
-    let mut events: Vec<&TileEvent> = Vec::with_capacity(n);
-    for (_, _, _, event) in ranked {
-        if events.len() >= n {
-            break;
-        }
-        if !events.contains(event) {
-            events.push(event);
-        }
-    }
+    });
     events
 }
 
@@ -358,15 +379,17 @@ mod tests {
                 }
             }
         }
-        let at = TileCoord::new(3, 3);
-        for bandwidth in [1, 3, 5, 9, 12] {
-            let fast: Vec<String> = nearest_events(&map, at, 3, bandwidth)
+        let views = [(3, 3), (0, 0), (6, 1)]
+            .into_iter()
+            .flat_map(|(x, y)| [0u32, 2, 3, 5].map(move |r| (TileCoord::new(x, y), r)));
+        for ((at, radius), bandwidth) in views.flat_map(|v| [1, 3, 5, 9, 12].map(move |b| (v, b))) {
+            let fast: Vec<String> = nearest_events(&map, at, radius, bandwidth)
                 .iter()
                 .map(|e| e.subject.clone())
                 .collect();
             // Reference: every candidate, fully sorted by (distance², tile, order in tile).
             let mut all = Vec::new();
-            for c in map.nearby_tiles(at, 3) {
+            for c in map.nearby_tiles(at, radius) {
                 let d2 = i64::from(c.x - at.x).pow(2) + i64::from(c.y - at.y).pow(2);
                 for (i, e) in map
                     .tile(c)
@@ -385,7 +408,10 @@ mod tests {
                     reference.push(s);
                 }
             }
-            assert_eq!(fast, reference, "bandwidth {bandwidth}");
+            assert_eq!(
+                fast, reference,
+                "at {at:?}, radius {radius}, bandwidth {bandwidth}"
+            );
         }
     }
 
