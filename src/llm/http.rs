@@ -127,7 +127,7 @@ const FORMAT_SCHEMA: u8 = 1;
 const FORMAT_JSON_OBJECT: u8 = 2;
 const FORMAT_NONE: u8 = 3;
 
-/// The OpenAI-compatible backend. See the [module docs](self).
+/// The OpenAI-compatible backend. See the module docs of `llm::http`.
 pub struct HttpBackend {
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
