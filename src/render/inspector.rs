@@ -326,19 +326,7 @@ fn draw_inspector(
                     snap.currently.as_str()
                 });
 
-                ui.label(egui::RichText::new("Doing").strong());
-                ui.label(format!(
-                    "{} {}",
-                    view.emoji,
-                    if view.description.is_empty() {
-                        "(no action yet)"
-                    } else {
-                        view.description.as_str()
-                    }
-                ));
-                if !view.address.is_empty() {
-                    ui.label(egui::RichText::new(&view.address).monospace().small());
-                }
+                doing(ui, view);
                 if let (Some(start), Some(minutes)) = (snap.action_start, snap.action_minutes) {
                     ui.label(
                         egui::RichText::new(format!(
@@ -467,8 +455,8 @@ fn draw_inspector(
     Ok(())
 }
 
-/// What the inspector knows of a replay's persona: what the movement log recorded.
-fn replayed_persona(ui: &mut egui::Ui, view: &ActionView, body: &Body) {
+/// The "Doing" lines: emoji and action, and the address it happens at.
+fn doing(ui: &mut egui::Ui, view: &ActionView) {
     ui.label(egui::RichText::new("Doing").strong());
     ui.label(format!(
         "{} {}",
@@ -482,6 +470,11 @@ fn replayed_persona(ui: &mut egui::Ui, view: &ActionView, body: &Body) {
     if !view.address.is_empty() {
         ui.label(egui::RichText::new(&view.address).monospace().small());
     }
+}
+
+/// What the inspector knows of a replay's persona: what the movement log recorded.
+fn replayed_persona(ui: &mut egui::Ui, view: &ActionView, body: &Body) {
+    doing(ui, view);
     ui.label(
         egui::RichText::new(format!("tile [{}, {}]", body.tile.x, body.tile.y))
             .monospace()
