@@ -12,7 +12,7 @@
 //!
 //! `smallville eval-decisions FILE [--backend …] [--strategy …]` runs it from the command line
 //! ([`eval_command`]); the project's own set is `assets/evals/decisions.jsonl`.
-//! `smallville bench-local` (feature `local-llm`, module [`bench`](mod@bench)) measures the embedded
+//! `smallville bench-local` (feature `local-llm`, module `eval::bench`) measures the embedded
 //! backend's speed beside llama.cpp's own.
 
 #[cfg(feature = "local-llm")]
