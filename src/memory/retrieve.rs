@@ -291,42 +291,25 @@ impl Range {
     }
 }
 
-/// Running minimum and maximum of one component.
-#[derive(Debug, Clone, Copy)]
-struct Extent {
-    min: f32,
-    max: f32,
-}
-
-impl Extent {
-    const EMPTY: Self = Self {
-        min: f32::INFINITY,
-        max: f32::NEG_INFINITY,
-    };
-
-    fn range(self) -> Range {
-        Range::new(self.min, self.max)
-    }
-}
-
-/// Raw components of every candidate, in node order, with their extents.
+/// Raw components of every candidate, in node order, with their normalisations.
 struct Raw {
     ids: Vec<u32>,
     recency: Vec<f32>,
     relevance: Vec<f32>,
     importance: Vec<f32>,
-    extents: [Extent; 3],
+    /// Recency, relevance and importance ranges.
+    ranges: [Range; 3],
 }
 
 impl Raw {
     fn recency_range(&self) -> Range {
-        self.extents[0].range()
+        self.ranges[0]
     }
     fn relevance_range(&self) -> Range {
-        self.extents[1].range()
+        self.ranges[1]
     }
     fn importance_range(&self) -> Range {
-        self.extents[2].range()
+        self.ranges[2]
     }
 
     fn scores(&self, w: RetrievalWeights) -> impl Iterator<Item = (f32, u32)> + '_ {
@@ -366,7 +349,8 @@ fn raw_components(
         recency: Vec::new(),
         relevance: Vec::new(),
         importance: Vec::new(),
-        extents: [Extent::EMPTY; 3],
+        // No candidates: never applied.
+        ranges: [Range::new(0.0, 0.0); 3],
     };
     // The candidates first, with cheap integer extents; then each component in a pass of its
     // own over them (simple gathers, and a recency pass the compiler vectorises).
@@ -421,19 +405,13 @@ fn raw_components(
     }
     if !raw.ids.is_empty() {
         // Recency falls with the hours since access: the oldest access is the least recent.
-        raw.extents = [
-            Extent {
-                min: exp_non_positive(hours_since(accessed_lo) * ln_decay),
-                max: exp_non_positive(hours_since(accessed_hi) * ln_decay),
-            },
-            Extent {
-                min: relevance_lo,
-                max: relevance_hi,
-            },
-            Extent {
-                min: f32::from(poignancy_lo),
-                max: f32::from(poignancy_hi),
-            },
+        raw.ranges = [
+            Range::new(
+                exp_non_positive(hours_since(accessed_lo) * ln_decay),
+                exp_non_positive(hours_since(accessed_hi) * ln_decay),
+            ),
+            Range::new(relevance_lo, relevance_hi),
+            Range::new(f32::from(poignancy_lo), f32::from(poignancy_hi)),
         ];
     }
     Ok(raw)
