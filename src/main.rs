@@ -172,15 +172,10 @@ fn main() -> ExitCode {
         #[cfg(not(feature = "render"))]
         None => cli.demo,
     };
-    let llm = match args.llm.resolve() {
+    let llm = match model_config(&args.llm) {
         Ok(config) => config,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    // First run: fetch the embedded model rather than fall back to the scripted stand-in.
-    bevy_generative_agents::llm::fetch_default_model_if_missing(&llm);
     let options = DemoOptions {
         hours: args.hours,
         personas: args.personas,
@@ -340,15 +335,10 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
     use bevy_generative_agents::render::{
         GameOptions, ScreenshotRequest, default_save_dir, run_game,
     };
-    let llm = match args.llm.resolve() {
+    let llm = match model_config(&args.llm) {
         Ok(config) => config,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    // First run: fetch the embedded model rather than fall back to the scripted stand-in.
-    bevy_generative_agents::llm::fetch_default_model_if_missing(&llm);
     let options = GameOptions {
         personas: args.personas,
         seed: args.seed,
@@ -375,4 +365,16 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
             ExitCode::FAILURE
         }
     }
+}
+
+/// The model configuration of the game and the demo: flags resolved (exit code 2 when they are
+/// unusable), and on a first run the embedded model fetched rather than falling back to the
+/// scripted stand-in.
+fn model_config(args: &LlmArgs) -> Result<bevy_generative_agents::llm::LlmConfig, ExitCode> {
+    let llm = args.resolve().map_err(|err| {
+        eprintln!("error: {err}");
+        ExitCode::from(2)
+    })?;
+    bevy_generative_agents::llm::fetch_default_model_if_missing(&llm);
+    Ok(llm)
 }
