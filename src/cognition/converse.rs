@@ -9,6 +9,11 @@
 //! minds, so the thought only returns an intent; the dispatcher checks both minds out together
 //! and runs [`hold_conversation`]: turn by turn, each line from the speaker's own memories, then
 //! one summary line, and both personas get the chat action inserted into their day.
+//!
+//! When the conversation is watched (a [`ChatStreamSink`] is given), each line is asked for with
+//! the answer streamed to an [`UtteranceWatcher`] and reported as finished once validated, so
+//! the game can show it as it is spoken ([`chat_stream`](super::chat_stream)). The lines
+//! themselves are the same either way.
 
 use chrono::{Duration, NaiveDateTime, Timelike};
 use rand::Rng;
@@ -16,9 +21,10 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::memory::NodeId;
 use crate::persona::{ConversationRecord, EventTriple, MindState};
-use crate::prompt::{PromptContext, run_prompt};
+use crate::prompt::{AnswerWatcher, PromptContext, run_prompt, run_prompt_watched};
 use crate::settings::AgentSettings;
 
+use super::chat_stream::{ChatSide, ChatStreamSink, UtteranceWatcher};
 use super::identity::retrieve_statements;
 use super::plan::{add_new_action, date_text, minute_of_day};
 use super::prompts::{
@@ -291,6 +297,13 @@ pub struct SpeakerView {
     pub place: String,
 }
 
+/// Where a line goes when the conversation is watched: the stream and the line's side.
+#[derive(Clone, Copy)]
+struct Watched<'a> {
+    sink: &'a ChatStreamSink,
+    side: ChatSide,
+}
+
 /// The next line of `speaker` to `listener` (SPEC §3.7).
 #[expect(
     clippy::too_many_arguments,
@@ -305,6 +318,7 @@ async fn next_line(
     ctx: &PromptContext,
     settings: &AgentSettings,
     now: NaiveDateTime,
+    watched: Option<Watched<'_>>,
 ) -> (String, bool) {
     let name = speaker.scratch.name.clone();
     let about = retrieve_statements(
@@ -348,24 +362,31 @@ async fn next_line(
                 .collect();
             transcript(&lines)
         });
-    let utterance = run_prompt(
-        ctx,
-        &NextUtterance {
-            identity: speaker.scratch.identity_summary(),
-            name,
-            partner: listener_name.to_string(),
-            time_text: clock_text(minute_of_day(now)),
-            place: readable_place(&speaker_view.place),
-            activity: speaker_view.activity.clone(),
-            partner_activity: listener_view.activity.clone(),
-            relationship,
-            memories,
-            previous_chat,
-            conversation: conversation.to_vec(),
-        },
-    )
-    .await
-    .value;
+    let prompt = NextUtterance {
+        identity: speaker.scratch.identity_summary(),
+        name: name.clone(),
+        partner: listener_name.to_string(),
+        time_text: clock_text(minute_of_day(now)),
+        place: readable_place(&speaker_view.place),
+        activity: speaker_view.activity.clone(),
+        partner_activity: listener_view.activity.clone(),
+        relationship,
+        memories,
+        previous_chat,
+        conversation: conversation.to_vec(),
+    };
+    let line = conversation.len();
+    let utterance = match watched {
+        Some(Watched { sink, side }) => {
+            let mut watcher: UtteranceWatcher = sink.watch_line(line, side, &name);
+            let watcher: &mut dyn AnswerWatcher = &mut watcher;
+            let utterance = run_prompt_watched(ctx, &prompt, Some(watcher)).await.value;
+            // The validated line is the one that counts, whatever was shown on the way.
+            sink.line_finished(line, side, &name, &utterance.text).await;
+            utterance
+        }
+        None => run_prompt(ctx, &prompt).await.value,
+    };
     (utterance.text, utterance.end)
 }
 
@@ -389,7 +410,8 @@ pub struct ConversationOutcome {
     pub end: NaiveDateTime,
 }
 
-/// Generates the conversation between `a` (who started it) and `b` (SPEC §3.7).
+/// Generates the conversation between `a` (who started it) and `b` (SPEC §3.7), reporting
+/// each line to `stream` as it is spoken when the conversation is watched.
 pub async fn generate_conversation(
     a: &mut MindState,
     b: &mut MindState,
@@ -397,16 +419,40 @@ pub async fn generate_conversation(
     ctx: &PromptContext,
     settings: &AgentSettings,
     now: NaiveDateTime,
+    stream: Option<&ChatStreamSink>,
 ) -> Vec<(String, String)> {
     let mut lines: Vec<(String, String)> = Vec::new();
     let (a_name, b_name) = (a.scratch.name.clone(), b.scratch.name.clone());
+    let watched = |side| stream.map(|sink| Watched { sink, side });
     for _ in 0..settings.max_chat_rounds {
-        let (line, end) = next_line(a, &b_name, views.0, views.1, &lines, ctx, settings, now).await;
+        let (line, end) = next_line(
+            a,
+            &b_name,
+            views.0,
+            views.1,
+            &lines,
+            ctx,
+            settings,
+            now,
+            watched(ChatSide::Initiator),
+        )
+        .await;
         lines.push((a_name.clone(), line));
         if end {
             break;
         }
-        let (line, end) = next_line(b, &a_name, views.1, views.0, &lines, ctx, settings, now).await;
+        let (line, end) = next_line(
+            b,
+            &a_name,
+            views.1,
+            views.0,
+            &lines,
+            ctx,
+            settings,
+            now,
+            watched(ChatSide::Partner),
+        )
+        .await;
         lines.push((b_name.clone(), line));
         if end {
             break;
@@ -450,7 +496,8 @@ pub async fn start_chat(
     s.chat_thoughts_done = false;
 }
 
-/// Holds a whole conversation between two checked-out minds and starts the chat on both sides.
+/// Holds a whole conversation between two checked-out minds and starts the chat on both sides;
+/// `stream`, when given, sees the lines as they are spoken (see [`generate_conversation`]).
 pub async fn hold_conversation(
     a: &mut MindState,
     b: &mut MindState,
@@ -458,8 +505,9 @@ pub async fn hold_conversation(
     ctx: &PromptContext,
     settings: &AgentSettings,
     now: NaiveDateTime,
+    stream: Option<&ChatStreamSink>,
 ) -> ConversationOutcome {
-    let lines = generate_conversation(a, b, (&views.0, &views.1), ctx, settings, now).await;
+    let lines = generate_conversation(a, b, (&views.0, &views.1), ctx, settings, now, stream).await;
     let summary = run_prompt(
         ctx,
         &ConversationSummary {

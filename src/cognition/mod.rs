@@ -13,6 +13,7 @@
 //! The model prompts themselves are typed values in [`prompts`]; every one has a fail-safe, so
 //! a thought never fails. See [`think`] for how thoughts are checked out, run and checked in.
 
+pub mod chat_stream;
 pub mod converse;
 pub mod execute;
 pub mod identity;
@@ -23,18 +24,20 @@ pub mod reflect;
 pub mod schedule;
 pub mod think;
 
+pub use chat_stream::{ChatStream, ChatStreamPlugin, ChatStreamSettings};
 pub use execute::ExecutePlugin;
 pub use perceive::Percepts;
 pub use think::{ChatIntents, ThinkPlugin};
 
 use bevy::prelude::*;
 
-/// The whole loop: thinking ([`ThinkPlugin`]) and execution ([`ExecutePlugin`]).
+/// The whole loop: thinking ([`ThinkPlugin`]), execution ([`ExecutePlugin`]) and, when watched,
+/// conversations streamed as they are spoken ([`ChatStreamPlugin`]).
 #[derive(Default)]
 pub struct CognitionPlugin;
 
 impl Plugin for CognitionPlugin {
     fn build(&self, app: &mut App) {
-        app.add_plugins((ThinkPlugin, ExecutePlugin));
+        app.add_plugins((ThinkPlugin, ExecutePlugin, ChatStreamPlugin));
     }
 }

@@ -37,6 +37,7 @@ use crate::prompt::{PromptContext, PromptLibrary};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TownMap};
 
+use super::chat_stream::{ChatStreamSettings, ChatStreamSink, open_chat_stream};
 use super::converse::{
     Reaction, SpeakerView, choose_focus, conversation_record, decide_reaction, hold_conversation,
     related_memories, start_wait,
@@ -471,6 +472,7 @@ pub fn start_conversations(
     mut intents: ResMut<ChatIntents>,
     mut landed: ResMut<LandedThoughts>,
     mut personas: Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>)>,
+    watch: Option<Res<ChatStreamSettings>>,
 ) {
     if intents.0.is_empty() {
         return;
@@ -523,6 +525,7 @@ pub fn start_conversations(
                 place: b.6.arena.clone(),
             },
         );
+        let (sink, feed) = open_chat_stream(watch.as_deref(), initiator, target).unzip();
         let future = converse_task(
             initiator,
             mind_a,
@@ -533,6 +536,7 @@ pub fn start_conversations(
             settings.clone(),
             now,
             step,
+            sink,
         );
         let mut future = Box::pin(future);
         match block_on(poll_once(&mut future)) {
@@ -542,6 +546,9 @@ pub fn start_conversations(
                 commands
                     .entity(initiator)
                     .insert((Conversing(task), AwaitingCognition::new(step)));
+                if let Some(feed) = feed {
+                    commands.entity(initiator).insert(feed);
+                }
                 commands.entity(target).insert(AwaitingCognition::new(step));
             }
         }
@@ -559,8 +566,10 @@ async fn converse_task(
     settings: Arc<AgentSettings>,
     now: NaiveDateTime,
     step: u64,
+    stream: Option<ChatStreamSink>,
 ) -> ConversationDone {
-    let outcome = hold_conversation(&mut a, &mut b, views, &ctx, &settings, now).await;
+    let outcome =
+        hold_conversation(&mut a, &mut b, views, &ctx, &settings, now, stream.as_ref()).await;
     let a_event = conversation_record(&b.scratch.name, &outcome, now, step);
     let b_event = conversation_record(&a.scratch.name, &outcome, now, step);
     ConversationDone {

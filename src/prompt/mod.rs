@@ -10,6 +10,12 @@
 //!
 //! Closed-set prompts (pick a sector, yes/no, option 1 or 2) also list their options: when the
 //! backend can score options by likelihood, that is used instead of free generation.
+//!
+//! Someone may want to *see* an answer while it is generated (the game types a persona's line
+//! as the model speaks it). [`run_prompt_watched`] runs the same pipeline through
+//! [`LlmClient::chat_stream`] and hands every text delta to an [`AnswerWatcher`]. Watching is
+//! display only: the watcher sees raw attempts (including ones that are then rejected), and the
+//! parsed, validated value is still the only truth.
 
 mod clean;
 mod parse;
@@ -21,7 +27,9 @@ pub use template::{EMBEDDED_V1, HEADER_MARKER, PromptLibrary, PromptTemplate, Te
 
 use bevy::prelude::*;
 
-use crate::llm::{ChatRequest, ChoiceRequest, LlmClient};
+use bevy::tasks::futures_lite::future;
+
+use crate::llm::{ChatRequest, ChatResponse, ChoiceRequest, LlmClient, LlmError};
 
 /// One typed question to a model.
 pub trait Prompt {
@@ -86,8 +94,35 @@ pub struct PromptOutcome<T> {
     pub fail_safe: bool,
 }
 
+/// Sees the text of a prompt's answer while the model generates it (see the module docs).
+///
+/// Display only: what it is shown may be rejected by the parser, and the value
+/// [`run_prompt_watched`] returns is what counts.
+pub trait AnswerWatcher: Send {
+    /// Attempt number `attempt` (0 for the first) starts: the text of earlier attempts is void.
+    fn attempt_started(&mut self, attempt: u32);
+    /// More text of the current attempt arrived.
+    fn delta(&mut self, text: &str);
+}
+
+/// Deltas buffered between the backend and an [`AnswerWatcher`]. The watcher is polled with
+/// the call, so a small buffer only smooths bursts; a full one makes the backend wait.
+const WATCHED_DELTAS: usize = 32;
+
 /// Runs `prompt` to completion. Never panics and always returns a value.
 pub async fn run_prompt<P: Prompt>(ctx: &PromptContext, prompt: &P) -> PromptOutcome<P::Output> {
+    run_prompt_watched(ctx, prompt, None).await
+}
+
+/// [`run_prompt`], streaming each generated answer to `watcher` when one is given. Without a
+/// watcher it is exactly [`run_prompt`]; with one, generation goes through
+/// [`LlmClient::chat_stream`] (same cache, same accounting; a cached answer arrives as one
+/// delta). Choice scoring, when a prompt uses it, has no text to watch.
+pub async fn run_prompt_watched<P: Prompt>(
+    ctx: &PromptContext,
+    prompt: &P,
+    mut watcher: Option<&mut dyn AnswerWatcher>,
+) -> PromptOutcome<P::Output> {
     let kind = prompt.kind();
     let request = match prompt.request(&ctx.library) {
         Ok(request) => request,
@@ -139,7 +174,14 @@ pub async fn run_prompt<P: Prompt>(ctx: &PromptContext, prompt: &P) -> PromptOut
         if attempt > 0 {
             ctx.client.record_retry(kind);
         }
-        match ctx.client.chat(request).await {
+        let answer = match watcher.as_deref_mut() {
+            Some(watcher) => {
+                watcher.attempt_started(attempt);
+                watched_chat(&ctx.client, request, watcher).await
+            }
+            None => ctx.client.chat(request).await,
+        };
+        match answer {
             Ok(response) => {
                 let cleaned = clean_response(&response.text);
                 match prompt.parse(&cleaned) {
@@ -167,6 +209,31 @@ pub async fn run_prompt<P: Prompt>(ctx: &PromptContext, prompt: &P) -> PromptOut
         attempts,
         fail_safe: true,
     }
+}
+
+/// One streamed chat whose deltas go to `watcher` as they arrive. The call's result decides
+/// when it is over (not the delta channel closing, which a backend may delay), and deltas still
+/// buffered then are handed over before returning.
+async fn watched_chat(
+    client: &LlmClient,
+    request: ChatRequest,
+    watcher: &mut dyn AnswerWatcher,
+) -> Result<ChatResponse, LlmError> {
+    let (sender, receiver) = async_channel::bounded::<String>(WATCHED_DELTAS);
+    let result = {
+        let forward = async {
+            while let Ok(delta) = receiver.recv().await {
+                watcher.delta(&delta);
+            }
+            // Every sender is gone: only the call's own end is left to wait for.
+            future::pending::<Result<ChatResponse, LlmError>>().await
+        };
+        future::or(client.chat_stream(request, sender), forward).await
+    };
+    while let Ok(delta) = receiver.try_recv() {
+        watcher.delta(&delta);
+    }
+    result
 }
 
 /// Index of the highest finite score.
@@ -230,5 +297,90 @@ pub struct PromptPlugin;
 impl Plugin for PromptPlugin {
     fn build(&self, app: &mut App) {
         app.init_resource::<PromptLibrary>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bevy::tasks::futures_lite::future::block_on;
+
+    use super::*;
+    use crate::llm::ScriptedBackend;
+
+    /// Writes down what it was shown.
+    #[derive(Default)]
+    struct Recorder(Vec<String>);
+
+    impl AnswerWatcher for Recorder {
+        fn attempt_started(&mut self, attempt: u32) {
+            self.0.push(format!("<attempt {attempt}>"));
+        }
+
+        fn delta(&mut self, text: &str) {
+            self.0.push(text.to_string());
+        }
+    }
+
+    fn question() -> JsonQuestion {
+        JsonQuestion {
+            task: "count".into(),
+            example: serde_json::json!({"a": 1}),
+            required_keys: vec!["a".into()],
+        }
+    }
+
+    /// Prose on the first attempt (seed 0), JSON after.
+    fn context() -> PromptContext {
+        let backend = ScriptedBackend::new(1).with_responder("generic_json", |request, _| {
+            if request.seed == Some(0) {
+                "no json here".into()
+            } else {
+                "{\"a\": 1} done".into()
+            }
+        });
+        PromptContext::new(LlmClient::new(Arc::new(backend)), PromptLibrary::default())
+    }
+
+    #[test]
+    fn a_watched_prompt_streams_every_attempt_and_returns_the_same_value() {
+        let ctx = context();
+        let mut seen = Recorder::default();
+        let watched = block_on(run_prompt_watched(&ctx, &question(), Some(&mut seen)));
+        // The scripted backend streams word by word; the rejected attempt is shown too.
+        assert_eq!(
+            seen.0,
+            [
+                "<attempt 0>",
+                "no ",
+                "json ",
+                "here",
+                "<attempt 1>",
+                "{\"a\": ",
+                "1} ",
+                "done"
+            ]
+        );
+        assert_eq!(watched.value, Some(serde_json::json!({"a": 1})));
+        assert_eq!((watched.attempts, watched.fail_safe), (2, false));
+
+        // Temperature 0: both answers are cached now and arrive as one delta each.
+        let mut again = Recorder::default();
+        let cached = block_on(run_prompt_watched(&ctx, &question(), Some(&mut again)));
+        assert_eq!(
+            again.0,
+            [
+                "<attempt 0>",
+                "no json here",
+                "<attempt 1>",
+                "{\"a\": 1} done"
+            ]
+        );
+        assert_eq!(cached, watched);
+        assert_eq!(ctx.client.usage().totals.cache_hits, 2);
+
+        // Unwatched, the same outcome.
+        assert_eq!(block_on(run_prompt(&ctx, &question())), watched);
     }
 }
