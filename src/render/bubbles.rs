@@ -2,9 +2,16 @@
 //! - an **emoji bubble** with the current action's emoji (`act_pronunciatio`) in colour, drawn
 //!   with Noto Color Emoji (found in the crate's `assets/fonts/`, `$SMALLVILLE_EMOJI_FONT`, or
 //!   the system's font folders — `scripts/install-deps.sh` installs it on Debian);
-//! - a **dialogue bubble** over whoever speaks, replaying the current chat line by line with a
-//!   typewriter effect (lines that arrive one at a time, as a streaming backend delivers them,
-//!   are typed as they come);
+//! - a **dialogue bubble** over whoever speaks, typing the chat line by line (typewriter). While
+//!   a conversation is still being generated and is watched ([`ChatStream`], which the game
+//!   turns on), the bubble types each line as the model speaks it: never ahead of the text
+//!   received, and the speaker's bubble grows as tokens arrive. When the finished conversation
+//!   lands as the chat action, the bubble **goes on from where it stands** — the playback is
+//!   keyed by the conversation's first line, which the stream and the landed chat share, so the
+//!   lines already shown live are not typed again, and the line on screen keeps its typed
+//!   characters (when the validated line begins with what was shown; otherwise that line is
+//!   retyped, since it says something else). A conversation that lands in one piece (nobody
+//!   watching, or a backend that answers at once) is replayed line by line as before;
 //! - a **💭 marker** while a persona's mind is checked out to a model call in
 //!   [`TimeMode::Realtime`], once it has been pending for
 //!   [`AgentSettings::thinking_marker_after_secs`] (never over a replay's
@@ -21,6 +28,7 @@ use super::art::{self, BUBBLE_CORNER};
 use super::sprites::{PersonaSprite, canvas_image};
 use super::z;
 use crate::clock::{AwaitingCognition, SimClock, TimeMode};
+use crate::cognition::ChatStream;
 use crate::persist::ReplayActor;
 use crate::persona::{ActionView, Mind, Persona};
 use crate::settings::AgentSettings;
@@ -100,7 +108,8 @@ pub fn is_drawable_emoji(c: char) -> bool {
 /// Where a persona's replay of its current chat stands.
 #[derive(Component, Debug, Clone, Default, PartialEq)]
 pub struct ChatPlayback {
-    /// The first line of the chat being replayed (a new first line starts a new replay).
+    /// The first line of the chat being replayed, its key (see [`follow_chat`]): a new first
+    /// line starts a new replay. `None` while a streamed first line is still being spoken.
     pub first_line: Option<(String, String)>,
     /// The line being typed.
     pub line: usize,
@@ -111,22 +120,38 @@ pub struct ChatPlayback {
 /// Advances a replay by `dt` seconds over lines of the given character counts; returns the
 /// line to show and how many of its characters are visible, or `None` once every line has been
 /// typed and held. New lines appended later are picked up where the replay stands.
+///
+/// With `open_last`, the last line is still arriving (streamed) and `line_chars` holds what
+/// has been received of it: it is typed no further than that, and when more arrives typing
+/// goes on from there at the same pace (no jump), and the replay waits on it.
 pub fn chat_playback(
     state: &mut ChatPlayback,
     line_chars: &[usize],
+    open_last: bool,
     dt: f32,
     chars_per_sec: f32,
     hold_secs: f32,
 ) -> Option<(usize, usize)> {
+    let chars_per_sec = chars_per_sec.max(1.0);
     state.line_elapsed += dt.max(0.0);
     loop {
         let chars = *line_chars.get(state.line)?;
-        let typing = chars as f32 / chars_per_sec.max(1.0);
-        if state.line_elapsed < typing + hold_secs {
-            let visible = ((state.line_elapsed * chars_per_sec) as usize).min(chars);
-            return Some((state.line, visible));
+        let typing = chars as f32 / chars_per_sec;
+        let last = state.line + 1 >= line_chars.len();
+        if open_last && last {
+            state.line_elapsed = state.line_elapsed.min(typing);
+            return Some((
+                state.line,
+                typed_chars(state.line_elapsed, chars_per_sec, chars),
+            ));
         }
-        if state.line + 1 >= line_chars.len() {
+        if state.line_elapsed < typing + hold_secs {
+            return Some((
+                state.line,
+                typed_chars(state.line_elapsed, chars_per_sec, chars),
+            ));
+        }
+        if last {
             // Hold the last line until more arrive (or the chat ends): a streamed line may
             // still be coming.
             state.line_elapsed = typing + hold_secs;
@@ -134,6 +159,72 @@ pub fn chat_playback(
         }
         state.line_elapsed -= typing + hold_secs;
         state.line += 1;
+    }
+}
+
+/// Characters typed after `elapsed` seconds, at most `chars`. The small slack keeps a line
+/// whose typing time was clamped to exactly `chars / chars_per_sec` from losing its last
+/// character to rounding.
+fn typed_chars(elapsed: f32, chars_per_sec: f32, chars: usize) -> usize {
+    ((elapsed * chars_per_sec + 1e-3) as usize).min(chars)
+}
+
+/// The chat a persona's dialogue bubble plays: its conversation's stream while it is spoken,
+/// else the chat of its action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BubbleChat {
+    /// The lines, `(speaker, line)`.
+    pub lines: Vec<(String, String)>,
+    /// Whether the last line is still arriving.
+    pub open: bool,
+}
+
+impl BubbleChat {
+    /// The conversation's first line once it is finished (its key; see [`follow_chat`]).
+    pub fn first_finished(&self) -> Option<&(String, String)> {
+        if self.open && self.lines.len() == 1 {
+            None
+        } else {
+            self.lines.first()
+        }
+    }
+}
+
+/// What `view`'s persona's bubble plays: `live` — the [`ChatStream`] of a conversation the
+/// persona is in, with the speaker's name — while there is one (the finished lines, then the
+/// partial line when something of it has arrived), else the landed chat of its action.
+pub fn bubble_chat(view: &ActionView, live: Option<(&ChatStream, &str)>) -> Option<BubbleChat> {
+    if let Some((stream, speaker)) = live {
+        let mut lines = stream.lines.clone();
+        let open = !stream.partial.trim().is_empty();
+        if open {
+            lines.push((speaker.to_string(), stream.partial.clone()));
+        }
+        return (!lines.is_empty()).then_some(BubbleChat { lines, open });
+    }
+    (view.chatting_with.is_some() && !view.chat.is_empty()).then(|| BubbleChat {
+        lines: view.chat.clone(),
+        open: false,
+    })
+}
+
+/// Keeps a playback with its conversation. A playback is keyed by the conversation's first
+/// finished line, which the stream and the landed chat share: the same key goes on where it
+/// stands (a stream turning into the landed chat included); a different one starts over, as
+/// does a conversation still on its first line over a playback that has a key. A playback
+/// without a key yet (fresh, or typing a streamed first line) takes the chat's.
+pub fn follow_chat(state: &mut ChatPlayback, chat: &BubbleChat) {
+    let first = chat.first_finished();
+    let same = match (&state.first_line, first) {
+        (Some(shown), Some(first)) => shown == first,
+        (Some(_), None) => false,
+        (None, _) => true,
+    };
+    if !same {
+        *state = ChatPlayback::default();
+    }
+    if state.first_line.is_none() {
+        state.first_line = first.cloned();
     }
 }
 
@@ -386,6 +477,7 @@ fn update_thinking_markers(
 fn play_chats(
     time: Res<Time>,
     mut personas: Query<(Entity, &Name, &ActionView, &mut ChatPlayback), With<Persona>>,
+    live: Query<&ChatStream>,
     children: Query<&Children>,
     mut bubbles: Query<&mut Visibility, With<ChatBubble>>,
     mut texts: Query<&mut Text2d, With<ChatText>>,
@@ -395,33 +487,46 @@ fn play_chats(
         .iter()
         .map(|(e, name, _, _)| (name.as_str().to_owned(), e))
         .collect();
+    let name_of: HashMap<Entity, &str> = personas
+        .iter()
+        .map(|(e, name, _, _)| (e, name.as_str()))
+        .collect();
+    // A conversation being spoken plays on both its speaker's and its listener's playback.
+    let mut streams: HashMap<Entity, (&ChatStream, &str)> = HashMap::new();
+    for stream in &live {
+        let speaker = name_of.get(&stream.speaker).copied().unwrap_or_default();
+        streams.insert(stream.speaker, (stream, speaker));
+        streams.insert(stream.listener, (stream, speaker));
+    }
+    let mut playing: Vec<(Entity, BubbleChat)> = Vec::new();
+    for (entity, _, view, _) in &personas {
+        if let Some(chat) = bubble_chat(view, streams.get(&entity).copied()) {
+            playing.push((entity, chat));
+        }
+    }
+    let playing: HashMap<Entity, BubbleChat> = playing.into_iter().collect();
     // Both partners usually hold the same chat: keep, per speaker, the longest text typed.
     let mut speaking: HashMap<Entity, String> = HashMap::new();
-    for (entity, _, view, mut playback) in &mut personas {
-        let first = view.chat.first().cloned();
-        if view.chatting_with.is_none() || first.is_none() {
+    for (entity, _, _, mut playback) in &mut personas {
+        let Some(chat) = playing.get(&entity) else {
             if *playback != ChatPlayback::default() {
                 *playback = ChatPlayback::default();
             }
             continue;
-        }
-        if playback.first_line != first {
-            *playback = ChatPlayback {
-                first_line: first,
-                ..Default::default()
-            };
-        }
-        let lengths: Vec<usize> = view.chat.iter().map(|(_, l)| l.chars().count()).collect();
+        };
+        follow_chat(&mut playback, chat);
+        let lengths: Vec<usize> = chat.lines.iter().map(|(_, l)| l.chars().count()).collect();
         let Some((index, visible)) = chat_playback(
             &mut playback,
             &lengths,
+            chat.open,
             dt,
             TYPE_CHARS_PER_SEC,
             LINE_HOLD_SECS,
         ) else {
             continue;
         };
-        let Some((speaker, line)) = view.chat.get(index) else {
+        let Some((speaker, line)) = chat.lines.get(index) else {
             continue;
         };
         let speaker = names.get(speaker.as_str()).copied().unwrap_or(entity);
@@ -489,24 +594,24 @@ mod tests {
         let mut s = ChatPlayback::default();
         // Line 0 has 20 chars: typed in 0.5 s at 40/s, then held 1 s.
         assert_eq!(
-            chat_playback(&mut s, &[20, 8], 0.25, 40.0, 1.0),
+            chat_playback(&mut s, &[20, 8], false, 0.25, 40.0, 1.0),
             Some((0, 10))
         );
         assert_eq!(
-            chat_playback(&mut s, &[20, 8], 0.5, 40.0, 1.0),
+            chat_playback(&mut s, &[20, 8], false, 0.5, 40.0, 1.0),
             Some((0, 20))
         );
         assert_eq!(
-            chat_playback(&mut s, &[20, 8], 0.5, 40.0, 1.0),
+            chat_playback(&mut s, &[20, 8], false, 0.5, 40.0, 1.0),
             Some((0, 20))
         );
         // 1.5 s have passed: line 1 begins, 0.11 s into it 4 chars show.
         assert_eq!(
-            chat_playback(&mut s, &[20, 8], 0.36, 40.0, 1.0),
+            chat_playback(&mut s, &[20, 8], false, 0.36, 40.0, 1.0),
             Some((1, 4))
         );
         // After line 1's 0.2 s typing and 1 s hold, the replay is over.
-        assert_eq!(chat_playback(&mut s, &[20, 8], 2.0, 40.0, 1.0), None);
+        assert_eq!(chat_playback(&mut s, &[20, 8], false, 2.0, 40.0, 1.0), None);
     }
 
     #[test]
@@ -514,21 +619,158 @@ mod tests {
         let mut s = ChatPlayback::default();
         // 3 lines of 4 chars: each takes 0.1 + 1.0 s. 2.32 s lands 0.12 s into line 2.
         assert_eq!(
-            chat_playback(&mut s, &[4, 4, 4], 2.32, 40.0, 1.0),
+            chat_playback(&mut s, &[4, 4, 4], false, 2.32, 40.0, 1.0),
             Some((2, 4))
         );
-        assert_eq!(chat_playback(&mut s, &[4, 4, 4], 5.0, 40.0, 1.0), None);
+        assert_eq!(
+            chat_playback(&mut s, &[4, 4, 4], false, 5.0, 40.0, 1.0),
+            None
+        );
         // A streamed line arrives: it is typed from its start.
         assert_eq!(
-            chat_playback(&mut s, &[4, 4, 4, 10], 0.12, 40.0, 1.0),
+            chat_playback(&mut s, &[4, 4, 4, 10], false, 0.12, 40.0, 1.0),
             Some((3, 4))
         );
+    }
+
+    /// A stream of `lines` finished lines and the partial line `partial` (spoken by `speaker`).
+    fn stream(lines: &[(&str, &str)], partial: &str, speaker: Entity) -> ChatStream {
+        ChatStream {
+            speaker,
+            listener: Entity::PLACEHOLDER,
+            lines: lines
+                .iter()
+                .map(|(s, l)| (s.to_string(), l.to_string()))
+                .collect(),
+            partial: partial.to_string(),
+        }
+    }
+
+    /// One frame of a bubble: follow the chat, advance, and return `(line, typed text)`.
+    fn frame(state: &mut ChatPlayback, chat: &BubbleChat, dt: f32) -> Option<(usize, String)> {
+        follow_chat(state, chat);
+        let lengths: Vec<usize> = chat.lines.iter().map(|(_, l)| l.chars().count()).collect();
+        let (line, visible) = chat_playback(state, &lengths, chat.open, dt, 40.0, 1.0)?;
+        let text = chat.lines.get(line)?.1.chars().take(visible).collect();
+        Some((line, text))
+    }
+
+    #[test]
+    fn a_streamed_line_is_typed_no_further_than_received_and_without_jumps() {
+        let view = ActionView::default();
+        let mut s = ChatPlayback::default();
+        let live = stream(&[], "Good", Entity::PLACEHOLDER);
+        let chat = bubble_chat(&view, Some((&live, "Ana"))).expect("a partial line plays");
+        assert!(chat.open);
+        // 1 s would type 40 characters; only 4 have arrived.
+        assert_eq!(frame(&mut s, &chat, 1.0), Some((0, "Good".into())));
+        // More arrives after a long wait: typed on from there at 40/s, not all at once.
+        let live = stream(&[], "Good morning, Bo", Entity::PLACEHOLDER);
+        let chat = bubble_chat(&view, Some((&live, "Ana"))).expect("plays");
+        assert_eq!(frame(&mut s, &chat, 0.1), Some((0, "Good mor".into())));
+        // A retry blanks the line: nothing to show, and typing restarts when it regrows.
+        let live = stream(&[], "", Entity::PLACEHOLDER);
+        assert_eq!(bubble_chat(&view, Some((&live, "Ana"))), None);
+        let live = stream(&[], "Hi", Entity::PLACEHOLDER);
+        let chat = bubble_chat(&view, Some((&live, "Ana"))).expect("plays");
+        assert_eq!(frame(&mut s, &chat, 0.0), Some((0, "Hi".into())));
+    }
+
+    #[test]
+    fn a_landing_chat_goes_on_where_the_stream_stood() {
+        let view = ActionView::default();
+        let mut s = ChatPlayback::default();
+        let first = ("Ana", "Good morning, Bo!");
+        // Line 0 streamed and finished, typed and held; line 1 being spoken by Bo.
+        let live = stream(&[first], "", Entity::PLACEHOLDER);
+        let chat = bubble_chat(&view, Some((&live, "Ana"))).expect("plays");
+        assert_eq!(frame(&mut s, &chat, 0.2), Some((0, "Good mor".into())));
+        assert_eq!(frame(&mut s, &chat, 0.5), Some((0, first.1.into())));
+        let live = stream(&[first], "Hi Ana! It's", Entity::PLACEHOLDER);
+        let chat = bubble_chat(&view, Some((&live, "Bo"))).expect("plays");
+        // 0.725 s of hold left on line 0, then line 1 starts and types at most what arrived.
+        assert_eq!(frame(&mut s, &chat, 1.2), Some((1, "Hi Ana! It's".into())));
+        // The conversation lands: the chat action holds the validated lines.
+        let landed = ActionView {
+            chatting_with: Some("Bo".into()),
+            chat: vec![
+                (first.0.into(), first.1.into()),
+                ("Bo".into(), "Hi Ana! It's going well.".into()),
+            ],
+            ..Default::default()
+        };
+        let chat = bubble_chat(&landed, None).expect("the landed chat plays");
+        assert!(!chat.open);
+        // Not typed again from line 0: line 1 goes on from its 12 characters.
+        assert_eq!(
+            frame(&mut s, &chat, 0.05),
+            Some((1, "Hi Ana! It's g".into()))
+        );
+        assert_eq!(
+            frame(&mut s, &chat, 1.0),
+            Some((1, "Hi Ana! It's going well.".into()))
+        );
+        // After its hold the chat is over, nothing is replayed.
+        assert_eq!(frame(&mut s, &chat, 1.0), None);
+        assert_eq!(frame(&mut s, &chat, 5.0), None);
+    }
+
+    #[test]
+    fn a_different_chat_starts_over() {
+        let mut s = ChatPlayback::default();
+        let one = ActionView {
+            chatting_with: Some("Bo".into()),
+            chat: vec![("Ana".into(), "One".into())],
+            ..Default::default()
+        };
+        let chat = bubble_chat(&one, None).expect("plays");
+        assert_eq!(frame(&mut s, &chat, 3.0), None);
+        // A landed chat with another first line is a new replay.
+        let other = ActionView {
+            chat: vec![("Bo".into(), "Three".into())],
+            ..one.clone()
+        };
+        let chat = bubble_chat(&other, None).expect("plays");
+        assert_eq!(frame(&mut s, &chat, 0.0), Some((0, String::new())));
+        assert_eq!(s.first_line, Some(("Bo".into(), "Three".into())));
+        // So is a new conversation still on its (streamed) first line.
+        let live = stream(&[], "Two", Entity::PLACEHOLDER);
+        let chat = bubble_chat(&other, Some((&live, "Bo"))).expect("the stream wins");
+        assert_eq!(frame(&mut s, &chat, 0.025), Some((0, "T".into())));
+        assert_eq!(s.first_line, None);
+        // A persona in no chat plays nothing.
+        assert_eq!(bubble_chat(&ActionView::default(), None), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn typed_text_never_exceeds_what_was_received(
+            steps in proptest::collection::vec((0.0f32..0.5, 0usize..12, proptest::bool::ANY), 1..40),
+        ) {
+            let mut s = ChatPlayback::default();
+            let mut received = 0usize;
+            let mut typed = 0usize;
+            for (dt, grow, finish) in steps {
+                received += grow;
+                // A closed line may be typed to its end; an open one only to what arrived.
+                let shown = chat_playback(&mut s, &[received], !finish, dt, 40.0, 1.0);
+                if let Some((line, visible)) = shown {
+                    proptest::prop_assert_eq!(line, 0);
+                    proptest::prop_assert!(visible <= received);
+                    proptest::prop_assert!(visible >= typed, "typing went back");
+                    typed = visible;
+                }
+                if finish {
+                    break;
+                }
+            }
+        }
     }
 
     #[test]
     fn empty_chat_plays_nothing() {
         let mut s = ChatPlayback::default();
-        assert_eq!(chat_playback(&mut s, &[], 1.0, 40.0, 1.0), None);
+        assert_eq!(chat_playback(&mut s, &[], false, 1.0, 40.0, 1.0), None);
     }
 
     #[test]

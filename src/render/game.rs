@@ -1,6 +1,8 @@
 //! The windowed game: Bevy's default plugins, the simulation plugins (the same ones headless
 //! runs use), egui, and [`GameRenderPlugins`]; the town and its personas; the clock in
-//! [`TimeMode::Realtime`] so the window never waits for a model.
+//! [`TimeMode::Realtime`] so the window never waits for a model; conversations streamed as they
+//! are spoken ([`ChatStreamSettings`]) so the dialogue bubbles type each line as the model
+//! speaks it.
 //!
 //! Three ways in, one window:
 //! - **a fresh town** ([`build_game_app`]): the map and persona sheets;
@@ -30,6 +32,7 @@ use bevy_egui::EguiPlugin;
 use super::GameRenderPlugins;
 use super::saves::QuickSavePlugin;
 use crate::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
+use crate::cognition::ChatStreamSettings;
 use crate::headless::HeadlessError;
 use crate::llm::{BackendChoice, LlmConfig, LlmPlugin, build_client};
 use crate::persist::{
@@ -260,7 +263,9 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
                 // measured per frame (shown in the HUD, logged in screenshot mode).
                 .set(ClockPlugin::in_schedule(GameSim)),
         )
-        .add_plugins(QuickSavePlugin::new(options.save_dir.clone()));
+        .add_plugins(QuickSavePlugin::new(options.save_dir.clone()))
+        // Someone is watching: dialogue bubbles type each line as the model speaks it.
+        .insert_resource(ChatStreamSettings::watching());
     add_game_ui(
         &mut app,
         options.follow.as_deref(),

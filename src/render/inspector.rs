@@ -1,7 +1,8 @@
 //! The inspector: a side panel listing the personas; pick one (there or by clicking it in the
 //! town) to see what it is up to — `currently`, the current action and its address, today's
 //! schedule with the current item highlighted (decomposed sub-tasks included), recent memories
-//! with their poignancy and type, the chat it is in, and who it has talked to.
+//! with their poignancy and type, the chat it is in (while it is still being spoken, from its
+//! [`ChatStream`], the line in progress in italics), and who it has talked to.
 //!
 //! A persona's [`Mind`] is away while it thinks, so the panel reads a [`MindSnapshot`] refreshed
 //! whenever the mind is home, and says when it is showing an older one. A replay's personas
@@ -20,6 +21,7 @@ use chrono::NaiveDateTime;
 use super::hud::{GameUiSystems, HudState};
 use super::sprites::Selected;
 use crate::clock::SimClock;
+use crate::cognition::ChatStream;
 use crate::memory::NodeKind;
 use crate::persist::ReplayActor;
 use crate::persona::{ActionView, Body, Diary, Mind, Persona};
@@ -254,6 +256,7 @@ fn draw_inspector(
         ),
         With<Persona>,
     >,
+    streams: Query<&ChatStream>,
 ) -> Result {
     let ctx = contexts.ctx_mut()?.clone();
     let mut rect = ctx.viewport_rect();
@@ -267,6 +270,15 @@ fn draw_inspector(
     );
     let mut list: Vec<_> = personas.iter().collect();
     list.sort_by(|a, b| a.1.as_str().cmp(b.1.as_str()));
+    // The conversation the selected persona is in while it is still being spoken.
+    let live = selected
+        .entity
+        .and_then(|e| streams.iter().find(|s| s.involves(e)).map(|s| (e, s)));
+    let name_of = |entity: Entity| {
+        list.iter()
+            .find(|p| p.0 == entity)
+            .map_or("someone", |p| p.1.as_str())
+    };
 
     egui::Panel::right("inspector")
         .default_size(super::camera::INSPECTOR_WIDTH)
@@ -342,6 +354,30 @@ fn draw_inspector(
                     ui.label(egui::RichText::new(format!("Talking with {partner}")).strong());
                     for (speaker, line) in &view.chat {
                         ui.label(format!("{speaker}: {line}"));
+                    }
+                } else if let Some((me, stream)) = live {
+                    let partner = if stream.speaker == me {
+                        stream.listener
+                    } else {
+                        stream.speaker
+                    };
+                    ui.separator();
+                    ui.label(
+                        egui::RichText::new(format!("Talking with {} …", name_of(partner)))
+                            .strong(),
+                    );
+                    for (speaker, line) in &stream.lines {
+                        ui.label(format!("{speaker}: {line}"));
+                    }
+                    if !stream.partial.is_empty() {
+                        ui.label(
+                            egui::RichText::new(format!(
+                                "{}: {}…",
+                                name_of(stream.speaker),
+                                stream.partial
+                            ))
+                            .italics(),
+                        );
                     }
                 }
 
