@@ -113,8 +113,7 @@ fn check_frame(frame: &[(Entity, ChatStream)], a: Entity, b: Entity) -> Vec<(usi
 #[test]
 fn a_watched_conversation_says_what_an_unwatched_one_says() {
     let slow = || {
-        let backend =
-            town_script::town_script_backend(SEED).with_latency(Duration::from_millis(1));
+        let backend = town_script::town_script_backend(SEED).with_latency(Duration::from_millis(1));
         LlmClient::new(Arc::new(backend))
     };
     let lockstep = SimClock::default()
@@ -126,7 +125,10 @@ fn a_watched_conversation_says_what_an_unwatched_one_says() {
     let unwatched = run_until_landed(&mut plain, a, Duration::ZERO, |frame| {
         streamed_while_unwatched += frame.len();
     });
-    assert_eq!(streamed_while_unwatched, 0, "nothing is streamed unless watched");
+    assert_eq!(
+        streamed_while_unwatched, 0,
+        "nothing is streamed unless watched"
+    );
 
     let (mut watched_app, a2, b2) = two_personas(slow(), true, lockstep);
     let mut finished_seen: Lines = Vec::new();
@@ -266,7 +268,10 @@ mod http {
         assert!(strict > 0, "no strict prefix seen: {partials:?}");
         let lines_seen: std::collections::BTreeSet<usize> =
             partials.iter().map(|(line, _)| *line).collect();
-        assert!(lines_seen.len() >= 2, "partials of several lines: {partials:?}");
+        assert!(
+            lines_seen.len() >= 2,
+            "partials of several lines: {partials:?}"
+        );
 
         // Only the utterances were streamed.
         let requests = chat_requests(&server);
