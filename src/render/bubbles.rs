@@ -11,7 +11,10 @@
 //!   lines already shown live are not typed again, and the line on screen keeps its typed
 //!   characters (when the validated line begins with what was shown; otherwise that line is
 //!   retyped, since it says something else). A conversation that lands in one piece (nobody
-//!   watching, or a backend that answers at once) is replayed line by line as before;
+//!   watching, or a backend that answers at once) is replayed line by line as before. Emoji in
+//!   a line are drawn in colour: the line is split into spans ([`chat_runs`]), the emoji ones
+//!   in the emoji font (Bevy's text has no per-glyph fallback to it here, and one span would
+//!   tint the emoji with the text colour);
 //! - a **💭 marker** while a persona's mind is checked out to a model call in
 //!   [`TimeMode::Realtime`], once it has been pending for
 //!   [`AgentSettings::thinking_marker_after_secs`] (never over a replay's
@@ -240,9 +243,21 @@ pub struct ThinkingMarker;
 /// The dialogue bubble above a persona (child of the persona).
 #[derive(Component, Debug, Clone, Copy)]
 pub struct ChatBubble;
-/// The text inside a dialogue bubble.
+/// The text inside a dialogue bubble (its spans are children; see [`ChatLine`]).
 #[derive(Component, Debug, Clone, Copy)]
 pub struct ChatText;
+/// The line a dialogue bubble shows this frame (on the [`ChatText`]); drawn as [`chat_runs`]
+/// spans.
+#[derive(Component, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChatLine(pub String);
+/// Which of a [`ChatText`]'s spans are emoji, in order.
+#[derive(Component, Debug, Clone, Default)]
+struct ChatSpanKinds(Vec<bool>);
+
+/// The colour of dialogue text.
+const CHAT_TEXT_COLOR: Color = Color::srgb(0.1, 0.1, 0.14);
+/// The size of dialogue text.
+const CHAT_FONT_SIZE: f32 = 11.0;
 /// Sizes a bubble's background to its text child: `padding` around the text, at least `min`.
 #[derive(Component, Debug, Clone, Copy)]
 pub struct FitToText {
@@ -277,6 +292,7 @@ impl Plugin for BubblesPlugin {
                     update_emoji_bubbles,
                     update_thinking_markers,
                     play_chats,
+                    draw_chat_lines,
                 )
                     .chain()
                     .after(super::sprites::PersonaSpritesSystems),
@@ -387,9 +403,11 @@ fn attach_bubbles(
                 .with_children(|bubble| {
                     bubble.spawn((
                         ChatText,
+                        ChatLine::default(),
+                        ChatSpanKinds::default(),
                         Text2d::new(""),
-                        TextFont::from_font_size(11.0),
-                        TextColor(Color::srgb(0.1, 0.1, 0.14)),
+                        TextFont::from_font_size(CHAT_FONT_SIZE),
+                        TextColor(CHAT_TEXT_COLOR),
                         TextLayout::new(Justify::Center, LineBreak::WordBoundary),
                         TextBounds::new_horizontal(CHAT_WRAP_WIDTH),
                         Anchor::BOTTOM_CENTER,
@@ -480,7 +498,7 @@ fn play_chats(
     live: Query<&ChatStream>,
     children: Query<&Children>,
     mut bubbles: Query<&mut Visibility, With<ChatBubble>>,
-    mut texts: Query<&mut Text2d, With<ChatText>>,
+    mut lines: Query<&mut ChatLine>,
 ) {
     let dt = time.delta_secs();
     let names: HashMap<String, Entity> = personas
@@ -554,14 +572,87 @@ fn play_chats(
                 continue;
             };
             for text_entity in bubble_kids.iter() {
-                if let Ok(mut t) = texts.get_mut(text_entity) {
-                    let wanted = text.cloned().unwrap_or_default();
-                    if t.0 != wanted {
-                        t.0 = wanted;
-                    }
+                if let Ok(mut line) = lines.get_mut(text_entity) {
+                    line.set_if_neq(ChatLine(text.cloned().unwrap_or_default()));
                 }
             }
         }
+    }
+}
+
+/// Characters that only join or restyle emoji: the zero-width joiner, variation selectors, the
+/// keycap mark and tag characters. The emoji font has no image for them (which Bevy's text
+/// treats as fatal) and the default font draws them as boxes, so dialogue drops them; joined
+/// sequences fall apart into their parts, as in [`bubble_emoji`].
+pub fn is_emoji_joiner(c: char) -> bool {
+    matches!(c,
+        '\u{200D}' | '\u{FE00}'..='\u{FE0F}' | '\u{20E3}' | '\u{E0020}'..='\u{E007F}')
+}
+
+/// Splits a dialogue line into runs for the default font (`false`) and runs of emoji for the
+/// colour emoji font (`true`, only characters it draws: [`is_drawable_emoji`]); emoji joiners
+/// are dropped ([`is_emoji_joiner`]).
+pub fn chat_runs(text: &str) -> Vec<(String, bool)> {
+    let mut runs: Vec<(String, bool)> = Vec::new();
+    for c in text.chars().filter(|&c| !is_emoji_joiner(c)) {
+        let emoji = is_drawable_emoji(c);
+        match runs.last_mut() {
+            Some((run, kind)) if *kind == emoji => run.push(c),
+            _ => runs.push((c.to_string(), emoji)),
+        }
+    }
+    runs
+}
+
+/// Draws each changed [`ChatLine`] as spans of its [`ChatText`]: updated in place while the
+/// runs keep their kinds (the typewriter adds a character at a time), rebuilt when they change.
+fn draw_chat_lines(
+    mut commands: Commands,
+    emoji: Res<EmojiFont>,
+    mut lines: Query<(Entity, &ChatLine, &mut ChatSpanKinds, Option<&Children>), Changed<ChatLine>>,
+    mut spans: Query<&mut TextSpan>,
+) {
+    for (entity, line, mut kinds, children) in &mut lines {
+        let runs = chat_runs(&line.0);
+        let wanted: Vec<bool> = runs.iter().map(|(_, emoji)| *emoji).collect();
+        let existing: Vec<Entity> = children
+            .map(|c| c.iter().filter(|e| spans.contains(*e)).collect())
+            .unwrap_or_default();
+        if kinds.0 == wanted && existing.len() == runs.len() {
+            for (span_entity, (text, _)) in existing.iter().zip(runs) {
+                if let Ok(mut span) = spans.get_mut(*span_entity)
+                    && span.0 != text
+                {
+                    span.0 = text;
+                }
+            }
+            continue;
+        }
+        for span_entity in existing {
+            commands.entity(span_entity).despawn();
+        }
+        kinds.0 = wanted;
+        commands.entity(entity).with_children(|parent| {
+            for (text, is_emoji) in runs {
+                match (is_emoji, &emoji.handle) {
+                    // White: colour glyphs are tinted by the text colour.
+                    (true, Some(font)) => parent.spawn((
+                        TextSpan::new(text),
+                        TextFont {
+                            font: font.clone().into(),
+                            font_size: CHAT_FONT_SIZE.into(),
+                            ..Default::default()
+                        },
+                        TextColor(Color::WHITE),
+                    )),
+                    _ => parent.spawn((
+                        TextSpan::new(text),
+                        TextFont::from_font_size(CHAT_FONT_SIZE),
+                        TextColor(CHAT_TEXT_COLOR),
+                    )),
+                };
+            }
+        });
     }
 }
 
@@ -765,6 +856,114 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn dialogue_splits_emoji_into_their_own_runs() {
+        let run = |t: &str, e| (t.to_string(), e);
+        assert_eq!(chat_runs(""), vec![]);
+        assert_eq!(chat_runs("Hi Bo!"), vec![run("Hi Bo!", false)]);
+        assert_eq!(
+            chat_runs("Coffee ☕\u{FE0F} at 5? 😀😀"),
+            vec![
+                run("Coffee ", false),
+                run("☕", true),
+                run(" at 5? ", false),
+                run("😀😀", true)
+            ]
+        );
+        // Joined sequences fall apart; skin tones stay; keycaps lose their mark.
+        assert_eq!(chat_runs("🧑\u{200D}🍳"), vec![run("🧑🍳", true)]);
+        assert_eq!(chat_runs("👋🏽 hi"), vec![run("👋🏽", true), run(" hi", false)]);
+        assert_eq!(chat_runs("#\u{FE0F}\u{20E3}1"), vec![run("#1", false)]);
+    }
+
+    /// The texts and kinds of a chat text's spans.
+    fn spans_of(app: &mut App, text: Entity) -> Vec<(Entity, String, bool)> {
+        let world = app.world();
+        let Some(children) = world.get::<Children>(text) else {
+            return Vec::new();
+        };
+        children
+            .iter()
+            .filter_map(|e| {
+                let span = world.get::<TextSpan>(e)?;
+                let color = world.get::<TextColor>(e)?;
+                Some((e, span.0.clone(), color.0 == Color::WHITE))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chat_lines_become_spans_updated_in_place_while_typing() {
+        let mut app = App::new();
+        app.init_resource::<EmojiFont>()
+            .init_resource::<Assets<Font>>()
+            .add_systems(Update, draw_chat_lines);
+        let text = app
+            .world_mut()
+            .spawn((ChatLine("Hi ".into()), ChatSpanKinds::default()))
+            .id();
+        app.update();
+        let first = spans_of(&mut app, text);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].1, "Hi ");
+        // The typewriter adds a character: the same span is updated.
+        app.world_mut()
+            .entity_mut(text)
+            .insert(ChatLine("Hi B".into()));
+        app.update();
+        let typed = spans_of(&mut app, text);
+        assert_eq!(typed.len(), 1);
+        assert_eq!((typed[0].0, typed[0].1.as_str()), (first[0].0, "Hi B"));
+        // An emoji arrives: spans are rebuilt, the emoji one untinted.
+        app.world_mut()
+            .entity_mut(text)
+            .insert(ChatLine("Hi Bo ☕!".into()));
+        app.update();
+        let runs: Vec<(String, bool)> = spans_of(&mut app, text)
+            .into_iter()
+            .map(|(_, t, white)| (t, white))
+            .collect();
+        // Without an emoji font the emoji span keeps the text's font and colour.
+        assert_eq!(
+            runs,
+            vec![
+                ("Hi Bo ".into(), false),
+                ("☕".into(), false),
+                ("!".into(), false)
+            ]
+        );
+        assert!(app.world().get_entity(first[0].0).is_err(), "old span gone");
+        // With the emoji font, the emoji span is drawn in it, in white.
+        let font = app
+            .world_mut()
+            .resource_mut::<Assets<Font>>()
+            .reserve_handle();
+        app.world_mut().resource_mut::<EmojiFont>().handle = Some(font.clone());
+        app.world_mut()
+            .entity_mut(text)
+            .insert(ChatLine("☕ ok".into()));
+        app.update();
+        let spans = spans_of(&mut app, text);
+        assert_eq!(spans.len(), 2);
+        let fonts: Vec<bool> = spans
+            .iter()
+            .map(|(e, _, _)| {
+                app.world()
+                    .get::<TextFont>(*e)
+                    .is_some_and(|f| f.font == FontSource::Handle(font.clone()))
+            })
+            .collect();
+        assert_eq!(fonts, vec![true, false]);
+        assert_eq!(
+            spans.iter().map(|(_, _, w)| *w).collect::<Vec<_>>(),
+            vec![true, false]
+        );
+        // An empty line has no spans.
+        app.world_mut().entity_mut(text).insert(ChatLine::default());
+        app.update();
+        assert!(spans_of(&mut app, text).is_empty());
     }
 
     #[test]
