@@ -111,8 +111,9 @@ pub fn is_drawable_emoji(c: char) -> bool {
 /// Where a persona's replay of its current chat stands.
 #[derive(Component, Debug, Clone, Default, PartialEq)]
 pub struct ChatPlayback {
-    /// The first line of the chat being replayed, its key (see [`follow_chat`]): a new first
-    /// line starts a new replay. `None` while a streamed first line is still being spoken.
+    /// The first line of the chat being replayed, its key: a new first line starts a new
+    /// replay, the same one (a streamed chat that lands) goes on. `None` while a streamed first
+    /// line is still being spoken.
     pub first_line: Option<(String, String)>,
     /// The line being typed.
     pub line: usize,
