@@ -15,6 +15,31 @@ use crate::persona::{
 use crate::settings::AgentSettings;
 use crate::world::{MapError, TownMap};
 
+/// Task pools for a simulation app: the compute pool gets every core.
+///
+/// Thoughts are CPU work on the compute pool (each step's thoughts are polled there in
+/// parallel), while model calls wait on the async compute pool and files on the IO pool, both
+/// mostly asleep. Bevy's defaults give the IO and async pools a quarter of the cores each and
+/// the compute pool what is left — on a 2-core machine, one thread, so a busy step ran on one
+/// core. Here the compute pool has one thread per core and the two others keep their defaults
+/// (a few more threads than cores, of which only the compute ones are busy).
+///
+/// ```
+/// use bevy::prelude::*;
+/// let mut app = App::new();
+/// app.add_plugins(MinimalPlugins.set(bevy_generative_agents::headless::simulation_task_pools()));
+/// ```
+pub fn simulation_task_pools() -> TaskPoolPlugin {
+    let cores = bevy::tasks::available_parallelism();
+    let mut options = TaskPoolOptions::default();
+    // The compute pool is sized last, from the cores the other pools left; `min_threads` at
+    // the core count keeps it from getting fewer.
+    options.compute.min_threads = cores;
+    TaskPoolPlugin {
+        task_pool_options: options,
+    }
+}
+
 /// What a headless demo runs.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
@@ -81,7 +106,7 @@ pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, 
     };
 
     let mut app = App::new();
-    app.add_plugins(MinimalPlugins);
+    app.add_plugins(MinimalPlugins.set(simulation_task_pools()));
     if with_log {
         app.add_plugins(LogPlugin::default());
     }

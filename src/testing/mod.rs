@@ -26,11 +26,12 @@ use crate::persona::{PersonaError, default_personas_dir, load_persona_sheets, sp
 use crate::settings::AgentSettings;
 use crate::world::{MapError, TownMap};
 
-/// A headless app: [`MinimalPlugins`], the agent plugins, the given client, a Lockstep clock at
+/// A headless app: [`MinimalPlugins`] (with [`crate::headless::simulation_task_pools`]), the
+/// agent plugins, the given client, a Lockstep clock at
 /// max speed, and virtual time advancing a fixed 16 ms per update.
 pub fn create_test_app(client: LlmClient) -> App {
     let mut app = App::new();
-    app.add_plugins(MinimalPlugins)
+    app.add_plugins(MinimalPlugins.set(crate::headless::simulation_task_pools()))
         .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_millis(
             16,
         )))
