@@ -496,6 +496,7 @@ pub fn start_conversations(
             .unwrap_or_default()
     });
     let mut busy: HashSet<Entity> = HashSet::new();
+    let mut started = Vec::new();
     for (initiator, target_name) in wanted {
         let Some(&target) = by_name.get(&target_name) else {
             continue;
@@ -526,7 +527,7 @@ pub fn start_conversations(
             },
         );
         let (sink, feed) = open_chat_stream(watch.as_deref(), initiator, target).unzip();
-        let future = converse_task(
+        let future: BoxedFuture<ConversationDone> = Box::pin(converse_task(
             initiator,
             mind_a,
             target,
@@ -537,9 +538,13 @@ pub fn start_conversations(
             now,
             step,
             sink,
-        );
-        let mut future = Box::pin(future);
-        match block_on(poll_once(&mut future)) {
+        ));
+        started.push(((initiator, target, feed), future));
+    }
+    // Polled once in parallel, like thoughts: the scripted backend finishes them here.
+    let polled = poll_all_once(&mut started);
+    for (((initiator, target, feed), future), done) in started.into_iter().zip(polled) {
+        match done {
             Some(done) => landed.conversations.push(done),
             None => {
                 let task = AsyncComputeTaskPool::get().spawn(future);
@@ -552,6 +557,28 @@ pub fn start_conversations(
                 commands.entity(target).insert(AwaitingCognition::new(step));
             }
         }
+    }
+}
+
+/// A future boxed so it can be polled in place and then moved into a task.
+type BoxedFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// Polls every future once, in parallel on the compute pool when there are several: a backend
+/// that answers at once finishes them here on every core; the others are left to become tasks.
+fn poll_all_once<K: Send, T: Send + 'static>(
+    futures: &mut [(K, BoxedFuture<T>)],
+) -> Vec<Option<T>> {
+    if futures.len() > 1 {
+        ComputeTaskPool::get().scope(|scope| {
+            for (_, future) in futures.iter_mut() {
+                scope.spawn(async move { poll_once(future).await });
+            }
+        })
+    } else {
+        futures
+            .iter_mut()
+            .map(|(_, future)| block_on(poll_once(future)))
+            .collect()
     }
 }
 
@@ -659,7 +686,7 @@ pub fn start_thoughts(
     let others = Arc::new(others_map);
 
     let mut personas = queries.p0();
-    let mut started: Vec<(Entity, ThoughtFuture)> = Vec::new();
+    let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
     for (_, entity) in needy {
         let Ok((entity, _, mut mind, body, _, _, percepts)) = personas.get_mut(entity) else {
             continue;
@@ -681,20 +708,8 @@ pub fn start_thoughts(
         };
         started.push((entity, Box::pin(think(state, input))));
     }
-    // Each thought is polled once, in parallel: a backend that answers at once finishes them
-    // here on every core; the others go on as tasks. Results land in `SimPoll` either way.
-    let polled: Vec<Option<ThoughtOutcome>> = if started.len() > 1 {
-        ComputeTaskPool::get().scope(|scope| {
-            for (_, future) in started.iter_mut() {
-                scope.spawn(async move { poll_once(future).await });
-            }
-        })
-    } else {
-        started
-            .iter_mut()
-            .map(|(_, future)| block_on(poll_once(future)))
-            .collect()
-    };
+    // Each thought is polled once, in parallel; results land in `SimPoll` either way.
+    let polled = poll_all_once(&mut started);
     for ((entity, future), outcome) in started.into_iter().zip(polled) {
         match outcome {
             Some(outcome) => landed.thoughts.push((entity, outcome)),
@@ -707,9 +722,6 @@ pub fn start_thoughts(
         }
     }
 }
-
-/// A thought's future, boxed so it can be polled in place and then moved into a task.
-type ThoughtFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ThoughtOutcome> + Send>>;
 
 /// Checks in the thoughts and conversations that landed (runs in [`SimPoll`]).
 pub fn collect_thoughts(
