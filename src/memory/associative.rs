@@ -283,8 +283,15 @@ impl AssociativeMemory {
         let index = self.index_mut(node.kind);
         index.seq.push(id);
         node.type_count = u32::try_from(index.seq.len()).unwrap_or(u32::MAX);
+        // Look up before inserting: most keywords are already there, and `entry` would allocate
+        // an owned key for every one.
         for kw in &node.keywords {
-            index.by_keyword.entry(kw.clone()).or_default().push(id);
+            match index.by_keyword.get_mut(kw) {
+                Some(ids) => ids.push(id),
+                None => {
+                    index.by_keyword.insert(kw.clone(), vec![id]);
+                }
+            }
         }
         if count_strength && !idle {
             let strengths = match node.kind {
@@ -294,8 +301,12 @@ impl AssociativeMemory {
             };
             if let Some(strengths) = strengths {
                 for kw in &node.keywords {
-                    let strength = strengths.entry(kw.clone()).or_insert(0);
-                    *strength = strength.saturating_add(1);
+                    match strengths.get_mut(kw) {
+                        Some(strength) => *strength = strength.saturating_add(1),
+                        None => {
+                            strengths.insert(kw.clone(), 1);
+                        }
+                    }
                 }
             }
         }

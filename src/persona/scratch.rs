@@ -122,19 +122,31 @@ pub struct Scratch {
 impl Scratch {
     /// The identity stable set as prompt text (Smallville's `get_str_iss`).
     pub fn identity_summary(&self) -> String {
-        let mut s = String::new();
-        s.push_str(&format!("Name: {}\n", self.name));
-        s.push_str(&format!("Age: {}\n", self.age));
-        s.push_str(&format!("Innate traits: {}\n", self.innate));
-        s.push_str(&format!("Learned traits: {}\n", self.learned));
-        s.push_str(&format!("Currently: {}\n", self.currently));
-        s.push_str(&format!("Lifestyle: {}\n", self.lifestyle));
-        s.push_str(&format!(
-            "Daily plan requirement: {}\n",
+        use std::fmt::Write as _;
+        // Asked for by nearly every prompt: one buffer, written once.
+        let mut s = String::with_capacity(
+            160 + self.name.len()
+                + self.innate.len()
+                + self.learned.len()
+                + self.currently.len()
+                + self.lifestyle.len()
+                + self.daily_plan_req.len(),
+        );
+        // Writing into a `String` cannot fail.
+        let _ = write!(
+            s,
+            "Name: {}\nAge: {}\nInnate traits: {}\nLearned traits: {}\nCurrently: {}\n\
+             Lifestyle: {}\nDaily plan requirement: {}\n",
+            self.name,
+            self.age,
+            self.innate,
+            self.learned,
+            self.currently,
+            self.lifestyle,
             self.daily_plan_req
-        ));
+        );
         if let Some(time) = self.curr_time {
-            s.push_str(&format!("Current Date: {}\n", time.format("%A %B %d")));
+            let _ = writeln!(s, "Current Date: {}", time.format("%A %B %d"));
         }
         s
     }
@@ -201,6 +213,29 @@ mod tests {
             .unwrap()
             .and_hms_opt(h, m, s)
             .unwrap()
+    }
+
+    #[test]
+    fn identity_summary_is_smallvilles_iss() {
+        let mut s = Scratch {
+            name: "Mira Okafor".into(),
+            age: 34,
+            innate: "curious, warm".into(),
+            learned: "Mira is a baker.".into(),
+            currently: "planning a market stall".into(),
+            lifestyle: "early riser".into(),
+            daily_plan_req: "bake bread every morning".into(),
+            ..Default::default()
+        };
+        let without_date = "Name: Mira Okafor\nAge: 34\nInnate traits: curious, warm\n\
+            Learned traits: Mira is a baker.\nCurrently: planning a market stall\n\
+            Lifestyle: early riser\nDaily plan requirement: bake bread every morning\n";
+        assert_eq!(s.identity_summary(), without_date);
+        s.curr_time = Some(at(9, 0, 0));
+        assert_eq!(
+            s.identity_summary(),
+            format!("{without_date}Current Date: Monday February 13\n")
+        );
     }
 
     #[test]
