@@ -14,12 +14,19 @@
 //! ```text
 //! cargo bench --no-default-features --bench agent_steps
 //! GA_BENCH_FROM=02:00 cargo bench --no-default-features --bench agent_steps   # the sleeping town
+//! GA_BENCH_CENSUS=30 cargo bench --no-default-features --bench agent_steps     # what a step asks
+//! GA_BENCH_SIZES=1000 cargo bench --no-default-features --bench agent_steps    # one size only
 //! ```
+//!
+//! `GA_BENCH_CENSUS=K` skips criterion and, for each size, runs K steps from the snapshot once
+//! and prints the model calls per step by prompt kind (calls and cache hits) with the time per
+//! step: where the step's time goes when thoughts dominate it.
 
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
+use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::persist::{SaveData, apply_save, decode, save_world};
 use bevy_generative_agents::persona::{ActionView, Diary, Persona};
 use bevy_generative_agents::testing::{
@@ -107,15 +114,62 @@ fn run_steps(app: &mut App, steps: u64) -> Duration {
     start.elapsed()
 }
 
+/// The sizes to measure: 25, 100 and 1,000, or the comma-separated `GA_BENCH_SIZES`.
+fn sizes() -> Vec<usize> {
+    std::env::var("GA_BENCH_SIZES")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|| vec![25, 100, 1_000])
+}
+
+/// `GA_BENCH_CENSUS=K`: K steps from the snapshot, then the model calls per step by kind.
+fn census_steps() -> Option<u64> {
+    std::env::var("GA_BENCH_CENSUS").ok()?.parse().ok()
+}
+
+fn print_census(app: &mut App, n: usize, steps: u64) {
+    let before = app.world().resource::<LlmClient>().usage();
+    eprintln!("{n} personas: census of {steps} steps");
+    let elapsed = run_steps(app, steps);
+    let after = app.world().resource::<LlmClient>().usage();
+    let per_step = |x: u64, y: u64| x.saturating_sub(y) as f64 / steps as f64;
+    eprintln!(
+        "{n} personas, {steps} steps from {}: {:.2} ms/step",
+        measure_from(),
+        elapsed.as_secs_f64() * 1e3 / steps as f64
+    );
+    eprintln!(
+        "  {:<34} {:>10} {:>12}",
+        "kind", "calls/step", "cached/step"
+    );
+    for (kind, usage) in &after.kinds {
+        let old = before.kind(kind);
+        let calls = per_step(usage.calls, old.calls);
+        let cached = per_step(usage.cache_hits, old.cache_hits);
+        if calls > 0.0 || cached > 0.0 {
+            eprintln!("  {kind:<34} {calls:>10.2} {cached:>12.2}");
+        }
+    }
+}
+
 fn agent_steps(c: &mut Criterion) {
+    let census = census_steps();
     let mut group = c.benchmark_group("agent_steps");
-    for n in [25usize, 100, 1_000] {
+    for n in sizes() {
         let Some(mut app) = warmed_app(n) else {
             continue;
         };
         let Some(snapshot) = snapshot(&mut app, n) else {
             continue;
         };
+        if let Some(steps) = census {
+            print_census(&mut app, n, steps);
+            continue;
+        }
         group.throughput(Throughput::Elements(n as u64));
         if n >= 1_000 {
             group
