@@ -438,10 +438,13 @@ impl ResponseCache {
     /// The entry stays in memory even when the write fails.
     pub fn insert(&self, entry: CacheEntry) -> Result<(), CacheError> {
         let mut inner = self.lock();
-        let line = serde_json::to_string(&entry);
+        // Only a cache with a file needs the entry as a line: a memory-only cache (tests,
+        // benches, a config without a cache path) skips the serialisation: an embedding is
+        // hundreds of numbers.
+        let line = inner.file.is_some().then(|| serde_json::to_string(&entry));
         inner.entries.insert(entry.key, entry);
         let CacheInner { file, path, .. } = &mut *inner;
-        if let (Some(file), Some(path)) = (file.as_mut(), path.as_ref()) {
+        if let (Some(file), Some(path), Some(line)) = (file.as_mut(), path.as_ref(), line) {
             let mut line = line.map_err(|e| CacheError::Io {
                 path: path.clone(),
                 source: e.into(),
