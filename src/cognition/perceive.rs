@@ -57,26 +57,15 @@ pub fn learn_places(
     }
 }
 
-/// Whether `event` is the memory triple `(s, p, o)` (with an idle event's missing parts read
-/// as `("is", "idle")`), without allocating.
-pub fn event_matches(event: &TileEvent, s: &str, p: &str, o: &str) -> bool {
-    if event.subject != s {
-        return false;
-    }
-    match event.predicate.as_deref() {
-        None => p == "is" && o == "idle",
-        Some(pred) => pred == p && event.object.as_deref().unwrap_or("idle") == o,
-    }
-}
-
 /// Whether `event` is already among the persona's latest `retention` events (SPEC §3.1 step 3:
-/// such an event is not stored again).
+/// such an event is not stored again). An idle event's missing parts read as `("is", "idle")`.
 pub fn recently_perceived(mind: &MindState, event: &TileEvent) -> bool {
-    let retention = mind.scratch.params.retention;
+    let (p, o) = match event.predicate.as_deref() {
+        None => ("is", "idle"),
+        Some(p) => (p, event.object.as_deref().unwrap_or("idle")),
+    };
     mind.associative
-        .events()
-        .take(retention)
-        .any(|node| event_matches(event, &node.subject, &node.predicate, &node.object))
+        .recent_event_is(mind.scratch.params.retention, (&event.subject, p, o))
 }
 
 /// The offsets of the square of radius `r`, nearest first: by squared distance, then by tile

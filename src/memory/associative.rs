@@ -30,6 +30,26 @@ pub(crate) struct Columns {
     pub expiration: Vec<i64>,
     /// Event or thought and not idle: what `new_retrieve` may return.
     pub candidate: Vec<bool>,
+    /// [`triple_fingerprint`] of the node's (s, p, o): perception's novelty check compares
+    /// these before any string.
+    pub triple: Vec<u64>,
+}
+
+/// A 64-bit fingerprint of an (s, p, o) triple (FNV-1a over the three parts with separators),
+/// the same in every run. Equal triples have equal fingerprints; a match is confirmed on the
+/// strings.
+pub fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    for part in [s, p, o] {
+        for &byte in part.as_bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(PRIME);
+        }
+        // 0xff never occurs in UTF-8, so ("ab", "c") and ("a", "bc") differ.
+        hash = (hash ^ 0xff).wrapping_mul(PRIME);
+    }
+    hash
 }
 
 /// Per-kind indexes. Sequences and keyword lists are stored oldest first (append-only, so adding
@@ -125,6 +145,18 @@ impl AssociativeMemory {
             .iter()
             .rev()
             .map(|id| &self.nodes[id.index()])
+    }
+
+    /// Whether an event with the triple (s, p, o) is among the latest `latest` events (SPEC §3.1
+    /// step 3). Compares fingerprints first, so a miss costs no string comparison.
+    pub fn recent_event_is(&self, latest: usize, (s, p, o): (&str, &str, &str)) -> bool {
+        let fingerprint = triple_fingerprint(s, p, o);
+        self.events.seq.iter().rev().take(latest).any(|id| {
+            self.columns.triple.get(id.index()) == Some(&fingerprint)
+                && self.nodes.get(id.index()).is_some_and(|node| {
+                    node.subject == s && node.predicate == p && node.object == o
+                })
+        })
     }
 
     /// Events, newest first.
@@ -320,6 +352,11 @@ impl AssociativeMemory {
             .expiration
             .push(node.expiration.map_or(i64::MAX, epoch_seconds));
         columns.candidate.push(node.kind != NodeKind::Chat && !idle);
+        columns.triple.push(triple_fingerprint(
+            &node.subject,
+            &node.predicate,
+            &node.object,
+        ));
         self.nodes.push(node);
     }
 
@@ -506,6 +543,35 @@ mod tests {
         NewMemory::new(at(8), (s, p, o), format!("{s} {p} {o}"))
             .keywords([last(s), last(o)])
             .embedding(vector)
+    }
+
+    #[test]
+    fn recent_events_are_found_by_triple_within_the_window() {
+        let mut mem = AssociativeMemory::default();
+        for (k, (s, p, o)) in [
+            ("Ana", "is", "idle"),
+            ("Ben", "drinks", "coffee"),
+            ("Ana", "reads", "book"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let Ok(_) = mem.add_event(event(s, p, o, vec![1.0, k as f32]), Vec::new()) else {
+                panic!("adding must work");
+            };
+        }
+        assert!(mem.recent_event_is(3, ("Ana", "is", "idle")));
+        assert!(mem.recent_event_is(1, ("Ana", "reads", "book")));
+        // Outside the window of the latest two.
+        assert!(!mem.recent_event_is(2, ("Ana", "is", "idle")));
+        // Parts that concatenate to the same text are different triples.
+        assert!(!mem.recent_event_is(3, ("Ben", "drink", "scoffee")));
+        assert!(!mem.recent_event_is(3, ("Ben", "drinks", "tea")));
+        assert!(!mem.recent_event_is(0, ("Ana", "reads", "book")));
+        assert_ne!(
+            triple_fingerprint("ab", "c", "d"),
+            triple_fingerprint("a", "bc", "d")
+        );
     }
 
     #[test]
