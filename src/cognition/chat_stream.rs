@@ -34,6 +34,7 @@ use std::collections::HashMap;
 use bevy::prelude::*;
 
 use crate::clock::SimPoll;
+use crate::prompt::clean::{Bracket, matching_close};
 use crate::prompt::{AnswerWatcher, clean_response};
 
 use super::prompts::NextUtterance;
@@ -608,37 +609,14 @@ fn skip_value(text: &str, pos: usize) -> Result<usize, Short> {
     }
 }
 
-/// Skips the object or array opening at `pos` (brackets matched, strings honoured).
+/// Skips the object or array opening at `pos` (brackets matched, strings honoured, nesting
+/// bounded as the answer parser bounds it).
 fn skip_nested(bytes: &[u8], pos: usize) -> Result<usize, Short> {
-    let mut stack: Vec<u8> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &b) in bytes.iter().enumerate().skip(pos) {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' => stack.push(b'}'),
-            b'[' => stack.push(b']'),
-            b'}' | b']' => {
-                if stack.pop() != Some(b) {
-                    return Err(Short::Invalid);
-                }
-                if stack.is_empty() {
-                    return Ok(i + 1);
-                }
-            }
-            _ => {}
-        }
+    match matching_close(bytes, pos, &mut Vec::new()).0 {
+        Bracket::Closed(close) => Ok(close + 1),
+        Bracket::Unclosed => Err(Short::End),
+        Bracket::Invalid => Err(Short::Invalid),
     }
-    Err(Short::End)
 }
 
 /// Reads the complete string opening at `pos`: its decoded value and the position after it.

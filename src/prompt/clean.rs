@@ -81,7 +81,7 @@ pub fn extract_json(text: &str) -> Option<serde_json::Value> {
         let start = search_from + rel;
         let (end, scanned) = matching_close(bytes, start, &mut stack);
         budget = budget.checked_sub(scanned)?;
-        if let Some(end) = end {
+        if let Bracket::Closed(end) = end {
             // Parsing reads the span once more.
             budget = budget.checked_sub(end + 1 - start)?;
             if let Ok(value) = serde_json::from_str(&text[start..=end]) {
@@ -93,10 +93,20 @@ pub fn extract_json(text: &str) -> Option<serde_json::Value> {
     None
 }
 
-/// Index of the bracket closing the one at `start`, honouring JSON strings and escapes, and the
-/// number of bytes looked at. `None` on a mismatched bracket, nesting deeper than
-/// [`MAX_JSON_DEPTH`], or the end of the text.
-fn matching_close(bytes: &[u8], start: usize, stack: &mut Vec<u8>) -> (Option<usize>, usize) {
+/// What [`matching_close`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bracket {
+    /// The index of the closing bracket.
+    Closed(usize),
+    /// The text ended first (a streamed answer may still close it).
+    Unclosed,
+    /// A mismatched bracket, or nesting deeper than [`MAX_JSON_DEPTH`].
+    Invalid,
+}
+
+/// The bracket closing the one at `start`, honouring JSON strings and escapes, and the number
+/// of bytes looked at.
+pub(crate) fn matching_close(bytes: &[u8], start: usize, stack: &mut Vec<u8>) -> (Bracket, usize) {
     stack.clear();
     let mut in_string = false;
     let mut escaped = false;
@@ -115,27 +125,39 @@ fn matching_close(bytes: &[u8], start: usize, stack: &mut Vec<u8>) -> (Option<us
             b'"' => in_string = true,
             b'{' | b'[' => {
                 if stack.len() == MAX_JSON_DEPTH {
-                    return (None, scanned);
+                    return (Bracket::Invalid, scanned);
                 }
                 stack.push(if b == b'{' { b'}' } else { b']' });
             }
             b'}' | b']' => {
                 if stack.pop() != Some(b) {
-                    return (None, scanned);
+                    return (Bracket::Invalid, scanned);
                 }
                 if stack.is_empty() {
-                    return (Some(i), scanned);
+                    return (Bracket::Closed(i), scanned);
                 }
             }
             _ => {}
         }
     }
-    (None, bytes.len().saturating_sub(start))
+    (Bracket::Unclosed, bytes.len().saturating_sub(start))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn brackets_close_stay_open_or_are_invalid() {
+        let close = |text: &str| matching_close(text.as_bytes(), 0, &mut Vec::new()).0;
+        assert_eq!(close(r#"{"a": [1, "]}"]} tail"#), Bracket::Closed(15));
+        assert_eq!(close(r#"{"a": [1, 2"#), Bracket::Unclosed);
+        assert_eq!(close(r#"{"a": "}"#), Bracket::Unclosed);
+        assert_eq!(close(r#"{"a": [1}"#), Bracket::Invalid);
+        let deep = "[".repeat(MAX_JSON_DEPTH + 1);
+        assert_eq!(close(&deep), Bracket::Invalid);
+        assert_eq!(close(&"[".repeat(MAX_JSON_DEPTH)), Bracket::Unclosed);
+    }
 
     #[test]
     fn think_blocks_are_removed() {

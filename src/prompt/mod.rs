@@ -17,7 +17,7 @@
 //! display only: the watcher sees raw attempts (including ones that are then rejected), and the
 //! parsed, validated value is still the only truth.
 
-mod clean;
+pub(crate) mod clean;
 mod parse;
 mod template;
 
