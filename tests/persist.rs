@@ -6,15 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+mod common;
+
 use bevy::prelude::{Messages, With};
 use bevy_generative_agents::clock::{AwaitingCognition, SimClock, SimSpeed};
-use bevy_generative_agents::llm::{BackendChoice, LlmClient, LlmConfig, ScriptedBackend};
-use bevy_generative_agents::output::{RunOptions, RunReport, run};
+use bevy_generative_agents::llm::{LlmClient, LlmConfig, ScriptedBackend};
+use bevy_generative_agents::output::{RunOptions, run};
 use bevy_generative_agents::persist::{
     CacheMode, PersistError, PersistOutcome, SaveRequest, build_app_from_save, check_replay,
     decode, fork_save, load_into_world, recover_interrupted_save, write_report,
 };
 use bevy_generative_agents::persona::Persona;
+use common::{copy_tree, run_ok, scripted_run_options};
 
 const BIN: &str = env!("CARGO_BIN_EXE_smallville");
 
@@ -26,19 +29,7 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn options(hours: f64, out: &Path) -> RunOptions {
-    let mut options = RunOptions::new(hours, out)
-        .with_backend(BackendChoice::Scripted)
-        .with_personas(3)
-        .with_seed(5);
-    options.report = false;
-    options
-}
-
-fn run_ok(options: &RunOptions) -> RunReport {
-    match run(options) {
-        Ok(report) => report,
-        Err(err) => panic!("run failed: {err}"),
-    }
+    scripted_run_options(hours, 3, 5, out)
 }
 
 /// Every file under `dir`, relative path → bytes, with `meta.json`'s wall-clock field zeroed.
@@ -216,19 +207,6 @@ fn good_save(root: &Path) -> PathBuf {
     let out = root.join("base");
     run_ok(&options(7.5, &out));
     out.join("save")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let path = entry.expect("entry").path();
-        let target = to.join(path.file_name().expect("name"));
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).expect("copy");
-        }
-    }
 }
 
 fn first_persona(save: &Path) -> PathBuf {

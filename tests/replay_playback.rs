@@ -6,15 +6,17 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod common;
+
 use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 use bevy_generative_agents::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
-use bevy_generative_agents::llm::BackendChoice;
-use bevy_generative_agents::output::{MovementReplay, PersonaFrame, RunOptions, run};
+use bevy_generative_agents::output::{MovementReplay, PersonaFrame};
 use bevy_generative_agents::persist::{
     CheckedReplay, ReplayActor, ReplayPlayback, ReplayPlugin, load_replay,
 };
 use bevy_generative_agents::persona::{ActionView, Body, Mind, Persona};
+use common::scripted_run;
 
 /// One run shared by the tests: 3 personas from midnight to 12:30, so the log holds the
 /// night's stillness, the morning's walks and the first conversation (at 12:02 with seed 1).
@@ -25,14 +27,7 @@ fn checked() -> &'static CheckedReplay {
         let root = std::env::temp_dir().join(format!("bga-replay-playback-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let out = root.join("run");
-        let mut options = RunOptions::new(12.5, &out)
-            .with_backend(BackendChoice::Scripted)
-            .with_personas(3)
-            .with_seed(1);
-        options.report = false;
-        if let Err(err) = run(&options) {
-            panic!("run failed: {err}");
-        }
+        scripted_run(12.5, 3, 1, &out);
         let checked = load_replay(&out, None);
         let _ = std::fs::remove_dir_all(&root);
         match checked {

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use bevy::asset::RenderAssetUsages;
 use bevy::image::{CompressedImageFormats, Image, ImageSampler, ImageType};
-use bevy_generative_agents::llm::BackendChoice;
-use bevy_generative_agents::output::{RunOptions, run};
+mod common;
 use bevy_generative_agents::render::WINDOW_SIZE;
+use common::scripted_run;
 
 fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
@@ -166,18 +166,6 @@ fn assert_drawn_town(path: &Path) {
     );
 }
 
-/// A scripted run of `hours` with 3 personas into `out` (movement log and save).
-fn scripted_run(hours: f64, out: &Path) {
-    let mut options = RunOptions::new(hours, out)
-        .with_backend(BackendChoice::Scripted)
-        .with_personas(3)
-        .with_seed(1);
-    options.report = false;
-    if let Err(err) = run(&options) {
-        panic!("run failed: {err}");
-    }
-}
-
 #[test]
 fn screenshot_mode_writes_a_png_of_the_drawn_town() {
     if skip_window_tests() {
@@ -200,7 +188,7 @@ fn a_replay_plays_the_movement_log_in_the_window_without_a_model() {
     let dir = scratch_dir("replay");
     let run_dir = dir.join("run");
     // Into the morning: the personas are up and about.
-    scripted_run(8.5, &run_dir);
+    scripted_run(8.5, 3, 1, &run_dir);
     let out = dir.join("replay.png");
     let log = match run_window(
         &out,
@@ -235,7 +223,7 @@ fn a_save_opens_in_the_window_with_load() {
     }
     let dir = scratch_dir("load");
     let run_dir = dir.join("run");
-    scripted_run(1.0, &run_dir);
+    scripted_run(1.0, 3, 1, &run_dir);
     let out = dir.join("loaded.png");
     let log = match run_window(
         &out,

@@ -7,8 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use bevy_generative_agents::llm::BackendChoice;
-use bevy_generative_agents::output::{RunOptions, run};
+mod common;
+#[cfg(feature = "render")]
+use common::copy_tree;
+use common::scripted_run;
 
 const BIN: &str = env!("CARGO_BIN_EXE_smallville");
 
@@ -23,29 +25,8 @@ fn temp(name: &str) -> PathBuf {
 /// every test makes its own and removes it with its folder.
 fn good_run(root: &Path) -> PathBuf {
     let out = root.join("run");
-    let mut options = RunOptions::new(0.5, &out)
-        .with_backend(BackendChoice::Scripted)
-        .with_personas(2)
-        .with_seed(2);
-    options.report = false;
-    if let Err(err) = run(&options) {
-        panic!("run failed: {err}");
-    }
+    scripted_run(0.5, 2, 2, &out);
     out
-}
-
-#[cfg(feature = "render")]
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let path = entry.expect("entry").path();
-        let target = to.join(path.file_name().expect("name"));
-        if path.is_dir() {
-            copy_tree(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).expect("copy");
-        }
-    }
 }
 
 /// Runs the binary with `args`, no display, and a screenshot request so that even a window
