@@ -57,15 +57,20 @@ pub fn learn_places(
     }
 }
 
+/// The (s, p, o) an event is remembered as: an idle event's missing parts read as
+/// `("is", "idle")`, a missing object as `"idle"`.
+pub fn memory_triple(event: &TileEvent) -> (&str, &str, &str) {
+    match event.predicate.as_deref() {
+        None => (&event.subject, "is", "idle"),
+        Some(p) => (&event.subject, p, event.object.as_deref().unwrap_or("idle")),
+    }
+}
+
 /// Whether `event` is already among the persona's latest `retention` events (SPEC §3.1 step 3:
-/// such an event is not stored again). An idle event's missing parts read as `("is", "idle")`.
+/// such an event is not stored again), by its [`memory_triple`].
 pub fn recently_perceived(mind: &MindState, event: &TileEvent) -> bool {
-    let (p, o) = match event.predicate.as_deref() {
-        None => ("is", "idle"),
-        Some(p) => (p, event.object.as_deref().unwrap_or("idle")),
-    };
     mind.associative
-        .recent_event_is(mind.scratch.params.retention, (&event.subject, p, o))
+        .recent_event_is(mind.scratch.params.retention, memory_triple(event))
 }
 
 /// The offsets of the square of radius `r`, nearest first: by squared distance, then by tile
@@ -208,30 +213,26 @@ pub fn gather_percepts(
 /// An event as stored in memory: `(s, p, o)` with an idle event's missing parts filled in and
 /// its description `"<last part of subject> is <description>"` (SPEC §3.1 step 3).
 pub fn event_memory_parts(event: &TileEvent) -> (String, String, String, String) {
-    let subject = event.subject.clone();
-    let (predicate, object, description) = match &event.predicate {
-        None => ("is".to_string(), "idle".to_string(), "idle".to_string()),
-        Some(p) => (
-            p.clone(),
-            event.object.clone().unwrap_or_else(|| "idle".to_string()),
-            event
-                .description
-                .clone()
-                .unwrap_or_else(|| format!("{} {}", p, event.object.clone().unwrap_or_default())),
-        ),
+    let (subject, predicate, object) = memory_triple(event);
+    let description = match &event.predicate {
+        None => "idle".to_string(),
+        Some(p) => event
+            .description
+            .clone()
+            .unwrap_or_else(|| format!("{} {}", p, event.object.clone().unwrap_or_default())),
     };
-    let short = subject
-        .rsplit(':')
-        .next()
-        .unwrap_or(&subject)
-        .trim()
-        .to_string();
-    let description = if description.starts_with(&short) {
+    let short = subject.rsplit(':').next().unwrap_or(subject).trim();
+    let description = if description.starts_with(short) {
         description
     } else {
         format!("{short} is {description}")
     };
-    (subject, predicate, object, description)
+    (
+        subject.to_string(),
+        predicate.to_string(),
+        object.to_string(),
+        description,
+    )
 }
 
 /// The keywords of a perceived event: the last segment of its subject and of its object.
