@@ -55,11 +55,22 @@ const SEED: u64 = 11;
 const WARM_UP_LIMIT: Duration = Duration::from_secs(900);
 /// The time of day every measurement starts at: 09:00, or `GA_BENCH_FROM=HH:MM`.
 fn measure_from() -> NaiveTime {
-    std::env::var("GA_BENCH_FROM")
-        .ok()
-        .and_then(|t| NaiveTime::parse_from_str(&t, "%H:%M").ok())
-        .or_else(|| NaiveTime::from_hms_opt(9, 0, 0))
-        .unwrap_or(NaiveTime::MIN)
+    env_setting("GA_BENCH_FROM", "a time HH:MM", |t| {
+        NaiveTime::parse_from_str(t, "%H:%M").ok()
+    })
+    .or_else(|| NaiveTime::from_hms_opt(9, 0, 0))
+    .unwrap_or(NaiveTime::MIN)
+}
+
+/// The environment variable `name` read with `parse`; a value that does not parse is said
+/// (with what was expected) and the default used instead, never silently.
+fn env_setting<T>(name: &str, expected: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
+    let value = std::env::var(name).ok()?;
+    let parsed = parse(value.trim());
+    if parsed.is_none() {
+        eprintln!("{name}={value:?} is not {expected}; using the default");
+    }
+    parsed
 }
 
 /// A town of `n` personas whose days are planned, or `None` (with a message) when it cannot be
@@ -130,39 +141,42 @@ fn run_steps(app: &mut App, steps: u64) -> Duration {
 
 /// Steps per measured window: 60 (10 game minutes), or `GA_BENCH_WINDOW`.
 fn window_steps() -> u64 {
-    std::env::var("GA_BENCH_WINDOW")
-        .ok()
-        .and_then(|k| k.parse().ok())
-        .filter(|&k| k > 0)
-        .unwrap_or(60)
+    env_setting("GA_BENCH_WINDOW", "a number of steps above 0", |k| {
+        k.parse().ok().filter(|&k| k > 0)
+    })
+    .unwrap_or(60)
 }
 
 /// The sizes to measure: 25, 100 and 1,000, or the comma-separated `GA_BENCH_SIZES`.
 fn sizes() -> Vec<usize> {
-    std::env::var("GA_BENCH_SIZES")
-        .ok()
-        .map(|list| {
+    env_setting(
+        "GA_BENCH_SIZES",
+        "a comma-separated list of sizes above 0",
+        |list| {
             list.split(',')
-                .filter_map(|n| n.trim().parse().ok())
+                .map(|n| n.trim().parse().ok().filter(|&n: &usize| n > 0))
                 .collect()
-        })
-        .unwrap_or_else(|| vec![25, 100, 1_000])
+        },
+    )
+    .unwrap_or_else(|| vec![25, 100, 1_000])
 }
 
 /// `GA_BENCH_CENSUS=K`: K steps from the snapshot, then the model calls per step by kind.
 fn census_steps() -> Option<u64> {
-    std::env::var("GA_BENCH_CENSUS").ok()?.parse().ok()
+    env_setting("GA_BENCH_CENSUS", "a number of steps above 0", |k| {
+        k.parse().ok().filter(|&k| k > 0)
+    })
 }
 
 fn print_census(app: &mut App, n: usize, steps: u64) {
+    let from = app.world().resource::<SimClock>().now().time();
     let before = app.world().resource::<LlmClient>().usage();
     eprintln!("{n} personas: census of {steps} steps");
     let elapsed = run_steps(app, steps);
     let after = app.world().resource::<LlmClient>().usage();
     let per_step = |x: u64, y: u64| x.saturating_sub(y) as f64 / steps as f64;
     eprintln!(
-        "{n} personas, {steps} steps from {}: {:.2} ms/step",
-        measure_from(),
+        "{n} personas, {steps} steps from {from}: {:.2} ms/step",
         elapsed.as_secs_f64() * 1e3 / steps as f64
     );
     eprintln!(
