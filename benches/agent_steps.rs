@@ -1,5 +1,13 @@
 //! Simulation throughput: agent-steps per second (personas × sim steps) for 25, 100 and 1,000
-//! personas on the default town with the offline town script, in Lockstep at max speed.
+//! personas with the offline town script, in Lockstep at max speed, in two towns:
+//!
+//! - **`districts`** — the default town drawn for its five residents, copied side by side once
+//!   per five personas (`testing::district_town`): each district's residents live, work and
+//!   know their way around their own district, so 1,000 personas live at the density the town
+//!   was drawn for (as Smallville's 25 live in theirs). This is the number the target is for.
+//! - **`crowd`** — all of them in the one default town: a stress test no Smallville run has.
+//!   Every persona sees new faces every step, so a step asks the model about once per persona
+//!   (poignancy of what it perceives, whether to talk…) instead of once per dozen.
 //!
 //! Each size is warmed up first — run until every persona has planned its day (a day in its
 //! `Diary`) and grounded its first action, then on to 09:00 of the first day, when the town is
@@ -25,6 +33,7 @@
 //! GA_BENCH_CENSUS=30 cargo bench --no-default-features --bench agent_steps     # what a step asks
 //! GA_BENCH_SIZES=1000 cargo bench --no-default-features --bench agent_steps    # one size only
 //! GA_BENCH_WINDOW=360 cargo bench --no-default-features --bench agent_steps    # an hour a sample
+//! GA_BENCH_TOWN=crowd cargo bench --no-default-features --bench agent_steps      # one town only
 //! ```
 //!
 //! `GA_BENCH_CENSUS=K` skips criterion and, for each size, runs K steps from the snapshot once
@@ -39,7 +48,7 @@ use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::persist::{SaveData, apply_save, decode, save_world};
 use bevy_generative_agents::persona::{ActionView, Diary, Persona};
 use bevy_generative_agents::testing::{
-    create_test_app, scripted_client, spawn_crowd, synthetic_sheets,
+    create_test_app, district_sheets, district_town, scripted_client, spawn_crowd, synthetic_sheets,
 };
 use bevy_generative_agents::world::TownMap;
 use chrono::NaiveTime;
@@ -73,14 +82,58 @@ fn env_setting<T>(name: &str, expected: &str, parse: impl Fn(&str) -> Option<T>)
     parsed
 }
 
+/// Where the personas live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Town {
+    /// One copy of the default town per five personas.
+    Districts,
+    /// Everyone in the one default town.
+    Crowd,
+}
+
+impl Town {
+    fn name(self) -> &'static str {
+        match self {
+            Town::Districts => "districts",
+            Town::Crowd => "crowd",
+        }
+    }
+}
+
+/// The towns to measure: both, or the comma-separated `GA_BENCH_TOWN` (`districts`, `crowd`).
+fn towns() -> Vec<Town> {
+    env_setting("GA_BENCH_TOWN", "a list of districts and crowd", |list| {
+        list.split(',')
+            .map(|t| match t.trim() {
+                "districts" => Some(Town::Districts),
+                "crowd" => Some(Town::Crowd),
+                _ => None,
+            })
+            .collect()
+    })
+    .unwrap_or_else(|| vec![Town::Districts, Town::Crowd])
+}
+
 /// A town of `n` personas whose days are planned, or `None` (with a message) when it cannot be
 /// built or does not get there in time.
-fn warmed_app(n: usize) -> Option<App> {
+fn warmed_app(n: usize, town: Town) -> Option<App> {
     let mut app = create_test_app(scripted_client(SEED));
-    let sheets = synthetic_sheets(n).map_err(|e| eprintln!("{e}")).ok()?;
     let map = TownMap::load_tmx(TownMap::default_town_path())
         .map_err(|e| eprintln!("{e}"))
         .ok()?;
+    let (map, sheets) = match town {
+        Town::Crowd => (map, synthetic_sheets(n).map_err(|e| eprintln!("{e}")).ok()?),
+        Town::Districts => {
+            let sheets = district_sheets(n, &map)
+                .map_err(|e| eprintln!("{e}"))
+                .ok()?;
+            let districts = n.div_ceil(5).max(1);
+            let town = district_town(&map, districts)
+                .map_err(|e| eprintln!("{e}"))
+                .ok()?;
+            (town, sheets)
+        }
+    };
     spawn_crowd(&mut app, map, &sheets, SEED)
         .map_err(|e| eprintln!("{e}"))
         .ok()?;
@@ -100,7 +153,8 @@ fn warmed_app(n: usize) -> Option<App> {
         let clock = app.world().resource::<SimClock>();
         if waiting == 0 && clock.now().time() >= from {
             eprintln!(
-                "{n} personas planned, at {} (step {}) after {:.1} s",
+                "{n} personas ({}) planned, at {} (step {}) after {:.1} s",
+                town.name(),
                 clock.now(),
                 clock.step(),
                 start.elapsed().as_secs_f64()
@@ -168,15 +222,16 @@ fn census_steps() -> Option<u64> {
     })
 }
 
-fn print_census(app: &mut App, n: usize, steps: u64) {
+fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
     let from = app.world().resource::<SimClock>().now().time();
     let before = app.world().resource::<LlmClient>().usage();
-    eprintln!("{n} personas: census of {steps} steps");
+    let town = town.name();
+    eprintln!("{n} personas ({town}): census of {steps} steps");
     let elapsed = run_steps(app, steps);
     let after = app.world().resource::<LlmClient>().usage();
     let per_step = |x: u64, y: u64| x.saturating_sub(y) as f64 / steps as f64;
     eprintln!(
-        "{n} personas, {steps} steps from {from}: {:.2} ms/step",
+        "{n} personas ({town}), {steps} steps from {from}: {:.2} ms/step",
         elapsed.as_secs_f64() * 1e3 / steps as f64
     );
     eprintln!(
@@ -196,15 +251,18 @@ fn print_census(app: &mut App, n: usize, steps: u64) {
 fn agent_steps(c: &mut Criterion) {
     let census = census_steps();
     let mut group = c.benchmark_group("agent_steps");
-    for n in sizes() {
-        let Some(mut app) = warmed_app(n) else {
+    for (town, n) in towns()
+        .into_iter()
+        .flat_map(|town| sizes().into_iter().map(move |n| (town, n)))
+    {
+        let Some(mut app) = warmed_app(n, town) else {
             continue;
         };
         let Some(snapshot) = snapshot(&mut app, n) else {
             continue;
         };
         if let Some(steps) = census {
-            print_census(&mut app, n, steps);
+            print_census(&mut app, n, town, steps);
             continue;
         }
         let window = window_steps();
@@ -214,7 +272,7 @@ fn agent_steps(c: &mut Criterion) {
             .sampling_mode(SamplingMode::Flat)
             .sample_size(10)
             .measurement_time(Duration::from_secs(if n >= 1_000 { 45 } else { 5 }));
-        group.bench_function(BenchmarkId::from_parameter(n), |b| {
+        group.bench_function(BenchmarkId::new(town.name(), n), |b| {
             b.iter_custom(|iters| {
                 let mut timed = Duration::ZERO;
                 for _ in 0..iters {

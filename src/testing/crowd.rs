@@ -5,6 +5,12 @@
 //! round-robin under distinct names (each copy keeps its original's home, workplace and
 //! habits), and [`spawn_crowd`] spreads them over the walkable tiles of their homes so they do
 //! not all stand on five tiles.
+//!
+//! A crowd of a thousand in a town built for five is a stress test no Smallville run has: every
+//! persona sees new faces every step. [`district_town`] lays copies of a town side by side —
+//! districts — and [`district_sheets`] gives each district its own five residents, who live,
+//! work and know their way around their district only, so a thousand personas live at the
+//! density the town was drawn for.
 
 use bevy::prelude::*;
 
@@ -15,7 +21,8 @@ use crate::persona::{
     spawn_persona,
 };
 use crate::settings::AgentSettings;
-use crate::world::{TileCoord, TownMap};
+use crate::world::map::MapParts;
+use crate::world::{MapError, MapProblem, Tile, TileCoord, TownMap};
 
 /// `n` persona sheets: the default sheets in file order, then copies of them round-robin. The
 /// k-th copy of "Elena Reyes" (k ≥ 1) is "Elena Reyes k+1" with last name "Reyes k+1", so names
@@ -45,6 +52,119 @@ pub fn synthetic_sheets(n: usize) -> Result<Vec<PersonaSheet>, PersonaError> {
             Some(sheet)
         })
         .collect())
+}
+
+/// The name of `name` (a sector or a spawn point) in district `district` (0-based): the first
+/// district keeps the town's names, district k ≥ 1 appends ` k+1`, as [`synthetic_sheets`]
+/// does with persona names.
+fn in_district(name: &str, district: usize) -> String {
+    if district == 0 {
+        name.to_owned()
+    } else {
+        format!("{name} {}", district + 1)
+    }
+}
+
+/// `address` (`world:sector:…`) with its sector renamed for `district`.
+fn address_in_district(address: &str, district: usize) -> String {
+    let mut parts: Vec<String> = address.split(':').map(str::to_owned).collect();
+    if let Some(sector) = parts.get_mut(1) {
+        *sector = in_district(sector, district);
+    }
+    parts.join(":")
+}
+
+/// `districts` copies of `map` laid out row by row in a grid as near square as it gets (the
+/// k-th copy's sectors and spawn points renamed as [`district_sheets`] expects: "Reyes house 2",
+/// "reyes-bed-b 2"). Neighbouring districts touch, so whoever walks off one's edge walks into
+/// the next. Visual layers are not copied (headless use). Fails for 0 districts or a grid of
+/// more tiles than tile coordinates and path finding number.
+pub fn district_town(map: &TownMap, districts: usize) -> Result<TownMap, MapError> {
+    let (w, h) = (u64::from(map.width()), u64::from(map.height()));
+    let columns = (districts.max(1) as f64).sqrt().ceil() as u64;
+    let rows = (districts as u64).div_ceil(columns);
+    let (width, height) = (w.saturating_mul(columns), h.saturating_mul(rows));
+    if districts == 0 {
+        let (tile_width, tile_height) = map.tile_size();
+        return Err(MapError::in_memory(MapProblem::EmptyMap {
+            width: 0,
+            height: 0,
+            tile_width,
+            tile_height,
+        }));
+    }
+    // Tile coordinates are `i32`; path finding numbers tiles with `u32`.
+    let fits = width.saturating_mul(height) <= u64::from(u32::MAX);
+    let (Ok(width), Ok(height), true) = (i32::try_from(width), i32::try_from(height), fits) else {
+        return Err(MapError::in_memory(MapProblem::TooLarge { width, height }));
+    };
+    let (width, height) = (width as u32, height as u32);
+    let (columns, w, h) = (columns as usize, w as usize, h as usize);
+    let empty = Tile {
+        collision: true,
+        world: map.world_name().to_owned(),
+        ..Tile::default()
+    };
+    let mut tiles = vec![empty; width as usize * height as usize];
+    for (c, tile) in map.tiles() {
+        for district in 0..districts {
+            let (ox, oy) = ((district % columns) * w, (district / columns) * h);
+            let (x, y) = (ox + c.x as usize, oy + c.y as usize);
+            let Some(copy) = tiles.get_mut(y * width as usize + x) else {
+                continue;
+            };
+            *copy = Tile {
+                collision: tile.collision,
+                world: tile.world.clone(),
+                sector: tile.sector.as_deref().map(|s| in_district(s, district)),
+                arena: tile.arena.clone(),
+                game_object: tile.game_object.clone(),
+                spawning_location: tile
+                    .spawning_location
+                    .as_deref()
+                    .map(|s| in_district(s, district)),
+                // The map adds each object's idle event again.
+                events: Default::default(),
+            };
+        }
+    }
+    let (tile_width, tile_height) = map.tile_size();
+    Ok(TownMap::from_parts(MapParts {
+        world: map.world_name().to_owned(),
+        width,
+        height,
+        tile_width,
+        tile_height,
+        tiles,
+        visual_layers: Vec::new(),
+        tilesets: Vec::new(),
+        source: None,
+    }))
+}
+
+/// `n` persona sheets for a [`district_town`] of `map`: the town's own sheets (as
+/// [`synthetic_sheets`] names them) in districts of as many residents as the town has sheets —
+/// the k-th copy of each sheet lives, works and spawns in district k and knows that district's
+/// sectors only. Needs `n.div_ceil(residents)` districts.
+pub fn district_sheets(n: usize, map: &TownMap) -> Result<Vec<PersonaSheet>, PersonaError> {
+    let residents = load_persona_sheets(default_personas_dir())?.len().max(1);
+    let sectors: Vec<String> = map.sectors().map(str::to_owned).collect();
+    let mut sheets = synthetic_sheets(n)?;
+    for (i, sheet) in sheets.iter_mut().enumerate() {
+        let district = i / residents;
+        sheet.living_area = address_in_district(&sheet.living_area, district);
+        sheet.workplace = sheet
+            .workplace
+            .as_deref()
+            .map(|work| address_in_district(work, district));
+        sheet.spawn = in_district(&sheet.spawn, district);
+        let known = sheet
+            .known_sectors
+            .clone()
+            .unwrap_or_else(|| sectors.clone());
+        sheet.known_sectors = Some(known.iter().map(|s| in_district(s, district)).collect());
+    }
+    Ok(sheets)
 }
 
 /// The walkable tiles of the sector holding `living_area` (`world:sector:arena`), sorted.
@@ -175,5 +295,94 @@ mod tests {
         let expected: Vec<TileCoord> = tiles.iter().copied().take(10).collect();
         assert_eq!(reyes_tiles.len(), 10);
         assert_eq!(reyes_tiles, expected);
+    }
+
+    #[test]
+    fn district_town_copies_the_town_with_renamed_sectors_and_spawns() {
+        let map = TownMap::load_tmx(TownMap::default_town_path()).unwrap();
+        let (w, h) = (map.width() as i32, map.height() as i32);
+        // Three districts: a 2×2 grid with the bottom-right cell empty.
+        let town = district_town(&map, 3).unwrap();
+        assert_eq!(
+            (town.width(), town.height()),
+            (map.width() * 2, map.height() * 2)
+        );
+        assert_eq!(town.world_name(), map.world_name());
+        let sectors: Vec<&str> = map.sectors().collect();
+        assert_eq!(town.sectors().count(), sectors.len() * 3);
+        for (c, tile) in map.tiles() {
+            for (district, (ox, oy)) in [(0, 0), (w, 0), (0, h)].into_iter().enumerate() {
+                let copy = town.tile(TileCoord::new(c.x + ox, c.y + oy)).unwrap();
+                assert_eq!(
+                    copy.collision, tile.collision,
+                    "{c:?} in district {district}"
+                );
+                assert_eq!(copy.arena, tile.arena);
+                assert_eq!(copy.game_object, tile.game_object);
+                assert_eq!(
+                    copy.sector,
+                    tile.sector.as_deref().map(|s| in_district(s, district))
+                );
+            }
+            // The cell no district fills is solid and unaddressed.
+            let none = town.tile(TileCoord::new(c.x + w, c.y + h)).unwrap();
+            assert!(none.collision && none.sector.is_none());
+        }
+        for (name, c) in map.spawn_locations() {
+            assert_eq!(town.spawn_location(name), Some(c));
+            let third = TileCoord::new(c.x, c.y + h);
+            assert_eq!(town.spawn_location(&format!("{name} 3")), Some(third));
+        }
+        assert!(
+            town.address_tiles("Willowbrook:Reyes house 2:bedroom")
+                .is_some()
+        );
+        assert!(town.address_tiles("Willowbrook:Reyes house 4").is_none());
+        assert!(district_town(&map, 0).is_err());
+        assert!(matches!(
+            district_town(&map, usize::MAX).map_err(|e| *e.problem),
+            Err(MapProblem::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn district_residents_live_work_and_know_their_own_district() {
+        let map = TownMap::load_tmx(TownMap::default_town_path()).unwrap();
+        let sheets = district_sheets(12, &map).unwrap();
+        let town = district_town(&map, 3).unwrap();
+        assert_eq!(sheets[5].name, "Elena Reyes 2");
+        assert_eq!(sheets[5].living_area, "Willowbrook:Reyes house 2:bedroom");
+        assert_eq!(
+            sheets[5].workplace.as_deref(),
+            Some("Willowbrook:Northgate College 2:library")
+        );
+        assert_eq!(sheets[5].spawn, "reyes-bed-b 2");
+        assert_eq!(sheets[0].living_area, "Willowbrook:Reyes house:bedroom");
+        let mut app = App::new();
+        spawn_crowd(&mut app, town, &sheets, 1).unwrap();
+        let town = app.world().resource::<TownMap>().clone();
+        let mut query = app.world_mut().query::<(&Name, &Body, &Mind)>();
+        for (name, body, mind) in query.iter(app.world()) {
+            let sheet = sheets.iter().find(|s| s.name == name.as_str()).unwrap();
+            let district = sheets.iter().position(|s| s.name == sheet.name).unwrap() / 5;
+            let state = mind.get().unwrap();
+            let known = state.spatial.accessible_sectors(town.world_name());
+            assert_eq!(
+                known.len(),
+                map.sectors().count(),
+                "{name} knows one district"
+            );
+            for sector in known {
+                let home = town
+                    .address_tiles(&format!("Willowbrook:{sector}"))
+                    .unwrap();
+                assert!(home.iter().all(|t| {
+                    let (cx, cy) = ((t.x / map.width() as i32), (t.y / map.height() as i32));
+                    (cy * 2 + cx) as usize == district
+                }));
+            }
+            let home = home_tiles(&town, &sheet.living_area);
+            assert!(home.contains(&body.tile), "{name} starts at home");
+        }
     }
 }

@@ -64,6 +64,14 @@ pub enum MapProblem {
         /// Tile height in pixels.
         tile_height: u32,
     },
+    /// The map would be wider or taller than tile coordinates (`i32`) reach.
+    #[error("the map would be {width}×{height} tiles, more than tile coordinates reach")]
+    TooLarge {
+        /// Width in tiles.
+        width: u64,
+        /// Height in tiles.
+        height: u64,
+    },
     /// The map property `world` is missing, not a string, or empty.
     #[error("the map property `world` (the world's name, a string) is missing or empty")]
     MissingWorldName,

@@ -84,7 +84,7 @@ impl TileEvent {
 
 mod address;
 mod error;
-mod map;
+pub(crate) mod map;
 pub mod path;
 mod tiled_map;
 
