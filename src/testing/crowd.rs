@@ -8,7 +8,7 @@
 //!
 //! A crowd of a thousand in a town built for five is a stress test no Smallville run has: every
 //! persona sees new faces every step. [`district_town`] lays copies of a town side by side —
-//! districts — and [`district_sheets`] gives each district its own five residents, who live,
+//! districts — and [`district_crowd`] gives each district its own five residents, who live,
 //! work and know their way around their district only, so a thousand personas live at the
 //! density the town was drawn for.
 
@@ -75,7 +75,7 @@ fn address_in_district(address: &str, district: usize) -> String {
 }
 
 /// `districts` copies of `map` laid out row by row in a grid as near square as it gets (the
-/// k-th copy's sectors and spawn points renamed as [`district_sheets`] expects: "Reyes house 2",
+/// k-th copy's sectors and spawn points renamed as [`district_crowd`] expects: "Reyes house 2",
 /// "reyes-bed-b 2"). Neighbouring districts touch, so whoever walks off one's edge walks into
 /// the next. Visual layers are not copied (headless use). Fails for 0 districts or a grid of
 /// more tiles than tile coordinates and path finding number.
@@ -142,11 +142,14 @@ pub fn district_town(map: &TownMap, districts: usize) -> Result<TownMap, MapErro
     }))
 }
 
-/// `n` persona sheets for a [`district_town`] of `map`: the town's own sheets (as
+/// A [`district_town`] of `map` for `n` personas and their sheets: the town's own sheets (as
 /// [`synthetic_sheets`] names them) in districts of as many residents as the town has sheets —
 /// the k-th copy of each sheet lives, works and spawns in district k and knows that district's
-/// sectors only. Needs `n.div_ceil(residents)` districts.
-pub fn district_sheets(n: usize, map: &TownMap) -> Result<Vec<PersonaSheet>, PersonaError> {
+/// sectors only. Spawn them with [`spawn_crowd`].
+pub fn district_crowd(
+    n: usize,
+    map: &TownMap,
+) -> Result<(TownMap, Vec<PersonaSheet>), TownSetupError> {
     let residents = load_persona_sheets(default_personas_dir())?.len().max(1);
     let sectors: Vec<String> = map.sectors().map(str::to_owned).collect();
     let mut sheets = synthetic_sheets(n)?;
@@ -164,7 +167,8 @@ pub fn district_sheets(n: usize, map: &TownMap) -> Result<Vec<PersonaSheet>, Per
             .unwrap_or_else(|| sectors.clone());
         sheet.known_sectors = Some(known.iter().map(|s| in_district(s, district)).collect());
     }
-    Ok(sheets)
+    let town = district_town(map, n.div_ceil(residents).max(1))?;
+    Ok((town, sheets))
 }
 
 /// The walkable tiles of the sector holding `living_area` (`world:sector:arena`), sorted.
@@ -348,8 +352,12 @@ mod tests {
     #[test]
     fn district_residents_live_work_and_know_their_own_district() {
         let map = TownMap::load_tmx(TownMap::default_town_path()).unwrap();
-        let sheets = district_sheets(12, &map).unwrap();
-        let town = district_town(&map, 3).unwrap();
+        let (town, sheets) = district_crowd(12, &map).unwrap();
+        assert_eq!(
+            (town.width(), town.height()),
+            (map.width() * 2, map.height() * 2)
+        );
+        assert!(town.address_tiles("Willowbrook:Reyes house 3").is_some());
         assert_eq!(sheets[5].name, "Elena Reyes 2");
         assert_eq!(sheets[5].living_area, "Willowbrook:Reyes house 2:bedroom");
         assert_eq!(

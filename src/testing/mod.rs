@@ -18,7 +18,7 @@ use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 
 pub use crate::llm::{FaultyBackend, ScriptedBackend};
-pub use crowd::{district_sheets, district_town, spawn_crowd, synthetic_sheets};
+pub use crowd::{district_crowd, district_town, spawn_crowd, synthetic_sheets};
 
 use crate::clock::{SimClock, SimSpeed, TimeMode};
 use crate::llm::LlmClient;
