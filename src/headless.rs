@@ -22,7 +22,8 @@ use crate::world::{MapError, TownMap};
 /// mostly asleep. Bevy's defaults give the IO and async pools a quarter of the cores each and
 /// the compute pool what is left — on a 2-core machine, one thread, so a busy step ran on one
 /// core. Here the compute pool has one thread per core and the two others keep their defaults
-/// (a few more threads than cores, of which only the compute ones are busy).
+/// (a few more threads than cores, of which only the compute ones are busy). The game's window
+/// app uses the same pools.
 ///
 /// ```
 /// use bevy::prelude::*;

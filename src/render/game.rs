@@ -156,7 +156,10 @@ fn window_app(title: String, screenshot: bool) -> App {
                 }),
                 ..Default::default()
             })
-            .set(ImagePlugin::default_nearest()),
+            .set(ImagePlugin::default_nearest())
+            // Thoughts are polled on the compute pool; Bevy's default gives it one thread on a
+            // 2-core machine.
+            .set(crate::headless::simulation_task_pools()),
     )
     .insert_resource(ClearColor(Color::srgb(0.12, 0.16, 0.12)))
     .init_resource::<SimFrameTime>()
