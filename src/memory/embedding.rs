@@ -1,12 +1,21 @@
-//! The embedding store: one vector per distinct text, kept contiguous for fast relevance scans.
+//! The embedding store: one vector per distinct text, kept in large fixed chunks of rows for
+//! fast relevance scans and cheap growth.
 //!
 //! # Layout and why
 //!
 //! Every vector is L2-normalised on insertion, so cosine similarity is a plain dot product (a
-//! zero vector stays zero, so its cosine with anything is 0). Vectors live row after row in one
-//! `Vec<f32>`; row `r` is `vectors[r * dim..(r + 1) * dim]`.
+//! zero vector stays zero, so its cosine with anything is 0). Vectors live row after row in
+//! **chunks** of [`CHUNK_ROWS`] rows: row `r` is row `r % CHUNK_ROWS` of chunk `r / CHUNK_ROWS`,
+//! and a row never straddles two chunks, so it is always one contiguous slice. A chunk is
+//! allocated once, at its full size, when the row before it fills the previous one, and is never
+//! moved or copied afterwards. One growing `Vec` for the whole store would, at every doubling,
+//! reallocate a multi-megabyte block (fresh pages faulted in plus a copy of every row so far);
+//! with a thousand personas each adding memories that growth was most of the cost of storing
+//! an embedding. Only the first chunk grows like a `Vec` (from a few rows up to [`CHUNK_ROWS`]),
+//! so a persona with ten memories does not reserve hundreds of rows; its copies are bounded by
+//! one chunk.
 //!
-//! Next to the exact rows the store keeps an **int8 copy** (each row scaled so its largest
+//! Next to the exact rows each chunk keeps an **int8 copy** (each row scaled so its largest
 //! component is ±127, with the scale kept per row). Scoring relevance for every memory is a
 //! memory-bandwidth problem: 100,000 rows × 384 dims is 150 MB of `f32` per query, which
 //! measured about 19 ms on the 2-core x86-64 development machine (SSE2 baseline), while the int8
@@ -14,11 +23,14 @@
 //! (the query is quantised to ±64 and pre-shifted; four products per 16-bit lane cannot
 //! overflow) and it reads a row some 48 KiB ahead of the one it is scoring, which lets the DRAM
 //! fetch overlap the arithmetic (without it the same kernel took about 6 ms). Its error is about
-//! 0.002 in cosine, harmless once relevance is min–max normalised.
+//! 0.002 in cosine, harmless once relevance is min–max normalised. Chunks are far larger than
+//! that look-ahead (and than a page), so a scan still streams; the look-ahead follows row
+//! numbers, reaching into the next chunk near the end of one.
 //!
 //! From [`PARALLEL_SCAN_MIN_ELEMENTS`] numbers on, the int8 scan is split into runs of rows
-//! scored on up to [`MAX_SCAN_THREADS`] threads at once (the same numbers, bit for bit): one core
-//! cannot pull memory as fast as two can, and a store that large is a long-lived town's.
+//! scored on up to [`MAX_SCAN_THREADS`] threads at once (the same numbers, bit for bit; a run
+//! may cover several chunks): one core cannot pull memory as fast as two can, and a store that
+//! large is a long-lived town's.
 //!
 //! [`RelevancePrecision::Auto`] uses the exact `f32` rows while the store is small (below
 //! [`AUTO_QUANTIZE_MIN_ELEMENTS`] numbers, where the scan is cache-friendly anyway) and the int8
@@ -65,6 +77,18 @@ fn scan_threads(elements: usize) -> usize {
     cores.clamp(1, MAX_SCAN_THREADS)
 }
 
+/// Rows per chunk of an [`EmbeddingStore`] (see the module docs).
+///
+/// 256 rows of 384 dimensions are 384 KiB of `f32` and 96 KiB of int8: a hundred pages and
+/// several times the scans' look-ahead, so crossing into the next chunk (one lookup every 256
+/// rows) costs nothing measurable and the scans keep streaming. Small enough that the unused
+/// tail of a persona's last chunk is at most 255 rows, and those are only address space until a
+/// row is written into them (the allocator hands out blocks this large as untouched pages).
+/// A power of two, so finding a row's chunk is a shift.
+pub const CHUNK_ROWS: usize = 256;
+/// Rows the first chunk starts with; it doubles from there up to [`CHUNK_ROWS`].
+const FIRST_CHUNK_ROWS: usize = 8;
+
 /// How far ahead of the current row the int8/f32 scans touch memory, in bytes.
 const TOUCH_AHEAD_BYTES: usize = 48 * 1024;
 /// One byte per cache line is enough to pull the line in.
@@ -90,12 +114,52 @@ pub struct EmbeddingStore {
     dim: usize,
     index: HashMap<String, u32>,
     keys: Vec<String>,
+    /// Row `r` is row `r % CHUNK_ROWS` of chunk `r / CHUNK_ROWS`; every chunk but the last holds
+    /// exactly [`CHUNK_ROWS`] rows.
+    chunks: Vec<Chunk>,
+}
+
+/// Up to [`CHUNK_ROWS`] consecutive rows of a store.
+#[derive(Clone, Default)]
+struct Chunk {
     /// Row-major, L2-normalised.
     vectors: Vec<f32>,
     /// Row-major int8 copy of `vectors`.
     quantized: Vec<i8>,
     /// Per row: `vectors[r] ≈ quantized[r] * scales[r]`.
     scales: Vec<f32>,
+}
+
+impl Chunk {
+    /// An empty chunk with room for `rows` rows of `dim` numbers.
+    fn with_rows(rows: usize, dim: usize) -> Self {
+        Self {
+            vectors: Vec::with_capacity(rows * dim),
+            quantized: Vec::with_capacity(rows * dim),
+            scales: Vec::with_capacity(rows),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.scales.len()
+    }
+
+    /// Makes room for one more row. Only a chunk made smaller than [`CHUNK_ROWS`] (the first
+    /// one, or a clone's, whose `Vec`s are cut to their length) ever grows here: it doubles, up
+    /// to [`CHUNK_ROWS`] rows, like a `Vec` would.
+    fn reserve_row(&mut self, dim: usize) {
+        let fits = self.vectors.capacity() - self.vectors.len() >= dim
+            && self.quantized.capacity() - self.quantized.len() >= dim
+            && self.scales.capacity() > self.scales.len();
+        if fits {
+            return;
+        }
+        let rows = self.rows();
+        let extra = (rows * 2).clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS).max(rows + 1) - rows;
+        self.vectors.reserve_exact(extra * dim);
+        self.quantized.reserve_exact(extra * dim);
+        self.scales.reserve_exact(extra);
+    }
 }
 
 impl PartialEq for EmbeddingStore {
@@ -167,8 +231,26 @@ impl EmbeddingStore {
 
     /// The (normalised) vector of a row.
     pub fn vector(&self, row: usize) -> Option<&[f32]> {
-        let start = row.checked_mul(self.dim)?;
-        self.vectors.get(start..start.checked_add(self.dim)?)
+        let start = (row % CHUNK_ROWS) * self.dim;
+        self.chunks
+            .get(row / CHUNK_ROWS)?
+            .vectors
+            .get(start..start + self.dim)
+    }
+
+    /// The int8 copy of a row.
+    fn quantized_row(&self, row: usize) -> Option<&[i8]> {
+        let start = (row % CHUNK_ROWS) * self.dim;
+        self.chunks
+            .get(row / CHUNK_ROWS)?
+            .quantized
+            .get(start..start + self.dim)
+    }
+
+    /// Numbers stored (rows × dim), the size [`AUTO_QUANTIZE_MIN_ELEMENTS`] and
+    /// [`PARALLEL_SCAN_MIN_ELEMENTS`] are measured in.
+    fn elements(&self) -> usize {
+        self.len() * self.dim
     }
 
     /// The text of a row.
@@ -178,12 +260,11 @@ impl EmbeddingStore {
 
     /// `(text, normalised vector)` in row order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &[f32])> {
-        // `max(1)` keeps `chunks_exact` valid for a store whose dimension is not fixed yet (it
-        // then has no rows, so the zip is empty).
+        // Every key has its row (the store is built that way); the empty slice is a fail-safe.
         self.keys
             .iter()
-            .map(String::as_str)
-            .zip(self.vectors.chunks_exact(self.dim.max(1)))
+            .enumerate()
+            .map(|(row, key)| (key.as_str(), self.vector(row).unwrap_or_default()))
     }
 
     /// Checks that `vector` could be stored for `key`: the right dimension, not empty, finite.
@@ -219,12 +300,22 @@ impl EmbeddingStore {
         if self.dim == 0 {
             self.dim = vector.len();
         }
-        let start = self.vectors.len();
-        self.vectors.extend_from_slice(vector);
-        let normalised = &mut self.vectors[start..];
+        let dim = self.dim;
+        let chunk = match self.chunks.last_mut() {
+            Some(last) if last.rows() < CHUNK_ROWS => last,
+            // A full chunk is followed by one allocated at its final size, never to move.
+            Some(_) => self.chunks.push_mut(Chunk::with_rows(CHUNK_ROWS, dim)),
+            None => self
+                .chunks
+                .push_mut(Chunk::with_rows(FIRST_CHUNK_ROWS, dim)),
+        };
+        chunk.reserve_row(dim);
+        let start = chunk.vectors.len();
+        chunk.vectors.extend_from_slice(vector);
+        let normalised = &mut chunk.vectors[start..];
         normalise(normalised);
-        let scale = quantize_row(normalised, &mut self.quantized);
-        self.scales.push(scale);
+        let scale = quantize_row(normalised, &mut chunk.quantized);
+        chunk.scales.push(scale);
         self.keys.push(text.to_owned());
         self.index.insert(text.to_owned(), row);
         Ok(row as usize)
@@ -247,11 +338,11 @@ impl EmbeddingStore {
         let quantize = match precision {
             RelevancePrecision::Exact => false,
             RelevancePrecision::Quantized => true,
-            RelevancePrecision::Auto => self.vectors.len() >= AUTO_QUANTIZE_MIN_ELEMENTS,
+            RelevancePrecision::Auto => self.elements() >= AUTO_QUANTIZE_MIN_ELEMENTS,
         };
         let mut out = Vec::with_capacity(self.len());
         if quantize {
-            self.scan_quantized(&query, &mut out, scan_threads(self.quantized.len()));
+            self.scan_quantized(&query, &mut out, scan_threads(self.elements()));
         } else {
             self.scan_exact(&query, &mut out);
         }
@@ -262,29 +353,26 @@ impl EmbeddingStore {
         let ahead = (TOUCH_AHEAD_BYTES / (self.dim * size_of::<f32>())).max(1);
         let step = CACHE_LINE / size_of::<f32>();
         let mut touched = 0u32;
-        for (i, row) in self.vectors.chunks_exact(self.dim).enumerate() {
-            let next = (i + ahead) * self.dim;
-            if let Some(far) = self.vectors.get(next..next + self.dim) {
-                touched ^= far.iter().step_by(step).fold(0, |t, v| t ^ v.to_bits());
+        let mut first = 0;
+        for chunk in &self.chunks {
+            for (i, row) in chunk.vectors.chunks_exact(self.dim).enumerate() {
+                // See `scan_quantized_rows`; the row ahead may be in the next chunk.
+                if let Some(far) = self.vector(first + i + ahead) {
+                    touched ^= far.iter().step_by(step).fold(0, |t, v| t ^ v.to_bits());
+                }
+                out.push(dot_f32(row, query));
             }
-            out.push(dot_f32(row, query));
+            first += chunk.rows();
         }
         std::hint::black_box(touched);
     }
 
     /// The int8 scan over `threads` threads (1: this one only).
     fn scan_quantized(&self, query: &[f32], out: &mut Vec<f32>, threads: usize) {
-        let max = query.iter().fold(0f32, |m, v| m.max(v.abs()));
         out.resize(self.len(), 0.0);
-        if max == 0.0 {
+        let Some((q, query_scale)) = quantize_query(query) else {
             return;
-        }
-        let query_scale = max / QUERY_Q_MAX;
-        // Pre-shifted so the kernel's `(a << 8) * q >> 16` is exactly `a * q7` (see module docs).
-        let q: Vec<i16> = query
-            .iter()
-            .map(|v| ((v / query_scale).round().clamp(-QUERY_Q_MAX, QUERY_Q_MAX) as i16) << 8)
-            .collect();
+        };
         let rows = self.len();
         let per = rows.div_ceil(threads.max(1));
         if threads <= 1 || per == 0 {
@@ -328,31 +416,50 @@ impl EmbeddingStore {
         });
     }
 
-    /// Scores rows `first..first + out.len()` of the int8 copy into `out`.
+    /// Scores rows `first..first + out.len()` of the int8 copy into `out` (rows past the end of
+    /// the store leave their slots as they are).
     fn scan_quantized_rows(&self, first: usize, q: &[i16], query_scale: f32, out: &mut [f32]) {
         let dim = self.dim;
         let ahead = (TOUCH_AHEAD_BYTES / dim).max(1);
-        let end = (first + out.len()) * dim;
-        let (Some(rows), Some(scales)) = (
-            self.quantized.get(first * dim..end),
-            self.scales.get(first..first + out.len()),
-        ) else {
-            return;
-        };
+        let end = first + out.len();
         let mut touched = 0i8;
-        for (i, ((row, &scale), slot)) in rows
-            .chunks_exact(dim)
-            .zip(scales)
-            .zip(out.iter_mut())
-            .enumerate()
-        {
-            // Touching one byte per cache line of a row far ahead starts its DRAM fetch now, so
-            // it overlaps this row's arithmetic (a safe stand-in for a prefetch instruction).
-            let next = (i + ahead) * dim;
-            if let Some(far) = rows.get(next..next + dim) {
-                touched ^= far.iter().step_by(CACHE_LINE).fold(0, |t, &v| t ^ v);
+        let mut row = first;
+        let mut slots = out;
+        while !slots.is_empty() {
+            let offset = row % CHUNK_ROWS;
+            let Some(chunk) = self.chunks.get(row / CHUNK_ROWS) else {
+                return;
+            };
+            let n = slots.len().min(chunk.rows().saturating_sub(offset));
+            let (Some(rows), Some(scales)) = (
+                chunk.quantized.get(offset * dim..(offset + n) * dim),
+                chunk.scales.get(offset..offset + n),
+            ) else {
+                return;
+            };
+            if n == 0 {
+                return;
             }
-            *slot = dot_quantized(row, q) as f32 * (scale * query_scale);
+            let (here, rest) = slots.split_at_mut(n);
+            for (i, ((values, &scale), slot)) in rows
+                .chunks_exact(dim)
+                .zip(scales)
+                .zip(here.iter_mut())
+                .enumerate()
+            {
+                // Touching one byte per cache line of a row far ahead (in this run, perhaps in
+                // the next chunk) starts its DRAM fetch now, so it overlaps this row's
+                // arithmetic (a safe stand-in for a prefetch instruction).
+                let far_row = row + i + ahead;
+                if far_row < end
+                    && let Some(far) = self.quantized_row(far_row)
+                {
+                    touched ^= far.iter().step_by(CACHE_LINE).fold(0, |t, &v| t ^ v);
+                }
+                *slot = dot_quantized(values, q) as f32 * (scale * query_scale);
+            }
+            row += n;
+            slots = rest;
         }
         std::hint::black_box(touched);
     }
@@ -384,6 +491,22 @@ fn quantize_row(row: &[f32], out: &mut Vec<i8>) -> f32 {
             .map(|v| (v / scale).round().clamp(-ROW_Q_MAX, ROW_Q_MAX) as i8),
     );
     scale
+}
+
+/// The query as the int8 kernel reads it, and its scale; `None` for a zero query (every score
+/// is then 0).
+fn quantize_query(query: &[f32]) -> Option<(Vec<i16>, f32)> {
+    let max = query.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 {
+        return None;
+    }
+    let query_scale = max / QUERY_Q_MAX;
+    // Pre-shifted so the kernel's `(a << 8) * q >> 16` is exactly `a * q7` (see module docs).
+    let q = query
+        .iter()
+        .map(|v| ((v / query_scale).round().clamp(-QUERY_Q_MAX, QUERY_Q_MAX) as i16) << 8)
+        .collect();
+    Some((q, query_scale))
 }
 
 /// Dot product with 16 independent accumulators so the compiler vectorises it.
@@ -605,6 +728,181 @@ mod tests {
         }
         assert_eq!(scan_threads(PARALLEL_SCAN_MIN_ELEMENTS - 1), 1);
         assert!((1..=MAX_SCAN_THREADS).contains(&scan_threads(PARALLEL_SCAN_MIN_ELEMENTS)));
+    }
+
+    /// `CHUNK_ROWS * 2 + 7` rows of `dim` numbers, so the last of three chunks is partly full.
+    fn multi_chunk_store(dim: usize) -> (EmbeddingStore, Vec<Vec<f32>>) {
+        let mut store = EmbeddingStore::new("test", dim);
+        let mut raw = Vec::new();
+        for i in 0..(CHUNK_ROWS * 2 + 7) as u64 {
+            let mut vector = pseudo_random(i + 11, dim);
+            if i % 97 == 5 {
+                vector.fill(0.0);
+            }
+            assert_eq!(
+                store.insert(&format!("row {i}"), &vector).unwrap(),
+                i as usize
+            );
+            raw.push(vector);
+        }
+        (store, raw)
+    }
+
+    #[test]
+    fn rows_round_trip_across_chunks() {
+        let dim = 37;
+        let (store, raw) = multi_chunk_store(dim);
+        assert_eq!(store.len(), CHUNK_ROWS * 2 + 7);
+        assert_eq!(store.chunks.len(), 3);
+        assert_eq!(store.chunks[0].rows(), CHUNK_ROWS);
+        assert_eq!(store.chunks[1].rows(), CHUNK_ROWS);
+        assert_eq!(store.chunks[2].rows(), 7);
+        for (row, vector) in raw.iter().enumerate() {
+            let key = format!("row {row}");
+            let mut expected = vector.clone();
+            normalise(&mut expected);
+            assert_eq!(store.key(row), Some(key.as_str()));
+            assert_eq!(store.row(&key), Some(row));
+            assert_eq!(store.vector(row), Some(expected.as_slice()), "row {row}");
+            assert_eq!(store.get(&key), Some(expected.as_slice()), "row {row}");
+        }
+        assert_eq!(store.vector(store.len()), None);
+        assert_eq!(store.key(store.len()), None);
+        assert_eq!(store.vector(usize::MAX), None);
+        let iterated: Vec<_> = store.iter().collect();
+        assert_eq!(iterated.len(), store.len());
+        for (row, (key, vector)) in iterated.into_iter().enumerate() {
+            assert_eq!(Some(key), store.key(row));
+            assert_eq!(Some(vector), store.vector(row));
+        }
+        // A save/load round trip orders rows by text but keeps every vector.
+        let loaded = EmbeddingStore::from_file(EmbeddingsFile {
+            model: "test".into(),
+            dim,
+            vectors: store
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_vec()))
+                .collect(),
+        })
+        .unwrap();
+        assert_eq!(loaded, store);
+        assert_ne!(loaded.row("row 2"), store.row("row 2"));
+    }
+
+    #[test]
+    fn stored_rows_never_move() {
+        let dim = 16;
+        let mut store = EmbeddingStore::new("test", dim);
+        for i in 0..10u64 {
+            store
+                .insert(&format!("row {i}"), &pseudo_random(i + 1, dim))
+                .unwrap();
+        }
+        // A small store reserves a small first chunk, not a whole one.
+        assert_eq!(store.chunks.len(), 1);
+        assert!(store.chunks[0].vectors.capacity() < CHUNK_ROWS * dim);
+        for i in 10..CHUNK_ROWS as u64 + 1 {
+            store
+                .insert(&format!("row {i}"), &pseudo_random(i + 1, dim))
+                .unwrap();
+        }
+        assert_eq!(store.chunks.len(), 2);
+        assert!(store.chunks[0].vectors.capacity() <= CHUNK_ROWS * dim);
+        let pinned: Vec<*const f32> = (0..store.len())
+            .map(|r| store.vector(r).unwrap().as_ptr())
+            .collect();
+        for i in CHUNK_ROWS as u64 + 1..CHUNK_ROWS as u64 * 3 {
+            store
+                .insert(&format!("row {i}"), &pseudo_random(i + 1, dim))
+                .unwrap();
+        }
+        for (row, &before) in pinned.iter().enumerate() {
+            assert_eq!(
+                store.vector(row).unwrap().as_ptr(),
+                before,
+                "row {row} moved"
+            );
+        }
+        // A clone's chunks are cut to their length; it still grows correctly.
+        let mut clone = store.clone();
+        clone.insert("one more", &pseudo_random(5, dim)).unwrap();
+        let mut expected = pseudo_random(5, dim);
+        normalise(&mut expected);
+        assert_eq!(clone.get("one more"), Some(expected.as_slice()));
+        assert_eq!(clone.len(), store.len() + 1);
+        assert!(clone.iter().take(store.len()).eq(store.iter()));
+    }
+
+    #[test]
+    fn relevance_across_chunks_equals_per_row_computation() {
+        let dim = 100;
+        let (store, _) = multi_chunk_store(dim);
+        let focal = pseudo_random(31337, dim);
+        let mut query = focal.clone();
+        normalise(&mut query);
+
+        let exact = store.relevance(&focal, RelevancePrecision::Exact).unwrap();
+        assert_eq!(exact.len(), store.len());
+        for (row, &score) in exact.iter().enumerate() {
+            let expected = dot_f32(store.vector(row).unwrap(), &query);
+            assert_eq!(score.to_bits(), expected.to_bits(), "exact row {row}");
+        }
+
+        // The contiguous layout's scan, rebuilt here: every row quantised after the other into
+        // one buffer, scored against the query quantised as the store does it.
+        let mut contiguous = Vec::new();
+        let scales: Vec<f32> = (0..store.len())
+            .map(|row| quantize_row(store.vector(row).unwrap(), &mut contiguous))
+            .collect();
+        let (q, query_scale) = quantize_query(&query).unwrap();
+        let quantized = store
+            .relevance(&focal, RelevancePrecision::Quantized)
+            .unwrap();
+        assert_eq!(quantized.len(), store.len());
+        for (row, (&score, &scale)) in quantized.iter().zip(&scales).enumerate() {
+            let values = &contiguous[row * dim..(row + 1) * dim];
+            let expected = dot_quantized(values, &q) as f32 * (scale * query_scale);
+            assert_eq!(score.to_bits(), expected.to_bits(), "quantized row {row}");
+        }
+        // The zero rows score 0 both ways.
+        assert_eq!(exact[5], 0.0);
+        assert_eq!(quantized[5], 0.0);
+    }
+
+    #[test]
+    fn threaded_scan_across_chunks_equals_one_thread_bit_for_bit() {
+        let dim = 64;
+        let (store, _) = multi_chunk_store(dim);
+        let mut query = pseudo_random(77, dim);
+        normalise(&mut query);
+        let mut one = Vec::new();
+        store.scan_quantized(&query, &mut one, 1);
+        assert_eq!(one.len(), store.len());
+        // 519 rows over 3 threads: runs of 173 rows, two of them crossing a chunk boundary.
+        for threads in [3, 2, 4] {
+            let mut many = Vec::new();
+            store.scan_quantized(&query, &mut many, threads);
+            assert_eq!(many.len(), one.len());
+            let same = one
+                .iter()
+                .zip(&many)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{threads} threads differ");
+        }
+        // A run's rows scored on their own equal the same rows of the whole scan.
+        let mut part = vec![0f32; 173];
+        let (q, query_scale) = quantize_query(&query).unwrap();
+        store.scan_quantized_rows(CHUNK_ROWS - 50, &q, query_scale, &mut part);
+        assert!(
+            part.iter()
+                .zip(&one[CHUNK_ROWS - 50..])
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        // Rows past the end are left alone.
+        let mut tail = vec![9f32; 10];
+        store.scan_quantized_rows(store.len() - 3, &q, query_scale, &mut tail);
+        assert_eq!(&tail[3..], &[9.0; 7]);
+        assert_eq!(tail[..3], one[store.len() - 3..]);
     }
 
     #[test]
