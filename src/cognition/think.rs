@@ -25,6 +25,7 @@ use bevy::ecs::system::SystemParam;
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
 use bevy::tasks::{AsyncComputeTaskPool, ComputeTaskPool, Task};
+use bevy::utils::Parallel;
 use chrono::{NaiveDate, NaiveDateTime};
 
 use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimPoll, SimStep};
@@ -655,22 +656,27 @@ pub fn start_thoughts(
     let step = cx.clock.step();
     let sec_per_step = cx.clock.sec_per_step();
     let settings = Arc::new(cx.settings.clone());
-    // Most personas most steps need no model: their bookkeeping is done here, in any order
-    // (it touches only their own mind), and only the others go on to think.
+    // Most personas most steps need no model: their bookkeeping is done here, in parallel and
+    // in any order (it touches only their own mind), and only the others go on to think — in
+    // name order, whichever thread found them.
+    let mut found: Parallel<Vec<(String, Entity)>> = Parallel::default();
+    queries.p0().par_iter_mut().for_each(
+        |(entity, name, mut mind, body, mut view, _, percepts)| {
+            let Some(state) = mind.get_mut() else {
+                return;
+            };
+            if needs_model(state, percepts, now, sec_per_step) {
+                found.scope(|needy| needy.push((name.as_str().to_string(), entity)));
+                return;
+            }
+            bookkeeping(state, now, body.tile, sec_per_step);
+            if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
+                *view = ActionView::from_scratch(&state.scratch);
+            }
+        },
+    );
     let mut needy: Vec<(String, Entity)> = Vec::new();
-    for (entity, name, mut mind, body, mut view, _, percepts) in queries.p0().iter_mut() {
-        let Some(state) = mind.get_mut() else {
-            continue;
-        };
-        if needs_model(state, percepts, now, sec_per_step) {
-            needy.push((name.as_str().to_string(), entity));
-            continue;
-        }
-        bookkeeping(state, now, body.tile, sec_per_step);
-        if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
-            *view = ActionView::from_scratch(&state.scratch);
-        }
-    }
+    found.drain_into(&mut needy);
     if needy.is_empty() {
         return;
     }
