@@ -17,8 +17,9 @@
 //! [`AssociativeMemory::retrieve_relevant_thoughts`]), and keyword strengths, which idle events
 //! do not raise.
 //!
-//! Embeddings live in an [`EmbeddingStore`]: one normalised vector per distinct text, stored
-//! contiguously with an int8 copy for fast scans (see its docs for the measurements).
+//! Embeddings live in an [`EmbeddingStore`]: one normalised vector per distinct text, rows
+//! stored back to back in fixed chunks that never move, with an int8 copy for fast scans (see
+//! its docs for the layout and the measurements).
 //!
 //! [`new_retrieve`] scores every live event and thought by recency (0.995 per game hour since it
 //! was last accessed), relevance (cosine to a focal point) and importance (poignancy), each

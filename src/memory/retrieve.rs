@@ -13,7 +13,7 @@
 //! [`RetrievalWeights`] value times the persona's multiplier. The top `n` are returned (score
 //! descending, ties broken newer node first) and their `last_accessed` is set to `now`.
 //!
-//! The scan reads the memory's flat per-node columns and the embedding store's contiguous rows
+//! The scan reads the memory's flat per-node columns and the embedding store's chunked rows
 //! (split over threads when the store is large, see [`EmbeddingStore`](super::EmbeddingStore));
 //! the recency powers are computed in one vectorised pass, and the top `n` are kept in a heap
 //! of `n` while the scores stream by, with no list of every score and no sort.
