@@ -28,8 +28,12 @@ use crate::world::{MapError, MapProblem, Tile, TileCoord, TownMap};
 /// k-th copy of "Elena Reyes" (k ≥ 1) is "Elena Reyes k+1" with last name "Reyes k+1", so names
 /// stay unique and the first name reads naturally in prompts.
 pub fn synthetic_sheets(n: usize) -> Result<Vec<PersonaSheet>, PersonaError> {
-    let originals = load_persona_sheets(default_personas_dir())?;
-    Ok((0..n)
+    Ok(copies(&load_persona_sheets(default_personas_dir())?, n))
+}
+
+/// `n` sheets from `originals` as [`synthetic_sheets`] makes them.
+fn copies(originals: &[PersonaSheet], n: usize) -> Vec<PersonaSheet> {
+    (0..n)
         .filter_map(|i| {
             let original = originals.get(i % originals.len())?;
             let copy = i / originals.len();
@@ -37,9 +41,8 @@ pub fn synthetic_sheets(n: usize) -> Result<Vec<PersonaSheet>, PersonaError> {
                 return Some(original.clone());
             }
             let mut sheet = original.clone();
-            let suffix = copy + 1;
-            sheet.name = format!("{} {suffix}", original.name);
-            sheet.last_name = format!("{} {suffix}", original.last_name);
+            sheet.name = nth_copy(&original.name, copy);
+            sheet.last_name = nth_copy(&original.last_name, copy);
             // Descriptions name the persona; keep them consistent with the new name.
             for text in [
                 &mut sheet.learned,
@@ -51,17 +54,17 @@ pub fn synthetic_sheets(n: usize) -> Result<Vec<PersonaSheet>, PersonaError> {
             }
             Some(sheet)
         })
-        .collect())
+        .collect()
 }
 
-/// The name of `name` (a sector or a spawn point) in district `district` (0-based): the first
-/// district keeps the town's names, district k ≥ 1 appends ` k+1`, as [`synthetic_sheets`]
-/// does with persona names.
-fn in_district(name: &str, district: usize) -> String {
-    if district == 0 {
+/// The name of the `copy`-th copy (0-based) of something named `name` — a persona, or a
+/// sector or spawn point in district `copy`: the first keeps the name, copy k ≥ 1 appends
+/// ` k+1`.
+fn nth_copy(name: &str, copy: usize) -> String {
+    if copy == 0 {
         name.to_owned()
     } else {
-        format!("{name} {}", district + 1)
+        format!("{name} {}", copy + 1)
     }
 }
 
@@ -69,7 +72,7 @@ fn in_district(name: &str, district: usize) -> String {
 fn address_in_district(address: &str, district: usize) -> String {
     let mut parts: Vec<String> = address.split(':').map(str::to_owned).collect();
     if let Some(sector) = parts.get_mut(1) {
-        *sector = in_district(sector, district);
+        *sector = nth_copy(sector, district);
     }
     parts.join(":")
 }
@@ -80,12 +83,8 @@ fn address_in_district(address: &str, district: usize) -> String {
 /// the next. Visual layers are not copied (headless use). Fails for 0 districts or a grid of
 /// more tiles than tile coordinates and path finding number.
 pub fn district_town(map: &TownMap, districts: usize) -> Result<TownMap, MapError> {
-    let (w, h) = (u64::from(map.width()), u64::from(map.height()));
-    let columns = (districts.max(1) as f64).sqrt().ceil() as u64;
-    let rows = (districts as u64).div_ceil(columns);
-    let (width, height) = (w.saturating_mul(columns), h.saturating_mul(rows));
+    let (tile_width, tile_height) = map.tile_size();
     if districts == 0 {
-        let (tile_width, tile_height) = map.tile_size();
         return Err(MapError::in_memory(MapProblem::EmptyMap {
             width: 0,
             height: 0,
@@ -93,6 +92,10 @@ pub fn district_town(map: &TownMap, districts: usize) -> Result<TownMap, MapErro
             tile_height,
         }));
     }
+    let (w, h) = (u64::from(map.width()), u64::from(map.height()));
+    let columns = (districts as f64).sqrt().ceil() as u64;
+    let rows = (districts as u64).div_ceil(columns);
+    let (width, height) = (w.saturating_mul(columns), h.saturating_mul(rows));
     // Tile coordinates are `i32`; path finding numbers tiles with `u32`.
     let fits = width.saturating_mul(height) <= u64::from(u32::MAX);
     let (Ok(width), Ok(height), true) = (i32::try_from(width), i32::try_from(height), fits) else {
@@ -116,19 +119,18 @@ pub fn district_town(map: &TownMap, districts: usize) -> Result<TownMap, MapErro
             *copy = Tile {
                 collision: tile.collision,
                 world: tile.world.clone(),
-                sector: tile.sector.as_deref().map(|s| in_district(s, district)),
+                sector: tile.sector.as_deref().map(|s| nth_copy(s, district)),
                 arena: tile.arena.clone(),
                 game_object: tile.game_object.clone(),
                 spawning_location: tile
                     .spawning_location
                     .as_deref()
-                    .map(|s| in_district(s, district)),
+                    .map(|s| nth_copy(s, district)),
                 // The map adds each object's idle event again.
                 events: Default::default(),
             };
         }
     }
-    let (tile_width, tile_height) = map.tile_size();
     Ok(TownMap::from_parts(MapParts {
         world: map.world_name().to_owned(),
         width,
@@ -150,9 +152,10 @@ pub fn district_crowd(
     n: usize,
     map: &TownMap,
 ) -> Result<(TownMap, Vec<PersonaSheet>), TownSetupError> {
-    let residents = load_persona_sheets(default_personas_dir())?.len().max(1);
+    let originals = load_persona_sheets(default_personas_dir())?;
+    let residents = originals.len().max(1);
     let sectors: Vec<String> = map.sectors().map(str::to_owned).collect();
-    let mut sheets = synthetic_sheets(n)?;
+    let mut sheets = copies(&originals, n);
     for (i, sheet) in sheets.iter_mut().enumerate() {
         let district = i / residents;
         sheet.living_area = address_in_district(&sheet.living_area, district);
@@ -160,12 +163,12 @@ pub fn district_crowd(
             .workplace
             .as_deref()
             .map(|work| address_in_district(work, district));
-        sheet.spawn = in_district(&sheet.spawn, district);
+        sheet.spawn = nth_copy(&sheet.spawn, district);
         let known = sheet
             .known_sectors
             .clone()
             .unwrap_or_else(|| sectors.clone());
-        sheet.known_sectors = Some(known.iter().map(|s| in_district(s, district)).collect());
+        sheet.known_sectors = Some(known.iter().map(|s| nth_copy(s, district)).collect());
     }
     let town = district_town(map, n.div_ceil(residents).max(1))?;
     Ok((town, sheets))
@@ -325,7 +328,7 @@ mod tests {
                 assert_eq!(copy.game_object, tile.game_object);
                 assert_eq!(
                     copy.sector,
-                    tile.sector.as_deref().map(|s| in_district(s, district))
+                    tile.sector.as_deref().map(|s| nth_copy(s, district))
                 );
             }
             // The cell no district fills is solid and unaddressed.
@@ -371,8 +374,8 @@ mod tests {
         let town = app.world().resource::<TownMap>().clone();
         let mut query = app.world_mut().query::<(&Name, &Body, &Mind)>();
         for (name, body, mind) in query.iter(app.world()) {
-            let sheet = sheets.iter().find(|s| s.name == name.as_str()).unwrap();
-            let district = sheets.iter().position(|s| s.name == sheet.name).unwrap() / 5;
+            let i = sheets.iter().position(|s| s.name == name.as_str()).unwrap();
+            let (sheet, district) = (&sheets[i], i / 5);
             let state = mind.get().unwrap();
             let known = state.spatial.accessible_sectors(town.world_name());
             assert_eq!(
