@@ -277,8 +277,7 @@ impl PathFinder {
         if let Some(path) = self.path_to_any(map, from, &closest) {
             // The search settles ties between equally near tiles its own way; the rule is
             // row-major, so the (few) tiles before the one found are tried one by one.
-            let index = |t: Option<&TileCoord>| t.and_then(|&t| map.index_of(t));
-            let found = index(path.last());
+            let found = path.last().and_then(|&t| map.index_of(t));
             let mut earlier: Vec<(usize, TileCoord)> = closest
                 .iter()
                 .filter_map(|&t| Some((map.index_of(t)?, t)))
