@@ -119,7 +119,7 @@ fn parse_replay_speed(text: &str) -> Result<bevy_generative_agents::clock::SimSp
         .unwrap_or(t)
         .parse()
         .map_err(|_| format!("replay speed must be 1, 2, 4, 8, 16 or 32, got {text:?}"))?;
-    bevy_generative_agents::persist::replay_speed(n)
+    bevy_generative_agents::output::replay_speed(n)
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -226,7 +226,7 @@ fn replay_command(args: &ReplayArgs) -> ExitCode {
     if !args.check {
         return play_replay(args);
     }
-    match bevy_generative_agents::persist::check_replay(&args.dir, args.map.as_deref()) {
+    match bevy_generative_agents::output::check_replay(&args.dir, args.map.as_deref()) {
         Ok(check) => {
             println!(
                 "movement log OK: {} steps ({}-{}), {} personas, {} moves, {} chat lines{}",
@@ -288,7 +288,7 @@ fn play_replay(args: &ReplayArgs) -> ExitCode {
 
 /// `smallville report`: exit code 1 when the run folder is incomplete or unreadable.
 fn report_command(dir: &std::path::Path) -> ExitCode {
-    match bevy_generative_agents::persist::write_report(dir) {
+    match bevy_generative_agents::output::write_report(dir) {
         Ok(report) => {
             println!(
                 "wrote {} and {} ({} images)",

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed, TimeMode};
 use bevy_generative_agents::cognition::chat_stream::ChatStreamFeed;
-use bevy_generative_agents::cognition::think::Conversing;
+use bevy_generative_agents::cognition::vocabulary::Conversing;
 use bevy_generative_agents::cognition::{ChatIntents, ChatStream, ChatStreamSettings};
 use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::persona::ActionView;

@@ -11,10 +11,10 @@ mod common;
 use bevy::prelude::{Messages, With};
 use bevy_generative_agents::clock::{AwaitingCognition, SimClock, SimSpeed};
 use bevy_generative_agents::llm::{LlmClient, LlmConfig, ScriptedBackend};
-use bevy_generative_agents::output::{RunOptions, run};
+use bevy_generative_agents::output::{RunOptions, check_replay, run, write_report};
 use bevy_generative_agents::persist::{
-    CacheMode, PersistError, PersistOutcome, SaveRequest, build_app_from_save, check_replay,
-    decode, fork_save, load_into_world, recover_interrupted_save, write_report,
+    CacheMode, PersistError, PersistOutcome, SaveRequest, build_app_from_save, decode, fork_save,
+    load_into_world, recover_interrupted_save,
 };
 use bevy_generative_agents::persona::Persona;
 use common::{copy_tree, run_ok, scripted_run_options};

@@ -11,9 +11,9 @@ mod common;
 use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 use bevy_generative_agents::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
-use bevy_generative_agents::output::{MovementReplay, PersonaFrame};
-use bevy_generative_agents::persist::{
-    CheckedReplay, ReplayActor, ReplayPlayback, ReplayPlugin, load_replay,
+use bevy_generative_agents::output::{
+    CheckedReplay, MovementReplay, PersonaFrame, ReplayActor, ReplayPlayback, ReplayPlugin,
+    load_replay,
 };
 use bevy_generative_agents::persona::{ActionView, Body, Mind, Persona};
 use common::scripted_run;

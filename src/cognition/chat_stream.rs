@@ -38,7 +38,7 @@ use crate::prompt::clean::{Bracket, matching_close};
 use crate::prompt::{AnswerWatcher, clean_response};
 
 use super::prompts::NextUtterance;
-use super::think::{Conversing, collect_thoughts};
+use super::vocabulary::{Conversing, LandThoughts};
 
 /// The default capacity of a conversation's channel to the ECS.
 pub const DEFAULT_CHAT_STREAM_CAPACITY: usize = 64;
@@ -413,7 +413,7 @@ impl Plugin for ChatStreamPlugin {
         app.init_resource::<ChatStreamSettings>()
             .register_type::<ChatStreamSettings>()
             .register_type::<ChatStream>()
-            .add_systems(SimPoll, drain_chat_streams.after(collect_thoughts));
+            .add_systems(SimPoll, drain_chat_streams.after(LandThoughts));
     }
 }
 

@@ -26,13 +26,13 @@ use crate::settings::AgentSettings;
 
 use super::chat_stream::{ChatSide, ChatStreamSink, UtteranceWatcher};
 use super::identity::retrieve_statements;
-use super::plan::{add_new_action, date_text, minute_of_day};
 use super::prompts::{
     ConversationSummary, DecideToReact, DecideToTalk, NewDecompositionSchedule, NextUtterance,
     ReactChoice, RelationshipSummary, clock_text, readable_place, transcript,
 };
 use super::schedule::{reaction_window, total_minutes};
-use super::think::{OtherPersona, PlanEvent};
+use super::vocabulary::{OtherPersona, PlanEvent};
+use super::vocabulary::{add_new_action, date_text, minute_of_day};
 
 /// The emoji of a chat action.
 pub const CHAT_EMOJI: &str = "💬";

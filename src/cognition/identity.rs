@@ -11,12 +11,12 @@ use crate::prompt::{PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 
 use super::perceive::embedding_for;
-use super::plan::date_text;
 use super::prompts::{
     ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
     ReviseIdentityPlanNote, wake_up_item,
 };
-use super::think::{PlanEvent, retrieval_params};
+use super::vocabulary::date_text;
+use super::vocabulary::{PlanEvent, retrieval_params};
 
 /// The memories (descriptions, oldest first) best matching `focal_points`, `n` per point,
 /// each once. Marks them accessed.

@@ -23,11 +23,13 @@ pub mod prompts;
 pub mod reflect;
 pub mod schedule;
 pub mod think;
+pub mod vocabulary;
 
+pub use crate::persona::Percepts;
 pub use chat_stream::{ChatStream, ChatStreamPlugin, ChatStreamSettings};
 pub use execute::ExecutePlugin;
-pub use perceive::Percepts;
 pub use think::{ChatIntents, ThinkPlugin};
+pub use vocabulary::{AddressBook, LandThoughts, OtherPersona, PlanEvent};
 
 use bevy::prelude::*;
 

@@ -11,25 +11,12 @@ use chrono::NaiveDateTime;
 
 use crate::clock::AwaitingCognition;
 use crate::memory::{ChatLine, NewMemory, NodeId};
-use crate::persona::{Body, Mind, MindState, Persona};
+use crate::persona::{Body, Mind, MindState, Percepts, Persona};
 use crate::prompt::{PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
 
 use super::prompts::{ChatPoignancy, EventPoignancy, transcript};
-
-/// What a persona sees this step. Refreshed every step for personas whose mind is home.
-#[derive(Component, Debug, Clone, Default, PartialEq)]
-pub struct Percepts {
-    /// The tile the persona looked from.
-    pub tile: Option<TileCoord>,
-    /// The closest `att_bandwidth` events in the persona's arena, nearest first, deduplicated.
-    pub events: Vec<TileEvent>,
-    /// The arena the persona stands in (`w:s:a`), or a shorter address outdoors.
-    pub arena: String,
-    /// The sector the persona stands in, if any.
-    pub sector: Option<String>,
-}
 
 /// Adds the places within `vision_r` of `tile` to `spatial` (SPEC §3.1 step 1), allocating
 /// only for places it did not know yet.

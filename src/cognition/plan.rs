@@ -15,7 +15,7 @@ use chrono::{Duration, NaiveDateTime, Timelike};
 
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
-use crate::persona::{DayRecord, EventTriple, MindState};
+use crate::persona::{DayRecord, MindState};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
 
@@ -29,12 +29,7 @@ use super::schedule::{
     blocks_to_decompose, day_hours, distinct_activities, item_start, merge_hourly, pad_day,
     replace_item, schedule_index,
 };
-use super::think::{AddressBook, PlanEvent};
-
-/// Today's date as prompts show it ("Monday February 13").
-pub fn date_text(now: NaiveDateTime) -> String {
-    now.format("%A %B %d").to_string()
-}
+use super::vocabulary::{AddressBook, PlanEvent, add_new_action, date_text, minute_of_day};
 
 /// A prompt asked again for a fresh sample: same template, a different seed (so a different
 /// cache entry). Used to regenerate a too-monotonous hourly schedule.
@@ -179,11 +174,6 @@ pub async fn plan_new_day(
         schedule,
         arenas_visited: Default::default(),
     }));
-}
-
-/// Minutes elapsed today at `now`.
-pub fn minute_of_day(now: NaiveDateTime) -> u32 {
-    now.hour() * 60 + now.minute()
 }
 
 /// Decomposes the blocks due now (SPEC §3.4) and pads the day. Blocks are decomposed from the
@@ -348,42 +338,6 @@ pub async fn ground_action(
     Grounding {
         address: format!("{}:{RANDOM_OBJECT}", mind.scratch.living_area),
         object: None,
-    }
-}
-
-/// Starts a new action: every action field, `act_start_time = now` (SPEC §3.4 `add_new_action`).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors the action fields of SPEC §2"
-)]
-pub fn add_new_action(
-    mind: &mut MindState,
-    now: NaiveDateTime,
-    address: String,
-    duration: u32,
-    description: String,
-    emoji: String,
-    event: EventTriple,
-    object: Option<(String, String, EventTriple)>,
-) {
-    let s = &mut mind.scratch;
-    s.act_address = Some(address);
-    s.act_start_time = Some(now);
-    s.act_duration = Some(duration);
-    s.act_description = Some(description);
-    s.act_pronunciatio = Some(emoji);
-    s.act_event = event;
-    match object {
-        Some((description, emoji, event)) => {
-            s.act_obj_description = Some(description);
-            s.act_obj_pronunciatio = Some(emoji);
-            s.act_obj_event = event;
-        }
-        None => {
-            s.act_obj_description = None;
-            s.act_obj_pronunciatio = None;
-            s.act_obj_event = EventTriple::default();
-        }
     }
 }
 

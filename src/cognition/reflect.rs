@@ -15,7 +15,7 @@ use super::prompts::{
     ActionEventTriple, FocalPoints, InsightsWithEvidence, MemoAfterChat, PlanningThoughtAfterChat,
     ThoughtPoignancy,
 };
-use super::think::{PlanEvent, retrieval_params};
+use super::vocabulary::{PlanEvent, retrieval_params};
 
 /// Whether reflection is due (SPEC §3.8): the budget is spent and something happened.
 pub fn reflection_due(mind: &MindState) -> bool {

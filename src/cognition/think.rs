@@ -26,14 +26,11 @@ use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
 use bevy::tasks::{AsyncComputeTaskPool, ComputeTaskPool, Task};
 use bevy::utils::Parallel;
-use chrono::{NaiveDate, NaiveDateTime};
+use chrono::NaiveDateTime;
 
 use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimPoll, SimStep};
 use crate::llm::LlmClient;
-use crate::memory::RetrievalParams;
-use crate::persona::{
-    ActionView, Body, ConversationRecord, DayRecord, Diary, Mind, MindState, Persona,
-};
+use crate::persona::{ActionView, Body, Diary, Mind, MindState, Percepts, Persona};
 use crate::prompt::{PromptContext, PromptLibrary};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TownMap};
@@ -43,81 +40,12 @@ use super::converse::{
     Reaction, SpeakerView, choose_focus, conversation_record, decide_reaction, hold_conversation,
     related_memories, start_wait,
 };
-use super::perceive::{Percepts, form_memories, gather_percepts, recently_perceived};
+use super::perceive::{form_memories, gather_percepts, recently_perceived};
 use super::plan::{day_change, determine_action, plan_new_day};
 use super::reflect::{chat_thoughts, chat_thoughts_due, reflect, reflection_due};
-
-/// Every address on the map, to check that a grounded action exists. Built once per map.
-#[derive(Debug, Clone, Default)]
-pub struct AddressBook {
-    /// The world's name.
-    pub world: String,
-    addresses: HashSet<String>,
-}
-
-impl AddressBook {
-    /// The addresses of `map`.
-    pub fn of(map: &TownMap) -> Self {
-        Self {
-            world: map.world_name().to_string(),
-            addresses: map.address_keys().into_iter().map(str::to_string).collect(),
-        }
-    }
-
-    /// Whether `address` is on the map.
-    pub fn contains(&self, address: &str) -> bool {
-        self.addresses.contains(address)
-    }
-}
-
-/// Another persona as a thought sees it (from the step's snapshot).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OtherPersona {
-    /// Name.
-    pub name: String,
-    /// Action address.
-    pub address: String,
-    /// Action description.
-    pub description: String,
-    /// When the action ends.
-    pub end_time: Option<NaiveDateTime>,
-    /// Whether chatting.
-    pub chatting: bool,
-    /// Whether asleep.
-    pub sleeping: bool,
-    /// Whether waiting.
-    pub waiting: bool,
-}
-
-impl OtherPersona {
-    /// The snapshot of `view`.
-    pub fn of(name: &str, view: &ActionView) -> Self {
-        Self {
-            name: name.to_string(),
-            address: view.address.clone(),
-            description: view.description.clone(),
-            end_time: view.end_time,
-            chatting: view.chatting_with.is_some(),
-            sleeping: crate::persona::is_sleep_text(&view.description),
-            waiting: view.address.starts_with("<waiting>"),
-        }
-    }
-}
-
-/// Something a thought did that the persona's [`Diary`] records.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PlanEvent {
-    /// A new day was planned.
-    NewDay(DayRecord),
-    /// The identity was revised for this date.
-    IdentityRevised(NaiveDate),
-    /// A reflection ran.
-    Reflected,
-    /// A conversation started.
-    Conversation(ConversationRecord),
-    /// A reaction of this kind (`"chat"`, `"wait"`) started.
-    Reaction(&'static str),
-}
+use super::vocabulary::{
+    AddressBook, ConversationDone, Conversing, LandThoughts, OtherPersona, PlanEvent,
+};
 
 /// What a thought needs besides the mind: owned or shared, so it moves into a task.
 #[derive(Debug, Clone)]
@@ -155,24 +83,6 @@ pub struct ThoughtOutcome {
     pub new_action: bool,
     /// A conversation the persona wants to start.
     pub talk_to: Option<String>,
-}
-
-/// The retrieval parameters of a persona: global weights × its own multipliers and decay.
-pub fn retrieval_params(mind: &MindState, settings: &AgentSettings) -> RetrievalParams {
-    let p = &mind.scratch.params;
-    let [recency, relevance, importance] = settings.retrieval_weights;
-    RetrievalParams {
-        weights: crate::memory::RetrievalWeights {
-            recency,
-            relevance,
-            importance,
-        },
-        recency_w: p.recency_w,
-        relevance_w: p.relevance_w,
-        importance_w: p.importance_w,
-        recency_decay: p.recency_decay,
-        ..Default::default()
-    }
 }
 
 /// Whether this step's thought needs the model: a new day, a finished action, something new in
@@ -343,17 +253,6 @@ impl LandedThoughts {
 /// Conversations personas want to start, resolved at the start of the next step.
 #[derive(Resource, Debug, Default)]
 pub struct ChatIntents(pub Vec<(Entity, String)>);
-
-/// A conversation in flight, on the initiator's entity.
-#[derive(Component)]
-pub struct Conversing(Task<ConversationDone>);
-
-/// What a conversation task hands back.
-#[derive(Debug)]
-pub struct ConversationDone {
-    initiator: (Entity, Box<MindState>, PlanEvent),
-    partner: (Entity, Box<MindState>, PlanEvent),
-}
 
 /// Brings a landed thought back: the mind, the visible action, the diary.
 fn check_in(
@@ -825,7 +724,7 @@ impl Plugin for ThinkPlugin {
                     .in_set(AgentSystems::Plan),
             )
             .add_systems(SimStep, record_visits.in_set(AgentSystems::Last))
-            .add_systems(SimPoll, collect_thoughts);
+            .add_systems(SimPoll, collect_thoughts.in_set(LandThoughts));
     }
 }
 

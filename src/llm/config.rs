@@ -28,20 +28,12 @@ use serde::Deserialize;
 
 use super::backend::LlmBackend;
 use super::client::{DEFAULT_CONCURRENCY, LlmClient};
-use crate::testing::town_script::town_script_backend;
+pub use super::endpoint::{
+    ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
+    DEFAULT_MODEL, DEFAULT_TIMEOUT,
+};
+use super::offline::town_script_backend;
 
-/// The base URL used when only an API key is configured.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-/// The default chat model (any OpenAI-compatible server; local servers often ignore it).
-pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
-/// The default embedding model.
-pub const DEFAULT_EMBED_MODEL: &str = "text-embedding-3-small";
-/// The default total timeout of one HTTP attempt.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-/// The default connect timeout.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The default number of transport retries after the first attempt.
-pub const DEFAULT_MAX_RETRIES: u32 = 4;
 /// The default number of local inference threads: on a small machine shared with the game,
 /// one well-fed thread beats two starved ones.
 pub const DEFAULT_LOCAL_THREADS: u32 = 1;
@@ -51,36 +43,6 @@ pub const DEFAULT_MODEL_FILES: &[&str] = &[
     "qwen2.5-1.5b-instruct-q4_k_m.gguf",
     "SmolLM2-135M-Instruct.Q4_1.gguf",
 ];
-
-/// An API key. `Debug` and `Display` print `ApiKey(***)`; there is no `Serialize`.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Wraps a key.
-    pub fn new(key: impl Into<String>) -> Self {
-        Self(key.into())
-    }
-
-    /// The key itself — for the `Authorization` header and for scrubbing it out of error
-    /// text, nothing else.
-    pub fn expose_secret(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(***)")
-    }
-}
-
-impl fmt::Display for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(***)")
-    }
-}
 
 /// Which backend to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize)]
@@ -693,7 +655,7 @@ pub fn build_client(config: &LlmConfig) -> Result<LlmClient, ConfigError> {
 
 #[cfg(feature = "http")]
 fn build_http(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
-    let http = super::http::HttpConfig::from_llm_config(config);
+    let http = http_config(config);
     let backend = super::http::HttpBackend::new(http).map_err(|err| ConfigError::Startup {
         backend: "http",
         reason: err.to_string(),
@@ -710,6 +672,20 @@ fn build_http(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
         }
     );
     Ok(Arc::new(backend))
+}
+
+/// The HTTP settings of a resolved [`LlmConfig`].
+#[cfg(feature = "http")]
+fn http_config(config: &LlmConfig) -> super::http::HttpConfig {
+    super::http::HttpConfig {
+        embed_model: config.embed_model.clone(),
+        api_key: config.api_key.clone(),
+        timeout: config.timeout,
+        connect_timeout: config.connect_timeout,
+        max_retries: config.max_retries,
+        embedding_dim: config.embedding_dim,
+        ..super::http::HttpConfig::new(config.effective_base_url(), config.model.clone())
+    }
 }
 
 #[cfg(not(feature = "http"))]

@@ -39,9 +39,9 @@ use super::backend::{
     BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmError, RetryHook, Role, TokenUsage,
     estimate_tokens,
 };
-use super::config::{
-    ApiKey, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
-    DEFAULT_TIMEOUT, LlmConfig,
+use super::endpoint::{
+    ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
+    DEFAULT_MODEL, DEFAULT_TIMEOUT,
 };
 use super::usage::EMBED_KIND;
 
@@ -95,24 +95,11 @@ impl HttpConfig {
             max_response_bytes: 16 * 1024 * 1024,
         }
     }
-
-    /// The HTTP settings of a resolved [`LlmConfig`].
-    pub fn from_llm_config(config: &LlmConfig) -> Self {
-        Self {
-            embed_model: config.embed_model.clone(),
-            api_key: config.api_key.clone(),
-            timeout: config.timeout,
-            connect_timeout: config.connect_timeout,
-            max_retries: config.max_retries,
-            embedding_dim: config.embedding_dim,
-            ..Self::new(config.effective_base_url(), config.model.clone())
-        }
-    }
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        Self::new(super::config::DEFAULT_BASE_URL, DEFAULT_MODEL)
+        Self::new(DEFAULT_BASE_URL, DEFAULT_MODEL)
     }
 }
 

@@ -14,6 +14,8 @@
 //!      failures with exponential backoff, full jitter and `Retry-After`.
 //!    * [`ScriptedBackend`]: deterministic answers per prompt kind for tests and offline demos —
 //!      named "scripted", never presented as a model. Hashed bag-of-words embeddings.
+//!    * [`offline`]: the offline town script the scripted backend runs by default — the
+//!      stand-in used when no model can be had, and the script of tests and demos.
 //!    * [`ReplayBackend`]: answers from a recorded response cache.
 //!    * [`FaultyBackend`]: wraps another backend and corrupts a seeded fraction of answers,
 //!      so parsers and the sim are tested against garbage (SPEC §12).
@@ -37,11 +39,13 @@ mod backend;
 mod cache;
 mod client;
 mod config;
+mod endpoint;
 mod faulty;
 #[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "local-llm")]
 mod local;
+pub mod offline;
 mod plugin;
 mod replay;
 mod scripted;
@@ -69,6 +73,7 @@ pub use local::{
     ChoiceNorm, DEFAULT_CONTEXT_SIZE, DEFAULT_THREADS, JSON_GRAMMAR, LocalBackend, LocalConfig,
     LocalError, LocalStats, RawBench, kind_grammar, raw_llama_bench,
 };
+pub use offline::{town_script_backend, town_script_client};
 pub use plugin::LlmPlugin;
 pub use replay::ReplayBackend;
 pub use scripted::{

@@ -38,7 +38,7 @@ impl Plugin for LlmPlugin {
         };
         let client = config.and_then(|config| build_client(&config)).unwrap_or_else(|err| {
             error!("LLM configuration failed ({err}); falling back to the offline SCRIPTED backend, not a model");
-            LlmClient::new(std::sync::Arc::new(crate::testing::town_script::town_script_backend(0)))
+            LlmClient::new(std::sync::Arc::new(super::offline::town_script_backend(0)))
         });
         info!(
             "LLM backend: {} (model {})",

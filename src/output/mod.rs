@@ -17,6 +17,9 @@
 //! renamed over the final name, so a crash never leaves a half-written file under the real name.
 
 pub mod movement;
+pub mod playback;
+pub mod replay;
+pub mod report;
 pub mod run;
 pub mod summary;
 
@@ -24,6 +27,9 @@ pub use movement::{
     MovementLine, MovementLog, MovementLogData, MovementLogError, MovementLogPlugin,
     MovementReplay, PersonaDelta, PersonaFrame, diff_frames, parse_movement_log, read_movement_log,
 };
+pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
+pub use replay::{CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, load_replay};
+pub use report::{RunReportData, write_report};
 pub use run::{RunArgs, RunError, RunOptions, RunReport, run};
 pub use summary::{PersonaSummary, RunMetadata, RunSummary};
 

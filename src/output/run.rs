@@ -20,13 +20,13 @@ use bevy::prelude::*;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::movement::{MovementLog, MovementLogError, PersonaFrame, record_movement};
+use super::replay::RUN_SAVE_DIR;
+use super::report::{REPORT_HTML, write_report};
 use super::summary::{RunMetadata, RunSummary, summarise_personas};
 use super::write_atomic;
 use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimSpeed, SimStep, TimeMode};
 use crate::headless::{DemoOptions, HeadlessError, build_headless_app};
 use crate::llm::{BackendChoice, LlmArgs, LlmClient, LlmConfig, UsageReport};
-use crate::persist::replay::RUN_SAVE_DIR;
-use crate::persist::report::{REPORT_HTML, write_report};
 use crate::persist::{
     CacheMode, PersistError, SimSeed, build_app_from_save, client_with_cache_mode, save_world,
 };

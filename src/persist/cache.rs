@@ -47,7 +47,7 @@ pub fn client_with_cache_mode(
         CacheMode::Record(path) => {
             let backend: Arc<dyn LlmBackend> =
                 if config.resolved_backend() == crate::llm::BackendChoice::Scripted {
-                    Arc::new(crate::testing::town_script::town_script_backend(seed))
+                    Arc::new(crate::llm::town_script_backend(seed))
                 } else {
                     build_backend(config)?
                 };

@@ -1,6 +1,6 @@
-//! Persistence (SPEC §11): save, load and fork a simulation; replay-check a movement log;
-//! play a movement log back without a model; write run reports with charts; record and replay
-//! every model answer.
+//! Persistence (SPEC §11): save, load and fork a simulation; record and replay every model
+//! answer. What a run leaves beside its save — the movement log, its replay and playback, the
+//! summary and the report — is [`crate::output`]'s.
 //!
 //! ## The save folder
 //!
@@ -47,17 +47,11 @@
 pub mod cache;
 pub mod files;
 pub mod format;
-pub mod playback;
-pub mod replay;
-pub mod report;
 mod world;
 
 pub use cache::{CacheMode, client_with_cache_mode};
 pub use files::{recover_interrupted_save, write_folder_atomic};
 pub use format::{EmbeddingInfo, PersonaSave, SaveData, SaveMeta, decode};
-pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
-pub use replay::{CheckedReplay, ReplayCheck, check_replay, load_replay};
-pub use report::{RunReportData, write_report};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, apply_save,
     build_app_from_save, capture_save, check_save, fork_save, load_into_world, save_world,

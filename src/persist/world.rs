@@ -526,7 +526,7 @@ pub fn build_app_from_save(
         Some(client) => client,
         // The offline town script follows the simulation's seed, as in a fresh headless run.
         None if llm.resolved_backend() == crate::llm::BackendChoice::Scripted => {
-            crate::testing::scripted_client(meta.seed)
+            crate::llm::town_script_client(meta.seed)
         }
         None => build_client(llm)?,
     };

@@ -26,10 +26,23 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::clock::SimClock;
-use crate::cognition::Percepts;
 use crate::memory::{AssociativeMemory, SpatialMemory};
 use crate::settings::AgentSettings;
 use crate::world::{TileCoord, TileEvent, TownMap};
+
+/// What a persona sees this step, filled by the perceive stage of the cognitive loop.
+/// Refreshed every step for personas whose mind is home.
+#[derive(Component, Debug, Clone, Default, PartialEq)]
+pub struct Percepts {
+    /// The tile the persona looked from.
+    pub tile: Option<TileCoord>,
+    /// The closest `att_bandwidth` events in the persona's arena, nearest first, deduplicated.
+    pub events: Vec<TileEvent>,
+    /// The arena the persona stands in (`w:s:a`), or a shorter address outdoors.
+    pub arena: String,
+    /// The sector the persona stands in, if any.
+    pub sector: Option<String>,
+}
 
 /// A generative agent. Spawning it brings its required components.
 #[derive(Component, Reflect, Debug, Clone, Copy, Default)]

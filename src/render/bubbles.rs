@@ -32,7 +32,7 @@ use super::sprites::{PersonaSprite, canvas_image};
 use super::z;
 use crate::clock::{AwaitingCognition, SimClock, TimeMode};
 use crate::cognition::ChatStream;
-use crate::persist::ReplayActor;
+use crate::output::ReplayActor;
 use crate::persona::{ActionView, Mind, Persona};
 use crate::settings::AgentSettings;
 

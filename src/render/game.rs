@@ -34,14 +34,14 @@ use super::saves::QuickSavePlugin;
 use crate::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
 use crate::cognition::ChatStreamSettings;
 use crate::headless::HeadlessError;
+use crate::headless::{TownSetupError, spawn_crowd, synthetic_sheets};
 use crate::llm::{BackendChoice, LlmConfig, LlmPlugin, build_client};
+use crate::output::{ReplayPlayback, ReplayPlugin, load_replay};
 use crate::persist::{
-    PersistError, ReplayPlayback, ReplayPlugin, SaveData, SimSeed, apply_save, check_save, decode,
-    load_replay, recover_interrupted_save,
+    PersistError, SaveData, SimSeed, apply_save, check_save, decode, recover_interrupted_save,
 };
 use crate::persona::{default_personas_dir, load_persona_sheets, spawn_persona};
 use crate::settings::AgentSettings;
-use crate::testing::{TownSetupError, spawn_crowd, synthetic_sheets};
 use crate::world::TownMap;
 
 /// The window's size in logical pixels.
@@ -207,7 +207,7 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
             let map = TownMap::load_tmx(&map_path).map_err(PersistError::from)?;
             // The offline town script follows the save's seed, as a headless resume does.
             let client = if options.llm.resolved_backend() == BackendChoice::Scripted {
-                crate::testing::scripted_client(data.meta.seed)
+                crate::llm::town_script_client(data.meta.seed)
             } else {
                 build_client(&options.llm).map_err(HeadlessError::from)?
             };

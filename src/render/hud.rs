@@ -14,7 +14,7 @@ use bevy_egui::{EguiContexts, EguiPrimaryContextPass, egui};
 
 use crate::clock::{SimClock, SimSpeed, TimeMode};
 use crate::llm::{LlmClient, UsageReport};
-use crate::persist::ReplayPlayback;
+use crate::output::ReplayPlayback;
 
 /// Seconds a [`HudToast`] stays up (errors twice as long).
 pub const TOAST_SECS: f32 = 6.0;

@@ -23,7 +23,7 @@ use super::sprites::Selected;
 use crate::clock::SimClock;
 use crate::cognition::ChatStream;
 use crate::memory::NodeKind;
-use crate::persist::ReplayActor;
+use crate::output::ReplayActor;
 use crate::persona::{ActionView, Body, Diary, Mind, Persona};
 
 /// Memories kept in a snapshot (the most recent ones).

@@ -21,7 +21,7 @@
 //! screenshot mode, see [`GameOptions::screenshot`]), from a fresh town or a save
 //! ([`GameOptions::load`]), with [`QuickSavePlugin`] for `F5` / `F9`. [`run_replay`] opens the
 //! same window on a run's movement log, played by the
-//! [`ReplayPlugin`](crate::persist::ReplayPlugin) with no model: its display-only personas are
+//! [`ReplayPlugin`](crate::output::ReplayPlugin) with no model: its display-only personas are
 //! drawn by the same plugins.
 //!
 //! Coordinates: tile `(x, y)` (y down, as in Tiled) has its centre at world

@@ -28,7 +28,7 @@
 //! rejecting, so small models cost fewer retries.
 //!
 //! The helpers below ([`clock_text`], [`readable_place`], …) render inputs the same way in
-//! every template; the offline town script (`testing::town_script`) relies on those lines.
+//! every template; the offline town script (`llm::offline`) relies on those lines.
 //!
 //! [`Prompt`]: crate::prompt::Prompt
 
@@ -62,26 +62,7 @@ pub use plan::{
 };
 pub use reflect::{FocalPoints, Insight, InsightsWithEvidence};
 
-/// Minutes in a day.
-pub const MINUTES_PER_DAY: u32 = 1440;
-
-/// A time of day as prompts show it: `0 → "12:00 am"`, `390 → "6:30 am"`, `780 → "1:00 pm"`.
-/// Minutes past the end of the day wrap around.
-pub fn clock_text(minute_of_day: u32) -> String {
-    let minute_of_day = minute_of_day % MINUTES_PER_DAY;
-    let (hour, minute) = (minute_of_day / 60, minute_of_day % 60);
-    let meridiem = if hour < 12 { "am" } else { "pm" };
-    let hour12 = match hour % 12 {
-        0 => 12,
-        h => h,
-    };
-    format!("{hour12}:{minute:02} {meridiem}")
-}
-
-/// A whole hour as prompts show it (`7 → "7:00 am"`).
-pub fn hour_text(hour: u32) -> String {
-    clock_text(hour.saturating_mul(60))
-}
+pub use crate::clock::{MINUTES_PER_DAY, clock_text, hour_text};
 
 /// The first item of every daily plan (SPEC §3.3): "wake up and complete the morning routine
 /// at 6:00 am".

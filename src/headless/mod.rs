@@ -1,5 +1,9 @@
 //! Headless runs: the same plugins as the game, under [`MinimalPlugins`], driven from a loop.
 
+mod crowd;
+
+pub use crowd::{district_crowd, district_town, spawn_crowd, synthetic_sheets};
+
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -101,7 +105,7 @@ pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, 
     }
     // The offline town script follows the run's seed, like every other random choice.
     let client = if options.llm.resolved_backend() == crate::llm::BackendChoice::Scripted {
-        crate::testing::scripted_client(options.seed)
+        crate::llm::town_script_client(options.seed)
     } else {
         build_client(&options.llm)?
     };
@@ -223,4 +227,58 @@ fn print_status(app: &mut App, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(out, "  {name:<16} {line}")?;
     }
     Ok(())
+}
+
+/// Why the default town could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TownSetupError {
+    /// The map failed to load.
+    #[error(transparent)]
+    Map(#[from] MapError),
+    /// A persona sheet failed to load or fit.
+    #[error(transparent)]
+    Persona(#[from] PersonaError),
+}
+
+/// Loads the default town and spawns its first `max_personas` personas (all when `None`).
+/// Returns the persona entities in sheet order.
+pub fn spawn_default_town(
+    app: &mut App,
+    max_personas: Option<usize>,
+    seed: u64,
+) -> Result<Vec<Entity>, TownSetupError> {
+    let map = TownMap::load_tmx(TownMap::default_town_path())?;
+    let mut sheets = load_persona_sheets(default_personas_dir())?;
+    if let Some(n) = max_personas {
+        sheets.truncate(n);
+    }
+    let settings = app
+        .world()
+        .get_resource::<AgentSettings>()
+        .cloned()
+        .unwrap_or_default();
+    let clock = app
+        .world()
+        .get_resource::<SimClock>()
+        .cloned()
+        .unwrap_or_default();
+    let mut entities = Vec::new();
+    {
+        let world = app.world_mut();
+        let mut queue = bevy::ecs::world::CommandQueue::default();
+        let mut commands = Commands::new(&mut queue, world);
+        for sheet in &sheets {
+            entities.push(spawn_persona(
+                &mut commands,
+                sheet,
+                &map,
+                &settings,
+                &clock,
+                seed,
+            )?);
+        }
+        queue.apply(world);
+    }
+    app.insert_resource(map);
+    Ok(entities)
 }

@@ -23,10 +23,10 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 use serde::{Deserialize, Serialize};
 
-use super::PersistError;
 use crate::llm::UsageReport;
 use crate::output::run::{MOVEMENT_FILE, SUMMARY_FILE, USAGE_FILE};
 use crate::output::{MovementLogData, RunSummary, read_movement_log};
+use crate::persist::PersistError;
 
 /// The HTML report's file name in the run folder.
 pub const REPORT_HTML: &str = "report.html";
@@ -346,8 +346,8 @@ pub struct RunReportData {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, PersistError> {
-    let bytes = super::files::read_file(path)?;
-    super::format::parse(path, &bytes)
+    let bytes = crate::persist::files::read_file(path)?;
+    crate::persist::format::parse(path, &bytes)
 }
 
 fn numbers(u: &crate::llm::KindUsage) -> KindNumbers {

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::PersistError;
-use super::format::decode;
 use crate::output::run::MOVEMENT_FILE;
 use crate::output::{MovementLogData, MovementReplay, PersonaFrame, read_movement_log};
+use crate::persist::PersistError;
+use crate::persist::format::decode;
 use crate::world::TownMap;
 
 /// The save folder a run leaves next to its log.
@@ -76,7 +76,7 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
         return Err(invalid(&path, "the log is empty".into()));
     };
     let save_dir = dir.join(RUN_SAVE_DIR);
-    let save = if save_dir.join(super::format::META_FILE).is_file() {
+    let save = if save_dir.join(crate::persist::format::META_FILE).is_file() {
         Some(decode(&save_dir)?)
     } else {
         None

@@ -30,10 +30,10 @@ use std::path::{Path, PathBuf};
 use bevy::prelude::*;
 use chrono::{NaiveDateTime, TimeDelta};
 
-use super::PersistError;
 use crate::clock::{AgentSystems, SimClock, SimSpeed, SimStep};
 use crate::output::run::MOVEMENT_FILE;
 use crate::output::{MovementLine, MovementLogData, MovementReplay, PersonaFrame};
+use crate::persist::PersistError;
 use crate::persona::{ActionView, Body, Persona};
 
 /// The step length assumed when neither the log (one line) nor a save says otherwise.

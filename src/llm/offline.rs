@@ -1,4 +1,4 @@
-//! The offline **town script**: scripted answers that make a believable day in Willowbrook.
+//! The offline **town script**: scripted answers that make a believable day in a town.
 //!
 //! This is a deterministic script for tests and offline demos — **not a language model**. It
 //! is a [`ScriptedBackend`] (its name and model are `"scripted"`) with a responder for every
@@ -39,7 +39,7 @@
 use rand::Rng;
 use serde_json::json;
 
-use crate::llm::{ChoiceRequest, ScriptRng, ScriptedBackend, word_overlap_scores};
+use crate::llm::{ChoiceRequest, LlmClient, ScriptRng, ScriptedBackend, word_overlap_scores};
 
 /// The café where everyone has lunch.
 const CAFE: &str = "Riverside Cafe";
@@ -49,6 +49,12 @@ const GROCERY: &str = "Elm Street Grocery";
 const PARK: &str = "Maple Park";
 /// Where people meet in the evening.
 const PUB: &str = "Copper Kettle Pub";
+
+/// A client over the town script seeded with `seed`: a deterministic [`ScriptedBackend`], not a
+/// model.
+pub fn town_script_client(seed: u64) -> LlmClient {
+    LlmClient::new(std::sync::Arc::new(town_script_backend(seed)))
+}
 
 /// The town script: a [`ScriptedBackend`] seeded with `seed` that answers every prompt kind of
 /// the cognitive loop. See the [module docs](self). Deterministic: the same seed and prompt
@@ -427,7 +433,7 @@ fn first_hour_in(text: &str) -> Option<u32> {
 
 /// An hour as prompts show it ("7:00 am"); 24 is midnight.
 fn hour_label(hour: u32) -> String {
-    crate::cognition::prompts::hour_text(hour % 24)
+    crate::clock::hour_text(hour % 24)
 }
 
 // =============================================================================================
