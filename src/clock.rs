@@ -14,6 +14,8 @@
 //!   Deterministic for a deterministic backend; used by tests, benchmarks and faithful runs.
 //! - [`TimeMode::Realtime`]: the clock keeps running; a persona whose cognition is pending keeps
 //!   doing its current action and catches up.
+//!
+//! **Layer** (see `tests/layers.rs`): the ground: imports only [`settings`](crate::settings).
 
 use std::time::{Duration, Instant};
 

@@ -26,8 +26,22 @@
 //!
 //! Model calls go through [`prompt::run_prompt`]: build inputs → call → clean → parse →
 //! validate → retry → typed fail-safe. Backends ([`llm`]) are an OpenAI-compatible HTTP
-//! client (feature `http`), and for tests and offline demos a deterministic, clearly named
-//! scripted backend ([`testing`]).
+//! client (feature `http`), the embedded local model (feature `local-llm`), and for tests and
+//! offline demos a deterministic, clearly named scripted backend running the offline town
+//! script ([`llm::offline`]).
+//!
+//! ## Layers
+//!
+//! The modules are one-way layers: each imports only those below it (`tests/layers.rs` checks
+//! every `crate::` path).
+//!
+//! | layer | modules |
+//! | --- | --- |
+//! | ground | [`settings`], [`clock`], [`world`], [`memory`] |
+//! | models | [`llm`] (backends, the offline town script, the client) → [`prompt`] |
+//! | agents | [`persona`] → [`cognition`] |
+//! | apps | [`headless`], [`eval`] → [`output`] (the run folder), [`persist`] (saves) → `render` |
+//! | test support | [`testing`] |
 //!
 //! ## Plugins
 //!
@@ -96,9 +110,11 @@ pub mod prelude {
         AgentSystems, ClockPlugin, SimClock, SimSpeed, StepCompleted, TimeMode,
     };
     pub use crate::llm::{LlmBackend, LlmClient, LlmPlugin};
-    pub use crate::persona::{ActionView, Body, Mind, Persona, PersonaPlugin, PersonaSheet};
+    pub use crate::llm::{ScriptedBackend, town_script_client};
+    pub use crate::persona::{
+        ActionView, Body, Mind, Percepts, Persona, PersonaPlugin, PersonaSheet,
+    };
     pub use crate::prompt::{PromptLibrary, PromptPlugin};
     pub use crate::settings::AgentSettings;
-    pub use crate::testing::ScriptedBackend;
     pub use crate::world::{TileCoord, TownMap, WorldPlugin};
 }

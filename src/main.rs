@@ -12,9 +12,11 @@ use std::process::ExitCode;
 use bevy::prelude::*;
 use clap::{Parser, Subcommand};
 
+mod cli;
+
 use bevy_generative_agents::headless::{DemoOptions, run_demo};
-use bevy_generative_agents::llm::LlmArgs;
-use bevy_generative_agents::output::{RunArgs, run};
+use bevy_generative_agents::output::{ProgressWatcher, run};
+use cli::args::{LlmArgs, RunArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -52,10 +54,23 @@ struct GameArgs {
     /// Starting speed: paused, 1, 2, 4, 8, 16, 32 or max.
     #[arg(long, default_value = "1", value_parser = bevy_generative_agents::render::parse_speed)]
     speed: bevy_generative_agents::clock::SimSpeed,
+    /// The time of day a fresh town starts at (HH:MM; a loaded save keeps its own).
+    #[arg(long, value_name = "HH:MM", default_value = "07:00", value_parser = parse_start)]
+    start: chrono::NaiveTime,
+    /// Do not fast-forward nights while the whole town sleeps.
+    #[arg(long = "no-fast-forward")]
+    no_fast_forward: bool,
     /// Where F5 quick-saves and F9 quick-loads [default:
     /// $XDG_DATA_HOME/bevy_generative_agents/saves/quick, or under ~/.local/share].
     #[arg(long = "save-dir", value_name = "DIR")]
     save_dir: Option<PathBuf>,
+}
+
+/// `--start`: a time of day, `HH:MM`.
+#[cfg(feature = "render")]
+fn parse_start(text: &str) -> Result<chrono::NaiveTime, String> {
+    chrono::NaiveTime::parse_from_str(text.trim(), "%H:%M")
+        .map_err(|_| format!("expected a time of day as HH:MM (e.g. 07:00), got {text:?}"))
 }
 
 #[derive(Subcommand, Debug)]
@@ -79,10 +94,10 @@ enum Command {
         dir: PathBuf,
     },
     /// Run a JSON-lines decision eval and print accuracy per kind.
-    EvalDecisions(bevy_generative_agents::eval::EvalArgs),
+    EvalDecisions(cli::args::EvalArgs),
     /// Measure the embedded local model's speed beside llama.cpp's own.
     #[cfg(feature = "local-llm")]
-    BenchLocal(bevy_generative_agents::eval::bench::BenchArgs),
+    BenchLocal(cli::args::BenchArgs),
 }
 
 /// `smallville replay` flags.
@@ -158,11 +173,11 @@ fn main() -> ExitCode {
         Some(Command::Replay(args)) => return replay_command(&args),
         Some(Command::Report { dir }) => return report_command(&dir),
         Some(Command::EvalDecisions(args)) => {
-            return bevy_generative_agents::eval::eval_command(&args);
+            return cli::eval::eval_command(&args);
         }
         #[cfg(feature = "local-llm")]
         Some(Command::BenchLocal(args)) => {
-            return bevy_generative_agents::eval::bench::bench_command(&args);
+            return cli::eval::bench_command(&args);
         }
         #[cfg(feature = "render")]
         None => return game_command(cli.demo, cli.load, &cli.game),
@@ -307,13 +322,18 @@ fn report_command(dir: &std::path::Path) -> ExitCode {
 
 /// `smallville run`: exit code 2 for unusable flags, 1 for a failed run.
 fn run_command(args: &RunArgs) -> ExitCode {
-    let options = match args.to_options() {
+    let mut options = match args.to_options() {
         Ok(options) => options,
         Err(err) => {
             eprintln!("error: {err}");
             return ExitCode::from(2);
         }
     };
+    if !args.no_progress {
+        options.progress = Some(ProgressWatcher(std::sync::Arc::new(
+            cli::progress::ProgressBarWatcher::new(),
+        )));
+    }
     match run(&options) {
         Ok(report) => {
             println!(
@@ -362,6 +382,8 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
             .save_dir
             .clone()
             .unwrap_or_else(|| default_save_dir(|name| std::env::var(name).ok())),
+        start: game.start,
+        fast_forward_nights: !game.no_fast_forward,
     };
     match run_game(&options) {
         Ok(()) => ExitCode::SUCCESS,

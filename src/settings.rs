@@ -3,6 +3,8 @@
 //! [`AgentSettings`] is a [`Resource`] initialised with `init_resource`, so a game that inserts
 //! its own value before adding the plugins wins. Structural choices (which schedule drives the
 //! clock, which backend answers) live on the plugins instead.
+//!
+//! **Layer** (see `tests/layers.rs`): the ground floor: imports no other module of the crate.
 
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};

@@ -39,19 +39,20 @@ fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|layer| layer.contains(&module))
 }
 
-/// The top-level modules: `src/*.rs` and `src/*/`, without the crate root and the binary.
+/// The library's top-level modules: the `mod` declarations of `src/lib.rs` (the binary's own
+/// modules, declared in `src/main.rs`, are not the library's).
 fn top_level_modules(src: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(src)
-        .expect("src/ is readable")
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let module = if entry.path().is_dir() {
-                name
-            } else {
-                name.strip_suffix(".rs")?.to_owned()
-            };
-            (module != "lib" && module != "main").then_some(module)
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs is readable");
+    lib.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let rest = line
+                .strip_prefix("pub mod ")
+                .or_else(|| line.strip_prefix("mod "))?;
+            let name = rest.strip_suffix(';')?;
+            name.chars()
+                .all(|c| c.is_alphanumeric() || c == '_')
+                .then(|| name.to_owned())
         })
         .collect()
 }

@@ -19,6 +19,7 @@ use bevy_generative_agents::persist::{
 use bevy_generative_agents::persona::Persona;
 use common::{copy_tree, run_ok, scripted_run_options};
 
+/// The `smallville` binary (this test file needs the `cli` feature, see Cargo.toml).
 const BIN: &str = env!("CARGO_BIN_EXE_smallville");
 
 fn temp(name: &str) -> PathBuf {

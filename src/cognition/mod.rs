@@ -12,6 +12,10 @@
 //!
 //! The model prompts themselves are typed values in [`prompts`]; every one has a fail-safe, so
 //! a thought never fails. See [`think`] for how thoughts are checked out, run and checked in.
+//!
+//! **Layer** (see `tests/layers.rs`): imports everything below it (ground, [`llm`](crate::llm),
+//! [`prompt`](crate::prompt), [`persona`](crate::persona)); nothing that builds apps, writes runs
+//! or draws.
 
 pub mod chat_stream;
 pub mod converse;

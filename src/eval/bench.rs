@@ -9,7 +9,6 @@
 //! figure is the best of `--reps` runs, so a busy machine disturbs it less.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use bevy::tasks::block_on;
@@ -20,27 +19,19 @@ use crate::llm::{
     model_cache_dir, raw_llama_bench,
 };
 
-/// The `smallville bench-local` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {
+/// What `smallville bench-local` measures.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
     /// The GGUF file (default: the model cache's, as the game finds it).
-    #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
     /// Inference threads.
-    #[arg(long, default_value_t = 1)]
     pub threads: u32,
     /// Prompt tokens for the prompt-processing figure.
-    #[arg(long, default_value_t = 256)]
     pub prompt_tokens: usize,
     /// Tokens for the generation figure.
-    #[arg(long, default_value_t = 64)]
     pub gen_tokens: usize,
     /// Repetitions (the best is kept).
-    #[arg(long, default_value_t = 3)]
     pub reps: usize,
-    /// Also write the figures as JSON here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
 }
 
 /// The figures.
@@ -93,7 +84,7 @@ fn choice_request(nonce: usize) -> ChoiceRequest {
 }
 
 /// Runs the bench.
-pub fn bench_local(args: &BenchArgs) -> Result<BenchReport, String> {
+pub fn bench_local(args: &BenchOptions) -> Result<BenchReport, String> {
     let path = match &args.model {
         Some(path) => path.clone(),
         None => LlmConfig {
@@ -186,53 +177,4 @@ pub fn bench_local(args: &BenchArgs) -> Result<BenchReport, String> {
         raw_prompt_tps: raw.prompt_tokens_per_sec,
         raw_gen_tps: raw.generated_tokens_per_sec,
     })
-}
-
-/// `smallville bench-local`: prints the figures; exit code 1 when the bench cannot run.
-pub fn bench_command(args: &BenchArgs) -> ExitCode {
-    let report = match bench_local(args) {
-        Ok(report) => report,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let ratio = |ours: f64, theirs: f64| if theirs > 0.0 { ours / theirs } else { 0.0 };
-    println!("model {} · {} thread(s)", report.model, report.threads);
-    println!(
-        "{:<28} {:>12} {:>12} {:>7}",
-        "", "backend", "llama.cpp", "ratio"
-    );
-    println!(
-        "{:<28} {:>12.1} {:>12.1} {:>7.2}",
-        "prompt tokens/s",
-        report.backend_prompt_tps,
-        report.raw_prompt_tps,
-        ratio(report.backend_prompt_tps, report.raw_prompt_tps)
-    );
-    println!(
-        "{:<28} {:>12.1} {:>12.1} {:>7.2}",
-        "generated tokens/s",
-        report.backend_gen_tps,
-        report.raw_gen_tps,
-        ratio(report.backend_gen_tps, report.raw_gen_tps)
-    );
-    println!(
-        "{:<28} {:>12.3}",
-        "choice of 8, cold (s)", report.choice_cold_secs
-    );
-    println!(
-        "{:<28} {:>12.3}",
-        "choice of 8, warm (s)", report.choice_warm_secs
-    );
-    if let Some(path) = &args.json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(|e| e.to_string())
-            .and_then(|json| std::fs::write(path, json).map_err(|e| e.to_string()));
-        if let Err(err) = written {
-            eprintln!("error: {}: {err}", path.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
 }

@@ -14,20 +14,21 @@
 //! ([`eval_command`]); the project's own set is `assets/evals/decisions.jsonl`.
 //! `smallville bench-local` (feature `local-llm`, module `eval::bench`) measures the embedded
 //! backend's speed beside llama.cpp's own.
+//!
+//! **Layer** (see `tests/layers.rs`): imports [`llm`](crate::llm) only; prints nothing (the
+//! binary prints its reports).
 
 #[cfg(feature = "local-llm")]
 pub mod bench;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::llm::{
-    BackendChoice, ChatMessage, ChatRequest, ChoiceRequest, ConfigError, LlmArgs, LlmBackend,
-    LlmConfig, build_backend,
+    ChatMessage, ChatRequest, ChoiceRequest, ConfigError, LlmBackend, LlmConfig, build_backend,
 };
 
 /// One question of a decision eval.
@@ -140,7 +141,7 @@ pub fn load_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
 }
 
 /// How a backend answers an item.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Strategy {
     /// Score each option's likelihood (falls back to `generate` when unsupported).
     #[default]
@@ -362,7 +363,7 @@ pub async fn evaluate(
 }
 
 /// Option scores combined per option (local backend only).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Norm {
     /// Total log-likelihood.
     #[default]
@@ -371,31 +372,11 @@ pub enum Norm {
     Mean,
 }
 
-/// The `smallville eval-decisions` flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct EvalArgs {
-    /// The JSON-lines eval file.
-    pub file: PathBuf,
-    /// Backend: scripted, http or local (shorthand for --llm-backend; not both).
-    #[arg(long = "backend", id = "eval_backend", conflicts_with = "backend")]
-    pub backend: Option<BackendChoice>,
-    /// How the backend answers: score the options, or generate and match.
-    #[arg(long, value_enum, default_value_t = Strategy::Score)]
-    pub strategy: Strategy,
-    /// How the local backend combines token log-likelihoods.
-    #[arg(long, value_enum, default_value_t = Norm::Sum)]
-    pub norm: Norm,
-    /// Also write the report (with every item's outcome) as JSON here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// LLM settings.
-    #[command(flatten)]
-    pub llm: LlmArgs,
-}
-
-fn build_eval_backend(config: &LlmConfig, norm: Norm) -> Result<Arc<dyn LlmBackend>, EvalError> {
+/// The backend an eval runs against: the configured one, except that the local backend scores
+/// with `norm`.
+pub fn eval_backend(config: &LlmConfig, norm: Norm) -> Result<Arc<dyn LlmBackend>, EvalError> {
     #[cfg(feature = "local-llm")]
-    if config.resolved_backend() == BackendChoice::Local && norm == Norm::Mean {
+    if config.resolved_backend() == crate::llm::BackendChoice::Local && norm == Norm::Mean {
         use crate::llm::{ChoiceNorm, LocalBackend, LocalConfig};
         let path = config.local_model_path().ok_or(ConfigError::Unavailable(
             "local model file (run scripts/fetch-model.sh or pass --model PATH)",
@@ -413,52 +394,30 @@ fn build_eval_backend(config: &LlmConfig, norm: Norm) -> Result<Arc<dyn LlmBacke
     Ok(build_backend(config)?)
 }
 
-/// `smallville eval-decisions`: prints the per-kind table; exit code 2 for unusable flags or
-/// files, 1 when the report cannot be written.
-pub fn eval_command(args: &EvalArgs) -> ExitCode {
-    let mut llm_args = args.llm.clone();
-    if args.backend.is_some() {
-        llm_args.backend = args.backend;
-    }
-    let prepared = llm_args
-        .resolve()
-        .map_err(EvalError::from)
-        .and_then(|config| {
-            Ok((
-                load_items(&args.file)?,
-                build_eval_backend(&config, args.norm)?,
-            ))
-        });
-    let (items, backend) = match prepared {
-        Ok(ready) => ready,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::from(2);
-        }
-    };
-    let started = std::time::Instant::now();
-    let report = bevy::tasks::block_on(evaluate(backend.as_ref(), &items, args.strategy));
-    print!("{}", report.table());
-    println!(
-        "{} items in {:.1} s ({})",
-        items.len(),
-        started.elapsed().as_secs_f64(),
-        args.file.display()
-    );
-    if let Some(path) = &args.json {
-        let json = match serde_json::to_string_pretty(&report) {
-            Ok(json) => json,
-            Err(err) => {
-                eprintln!("error: {err}");
-                return ExitCode::FAILURE;
-            }
-        };
-        if let Err(err) = std::fs::write(path, json) {
-            eprintln!("error: {}: {err}", path.display());
-            return ExitCode::FAILURE;
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "score" => Ok(Self::Score),
+            "generate" => Ok(Self::Generate),
+            other => Err(format!(
+                "unknown strategy {other:?}: expected score or generate"
+            )),
         }
     }
-    ExitCode::SUCCESS
+}
+
+impl std::str::FromStr for Norm {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "sum" => Ok(Self::Sum),
+            "mean" => Ok(Self::Mean),
+            other => Err(format!("unknown norm {other:?}: expected sum or mean")),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,8 @@
 //! Headless runs: the same plugins as the game, under [`MinimalPlugins`], driven from a loop.
+//!
+//! **Layer** (see `tests/layers.rs`): builds apps from the layers below (up to
+//! [`cognition`](crate::cognition) through the plugin group); imported by
+//! [`output`](crate::output) and `render`.
 
 mod crowd;
 

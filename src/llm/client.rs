@@ -7,9 +7,9 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use async_lock::{Semaphore, SemaphoreGuard};
 use bevy::prelude::Resource;
@@ -68,6 +68,7 @@ struct ClientInner {
     semaphore: Semaphore,
     concurrency: usize,
     in_flight: AtomicUsize,
+    bell: AnswerBell,
     cache: ResponseCache,
     policy: CachePolicy,
     usage: Arc<UsageCounters>,
@@ -172,6 +173,7 @@ impl LlmClientBuilder {
                 semaphore: Semaphore::new(self.concurrency),
                 concurrency: self.concurrency,
                 in_flight: AtomicUsize::new(0),
+                bell: AnswerBell::default(),
                 cache,
                 policy: self.policy,
                 usage,
@@ -181,16 +183,48 @@ impl LlmClientBuilder {
     }
 }
 
+/// Rung each time a backend call ends (answered, failed or cancelled), so a loop waiting for
+/// thoughts can sleep until something may have changed instead of spinning.
+#[derive(Default)]
+struct AnswerBell {
+    rung: Mutex<u64>,
+    ring: Condvar,
+}
+
+impl AnswerBell {
+    fn ring(&self) {
+        // A poisoned count is still a count: waking waiters matters more than the poison.
+        let mut rung = self.rung.lock().unwrap_or_else(|p| p.into_inner());
+        *rung = rung.wrapping_add(1);
+        self.ring.notify_all();
+    }
+
+    fn count(&self) -> u64 {
+        *self.rung.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
+        let rung = self.rung.lock().unwrap_or_else(|p| p.into_inner());
+        let (rung, _) = self
+            .ring
+            .wait_timeout_while(rung, timeout, |rung| *rung == seen)
+            .unwrap_or_else(|p| p.into_inner());
+        *rung
+    }
+}
+
 /// A concurrency permit plus the in-flight count, both released on drop (so a cancelled
-/// task frees its slot).
+/// task frees its slot); dropping it rings the client's [`AnswerBell`].
 struct Permit<'a> {
     _guard: SemaphoreGuard<'a>,
     in_flight: &'a AtomicUsize,
+    bell: &'a AnswerBell,
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.bell.ring();
     }
 }
 
@@ -217,6 +251,7 @@ impl LlmClient {
         Permit {
             _guard: guard,
             in_flight: &self.inner.in_flight,
+            bell: &self.inner.bell,
         }
     }
 
@@ -483,6 +518,20 @@ impl LlmClient {
         self.inner
             .usage
             .report(backend.name(), backend.model(), backend.embedding_model())
+    }
+
+    /// How many backend calls have ended so far (answered, failed or cancelled); pair it with
+    /// [`wait_for_answer`](Self::wait_for_answer).
+    pub fn answers_so_far(&self) -> u64 {
+        self.inner.bell.count()
+    }
+
+    /// Blocks the calling thread until a backend call ends after `seen` (a value of
+    /// [`answers_so_far`](Self::answers_so_far)) or `timeout` passes, and returns the new count.
+    /// A headless loop waiting for thoughts parks here instead of spinning; never call it from
+    /// a task pool thread.
+    pub fn wait_for_answer(&self, seen: u64, timeout: Duration) -> u64 {
+        self.inner.bell.wait_past(seen, timeout)
     }
 
     /// Backend calls currently in flight (holding a concurrency permit).

@@ -1,6 +1,6 @@
 //! Choosing and configuring the backend.
 //!
-//! [`LlmConfig`] is resolved from layers, highest precedence first: **CLI flags** ([`LlmArgs`])
+//! [`LlmConfig`] is resolved from layers, highest precedence first: **CLI flags** (a [`LlmConfigLayer`] the binary fills from its flags)
 //! \> **environment** (`GA_LLM_BACKEND`, `GA_LLM_BASE_URL`, `GA_LLM_MODEL`,
 //! `GA_LLM_EMBED_MODEL`, `GA_LLM_API_KEY`, then `OPENAI_API_KEY`) > **config file** (JSON, see
 //! [`LlmConfigLayer`]) > **defaults**. Empty environment variables count as unset. An API key
@@ -455,79 +455,6 @@ impl LlmConfig {
     }
 }
 
-/// LLM command-line flags, to flatten into a binary's `clap` parser. There is deliberately no
-/// flag for the API key.
-#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
-pub struct LlmArgs {
-    /// JSON file with LLM settings (lowest precedence after defaults).
-    #[arg(long = "llm-config", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Backend: auto, scripted, http or local.
-    #[arg(long = "llm-backend", value_name = "BACKEND")]
-    pub backend: Option<BackendChoice>,
-    /// OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1.
-    #[arg(long = "llm-base-url", value_name = "URL")]
-    pub base_url: Option<String>,
-    /// Chat model name.
-    #[arg(long = "llm-model", value_name = "MODEL")]
-    pub model: Option<String>,
-    /// Embedding model name.
-    #[arg(long = "llm-embed-model", value_name = "MODEL")]
-    pub embed_model: Option<String>,
-    /// Timeout of one HTTP attempt, in seconds.
-    #[arg(long = "llm-timeout", value_name = "SECS")]
-    pub timeout_secs: Option<f64>,
-    /// Transport retries after the first attempt.
-    #[arg(long = "llm-max-retries", value_name = "N")]
-    pub max_retries: Option<u32>,
-    /// Backend calls in flight at once.
-    #[arg(long = "llm-concurrency", value_name = "N")]
-    pub concurrency: Option<usize>,
-    /// Persist the response cache to this JSON-lines file.
-    #[arg(long = "llm-cache", value_name = "FILE")]
-    pub cache_path: Option<PathBuf>,
-    /// A GGUF chat model for the embedded local backend (selects it unless --llm-backend says
-    /// otherwise).
-    #[arg(long = "model", value_name = "PATH")]
-    pub local_model: Option<PathBuf>,
-    /// Inference threads of the local backend (default 1).
-    #[arg(long = "llm-threads", value_name = "N")]
-    pub local_threads: Option<u32>,
-}
-
-impl LlmArgs {
-    /// The flags as a config layer.
-    pub fn layer(&self) -> LlmConfigLayer {
-        LlmConfigLayer {
-            backend: self.backend,
-            base_url: self.base_url.clone(),
-            model: self.model.clone(),
-            embed_model: self.embed_model.clone(),
-            timeout_secs: self.timeout_secs,
-            max_retries: self.max_retries,
-            concurrency: self.concurrency,
-            cache_path: self.cache_path.clone(),
-            local_model: self.local_model.clone(),
-            local_threads: self.local_threads,
-            ..LlmConfigLayer::default()
-        }
-    }
-
-    /// Resolves the full config: these flags > environment (through `lookup`) > `--llm-config`
-    /// file > defaults.
-    pub fn resolve_with(
-        &self,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<LlmConfig, ConfigError> {
-        LlmConfig::resolve(self.config.as_deref(), lookup, self.layer())
-    }
-
-    /// Resolves the full config against the process environment.
-    pub fn resolve(&self) -> Result<LlmConfig, ConfigError> {
-        self.resolve_with(|var| std::env::var(var).ok())
-    }
-}
-
 /// Builds the backend `config` asks for, in the order of [`LlmConfig::resolved_backend`]: an
 /// explicit choice or model file wins; `auto` picks HTTP when a base URL or an API key is
 /// configured, else the local model found in the model cache, and otherwise the offline town
@@ -949,23 +876,5 @@ mod tests {
                 "/home/ada/.cache/bevy_generative_agents/models"
             ))
         );
-    }
-
-    #[test]
-    fn cli_flags_parse() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            llm: LlmArgs,
-        }
-        let cli = Cli::try_parse_from(["x", "--llm-backend", "scripted", "--llm-concurrency", "2"])
-            .expect("parse");
-        let config = cli
-            .llm
-            .resolve_with(env(&[("GA_LLM_BACKEND", "http")]))
-            .expect("config");
-        assert_eq!(config.backend, BackendChoice::Scripted);
-        assert_eq!(config.concurrency, 2);
     }
 }

@@ -34,6 +34,9 @@
 //!
 //! Everything is `async` and executor-agnostic: drive it from Bevy tasks, or from a test with
 //! `bevy::tasks::block_on`.
+//!
+//! **Layer** (see `tests/layers.rs`): above the ground: imports [`clock`](crate::clock) (hour
+//! texts for the offline script) and nothing above `llm`.
 
 mod backend;
 mod cache;
@@ -62,8 +65,8 @@ pub use client::{
 pub use config::{
     ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_EMBED_MODEL, DEFAULT_LOCAL_THREADS, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
-    DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, LlmArgs, LlmConfig, LlmConfigLayer, build_backend,
-    build_client, fetch_default_model_if_missing, model_cache_dir,
+    DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, LlmConfig, LlmConfigLayer, build_backend, build_client,
+    fetch_default_model_if_missing, model_cache_dir,
 };
 pub use faulty::{Fault, FaultyBackend};
 #[cfg(feature = "http")]

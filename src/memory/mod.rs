@@ -55,6 +55,8 @@
 //! # let _ = coffee;
 //! # Ok::<(), MemoryError>(())
 //! ```
+//!
+//! **Layer** (see `tests/layers.rs`): the ground: imports no other module of the crate.
 
 mod associative;
 mod embedding;

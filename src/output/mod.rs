@@ -15,7 +15,11 @@
 //!
 //! Every file is written atomically: to a temporary file in the same folder, synced, then
 //! renamed over the final name, so a crash never leaves a half-written file under the real name.
+//!
+//! **Layer** (see `tests/layers.rs`): imports everything up to [`headless`](crate::headless), and
+//! [`persist`](crate::persist) (a run folder holds a save); `persist` never imports `output`.
 
+mod charts;
 pub mod movement;
 pub mod playback;
 pub mod replay;
@@ -30,7 +34,10 @@ pub use movement::{
 pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
 pub use replay::{CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, load_replay};
 pub use report::{RunReportData, write_report};
-pub use run::{RunArgs, RunError, RunOptions, RunReport, run};
+pub use run::{
+    MAX_HOURS, ProgressWatcher, RunError, RunOptions, RunProgress, RunReport, parse_run_backend,
+    parse_run_speed, parse_time_mode, run,
+};
 pub use summary::{PersonaSummary, RunMetadata, RunSummary};
 
 use std::io::Write;

@@ -1,7 +1,8 @@
 //! Run reports (SPEC §11): `report.html` with PNG charts, and the numbers as `report.json`.
 //!
 //! [`write_report`] reads a run folder — `summary.json`, `usage.json` and `movement.jsonl`, as
-//! `smallville run` writes them — and draws, with `plotters` on its bitmap backend:
+//! `smallville run` writes them — and, with the `charts` feature (part of `cli`, on by
+//! default), draws with `plotters` on its bitmap backend ([`charts`](super::charts)):
 //! - `timeline-<date>.png` per game day: one row per persona, each action a coloured bar from
 //!   when it started to when it changed (colours by kind of activity: sleep, routine, meal,
 //!   work, social, leisure, other), hours on the axis;
@@ -16,11 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use chrono::{NaiveDate, NaiveDateTime, Timelike};
-use plotters::prelude::*;
-use plotters::style::FontStyle;
+use chrono::{NaiveDateTime, Timelike};
 use serde::{Deserialize, Serialize};
 
 use crate::llm::UsageReport;
@@ -34,48 +32,6 @@ pub const REPORT_HTML: &str = "report.html";
 pub const REPORT_JSON: &str = "report.json";
 /// The folder (inside the run folder) holding the charts.
 pub const IMAGES_DIR: &str = "report";
-/// At most this many game days get a timeline image (the latest ones).
-const MAX_TIMELINE_DAYS: usize = 14;
-
-/// Where a font is looked for, in order (after `GA_REPORT_FONT`).
-const FONT_PATHS: &[&str] = &[
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    "/Library/Fonts/Arial.ttf",
-    "C:\\Windows\\Fonts\\arial.ttf",
-];
-
-/// The font family name the charts use once a font is registered.
-const FONT: &str = "sans-serif";
-
-/// Registers a font with plotters once; whether text can be drawn.
-fn fonts_ready() -> bool {
-    static READY: OnceLock<bool> = OnceLock::new();
-    *READY.get_or_init(|| {
-        let candidates = std::env::var_os("GA_REPORT_FONT")
-            .map(PathBuf::from)
-            .into_iter()
-            .chain(FONT_PATHS.iter().map(PathBuf::from));
-        for path in candidates {
-            let Ok(bytes) = std::fs::read(&path) else {
-                continue;
-            };
-            // Registered fonts live for the whole process (plotters wants `'static` data).
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok() {
-                return true;
-            }
-        }
-        bevy::log::warn!(
-            "no TrueType font found for report charts (install fonts-dejavu-core or set \
-             GA_REPORT_FONT); charts are drawn without labels"
-        );
-        false
-    })
-}
 
 /// A kind of activity, for colours and totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -204,20 +160,21 @@ impl Category {
         }
     }
 
-    fn colour(self) -> RGBColor {
+    /// Its colour in charts and the HTML, as RGB.
+    pub(super) fn rgb(self) -> (u8, u8, u8) {
         match self {
-            Category::Sleep => RGBColor(72, 84, 140),
-            Category::Routine => RGBColor(120, 180, 220),
-            Category::Meal => RGBColor(240, 170, 60),
-            Category::Work => RGBColor(200, 80, 70),
-            Category::Social => RGBColor(180, 90, 190),
-            Category::Leisure => RGBColor(90, 170, 90),
-            Category::Other => RGBColor(170, 170, 170),
+            Category::Sleep => (72, 84, 140),
+            Category::Routine => (120, 180, 220),
+            Category::Meal => (240, 170, 60),
+            Category::Work => (200, 80, 70),
+            Category::Social => (180, 90, 190),
+            Category::Leisure => (90, 170, 90),
+            Category::Other => (170, 170, 170),
         }
     }
 
     fn css(self) -> String {
-        let RGBColor(r, g, b) = self.colour();
+        let (r, g, b) = self.rgb();
         format!("#{r:02x}{g:02x}{b:02x}")
     }
 }
@@ -236,7 +193,7 @@ pub struct Segment {
 }
 
 impl Segment {
-    fn minutes(&self) -> f64 {
+    pub(super) fn minutes(&self) -> f64 {
         (self.end - self.start).num_seconds() as f64 / 60.0
     }
 }
@@ -433,27 +390,8 @@ pub fn write_report(dir: &Path) -> Result<RunReportData, PersistError> {
     }
     conversations.sort_by(|a, b| (a.start, &a.between).cmp(&(b.start, &b.between)));
 
-    let labelled = fonts_ready();
-    let images_dir = dir.join(IMAGES_DIR);
-    std::fs::create_dir_all(&images_dir).map_err(|source| PersistError::Io {
-        path: images_dir.clone(),
-        source,
-    })?;
-    let mut images = Vec::new();
-    let days: BTreeSet<NaiveDate> = log.lines.iter().map(|l| l.time.date()).collect();
-    let skip = days.len().saturating_sub(MAX_TIMELINE_DAYS);
-    for day in days.into_iter().skip(skip) {
-        let relative = Path::new(IMAGES_DIR).join(format!("timeline-{day}.png"));
-        draw_timeline(&dir.join(&relative), day, &timelines, labelled)?;
-        images.push(relative);
-    }
-    let relative = Path::new(IMAGES_DIR).join("llm-usage.png");
-    draw_usage(&dir.join(&relative), &usage, labelled)?;
-    images.push(relative);
-    let relative = Path::new(IMAGES_DIR).join("conversations.png");
-    let names: Vec<String> = timelines.keys().cloned().collect();
-    draw_conversations(&dir.join(&relative), &names, &conversations, labelled)?;
-    images.push(relative);
+    let (images, labelled) =
+        super::charts::draw_charts(dir, &log, &timelines, &usage, &conversations)?;
 
     let data = RunReportData {
         steps: (first.step, last.step),
@@ -491,249 +429,6 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     })
 }
 
-fn chart_err(path: &Path) -> impl Fn(String) -> PersistError + '_ {
-    move |message| PersistError::Chart {
-        path: path.to_owned(),
-        message,
-    }
-}
-
-/// Draws `text` when a font is registered.
-fn label<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    labelled: bool,
-    text: &str,
-    at: (i32, i32),
-    size: u32,
-) -> Result<(), String> {
-    if !labelled {
-        return Ok(());
-    }
-    let style = TextStyle::from((FONT, size).into_font()).color(&BLACK);
-    area.draw(&Text::new(text.to_owned(), at, style))
-        .map_err(|e| e.to_string())
-}
-
-fn draw_timeline(
-    path: &Path,
-    day: NaiveDate,
-    timelines: &BTreeMap<String, Vec<Segment>>,
-    labelled: bool,
-) -> Result<(), PersistError> {
-    let err = chart_err(path);
-    let rows = timelines.len().max(1) as u32;
-    let (left, top, row_h, width) = (170i32, 50i32, 44i32, 1400u32);
-    let plot_w = width as i32 - left - 30;
-    let height = (top + row_h * rows as i32 + 70) as u32;
-    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    label(
-        &root,
-        labelled,
-        &format!("What everyone did on {day}"),
-        (left, 12),
-        20,
-    )
-    .map_err(&err)?;
-    let day_start = day.and_hms_opt(0, 0, 0).unwrap_or_default();
-    let x_of = |t: NaiveDateTime| -> i32 {
-        let secs = (t - day_start).num_seconds().clamp(0, 86_400);
-        left + (secs * i64::from(plot_w) / 86_400) as i32
-    };
-    for hour in 0..=24 {
-        let x = left + hour * plot_w / 24;
-        root.draw(&PathElement::new(
-            vec![(x, top - 4), (x, top + row_h * rows as i32)],
-            RGBColor(225, 225, 225),
-        ))
-        .map_err(|e| err(e.to_string()))?;
-        if hour % 2 == 0 {
-            label(
-                &root,
-                labelled,
-                &format!("{hour:02}"),
-                (x - 8, top + row_h * rows as i32 + 4),
-                13,
-            )
-            .map_err(&err)?;
-        }
-    }
-    for (i, (name, segments)) in timelines.iter().enumerate() {
-        let y0 = top + row_h * i as i32 + 6;
-        let y1 = y0 + row_h - 12;
-        label(&root, labelled, name, (8, y0 + 8), 15).map_err(&err)?;
-        for s in segments {
-            if s.end.date() < day || s.start.date() > day {
-                continue;
-            }
-            let (x0, x1) = (x_of(s.start), x_of(s.end));
-            if x1 <= x0 {
-                continue;
-            }
-            root.draw(&Rectangle::new(
-                [(x0, y0), (x1, y1)],
-                s.category.colour().filled(),
-            ))
-            .map_err(|e| err(e.to_string()))?;
-        }
-    }
-    // Legend.
-    let legend_y = top + row_h * rows as i32 + 28;
-    for (i, category) in Category::ALL.iter().enumerate() {
-        let x = left + i as i32 * 150;
-        root.draw(&Rectangle::new(
-            [(x, legend_y), (x + 18, legend_y + 14)],
-            category.colour().filled(),
-        ))
-        .map_err(|e| err(e.to_string()))?;
-        label(&root, labelled, category.name(), (x + 24, legend_y), 14).map_err(&err)?;
-    }
-    root.present().map_err(|e| err(e.to_string()))
-}
-
-fn draw_usage(path: &Path, usage: &UsageReport, labelled: bool) -> Result<(), PersistError> {
-    let err = chart_err(path);
-    let kinds: Vec<(&String, &crate::llm::KindUsage)> = usage.kinds.iter().collect();
-    let rows = kinds.len().max(1) as i32;
-    let (left, top, row_h, width) = (220i32, 50i32, 26i32, 1200u32);
-    let panel_w = (width as i32 - left - 160) / 2;
-    let height = (top + rows * row_h + 40) as u32;
-    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    let max_calls = kinds
-        .iter()
-        .map(|(_, u)| u.calls + u.cache_hits)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let max_tokens = kinds
-        .iter()
-        .map(|(_, u)| u.prompt_tokens + u.completion_tokens)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    label(
-        &root,
-        labelled,
-        "Model calls per prompt kind (grey: from cache)",
-        (left, 12),
-        16,
-    )
-    .map_err(&err)?;
-    label(
-        &root,
-        labelled,
-        "Tokens (prompt + completion)",
-        (left + panel_w + 40, 12),
-        16,
-    )
-    .map_err(&err)?;
-    for (i, (kind, u)) in kinds.iter().enumerate() {
-        let y0 = top + i as i32 * row_h;
-        let y1 = y0 + row_h - 6;
-        label(&root, labelled, kind, (8, y0 + 2), 13).map_err(&err)?;
-        let calls_w = (u.calls as i64 * panel_w as i64 / max_calls as i64) as i32;
-        let hits_w = (u.cache_hits as i64 * panel_w as i64 / max_calls as i64) as i32;
-        root.draw(&Rectangle::new(
-            [(left, y0), (left + calls_w.max(1), y1)],
-            RGBColor(70, 110, 190).filled(),
-        ))
-        .map_err(|e| err(e.to_string()))?;
-        if hits_w > 0 {
-            root.draw(&Rectangle::new(
-                [(left + calls_w, y0), (left + calls_w + hits_w, y1)],
-                RGBColor(190, 190, 190).filled(),
-            ))
-            .map_err(|e| err(e.to_string()))?;
-        }
-        label(
-            &root,
-            labelled,
-            &format!("{}", u.calls + u.cache_hits),
-            (left + calls_w + hits_w + 4, y0 + 2),
-            12,
-        )
-        .map_err(&err)?;
-        let x = left + panel_w + 40;
-        let tokens = u.prompt_tokens + u.completion_tokens;
-        let prompt_w = (u.prompt_tokens as i64 * panel_w as i64 / max_tokens as i64) as i32;
-        let completion_w = (u.completion_tokens as i64 * panel_w as i64 / max_tokens as i64) as i32;
-        root.draw(&Rectangle::new(
-            [(x, y0), (x + prompt_w.max(1), y1)],
-            RGBColor(90, 160, 110).filled(),
-        ))
-        .map_err(|e| err(e.to_string()))?;
-        root.draw(&Rectangle::new(
-            [(x + prompt_w, y0), (x + prompt_w + completion_w.max(1), y1)],
-            RGBColor(230, 150, 60).filled(),
-        ))
-        .map_err(|e| err(e.to_string()))?;
-        label(
-            &root,
-            labelled,
-            &format!("{tokens}"),
-            (x + prompt_w + completion_w + 4, y0 + 2),
-            12,
-        )
-        .map_err(&err)?;
-    }
-    root.present().map_err(|e| err(e.to_string()))
-}
-
-fn draw_conversations(
-    path: &Path,
-    names: &[String],
-    conversations: &[ConversationRow],
-    labelled: bool,
-) -> Result<(), PersistError> {
-    let err = chart_err(path);
-    let (width, height) = (800u32, 800u32);
-    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    label(&root, labelled, "Who talked with whom", (20, 12), 20).map_err(&err)?;
-    let n = names.len().max(1) as f64;
-    let (cx, cy, r) = (400.0f64, 420.0f64, 280.0f64);
-    let position = |i: usize| -> (i32, i32) {
-        let angle = std::f64::consts::TAU * i as f64 / n - std::f64::consts::FRAC_PI_2;
-        ((cx + r * angle.cos()) as i32, (cy + r * angle.sin()) as i32)
-    };
-    let index: BTreeMap<&str, usize> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
-    let mut pairs: BTreeMap<(usize, usize), u32> = BTreeMap::new();
-    for c in conversations {
-        if let (Some(&a), Some(&b)) = (
-            index.get(c.between.0.as_str()),
-            index.get(c.between.1.as_str()),
-        ) {
-            *pairs.entry((a.min(b), a.max(b))).or_default() += 1;
-        }
-    }
-    for (&(a, b), &count) in &pairs {
-        let style = ShapeStyle::from(&RGBColor(180, 90, 190)).stroke_width(1 + 2 * count.min(8));
-        root.draw(&PathElement::new(vec![position(a), position(b)], style))
-            .map_err(|e| err(e.to_string()))?;
-        let (pa, pb) = (position(a), position(b));
-        label(
-            &root,
-            labelled,
-            &format!("{count}"),
-            ((pa.0 + pb.0) / 2 + 6, (pa.1 + pb.1) / 2 - 6),
-            16,
-        )
-        .map_err(&err)?;
-    }
-    for (i, name) in names.iter().enumerate() {
-        let (x, y) = position(i);
-        root.draw(&Circle::new((x, y), 14, RGBColor(72, 84, 140).filled()))
-            .map_err(|e| err(e.to_string()))?;
-        label(&root, labelled, name, (x - 50, y + 20), 15).map_err(&err)?;
-    }
-    root.present().map_err(|e| err(e.to_string()))
-}
-
 /// Escapes text for HTML.
 pub fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -755,13 +450,43 @@ fn hm(minutes: f64) -> String {
     format!("{}:{:02}", m / 60, m % 60)
 }
 
+/// The HTML report: the run's header, each persona's day, the model calls, the conversations.
 fn render_html(
     data: &RunReportData,
     summary: &RunSummary,
     timelines: &BTreeMap<String, Vec<Segment>>,
 ) -> String {
-    use std::fmt::Write as _;
     let mut h = String::new();
+    html_header(&mut h, data, summary);
+    html_days(&mut h, data, timelines);
+    html_model_calls(&mut h, data);
+    html_conversations(&mut h, data);
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// `<img>` tags for the report's images whose file name satisfies `pick`.
+fn html_images(h: &mut String, data: &RunReportData, pick: impl Fn(&str) -> bool, attrs: &str) {
+    use std::fmt::Write as _;
+    for image in &data.images {
+        let name = image
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if pick(&name) {
+            let _ = writeln!(
+                h,
+                "<img src=\"{}\" {attrs}>",
+                escape_html(&image.to_string_lossy())
+            );
+        }
+    }
+}
+
+/// The document head and the run's one-paragraph summary, with what the reader must know
+/// about the backend and the charts.
+fn html_header(h: &mut String, data: &RunReportData, summary: &RunSummary) {
+    use std::fmt::Write as _;
     let _ = write!(
         h,
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Run report</title>\n\
@@ -790,12 +515,22 @@ fn render_html(
              answers, not a language model.</i></p>\n",
         );
     }
-    if !data.labelled {
+    if data.images.is_empty() {
+        h.push_str(
+            "<p><i>This build draws no charts (the <code>charts</code> feature is off); the \
+             tables below have every number.</i></p>\n",
+        );
+    } else if !data.labelled {
         h.push_str(
             "<p><i>No TrueType font was found, so the charts have no labels; the tables \
              below have every number.</i></p>\n",
         );
     }
+}
+
+/// Each persona's day: the timelines, minutes by kind of activity, every action.
+fn html_days(h: &mut String, data: &RunReportData, timelines: &BTreeMap<String, Vec<Segment>>) {
+    use std::fmt::Write as _;
     h.push_str("<h2>Each persona's day</h2>\n<p>");
     for c in Category::ALL {
         let _ = write!(
@@ -806,16 +541,12 @@ fn render_html(
         );
     }
     h.push_str("</p>\n");
-    for image in data.images.iter().filter(|p| {
-        p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("timeline"))
-    }) {
-        let _ = writeln!(
-            h,
-            "<img src=\"{}\" alt=\"timeline\">",
-            escape_html(&image.to_string_lossy())
-        );
-    }
+    html_images(
+        h,
+        data,
+        |name| name.starts_with("timeline"),
+        "alt=\"timeline\"",
+    );
     h.push_str(
         "<table><tr><th>persona</th><th>actions</th><th>tiles walked</th>\
          <th>conversations</th><th>reflections</th>",
@@ -865,15 +596,13 @@ fn render_html(
         }
         h.push_str("</table></details>\n");
     }
+}
 
+/// Model calls and tokens per prompt kind, and the total.
+fn html_model_calls(h: &mut String, data: &RunReportData) {
+    use std::fmt::Write as _;
     h.push_str("<h2>Model calls and tokens per prompt kind</h2>\n");
-    for image in data.images.iter().filter(|p| p.ends_with("llm-usage.png")) {
-        let _ = writeln!(
-            h,
-            "<img src=\"{}\" alt=\"usage\">",
-            escape_html(&image.to_string_lossy())
-        );
-    }
+    html_images(h, data, |name| name == "llm-usage.png", "alt=\"usage\"");
     h.push_str(
         "<table><tr><th>kind</th><th>calls</th><th>cache hits</th><th>prompt tokens</th>\
          <th>completion tokens</th><th>fail-safes</th></tr>\n",
@@ -895,18 +624,19 @@ fn render_html(
             n.fail_safes
         );
     }
-    h.push_str("</table>\n<h2>Conversations</h2>\n");
-    for image in data
-        .images
-        .iter()
-        .filter(|p| p.ends_with("conversations.png"))
-    {
-        let _ = writeln!(
-            h,
-            "<img src=\"{}\" alt=\"conversations\" style=\"max-width:600px\">",
-            escape_html(&image.to_string_lossy())
-        );
-    }
+    h.push_str("</table>\n");
+}
+
+/// Who talked with whom, when, and about what.
+fn html_conversations(h: &mut String, data: &RunReportData) {
+    use std::fmt::Write as _;
+    h.push_str("<h2>Conversations</h2>\n");
+    html_images(
+        h,
+        data,
+        |name| name == "conversations.png",
+        "alt=\"conversations\" style=\"max-width:600px\"",
+    );
     h.push_str("<table><tr><th>when</th><th>between</th><th>lines</th><th>summary</th></tr>\n");
     for c in &data.conversations {
         let _ = writeln!(
@@ -922,8 +652,7 @@ fn render_html(
     if data.conversations.is_empty() {
         h.push_str("<tr><td colspan=\"4\">none</td></tr>\n");
     }
-    h.push_str("</table>\n</body></html>\n");
-    h
+    h.push_str("</table>\n");
 }
 
 /// The hour of day of `time` as a fraction (for tests and axis maths).

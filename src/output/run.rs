@@ -7,17 +7,23 @@
 //! persona's thought, so the run goes exactly as fast as cognition lands; in Realtime it never
 //! waits. Then it lets thoughts still in flight land (so each mind is home to be summarised)
 //! and writes `movement.jsonl`, `summary.json` and `usage.json` atomically into the output
-//! folder. A progress bar on stderr shows steps, game time and LLM calls.
+//! folder. A [`RunProgress`] watcher, when given, hears of every step (the `smallville` binary
+//! draws a progress bar with it).
+//!
+//! While every persona waits on the model the loop **parks** on the client's answer bell
+//! ([`LlmClient::wait_for_answer`]) instead of updating the app in a tight loop: it wakes when
+//! a call ends, or after a short, growing timeout, so a run waiting on a slow model costs
+//! almost no CPU.
 //!
 //! The backend is `options.llm.backend` — one source of truth, which the CLI's `--backend`
 //! and `--llm-backend` both set.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::movement::{MovementLog, MovementLogError, PersonaFrame, record_movement};
 use super::replay::RUN_SAVE_DIR;
@@ -26,12 +32,13 @@ use super::summary::{RunMetadata, RunSummary, summarise_personas};
 use super::write_atomic;
 use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimSpeed, SimStep, TimeMode};
 use crate::headless::{DemoOptions, HeadlessError, build_headless_app};
-use crate::llm::{BackendChoice, LlmArgs, LlmClient, LlmConfig, UsageReport};
+use crate::llm::{BackendChoice, LlmClient, LlmConfig, UsageReport};
 use crate::persist::{
     CacheMode, PersistError, SimSeed, build_app_from_save, client_with_cache_mode, save_world,
 };
 use crate::persona::{ActionView, Body, Persona};
 use crate::world::TownMap;
+use chrono::NaiveDateTime;
 
 /// The movement log's file name in the output folder.
 pub const MOVEMENT_FILE: &str = "movement.jsonl";
@@ -50,8 +57,35 @@ const MIN_STALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// The pause between frames at a fixed speed (about 60 frames a second).
 const FIXED_SPEED_FRAME: Duration = Duration::from_millis(16);
 
-/// How often the progress bar's message (game time, LLM calls) is refreshed.
-const PROGRESS_REFRESH: Duration = Duration::from_millis(200);
+/// The longest a waiting run sleeps before looking at the app again (the first sleep is
+/// [`PARK_MIN`], doubling while nothing happens): a call that ends wakes it sooner.
+const PARK_MAX: Duration = Duration::from_millis(20);
+/// The first sleep of a waiting run.
+const PARK_MIN: Duration = Duration::from_micros(200);
+
+/// Watches a run as it goes. Every method has an empty default; the `smallville` binary draws
+/// a progress bar with it.
+pub trait RunProgress: Send + Sync {
+    /// The run is about to take `total` steps.
+    fn started(&self, _total: u64) {}
+    /// `done` steps are taken and the game time is `now`; `client` has the model accounting.
+    /// Called every frame: keep it cheap (read the accounting only now and then).
+    fn stepped(&self, _done: u64, _now: NaiveDateTime, _client: &LlmClient) {}
+    /// What the run is doing now, when it is not stepping (e.g. waiting for the last thoughts).
+    fn note(&self, _text: &str) {}
+    /// The run stopped stepping (finished or failed).
+    fn finished(&self) {}
+}
+
+/// A shared [`RunProgress`] in [`RunOptions`].
+#[derive(Clone)]
+pub struct ProgressWatcher(pub Arc<dyn RunProgress>);
+
+impl std::fmt::Debug for ProgressWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressWatcher")
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -74,8 +108,8 @@ pub struct RunOptions {
     pub out: PathBuf,
     /// The model configuration; `llm.backend` chooses the backend.
     pub llm: LlmConfig,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
+    /// Told of every step (`None`: nobody watches).
+    pub progress: Option<ProgressWatcher>,
     /// Install Bevy's log subscriber (the CLI does; tests don't).
     pub log: bool,
     /// Resume from this save instead of spawning a fresh town (its map, personas, clock and
@@ -103,7 +137,7 @@ impl RunOptions {
             speed: None,
             out: out.into(),
             llm: LlmConfig::default(),
-            progress: false,
+            progress: None,
             log: false,
             from: None,
             save_every: None,
@@ -159,115 +193,6 @@ impl RunOptions {
             )));
         }
         Ok(steps as u64)
-    }
-}
-
-/// The `smallville run` flags, to flatten into a binary's `clap` parser.
-///
-/// `--backend` is a shorthand for the LLM flags' `--llm-backend` (limited to the three real
-/// choices); giving both is an error, so the configuration has one source of truth.
-#[derive(Debug, Clone, PartialEq, clap::Args)]
-pub struct RunArgs {
-    /// Game hours to simulate (360 steps each).
-    #[arg(long)]
-    pub hours: f64,
-    /// How many of the town's personas to spawn (all by default).
-    #[arg(long)]
-    pub personas: Option<usize>,
-    /// Seed of every random choice.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Backend: scripted, http or local (or use --llm-backend; not both).
-    #[arg(
-        long = "backend",
-        id = "run_backend",
-        value_name = "BACKEND",
-        value_parser = parse_run_backend,
-        conflicts_with = "backend"
-    )]
-    pub backend: Option<BackendChoice>,
-    /// A Tiled map to use instead of the default town.
-    #[arg(long)]
-    pub map: Option<PathBuf>,
-    /// A folder of persona sheets to use instead of the default ones.
-    #[arg(long = "personas-dir")]
-    pub personas_dir: Option<PathBuf>,
-    /// lockstep (every step waits for every thought; reproducible) or realtime (never waits).
-    #[arg(long = "time-mode", value_name = "MODE", value_parser = parse_time_mode, default_value = "lockstep")]
-    pub time_mode: TimeMode,
-    /// Speed: 1, 2, 4, 8, 16, 32 (× real time) or max. Default: max in lockstep, 1 in realtime.
-    #[arg(long, value_name = "SPEED", value_parser = parse_run_speed)]
-    pub speed: Option<SimSpeed>,
-    /// Output folder for movement.jsonl, summary.json and usage.json (created when missing).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Do not draw the progress bar.
-    #[arg(long = "no-progress")]
-    pub no_progress: bool,
-    /// Resume from this save folder (e.g. a previous run's OUT/save) instead of a fresh town.
-    #[arg(long, value_name = "SAVE_DIR", conflicts_with_all = ["personas", "personas_dir"])]
-    pub from: Option<PathBuf>,
-    /// Also save into OUT/save every N steps (the final save is always written).
-    #[arg(long = "save-every", value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub save_every: Option<u64>,
-    /// Record every model answer into this JSON-lines file.
-    #[arg(
-        long = "record-cache",
-        value_name = "FILE",
-        conflicts_with = "replay_cache"
-    )]
-    pub record_cache: Option<PathBuf>,
-    /// Answer every prompt from this recording: no model is called.
-    #[arg(long = "replay-cache", value_name = "FILE")]
-    pub replay_cache: Option<PathBuf>,
-    /// Do not write report.html / report.json.
-    #[arg(long = "no-report")]
-    pub no_report: bool,
-    /// The LLM flags.
-    #[command(flatten)]
-    pub llm: LlmArgs,
-}
-
-impl RunArgs {
-    /// The run these flags ask for, with the LLM configuration resolved against the
-    /// environment read through `lookup`.
-    pub fn to_options_with(
-        &self,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<RunOptions, RunError> {
-        let mut llm_args = self.llm.clone();
-        if self.backend.is_some() {
-            llm_args.backend = self.backend;
-        }
-        let llm = llm_args
-            .resolve_with(lookup)
-            .map_err(|err| RunError::Setup(HeadlessError::Llm(err)))?;
-        Ok(RunOptions {
-            hours: self.hours,
-            personas: self.personas,
-            seed: self.seed,
-            map: self.map.clone(),
-            personas_dir: self.personas_dir.clone(),
-            time_mode: self.time_mode,
-            speed: self.speed,
-            out: self.out.clone(),
-            llm,
-            progress: !self.no_progress,
-            log: true,
-            from: self.from.clone(),
-            save_every: self.save_every,
-            cache: match (&self.record_cache, &self.replay_cache) {
-                (Some(path), _) => CacheMode::Record(path.clone()),
-                (None, Some(path)) => CacheMode::Replay(path.clone()),
-                (None, None) => CacheMode::Off,
-            },
-            report: !self.no_report,
-        })
-    }
-
-    /// The run these flags ask for, resolved against the process environment.
-    pub fn to_options(&self) -> Result<RunOptions, RunError> {
-        self.to_options_with(|var| std::env::var(var).ok())
     }
 }
 
@@ -479,11 +404,13 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     };
 
     let speed = options.effective_speed();
-    let progress = Progress::new(options.progress, total);
+    let progress = Watch(options.progress.as_ref());
+    progress.started(total);
     let stall_timeout = stall_timeout(&options.llm);
     let began = Instant::now();
     let mut last_step = first_step;
     let mut last_progress = Instant::now();
+    let mut park = Park::default();
     loop {
         let (step, now, finished) = {
             let clock = app.world().resource::<SimClock>();
@@ -492,14 +419,16 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         if step != last_step {
             last_step = step;
             last_progress = Instant::now();
+            park.reset();
         } else if last_progress.elapsed() >= stall_timeout {
-            progress.finish();
+            progress.finished();
             return Err(RunError::Stalled {
                 step,
                 waited: last_progress.elapsed(),
             });
         }
-        progress.update(step - first_step, now, app.world().resource::<LlmClient>());
+        let client = app.world().resource::<LlmClient>().clone();
+        progress.stepped(step - first_step, now, &client);
         if finished {
             break;
         }
@@ -512,7 +441,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
                     // Thoughts in flight (Realtime): try again at the next frame.
                     Err(PersistError::Busy(_)) => {}
                     Err(err) => {
-                        progress.finish();
+                        progress.finished();
                         return Err(err.into());
                     }
                 }
@@ -521,6 +450,11 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         if speed != SimSpeed::Max {
             // A fixed speed owes steps by real time: don't spin between them.
             std::thread::sleep(FIXED_SPEED_FRAME);
+        } else if app.world().resource::<SimClock>().step() == step
+            && minds_out(app.world_mut()) > 0
+        {
+            // Every step waits on the model: sleep until a call ends (or a little while).
+            park.wait(&client);
         }
     }
     let wall = began.elapsed();
@@ -530,11 +464,13 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     // the clock paused itself at `stop_at_step`.
     progress.note("waiting for the last thoughts to land");
     let drain_start = Instant::now();
+    let client = app.world().resource::<LlmClient>().clone();
+    park.reset();
     while minds_out(app.world_mut()) > 0 && drain_start.elapsed() < options.llm.timeout {
         app.update();
-        std::thread::yield_now();
+        park.wait(&client);
     }
-    progress.finish();
+    progress.finished();
     let minds_out = minds_out(app.world_mut());
     if minds_out > 0 {
         warn!("{minds_out} persona(s) still thinking at the end: their memory counts are omitted");
@@ -648,171 +584,70 @@ fn minds_out(world: &mut World) -> usize {
     query.iter(world).count()
 }
 
-/// The progress bar (hidden when not wanted or when stderr is not a terminal).
-struct Progress {
-    bar: ProgressBar,
-    last_refresh: std::cell::Cell<Option<Instant>>,
+/// The optional watcher, called through without checking for `None` each time.
+struct Watch<'a>(Option<&'a ProgressWatcher>);
+
+impl Watch<'_> {
+    fn started(&self, total: u64) {
+        if let Some(w) = self.0 {
+            w.0.started(total);
+        }
+    }
+
+    fn stepped(&self, done: u64, now: NaiveDateTime, client: &LlmClient) {
+        if let Some(w) = self.0 {
+            w.0.stepped(done, now, client);
+        }
+    }
+
+    fn note(&self, text: &str) {
+        if let Some(w) = self.0 {
+            w.0.note(text);
+        }
+    }
+
+    fn finished(&self) {
+        if let Some(w) = self.0 {
+            w.0.finished();
+        }
+    }
 }
 
-impl Progress {
-    fn new(show: bool, total: u64) -> Self {
-        let bar = if show {
-            ProgressBar::new(total)
-        } else {
-            ProgressBar::hidden()
-        };
-        // The template is a constant; fall back to the default style if it were ever invalid.
-        if let Ok(style) = ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} steps · {msg} · eta {eta}",
-        ) {
-            bar.set_style(style.progress_chars("=> "));
-        }
+/// How long a waiting run sleeps: from [`PARK_MIN`], doubling up to [`PARK_MAX`] while
+/// nothing lands, back to the minimum when a step is taken. A call that ends wakes it at once.
+#[derive(Debug)]
+struct Park {
+    next: Duration,
+    seen: Option<u64>,
+}
+
+impl Default for Park {
+    fn default() -> Self {
         Self {
-            bar,
-            last_refresh: std::cell::Cell::new(None),
+            next: PARK_MIN,
+            seen: None,
         }
     }
+}
 
-    fn update(&self, done: u64, now: chrono::NaiveDateTime, client: &LlmClient) {
-        self.bar.set_position(done);
-        let due = self
-            .last_refresh
-            .get()
-            .is_none_or(|at| at.elapsed() >= PROGRESS_REFRESH);
-        if due && !self.bar.is_hidden() {
-            self.last_refresh.set(Some(Instant::now()));
-            let calls = client.usage().totals.calls;
-            self.bar.set_message(format!(
-                "{} · {calls} LLM calls",
-                now.format("%a %b %-d %H:%M")
-            ));
+impl Park {
+    fn reset(&mut self) {
+        self.next = PARK_MIN;
+    }
+
+    fn wait(&mut self, client: &LlmClient) {
+        let seen = *self.seen.get_or_insert_with(|| client.answers_so_far());
+        let now = client.wait_for_answer(seen, self.next);
+        if now == seen {
+            self.next = (self.next * 2).min(PARK_MAX);
         }
-    }
-
-    fn note(&self, text: &'static str) {
-        self.bar.set_message(text);
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
+        self.seen = Some(now);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(clap::Parser, Debug)]
-    struct Cli {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-
-    fn parse(args: &[&str]) -> Result<RunArgs, clap::Error> {
-        use clap::Parser;
-        Cli::try_parse_from(std::iter::once("run").chain(args.iter().copied())).map(|c| c.run)
-    }
-
-    fn no_env(_: &str) -> Option<String> {
-        None
-    }
-
-    #[test]
-    fn flags_parse_with_defaults() {
-        let args = parse(&["--hours", "2", "--out", "o"]).expect("parse");
-        assert_eq!(args.hours, 2.0);
-        assert_eq!(args.seed, 1);
-        assert_eq!(args.time_mode, TimeMode::Lockstep);
-        assert_eq!(args.backend, None);
-        let options = args.to_options_with(no_env).expect("options");
-        assert_eq!(options.llm.resolved_backend(), BackendChoice::Scripted);
-        assert!(options.progress);
-        assert_eq!(options.effective_speed(), SimSpeed::Max);
-        let realtime = RunOptions {
-            time_mode: TimeMode::Realtime,
-            ..options.clone()
-        };
-        assert_eq!(realtime.effective_speed(), SimSpeed::X1);
-        let paused = RunOptions {
-            speed: Some(SimSpeed::Paused),
-            out: std::env::temp_dir().join(format!("bga-run-paused-{}", std::process::id())),
-            ..options
-        };
-        assert!(matches!(run(&paused), Err(RunError::Invalid(_))));
-        assert!(!paused.out.exists());
-
-        let args = parse(&[
-            "--hours",
-            "0.5",
-            "--personas",
-            "3",
-            "--seed",
-            "9",
-            "--backend",
-            "http",
-            "--time-mode",
-            "realtime",
-            "--out",
-            "o",
-            "--no-progress",
-            "--llm-model",
-            "m",
-        ])
-        .expect("parse");
-        let options = args.to_options_with(no_env).expect("options");
-        assert_eq!(options.personas, Some(3));
-        assert_eq!(options.seed, 9);
-        assert_eq!(options.time_mode, TimeMode::Realtime);
-        assert_eq!(options.llm.backend, BackendChoice::Http);
-        assert_eq!(options.llm.model, "m");
-        assert!(!options.progress);
-    }
-
-    #[test]
-    fn backend_has_one_source_of_truth() {
-        // --llm-backend alone works and beats the environment.
-        let args =
-            parse(&["--hours", "1", "--out", "o", "--llm-backend", "scripted"]).expect("parse");
-        let env = |var: &str| (var == "GA_LLM_BACKEND").then(|| "http".to_owned());
-        let options = args.to_options_with(env).expect("options");
-        assert_eq!(options.llm.backend, BackendChoice::Scripted);
-        // --backend beats the environment too.
-        let args = parse(&["--hours", "1", "--out", "o", "--backend", "scripted"]).expect("parse");
-        assert_eq!(
-            args.to_options_with(env).expect("options").llm.backend,
-            BackendChoice::Scripted
-        );
-        // Both at once is refused, even when they agree.
-        let err = parse(&[
-            "--hours",
-            "1",
-            "--out",
-            "o",
-            "--backend",
-            "http",
-            "--llm-backend",
-            "http",
-        ])
-        .expect_err("conflict");
-        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
-    }
-
-    #[test]
-    fn bad_flags_are_refused() {
-        assert!(parse(&["--out", "o"]).is_err(), "--hours is required");
-        assert!(parse(&["--hours", "1"]).is_err(), "--out is required");
-        assert!(parse(&["--hours", "1", "--out", "o", "--backend", "auto"]).is_err());
-        assert!(parse(&["--hours", "1", "--out", "o", "--backend", "gpt"]).is_err());
-        assert!(parse(&["--hours", "1", "--out", "o", "--time-mode", "fast"]).is_err());
-        assert_eq!(parse_time_mode(" Realtime "), Ok(TimeMode::Realtime));
-        assert!(parse_time_mode("").is_err());
-        assert_eq!(parse_run_backend("LOCAL"), Ok(BackendChoice::Local));
-        assert_eq!(parse_run_speed("32x"), Ok(SimSpeed::X32));
-        assert_eq!(parse_run_speed(" MAX "), Ok(SimSpeed::Max));
-        assert!(parse_run_speed("paused").is_err());
-        assert!(parse_run_speed("3").is_err());
-        assert!(parse(&["--hours", "1", "--out", "o", "--speed", "0"]).is_err());
-    }
 
     #[test]
     fn hours_become_steps() {

@@ -43,6 +43,9 @@
 //! decodes and validates every file ([`format::decode`]) — a missing, truncated or corrupt file
 //! fails with its path and the field — and only then touches the world, so a failed load
 //! loads nothing.
+//!
+//! **Layer** (see `tests/layers.rs`): imports everything up to [`cognition`](crate::cognition);
+//! never [`output`](crate::output).
 
 pub mod cache;
 pub mod files;

@@ -9,6 +9,10 @@
 //!
 //! Personas come from [`PersonaSheet`] files (`assets/personas/*.json`) and are spawned with
 //! [`spawn_persona`].
+//!
+//! **Layer** (see `tests/layers.rs`): imports the ground ([`settings`](crate::settings),
+//! [`clock`](crate::clock), [`world`](crate::world), [`memory`](crate::memory)); never the loop
+//! that moves personas.
 
 mod diary;
 mod scratch;

@@ -16,6 +16,8 @@
 //! [`LlmClient::chat_stream`] and hands every text delta to an [`AnswerWatcher`]. Watching is
 //! display only: the watcher sees raw attempts (including ones that are then rejected), and the
 //! parsed, validated value is still the only truth.
+//!
+//! **Layer** (see `tests/layers.rs`): imports [`llm`](crate::llm) only.
 
 pub(crate) mod clean;
 mod parse;

@@ -5,6 +5,9 @@
 //! says so everywhere it is shown (its name is `"scripted"`); [`town_script`] is the script it
 //! runs by default, which makes a believable day for any persona. [`FaultyBackend`] wraps another
 //! backend and returns garbage for a seeded fraction of calls, to prove the fail-safes.
+//!
+//! **Layer** (see `tests/layers.rs`): test support on top of everything; nothing in the library
+//! imports it.
 
 #[cfg(feature = "http")]
 pub mod fake_openai;

@@ -1,5 +1,7 @@
 //! The town: a tile grid with collision, `world:sector:arena:game_object` addresses, tile
 //! events, the address index with fall-backs, vision and path finding (SPEC §1).
+//!
+//! **Layer** (see `tests/layers.rs`): the ground: imports no other module of the crate.
 
 use bevy::prelude::*;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,6 @@
+//! The `smallville` binary's own modules: flags, the progress bar, the eval printouts. The
+//! library knows none of them (it builds without `clap`, `indicatif` and `plotters`).
+
+pub mod args;
+pub mod eval;
+pub mod progress;
