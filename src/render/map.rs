@@ -24,7 +24,13 @@ pub struct TownTilemap {
     pub tileset: u16,
 }
 
-/// Draws the [`TownMap`] resource once it is inserted. Adds `bevy_ecs_tilemap`'s
+/// A tile of a map that has no tile layers (one built in code), drawn as a plain square.
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainTile;
+
+/// Draws the [`TownMap`] resource once it is inserted: its Tiled tile layers, or — for a map
+/// built in code, which has none — one plain square per tile (walls dark, each sector in its
+/// own colour, open ground green). Adds `bevy_ecs_tilemap`'s
 /// `TilemapPlugin`, so add this plugin only to windowed apps (the tilemap plugin needs the
 /// renderer).
 #[derive(Debug, Default, Clone, Copy)]
@@ -66,6 +72,40 @@ pub enum TilesetImageError {
     },
 }
 
+/// One square sprite per tile of a map without tile layers.
+fn spawn_plain_tiles(commands: &mut Commands, map: &TownMap) {
+    let mut drawn = 0usize;
+    for (coord, tile) in map.tiles() {
+        let color = if tile.collision {
+            Color::srgb(0.22, 0.2, 0.24)
+        } else if let Some(sector) = &tile.sector {
+            sector_colour(sector)
+        } else {
+            Color::srgb(0.42, 0.62, 0.36)
+        };
+        let at = super::tile_to_world(coord);
+        commands.spawn((
+            Sprite::from_color(color, Vec2::splat(TILE_PX)),
+            Transform::from_xyz(at.x, at.y, z::MAP),
+            PlainTile,
+        ));
+        drawn += 1;
+    }
+    info!(
+        "drew {drawn} plain tiles for {} (a map without tile layers)",
+        map.world_name()
+    );
+}
+
+/// A light colour of its own for each sector name (the same name, the same colour).
+fn sector_colour(sector: &str) -> Color {
+    let hash = sector.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let hue = (hash % 360) as f32;
+    Color::hsl(hue, 0.35, 0.72)
+}
+
 /// Reads and decodes a tileset image, with nearest-neighbour sampling for crisp pixels.
 pub fn load_tileset_image(tileset: &TilesetInfo) -> Result<Image, TilesetImageError> {
     let path = tileset
@@ -99,10 +139,14 @@ fn spawn_town_tilemaps(
     mut commands: Commands,
     map: Res<TownMap>,
     mut images: ResMut<Assets<Image>>,
-    old: Query<Entity, With<TownTilemap>>,
+    old: Query<Entity, Or<(With<TownTilemap>, With<PlainTile>)>>,
 ) {
     for entity in &old {
         commands.entity(entity).despawn();
+    }
+    if map.visual_layers().is_empty() {
+        spawn_plain_tiles(&mut commands, &map);
+        return;
     }
     let width = map.width();
     let height = map.height();

@@ -1,0 +1,146 @@
+//! The examples in `examples/` run, as a newcomer would run them, and do what they say.
+//!
+//! `cargo test` builds every example before running the tests; each test here starts the
+//! built example (from `target/<profile>/examples/`) and checks its output. The window example
+//! (`own_town`, feature `render`) renders a few frames under Xvfb and writes a screenshot.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The built example `name`, next to this test's own folder (`…/deps/..`).
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps");
+    let path = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        path.is_file(),
+        "{} is missing: run the examples through `cargo test`, which builds them",
+        path.display()
+    );
+    path
+}
+
+fn run(mut command: Command) -> (String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = command.output().expect("the example starts");
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&stderr).into_owned();
+    assert!(
+        status.success(),
+        "exit {status}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
+
+#[test]
+fn headless_town_prints_what_everyone_does_each_hour() {
+    let mut command = Command::new(example("headless_town"));
+    command.arg("2");
+    let (stdout, _) = run(command);
+    assert!(
+        stdout.starts_with("5 personas in the default town"),
+        "{stdout}"
+    );
+    // A report at 00:00, 01:00 and 02:00, each with one line per persona: "emoji name: act @ place".
+    let hours: Vec<&str> = stdout.lines().filter(|l| l.starts_with("— ")).collect();
+    assert!(hours.len() >= 3, "{stdout}");
+    assert!(hours.iter().any(|h| h.ends_with("02:00")), "{hours:?}");
+    let persona_lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  ")).collect();
+    assert!(persona_lines.len() >= 15, "{stdout}");
+    assert!(
+        persona_lines
+            .iter()
+            .all(|l| l.contains(": ") && l.contains(" @ ")),
+        "{persona_lines:?}"
+    );
+    // In the night hours everyone is asleep somewhere of their own.
+    let last_hour: Vec<&str> = stdout.lines().rev().take(5).collect();
+    assert!(
+        last_hour.iter().all(|l| l.contains("sleep")),
+        "at 02:00 everyone sleeps: {last_hour:?}"
+    );
+
+    // A bad argument is a clear error, not a default.
+    let mut bad = Command::new(example("headless_town"));
+    bad.arg("two");
+    let output = bad.output().expect("starts");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid digit"));
+}
+
+#[test]
+fn custom_backend_spends_its_budget_and_the_town_lives_on_fail_safes() {
+    let mut command = Command::new(example("custom_backend"));
+    command.arg("120");
+    let (stdout, _) = run(command);
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("budget 120: 120 calls reached the town script,"),
+        "{stdout}"
+    );
+    let refused: u64 = first
+        .split(", ")
+        .nth(1)
+        .and_then(|part| part.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the refused count");
+    assert!(
+        refused > 0,
+        "a budget of 120 runs out in the first day's planning: {first}"
+    );
+    assert!(
+        !first.contains(" 0 answers came from fail-safes"),
+        "{first}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains(" @ ")).count(),
+        3,
+        "{stdout}"
+    );
+}
+
+#[cfg(feature = "render")]
+#[test]
+fn own_town_draws_a_map_built_in_code() {
+    if std::env::var_os("SMALLVILLE_SKIP_WINDOW_TEST").is_some_and(|v| v == "1") {
+        eprintln!("skipped: SMALLVILLE_SKIP_WINDOW_TEST=1");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("own-town-{}.png", std::process::id()));
+    let _ = std::fs::remove_file(&out);
+    let bin = example("own_town");
+    let on_path = |program: &str| {
+        std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
+        })
+    };
+    let mut command = if on_path("xvfb-run") {
+        let mut c = Command::new("xvfb-run");
+        c.args(["-a", "-s", "-screen 0 1600x1000x24"]).arg(&bin);
+        c
+    } else {
+        Command::new(&bin)
+    };
+    command
+        .args(["--frames", "90", "--screenshot"])
+        .arg(&out)
+        .env("WGPU_BACKEND", "vulkan");
+    run(command);
+    let bytes = std::fs::read(&out).expect("the screenshot was written");
+    // A PNG with the window's pixels: the plain tiles give many pixels of several colours.
+    assert!(bytes.starts_with(b"\x89PNG"), "not a PNG");
+    assert!(
+        bytes.len() > 10_000,
+        "a nearly empty picture: {} bytes",
+        bytes.len()
+    );
+    let _ = std::fs::remove_file(&out);
+}
