@@ -45,6 +45,7 @@ cargo fmt --all -- --check
 
 step "clippy (headless core, no default features)"
 cargo clippy --no-default-features --all-targets -- -D warnings
+cargo clippy --no-default-features --features cli --all-targets -- -D warnings
 
 step "clippy (default features)"
 cargo clippy --all-targets -- -D warnings
@@ -52,11 +53,27 @@ cargo clippy --all-targets -- -D warnings
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --no-default-features --quiet
 
-step "tests (headless core, no default features)"
-cargo test --no-default-features
+step "the library builds without the application (no clap, indicatif or plotters)"
+cargo build --no-default-features --lib
+if cargo tree --no-default-features -e normal --prefix none | grep -E '^(clap|indicatif|plotters) '; then
+  echo "error: the library without default features pulls the crates above" >&2
+  exit 1
+fi
+
+step "tests (headless core and its command line: no default features, feature cli)"
+cargo test --no-default-features --features cli
 
 step "tests (default features)"
 cargo test
+
+step "the README's first command (scripts/play.sh) in screenshot mode, under Xvfb"
+play_png="$(mktemp -d)/play.png"
+SMALLVILLE_PROFILE=dev WGPU_BACKEND=vulkan xvfb-run -a -s "-screen 0 1600x1000x24" \
+  bash scripts/play.sh --screenshot "$play_png" --frames 120
+if [ ! -s "$play_png" ]; then
+  echo "error: scripts/play.sh --screenshot wrote no picture" >&2
+  exit 1
+fi
 
 echo
 echo "all checks passed"
