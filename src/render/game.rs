@@ -79,7 +79,19 @@ pub struct GameOptions {
     pub load: Option<PathBuf>,
     /// Where `F5` saves and `F9` loads (see [`default_save_dir`](super::default_save_dir)).
     pub save_dir: PathBuf,
+    /// The time of day a fresh town starts at on its first day ([`DEFAULT_GAME_START`] in the
+    /// game; a loaded save keeps its own time).
+    pub start: chrono::NaiveTime,
+    /// Fast-forward nights while the whole town sleeps ([`NightFastForward`](super::NightFastForward)).
+    pub fast_forward_nights: bool,
 }
+
+/// The game's first day starts in the morning, so the first minute shows the town living
+/// rather than five people asleep (headless runs start at midnight, as Smallville does).
+pub const DEFAULT_GAME_START: chrono::NaiveTime = match chrono::NaiveTime::from_hms_opt(7, 0, 0) {
+    Some(t) => t,
+    None => chrono::NaiveTime::MIN,
+};
 
 /// What a replay plays.
 #[derive(Debug, Clone)]
@@ -252,13 +264,19 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
         format!("Smallville — {}", map.world_name()),
         options.screenshot.is_some(),
     );
+    let start = SimClock::default_start().date().and_time(options.start);
     app.insert_resource(client)
         .insert_resource(
-            SimClock::default()
+            SimClock::new(start, SimClock::default().sec_per_step())
                 .with_mode(TimeMode::Realtime)
                 .with_speed(options.speed),
         )
         .insert_resource(SimSeed(seed))
+        .add_plugins(super::NightFastForwardPlugin)
+        .insert_resource(super::NightFastForward {
+            enabled: options.fast_forward_nights,
+            ..Default::default()
+        })
         .add_plugins(
             crate::GenerativeAgentsPlugins
                 .set(LlmPlugin::with_config(options.llm.clone()))

@@ -131,7 +131,13 @@ pub struct HudState {
     pub fps: f32,
     /// Height of the HUD bar in logical pixels (panels below it start there).
     pub bar_height: f32,
+    /// Seconds the one-line controls hint stays up (from the first frame).
+    pub hint_left: f32,
 }
+
+/// The controls, in one line, shown for the first seconds of a game.
+pub const CONTROLS_HINT: &str = "Space pause · 1–6 speed, 0 max · drag or WASD to pan · wheel to \
+                                 zoom · click a persona to follow it · F5 save, F9 load";
 
 impl Default for HudState {
     fn default() -> Self {
@@ -141,6 +147,7 @@ impl Default for HudState {
             usage_age: f32::INFINITY,
             fps: 0.0,
             bar_height: 0.0,
+            hint_left: 30.0,
         }
     }
 }
@@ -207,6 +214,7 @@ fn refresh_status(
         };
     }
     hud.usage_age += dt;
+    hud.hint_left = (hud.hint_left - dt).max(0.0);
     // The snapshot clones every counter: four times a second is plenty for a display.
     if hud.usage_age >= 0.25
         && let Some(client) = client
@@ -233,6 +241,7 @@ fn draw_hud(
     sim_time: Option<Res<super::game::SimFrameTime>>,
     replay: Option<Res<ReplayPlayback>>,
     toast: Res<HudToast>,
+    night: Option<Res<super::NightFastForward>>,
 ) -> Result {
     let ctx = contexts.ctx_mut()?.clone();
     let mut root = egui::Ui::new(
@@ -317,6 +326,18 @@ fn draw_hud(
                 ui.label(format!("sim {:.1} ms", sim.mean_ms))
                     .on_hover_text("CPU time of the simulation per frame (smoothed)");
             }
+            if night
+                .as_deref()
+                .is_some_and(super::NightFastForward::active)
+            {
+                ui.separator();
+                ui.label(
+                    egui::RichText::new("⏩ everyone is asleep: fast-forwarding")
+                        .strong()
+                        .color(egui::Color32::LIGHT_BLUE),
+                )
+                .on_hover_text("the chosen speed comes back when someone wakes (or pick one)");
+            }
             if toast.visible() {
                 ui.separator();
                 let text = egui::RichText::new(&toast.text).strong();
@@ -327,6 +348,13 @@ fn draw_hud(
                 });
             }
         });
+        if hud.hint_left > 0.0 {
+            ui.label(
+                egui::RichText::new(CONTROLS_HINT)
+                    .small()
+                    .color(egui::Color32::LIGHT_GRAY),
+            );
+        }
     });
     hud.bar_height = response.response.rect.height();
     if let Some(shortcut) = clicked {

@@ -26,6 +26,9 @@
 //!
 //! Coordinates: tile `(x, y)` (y down, as in Tiled) has its centre at world
 //! `(x · 32, −y · 32)` ([`tile_to_world`]); the tile map is placed to match.
+//!
+//! **Layer** (see `tests/layers.rs`): the top of the library: may import every other module but
+//! [`testing`](crate::testing).
 
 mod art;
 mod bubbles;
@@ -34,6 +37,7 @@ mod game;
 mod hud;
 mod inspector;
 mod map;
+mod night;
 mod saves;
 mod sprites;
 
@@ -41,12 +45,13 @@ pub use art::{Canvas, Facing, HairStyle, Look, bubble_frame, character_sheet, dr
 pub use bubbles::{BubblesPlugin, ChatPlayback, EmojiFont, chat_playback};
 pub use camera::{CameraState, GameCamera, GameCameraPlugin};
 pub use game::{
-    GameError, GameOptions, GameSim, ReplayOptions, ScreenshotRequest, SimFrameTime, WINDOW_SIZE,
-    build_game_app, build_replay_app, parse_speed, run_game, run_replay,
+    DEFAULT_GAME_START, GameError, GameOptions, GameSim, ReplayOptions, ScreenshotRequest,
+    SimFrameTime, WINDOW_SIZE, build_game_app, build_replay_app, parse_speed, run_game, run_replay,
 };
-pub use hud::{HudPlugin, HudToast, SpeedShortcut, replay_status, speed_for_key};
+pub use hud::{CONTROLS_HINT, HudPlugin, HudToast, SpeedShortcut, replay_status, speed_for_key};
 pub use inspector::{InspectorPlugin, MindSnapshot, current_schedule_index};
-pub use map::{TownMapRenderPlugin, TownTilemap};
+pub use map::{PlainTile, TownMapRenderPlugin, TownTilemap};
+pub use night::{NIGHT_SPEED, NightFastForward, NightFastForwardPlugin};
 pub use saves::{
     PersistMessage, QuickSave, QuickSavePlugin, SaveShortcut, default_save_dir, outcome_message,
     save_shortcut_for_key,
