@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 use bevy_generative_agents::headless::{DemoOptions, run_demo};
 use bevy_generative_agents::llm::LlmArgs;
 use bevy_generative_agents::output::{RunArgs, run};
+use bevy_generative_agents::persist::CacheMode;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -190,6 +191,9 @@ fn main() -> ExitCode {
         personas_dir: args.personas_dir,
         llm,
     };
+    if let Some(warning) = options.llm.fallback_warning() {
+        eprintln!("warning: {warning}");
+    }
     match run_demo(&options, &mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -314,6 +318,12 @@ fn run_command(args: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The log is not set up yet: say it on stderr, where it cannot be missed.
+    if let Some(warning) = options.llm.fallback_warning()
+        && !matches!(options.cache, CacheMode::Replay(_))
+    {
+        eprintln!("warning: {warning}");
+    }
     match run(&options) {
         Ok(report) => {
             println!(

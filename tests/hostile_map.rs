@@ -56,7 +56,10 @@ fn load_map_in_child() {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .expect("VmHWM");
-    println!("\nOUTCOME {}", outcome.chars().take(2000).collect::<String>());
+    println!(
+        "\nOUTCOME {}",
+        outcome.chars().take(2000).collect::<String>()
+    );
     println!("PEAK_KIB {peak}");
 }
 
@@ -156,8 +159,7 @@ fn areas(width: u64, height: u64) -> String {
 }
 
 fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] =
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = chunk
@@ -261,7 +263,10 @@ fn a_zlib_bomb_is_refused_before_it_inflates() {
             areas(512, 512)
         );
         let path = dir.write(&format!("{compression}.tmx"), text.as_bytes());
-        assert_refused(&path, &["collision", compression, "CSV or uncompressed Base64"]);
+        assert_refused(
+            &path,
+            &["collision", compression, "CSV or uncompressed Base64"],
+        );
     }
 }
 
@@ -290,8 +295,8 @@ fn declared_sizes_beyond_the_limits_are_refused() {
     assert_refused(&path, &["liar"]);
 
     // Sixty thousand copies of a map-sized sector (same name, so they do not "overlap").
-    let copies = "<object name=\"home\" x=\"0\" y=\"0\" width=\"8192\" height=\"8192\"/>"
-        .repeat(60_000);
+    let copies =
+        "<object name=\"home\" x=\"0\" y=\"0\" width=\"8192\" height=\"8192\"/>".repeat(60_000);
     let text = format!(
         "{}{TILESET}{}{}</map>",
         header(512, 512),
@@ -338,7 +343,9 @@ fn the_largest_accepted_map_loads_within_bounded_memory() {
     let mut text = header(512, 512);
     text.push_str(TILESET);
     text.push_str(&csv_layer("collision", 512, 512, "0"));
-    text.push_str(&format!("<objectgroup name=\"notes\">{notes}</objectgroup>"));
+    text.push_str(&format!(
+        "<objectgroup name=\"notes\">{notes}</objectgroup>"
+    ));
     text.push_str(&areas(512, 512));
     text.push_str("</map>");
     let path = dir.write("objects.tmx", text.as_bytes());

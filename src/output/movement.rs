@@ -516,9 +516,8 @@ impl MovementLog {
             let Ok(line) = serde_json::from_slice::<MovementLine>(&text) else {
                 break;
             };
-            let follows = last.is_none_or(|(step, time)| {
-                line.step == step.saturating_add(1) && line.time > time
-            });
+            let follows = last
+                .is_none_or(|(step, time)| line.step == step.saturating_add(1) && line.time > time);
             if line.step >= next_step || !follows || replay.apply(&line).is_err() {
                 starts_later = last.is_none() && line.step >= next_step;
                 break;
@@ -920,7 +919,10 @@ mod tests {
         log.record(4, time(40), frames(&[("A", frame(9, "", "", None))]));
         drop(log);
         assert_eq!(
-            read_movement_log(&path).expect("dropped logs are kept").lines.len(),
+            read_movement_log(&path)
+                .expect("dropped logs are kept")
+                .lines
+                .len(),
             5
         );
         // A torn last line, as a crash in the middle of a write would leave.

@@ -665,7 +665,11 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
 
 /// Writes the movement log's recorded lines to disk (synced) and `usage.json` as of now, so a
 /// crash loses neither the record nor the spend.
-fn checkpoint(app: &mut App, usage_path: &Path, earlier: Option<&UsageReport>) -> Result<(), RunError> {
+fn checkpoint(
+    app: &mut App,
+    usage_path: &Path,
+    earlier: Option<&UsageReport>,
+) -> Result<(), RunError> {
     if let Some(mut log) = app.world_mut().get_resource_mut::<MovementLog>() {
         log.flush()?;
     }
@@ -683,7 +687,10 @@ fn read_usage(path: &Path) -> Option<UsageReport> {
 fn with_earlier_usage(mut now: UsageReport, earlier: Option<&UsageReport>) -> UsageReport {
     if let Some(earlier) = earlier {
         for (kind, counts) in &earlier.kinds {
-            now.kinds.entry(kind.clone()).or_default().accumulate(counts);
+            now.kinds
+                .entry(kind.clone())
+                .or_default()
+                .accumulate(counts);
         }
         now.totals.accumulate(&earlier.totals);
     }

@@ -509,10 +509,7 @@ pub fn decode(root: &Path) -> Result<SaveData, PersistError> {
 /// Reads and validates the save at `root` (see the [module docs](self)), then — unless
 /// `integrity` trusts edits — checks every file against `manifest.json`
 /// ([`manifest`](super::manifest)). Loads nothing on error.
-pub fn decode_with(
-    root: &Path,
-    integrity: super::SaveIntegrity,
-) -> Result<SaveData, PersistError> {
+pub fn decode_with(root: &Path, integrity: super::SaveIntegrity) -> Result<SaveData, PersistError> {
     let data = decode_files(root)?;
     if integrity == super::SaveIntegrity::Verify {
         super::manifest::verify(root, &save_file_paths(&data.meta))?;
@@ -787,7 +784,16 @@ mod tests {
     #[test]
     fn persona_names_must_be_folder_names() {
         assert!(check_persona_name("Ada Okafor").is_ok());
-        for bad in ["", "  ", "../x", "a/b", ".hidden", "c:d", "tab\there", "new\nline"] {
+        for bad in [
+            "",
+            "  ",
+            "../x",
+            "a/b",
+            ".hidden",
+            "c:d",
+            "tab\there",
+            "new\nline",
+        ] {
             assert!(check_persona_name(bad).is_err(), "{bad:?}");
         }
         assert!(check_persona_name(&"é".repeat(127)).is_ok(), "254 bytes");

@@ -159,7 +159,9 @@ impl Prescan {
                     if let Some(open) = layer.as_mut().filter(|l| l.in_data)
                         && let Some(format) = open.format
                     {
-                        let text = text.unescape().map_err(|e| MapProblem::Xml(e.to_string()))?;
+                        let text = text
+                            .unescape()
+                            .map_err(|e| MapProblem::Xml(e.to_string()))?;
                         open.count.push(format, &text);
                     }
                 }
@@ -185,7 +187,9 @@ impl Prescan {
     ) -> Result<(), MapProblem> {
         self.elements += 1;
         if self.elements > MAX_ELEMENTS {
-            return Err(MapProblem::TooManyElements { limit: MAX_ELEMENTS });
+            return Err(MapProblem::TooManyElements {
+                limit: MAX_ELEMENTS,
+            });
         }
         match element.name().as_ref() {
             b"map" => {
@@ -374,7 +378,10 @@ mod tests {
             scan(&many),
             Err(MapProblem::TooManyElements { .. })
         ));
-        assert!(matches!(scan("<map><layer></map>"), Err(MapProblem::Xml(_))));
+        assert!(matches!(
+            scan("<map><layer></map>"),
+            Err(MapProblem::Xml(_))
+        ));
     }
 
     #[test]
