@@ -68,14 +68,20 @@ fn personas_named(dir: &Path, name: &str) -> PathBuf {
 fn names_a_save_would_refuse_stop_the_run_before_it_starts() {
     let root = temp("names");
     let huge = "N".repeat(300_000);
-    for (i, name) in ["Ada/Okafor", ".Ada", huge.as_str()].into_iter().enumerate() {
+    for (i, name) in ["Ada/Okafor", ".Ada", huge.as_str()]
+        .into_iter()
+        .enumerate()
+    {
         let dir = root.join(i.to_string());
         let mut options = scripted_run_options(1.0, 2, 1, &dir.join("out"));
         options.personas_dir = Some(personas_named(&dir, name));
         let err = run(&options).expect_err("refused").to_string();
         assert!(err.contains("name"), "{err}");
         assert!(err.len() < 500, "a short error: {} bytes", err.len());
-        assert!(!dir.join("out").exists(), "nothing simulated, nothing written");
+        assert!(
+            !dir.join("out").exists(),
+            "nothing simulated, nothing written"
+        );
     }
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -147,13 +153,19 @@ fn a_killed_run_leaves_a_readable_log_and_usage_and_resumes_its_log() {
     let log = read_movement_log(out.join("movement.jsonl")).expect("a readable log after kill -9");
     assert_eq!(log.first_step(), Some(0));
     let last = log.last_step().expect("lines");
-    assert!(last + 1 >= saved_step, "log ends at {last}, save at {saved_step}");
+    assert!(
+        last + 1 >= saved_step,
+        "log ends at {last}, save at {saved_step}"
+    );
     let usage: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("usage.json")).expect("usage.json"))
             .expect("usage JSON");
     let calls_before = usage["totals"]["calls"].as_u64().expect("calls");
     assert!(calls_before > 0, "{usage}");
-    assert!(!out.join("summary.json").exists(), "a summary needs the end of the run");
+    assert!(
+        !out.join("summary.json").exists(),
+        "a summary needs the end of the run"
+    );
 
     // Resume from the save: the log continues (cut back to the save) and the usage adds up.
     let output = bin(&root)
@@ -282,8 +294,11 @@ fn a_one_digit_edit_in_any_file_of_a_save_is_refused_naming_the_file() {
     // A hand edit loads with the documented option and flag; without them it is refused.
     let meta = save.join("meta.json");
     let meta_text = std::fs::read_to_string(&meta).expect("meta");
-    std::fs::write(&meta, meta_text.replacen("\"saved_at_unix\": ", "\"saved_at_unix\": 1", 1))
-        .expect("edit");
+    std::fs::write(
+        &meta,
+        meta_text.replacen("\"saved_at_unix\": ", "\"saved_at_unix\": 1", 1),
+    )
+    .expect("edit");
     let err = build_app_from_save(&save, &LlmConfig::default(), None, None, false)
         .map(|_| ())
         .expect_err("refused");
@@ -317,7 +332,10 @@ fn a_one_digit_edit_in_any_file_of_a_save_is_refused_naming_the_file() {
     let output = resume(false);
     let (_, stderr) = text(&output);
     assert!(!output.status.success());
-    assert!(stderr.contains("manifest.json") && stderr.contains("missing"), "{stderr}");
+    assert!(
+        stderr.contains("manifest.json") && stderr.contains("missing"),
+        "{stderr}"
+    );
     let output = resume(true);
     assert!(output.status.success(), "{}", text(&output).1);
     // The resumed run's save has a manifest again.

@@ -74,12 +74,11 @@ pub fn seal(files: &mut Vec<(PathBuf, Vec<u8>)>) -> Result<(), PersistError> {
             .map(|(path, bytes)| (key_of(path), checksum(bytes)))
             .collect(),
     };
-    let mut bytes =
-        serde_json::to_vec_pretty(&manifest).map_err(|err| PersistError::Invalid {
-            file: MANIFEST_FILE.into(),
-            field: String::new(),
-            message: format!("cannot serialise: {err}"),
-        })?;
+    let mut bytes = serde_json::to_vec_pretty(&manifest).map_err(|err| PersistError::Invalid {
+        file: MANIFEST_FILE.into(),
+        field: String::new(),
+        message: format!("cannot serialise: {err}"),
+    })?;
     bytes.push(b'\n');
     files.push((MANIFEST_FILE.into(), bytes));
     Ok(())
@@ -139,15 +138,17 @@ mod tests {
 
     #[test]
     fn a_sealed_folder_verifies_and_any_change_is_named() {
-        let root =
-            std::env::temp_dir().join(format!("bga-manifest-{}", std::process::id()));
+        let root = std::env::temp_dir().join(format!("bga-manifest-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let mut files = vec![
             (PathBuf::from("meta.json"), b"{\"step\": 10}\n".to_vec()),
             (PathBuf::from("personas/Ada/body.json"), b"{}".to_vec()),
         ];
         seal(&mut files).expect("seal");
-        assert_eq!(files.last().map(|f| f.0.as_path()), Some(Path::new(MANIFEST_FILE)));
+        assert_eq!(
+            files.last().map(|f| f.0.as_path()),
+            Some(Path::new(MANIFEST_FILE))
+        );
         for (path, bytes) in &files {
             let path = root.join(path);
             std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
@@ -162,7 +163,10 @@ mod tests {
         // One digit.
         std::fs::write(root.join("meta.json"), b"{\"step\": 11}\n").expect("edit");
         let err = verify(&root, &expected).expect_err("edited").to_string();
-        assert!(err.contains("meta.json") && err.contains("checksum"), "{err}");
+        assert!(
+            err.contains("meta.json") && err.contains("checksum"),
+            "{err}"
+        );
         std::fs::write(root.join("meta.json"), b"{\"step\": 10}\n").expect("restore");
 
         let more = [expected.clone(), vec![PathBuf::from("pending.json")]].concat();
@@ -170,8 +174,13 @@ mod tests {
         assert!(err.contains("pending.json"), "{err}");
 
         std::fs::remove_file(root.join(MANIFEST_FILE)).expect("rm");
-        let err = verify(&root, &expected).expect_err("no manifest").to_string();
-        assert!(err.contains("manifest.json") && err.contains("missing"), "{err}");
+        let err = verify(&root, &expected)
+            .expect_err("no manifest")
+            .to_string();
+        assert!(
+            err.contains("manifest.json") && err.contains("missing"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }

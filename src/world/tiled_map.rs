@@ -72,6 +72,8 @@ impl tiled::ResourceReader for PreloadedReader {
         });
         match checked {
             Ok(bytes) => Ok(Box::new(Cursor::new(bytes))),
+            // The Tiled parser names the file it could not read.
+            Err(MapProblem::Io(err)) => Err(err),
             Err(problem) => {
                 let message = format!("{}: {problem}", path.display());
                 self.problem.borrow_mut().get_or_insert(problem);
