@@ -16,6 +16,7 @@ mod cli;
 
 use bevy_generative_agents::headless::{DemoOptions, run_demo};
 use bevy_generative_agents::output::{ProgressWatcher, run};
+use bevy_generative_agents::persist::CacheMode;
 use cli::args::{LlmArgs, RunArgs};
 
 #[derive(Parser, Debug)]
@@ -205,6 +206,9 @@ fn main() -> ExitCode {
         personas_dir: args.personas_dir,
         llm,
     };
+    if let Some(warning) = options.llm.fallback_warning() {
+        eprintln!("warning: {warning}");
+    }
     match run_demo(&options, &mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -333,6 +337,12 @@ fn run_command(args: &RunArgs) -> ExitCode {
         options.progress = Some(ProgressWatcher(std::sync::Arc::new(
             cli::progress::ProgressBarWatcher::new(),
         )));
+    }
+    // The log is not set up yet: say it on stderr, where it cannot be missed.
+    if let Some(warning) = options.llm.fallback_warning()
+        && !matches!(options.cache, CacheMode::Replay(_))
+    {
+        eprintln!("warning: {warning}");
     }
     match run(&options) {
         Ok(report) => {

@@ -647,3 +647,97 @@ fn scripted_answers_reach_typed_prompts_over_http() {
     );
     assert_eq!(server.chat_calls(), 1);
 }
+
+#[test]
+fn answers_quoting_the_api_key_are_redacted_before_anyone_sees_them() {
+    let event = |content: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": content}}]})
+        )
+    };
+    let (head, tail) = SECRET.split_at(5);
+    let (head, tail) = (head.to_owned(), tail.to_owned());
+    let server = start(move |n, _| {
+        if n == 0 {
+            return ok_json(completion(
+                &format!("My key is {SECRET}, and again {SECRET}."),
+                3,
+                3,
+            ));
+        }
+        // The key split across deltas, and a prefix of it that turns out not to be the key.
+        FakeReply::Sse(vec![
+            event(&format!("Use {head}")),
+            event(&format!("{tail} now; sk-")),
+            event("ok"),
+            "data: [DONE]\n\n".to_owned(),
+        ])
+    });
+    let backend = backend(&server);
+    let answer = block_on(backend.chat(ChatRequest::new("chat", "x"))).expect("chat");
+    assert_eq!(answer.text, "My key is ***, and again ***.");
+
+    let (tx, rx) = async_channel::bounded(16);
+    let response =
+        block_on(backend.chat_stream(ChatRequest::new("chat", "x"), tx)).expect("stream");
+    let deltas: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    assert_eq!(response.text, "Use *** now; sk-ok");
+    assert_eq!(deltas.concat(), "Use *** now; sk-ok");
+    assert!(
+        deltas.iter().all(|d| !d.contains(&SECRET[1..5])),
+        "{deltas:?}"
+    );
+}
+
+#[test]
+fn a_server_echoing_the_key_leaves_it_in_no_file_of_the_run() {
+    use bevy_generative_agents::llm::{BackendChoice, LlmConfig};
+    use bevy_generative_agents::output::{RunOptions, run};
+    use bevy_generative_agents::prompt::PromptLibrary;
+    use bevy_generative_agents::testing::fake_openai::scripted_answers;
+    use bevy_generative_agents::testing::town_script::town_script_backend;
+
+    let answers = scripted_answers(town_script_backend(3), &PromptLibrary::default());
+    // Every answer quotes the key inside its words (JSON answers stay JSON).
+    let server = FakeOpenAi::start(FakeOpenAiConfig::new(move |body| {
+        answers(body)
+            .replace(" the ", &format!(" the {SECRET} "))
+            .replace(" a ", &format!(" a {SECRET} "))
+    }))
+    .expect("server");
+    let out = std::env::temp_dir().join(format!("bga-echoed-key-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut options = RunOptions::new(2.0, &out)
+        .with_backend(BackendChoice::Http)
+        .with_personas(2);
+    options.report = false;
+    options.llm = LlmConfig {
+        backend: BackendChoice::Http,
+        base_url: Some(server.base_url()),
+        api_key: Some(ApiKey::new(SECRET)),
+        ..LlmConfig::default()
+    };
+    let report = run(&options).expect("run");
+    assert!(report.save_path.is_some());
+
+    let mut files = vec![out.clone()];
+    let (mut checked, mut redactions) = (0, 0);
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(
+                std::fs::read_dir(&path)
+                    .expect("dir")
+                    .map(|e| e.expect("entry").path()),
+            );
+            continue;
+        }
+        let text = String::from_utf8_lossy(&std::fs::read(&path).expect("read")).into_owned();
+        assert!(!text.contains(SECRET), "{} holds the key", path.display());
+        redactions += text.matches("***").count();
+        checked += 1;
+    }
+    assert!(checked > 10, "{checked} files");
+    assert!(redactions > 0, "the answers did quote the key");
+    let _ = std::fs::remove_dir_all(&out);
+}

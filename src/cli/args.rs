@@ -9,7 +9,7 @@ use bevy_generative_agents::llm::{BackendChoice, ConfigError, LlmConfig, LlmConf
 use bevy_generative_agents::output::{
     RunError, RunOptions, parse_run_backend, parse_run_speed, parse_time_mode,
 };
-use bevy_generative_agents::persist::CacheMode;
+use bevy_generative_agents::persist::{CacheMode, SaveIntegrity};
 
 /// The LLM flags of every command that thinks. There is deliberately no
 /// flag for the API key.
@@ -145,6 +145,10 @@ pub struct RunArgs {
     /// Do not write report.html / report.json.
     #[arg(long = "no-report")]
     pub no_report: bool,
+    /// Load the --from save even if its files differ from its manifest.json (edited by hand,
+    /// or saved before checksums existed).
+    #[arg(long = "trust-edited-save", requires = "from")]
+    pub trust_edited_save: bool,
     /// The LLM flags.
     #[command(flatten)]
     pub llm: LlmArgs,
@@ -184,6 +188,11 @@ impl RunArgs {
                 (None, None) => CacheMode::Off,
             },
             report: !self.no_report,
+            integrity: if self.trust_edited_save {
+                SaveIntegrity::TrustEdited
+            } else {
+                SaveIntegrity::Verify
+            },
         })
     }
 

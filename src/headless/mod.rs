@@ -105,6 +105,12 @@ pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, 
                 "--personas must be at least 1".into(),
             ));
         }
+        if n > sheets.len() {
+            return Err(HeadlessError::Invalid(format!(
+                "--personas {n}: the persona folder has only {} sheet(s)",
+                sheets.len()
+            )));
+        }
         sheets.truncate(n);
     }
     // The offline town script follows the run's seed, like every other random choice.

@@ -30,7 +30,7 @@ use super::backend::LlmBackend;
 use super::client::{DEFAULT_CONCURRENCY, LlmClient};
 pub use super::endpoint::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
-    DEFAULT_MODEL, DEFAULT_TIMEOUT,
+    DEFAULT_MODEL, DEFAULT_TIMEOUT, MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT,
 };
 use super::offline::town_script_backend;
 
@@ -310,17 +310,22 @@ impl LlmConfigLayer {
     }
 }
 
-fn seconds(field: &'static str, secs: f64) -> Result<Duration, ConfigError> {
-    if secs <= 0.0 {
-        return Err(ConfigError::Invalid {
-            field,
-            reason: "must be positive".into(),
-        });
-    }
-    Duration::try_from_secs_f64(secs).map_err(|err| ConfigError::Invalid {
-        field,
-        reason: err.to_string(),
-    })
+/// Seconds within `[MIN_TIMEOUT, max]`.
+fn seconds(field: &'static str, secs: f64, max: Duration) -> Result<Duration, ConfigError> {
+    super::endpoint::check_seconds(field, secs, max)
+        .map_err(|(field, reason)| ConfigError::Invalid { field, reason })
+}
+
+/// Checks the timeouts and retries of a configuration built in code (the layers check them as
+/// they are applied): see [`MIN_TIMEOUT`], [`MAX_TIMEOUT`], [`MAX_CONNECT_TIMEOUT`] and
+/// [`MAX_RETRIES`].
+pub fn check_call_limits(
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_retries: u32,
+) -> Result<(), ConfigError> {
+    super::endpoint::check_call_limits(timeout, connect_timeout, max_retries)
+        .map_err(|(field, reason)| ConfigError::Invalid { field, reason })
 }
 
 impl LlmConfig {
@@ -342,12 +347,14 @@ impl LlmConfig {
             self.api_key = Some(api_key);
         }
         if let Some(secs) = layer.timeout_secs {
-            self.timeout = seconds("timeout_secs", secs)?;
+            self.timeout = seconds("timeout_secs", secs, MAX_TIMEOUT)?;
         }
         if let Some(secs) = layer.connect_timeout_secs {
-            self.connect_timeout = seconds("connect_timeout_secs", secs)?;
+            self.connect_timeout = seconds("connect_timeout_secs", secs, MAX_CONNECT_TIMEOUT)?;
         }
         if let Some(max_retries) = layer.max_retries {
+            super::endpoint::check_retries(max_retries)
+                .map_err(|(field, reason)| ConfigError::Invalid { field, reason })?;
             self.max_retries = max_retries;
         }
         if let Some(concurrency) = layer.concurrency {
@@ -438,6 +445,19 @@ impl LlmConfig {
         self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL)
     }
 
+    /// The loud notice for a run that falls back to the offline scripted stand-in because no
+    /// model is configured (`auto` with no server and no model file); `None` otherwise. The
+    /// binary prints it on stderr before anything else (the log is not set up yet).
+    pub fn fallback_warning(&self) -> Option<String> {
+        (self.backend == BackendChoice::Auto && self.resolved_backend() == BackendChoice::Scripted)
+            .then(|| {
+                "no LLM configured and no local model found (run scripts/fetch-model.sh, pass \
+                 --model PATH, or set GA_LLM_BASE_URL): using the offline SCRIPTED backend — \
+                 canned, deterministic answers, NOT a language model"
+                    .to_owned()
+            })
+    }
+
     /// The backend [`build_backend`] will pick (Auto resolved): an explicit model file, else a
     /// configured HTTP server, else a cached model file (feature `local-llm`), else scripted.
     pub fn resolved_backend(&self) -> BackendChoice {
@@ -471,11 +491,9 @@ pub fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigEr
             }),
         BackendChoice::Local => build_local(config),
         BackendChoice::Scripted if auto => {
-            bevy::log::warn!(
-                "no LLM configured and no local model found (run scripts/fetch-model.sh, pass \
-                 --model PATH, or set GA_LLM_BASE_URL): using the offline SCRIPTED backend — \
-                 canned, deterministic answers, NOT a language model"
-            );
+            if let Some(warning) = config.fallback_warning() {
+                bevy::log::warn!("{warning}");
+            }
             Ok(Arc::new(town_script_backend(0)))
         }
         BackendChoice::Scripted | BackendChoice::Auto => Ok(Arc::new(town_script_backend(0))),
@@ -754,6 +772,50 @@ mod tests {
                 ..
             })
         ));
+        // Out of the documented ranges: a microsecond timeout, four billion retries.
+        for (bad, field) in [
+            (
+                LlmConfigLayer {
+                    timeout_secs: Some(1e-6),
+                    ..LlmConfigLayer::default()
+                },
+                "timeout_secs",
+            ),
+            (
+                LlmConfigLayer {
+                    timeout_secs: Some(1e9),
+                    ..LlmConfigLayer::default()
+                },
+                "timeout_secs",
+            ),
+            (
+                LlmConfigLayer {
+                    connect_timeout_secs: Some(f64::NAN),
+                    ..LlmConfigLayer::default()
+                },
+                "connect_timeout_secs",
+            ),
+            (
+                LlmConfigLayer {
+                    max_retries: Some(u32::MAX),
+                    ..LlmConfigLayer::default()
+                },
+                "max_retries",
+            ),
+        ] {
+            let err = config.apply(bad).expect_err(field);
+            assert!(
+                matches!(err, ConfigError::Invalid { field: f, .. } if f == field),
+                "{err}"
+            );
+        }
+        let err = LlmConfigLayer::from_json_str(r#"{"max_retries": 4294967295}"#)
+            .and_then(|layer| LlmConfig::default().apply(layer))
+            .expect_err("refused");
+        assert!(err.to_string().contains("at most 10"), "{err}");
+        assert_eq!(config.timeout, DEFAULT_TIMEOUT, "nothing applied");
+        assert!(check_call_limits(DEFAULT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, 4).is_ok());
+        assert!(check_call_limits(Duration::from_micros(1), DEFAULT_CONNECT_TIMEOUT, 4).is_err());
         let bad = LlmConfigLayer {
             concurrency: Some(0),
             ..LlmConfigLayer::default()

@@ -20,6 +20,59 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default number of transport retries after the first attempt.
 pub const DEFAULT_MAX_RETRIES: u32 = 4;
+/// The shortest accepted timeout (total or connect): shorter ones fail every real call.
+pub const MIN_TIMEOUT: Duration = Duration::from_millis(100);
+/// The longest accepted total timeout of one attempt (an hour).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The longest accepted connect timeout.
+pub const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(600);
+/// The most transport retries accepted: more only delays the fail-safe behind a dead server.
+pub const MAX_RETRIES: u32 = 10;
+
+/// A setting that is out of range: its config-file name and why.
+pub(crate) type OutOfRange = (&'static str, String);
+
+/// `secs` as a duration within `[MIN_TIMEOUT, max]`.
+pub(crate) fn check_seconds(
+    field: &'static str,
+    secs: f64,
+    max: Duration,
+) -> Result<Duration, OutOfRange> {
+    let (lo, hi) = (MIN_TIMEOUT.as_secs_f64(), max.as_secs_f64());
+    if !(secs.is_finite() && secs >= lo && secs <= hi) {
+        return Err((
+            field,
+            format!("must be between {lo} and {hi} seconds, got {secs}"),
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|err| (field, err.to_string()))
+}
+
+/// At most [`MAX_RETRIES`].
+pub(crate) fn check_retries(max_retries: u32) -> Result<(), OutOfRange> {
+    if max_retries > MAX_RETRIES {
+        return Err((
+            "max_retries",
+            format!("must be at most {MAX_RETRIES}, got {max_retries}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The timeouts and retries of one endpoint within their ranges.
+pub(crate) fn check_call_limits(
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_retries: u32,
+) -> Result<(), OutOfRange> {
+    check_seconds("timeout_secs", timeout.as_secs_f64(), MAX_TIMEOUT)?;
+    check_seconds(
+        "connect_timeout_secs",
+        connect_timeout.as_secs_f64(),
+        MAX_CONNECT_TIMEOUT,
+    )?;
+    check_retries(max_retries)
+}
 /// An API key. `Debug` and `Display` print `ApiKey(***)`; there is no `Serialize`.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]

@@ -156,6 +156,12 @@ impl Drop for HttpBackend {
 impl HttpBackend {
     /// Starts the backend's runtime and HTTP client.
     pub fn new(config: HttpConfig) -> Result<Self, HttpStartError> {
+        super::endpoint::check_call_limits(
+            config.timeout,
+            config.connect_timeout,
+            config.max_retries,
+        )
+        .map_err(|(field, reason)| HttpStartError(format!("setting {field}: {reason}")))?;
         let base = config.base_url.trim().trim_end_matches('/').to_owned();
         let url = reqwest::Url::parse(&base)
             .map_err(|err| HttpStartError(format!("invalid base URL: {err}")))?;
@@ -277,7 +283,53 @@ impl From<LlmError> for AttemptError {
     }
 }
 
+/// Keys shorter than this are not searched for in answers (they would match ordinary words);
+/// error text is scrubbed of any key.
+pub const MIN_REDACTED_KEY_BYTES: usize = 8;
+
+/// What a key quoted by the server becomes in an answer.
+pub const REDACTED: &str = "***";
+
+/// `text` with every occurrence of `key` replaced by [`REDACTED`] (keys shorter than
+/// [`MIN_REDACTED_KEY_BYTES`] are left alone).
+pub fn redact_key(text: String, key: &str) -> String {
+    if key.len() < MIN_REDACTED_KEY_BYTES || !text.contains(key) {
+        return text;
+    }
+    text.replace(key, REDACTED)
+}
+
+/// How many bytes at the end of `text` could be the start of `key` (held back from a stream
+/// until the next delta shows whether the key follows).
+fn key_prefix_at_end(text: &str, key: &str) -> usize {
+    if key.len() < MIN_REDACTED_KEY_BYTES {
+        return 0;
+    }
+    (1..key.len())
+        .rev()
+        .find(|&l| key.is_char_boundary(l) && text.ends_with(&key[..l]))
+        .unwrap_or(0)
+}
+
 impl Shared {
+    /// The configured key, if answers must be scrubbed of it.
+    fn secret(&self) -> Option<&str> {
+        self.config
+            .api_key
+            .as_ref()
+            .map(ApiKey::expose_secret)
+            .filter(|k| k.len() >= MIN_REDACTED_KEY_BYTES)
+    }
+
+    /// A model answer without the configured key (a server that echoes it must not get it
+    /// into memories, diaries or saves).
+    fn redact_answer(&self, text: String) -> String {
+        match self.secret() {
+            Some(key) => redact_key(text, key),
+            None => text,
+        }
+    }
+
     fn redact(&self, text: &str) -> String {
         let mut text = match &self.config.api_key {
             Some(key) if !key.expose_secret().is_empty() => {
@@ -570,6 +622,7 @@ impl Shared {
         .ok_or_else(|| LlmError::Malformed("the answer has no message content".into()))?;
         let usage =
             parse_usage(value.get("usage")).unwrap_or_else(|| estimated_usage(request, &text));
+        let text = self.redact_answer(text);
         Ok(ChatResponse { text, usage })
     }
 
@@ -610,6 +663,8 @@ impl Shared {
         let mut usage = None;
         let mut watching = true;
         let mut done = false;
+        // Bytes of `text` already passed on as (redacted) deltas.
+        let mut passed = 0;
         while !done {
             let chunk = response
                 .chunk()
@@ -652,8 +707,15 @@ impl Shared {
                     }
                     text.push_str(&delta);
                     sent_output.store(true, Ordering::SeqCst);
-                    if watching && deltas.send(delta).await.is_err() {
-                        watching = false; // Nobody reads the deltas any more; keep the text.
+                    // Pass on what cannot be the start of a key the next delta completes.
+                    let ready =
+                        text.len() - self.secret().map_or(0, |k| key_prefix_at_end(&text, k));
+                    if watching && ready > passed {
+                        let out = self.redact_answer(text[passed..ready].to_owned());
+                        passed = ready;
+                        if deltas.send(out).await.is_err() {
+                            watching = false; // Nobody reads the deltas any more; keep the text.
+                        }
                     }
                 }
             }
@@ -661,7 +723,13 @@ impl Shared {
                 break;
             }
         }
+        if watching && text.len() > passed {
+            let _ = deltas
+                .send(self.redact_answer(text[passed..].to_owned()))
+                .await;
+        }
         let usage = usage.unwrap_or_else(|| estimated_usage(request, &text));
+        let text = self.redact_answer(text);
         Ok(ChatResponse { text, usage })
     }
 
@@ -991,6 +1059,25 @@ impl LlmBackend for HttpBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_are_redacted_and_their_starts_held_back() {
+        let key = "sk-0123456789";
+        assert_eq!(redact_key(format!("a {key} b {key}"), key), "a *** b ***");
+        assert_eq!(
+            redact_key("short k".into(), "k"),
+            "short k",
+            "too short to redact"
+        );
+        assert_eq!(key_prefix_at_end("text sk-01", key), 5);
+        assert_eq!(key_prefix_at_end("text s", key), 1);
+        assert_eq!(key_prefix_at_end("text", key), 0);
+        assert_eq!(
+            key_prefix_at_end(&format!("x {key}"), key),
+            0,
+            "complete keys go"
+        );
+    }
 
     #[test]
     fn sse_parser_handles_split_lines_crlf_and_multiline_data() {

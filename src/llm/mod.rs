@@ -65,7 +65,8 @@ pub use client::{
 pub use config::{
     ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_EMBED_MODEL, DEFAULT_LOCAL_THREADS, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
-    DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, LlmConfig, LlmConfigLayer, build_backend, build_client,
+    DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, LlmConfig, LlmConfigLayer, MAX_CONNECT_TIMEOUT,
+    MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT, build_backend, build_client, check_call_limits,
     fetch_default_model_if_missing, model_cache_dir,
 };
 pub use faulty::{Fault, FaultyBackend};

@@ -13,8 +13,11 @@
 //!   metadata.
 //! - **`usage.json`**: the LLM accounting per prompt kind ([`crate::llm::UsageReport`]).
 //!
-//! Every file is written atomically: to a temporary file in the same folder, synced, then
-//! renamed over the final name, so a crash never leaves a half-written file under the real name.
+//! `summary.json` and `usage.json` are written atomically: to a temporary file in the same
+//! folder, synced, then renamed over the final name, so a crash never leaves a half-written
+//! file under the real name. `movement.jsonl` grows as the run goes, whole lines at a time, and
+//! is synced (with a fresh `usage.json`) before every save and every few seconds, so after a
+//! crash it is a valid log at least up to the last save.
 //!
 //! **Layer** (see `tests/layers.rs`): imports everything up to [`headless`](crate::headless), and
 //! [`persist`](crate::persist) (a run folder holds a save); `persist` never imports `output`.

@@ -10,8 +10,11 @@
 //! Recording ([`MovementLog`], [`MovementLogPlugin`]) reads only ECS components that stay put
 //! while a persona thinks — [`Name`], [`Body`] and [`ActionView`] — at the end of each step,
 //! after [`AgentSystems::Last`]. Personas are keyed by name in a `BTreeMap` and nothing is a
-//! float, so a deterministic run gives a byte-identical file. Lines go through a buffered
-//! writer into a temporary file that [`MovementLog::finish`] renames into place.
+//! float, so a deterministic run gives a byte-identical file. Lines are written whole, in
+//! chunks, straight into the file, and [`MovementLog::flush`] writes and syncs everything
+//! recorded (the run flushes at every save and every few seconds), so after a crash the file
+//! is a valid log up to the last flush or later. [`MovementLog::continue_at`] continues it
+//! when the run is resumed from a save.
 //!
 //! Reading ([`read_movement_log`]) validates as it goes — JSON shape, consecutive steps,
 //! increasing times, complete first entries — and names the line of the first problem.
@@ -19,14 +22,13 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use bevy::prelude::*;
 use chrono::NaiveDateTime;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::temp_path_for;
 use crate::clock::{AgentSystems, SimClock, SimStep};
 use crate::persona::{ActionView, Body, Persona};
 use crate::world::TileCoord;
@@ -231,6 +233,21 @@ pub enum MovementLogError {
         /// The previous line's time.
         previous: NaiveDateTime,
     },
+    /// An existing log cannot be continued at a resumed run's first step.
+    #[error(
+        "movement log {}: it ends at {} but the resumed run starts at step {next_step}; \
+         write into another --out folder or move the file away",
+        path.display(),
+        last_step.map_or_else(|| "no valid line".to_owned(), |s| format!("step {s}"))
+    )]
+    CannotContinue {
+        /// The file.
+        path: PathBuf,
+        /// The last step that could be kept.
+        last_step: Option<u64>,
+        /// The resumed run's first step.
+        next_step: u64,
+    },
     /// A persona's first entry lacks a field.
     #[error("movement log line {line}: first entry of {persona} lacks \"{field}\"")]
     Incomplete {
@@ -373,34 +390,45 @@ enum Sink {
     File(FileSink),
 }
 
-/// A buffered temporary file renamed into place on [`FileSink::commit`]; removed if dropped
-/// uncommitted, so a failed run leaves no partial log behind.
+/// Whole lines wait in `pending` and reach the file only whole, so a crash leaves every line
+/// up to the last write complete (a reader can use the file after a `kill -9`). Dropping the
+/// sink writes what is pending; nothing is ever deleted.
 #[derive(Debug)]
 struct FileSink {
-    writer: Option<BufWriter<File>>,
-    tmp: PathBuf,
+    file: File,
     path: PathBuf,
+    pending: Vec<u8>,
 }
 
+/// Pending bytes written to the file at once.
+const FILE_CHUNK: usize = 1 << 16;
+
 impl FileSink {
-    fn commit(mut self) -> std::io::Result<()> {
-        if let Some(writer) = self.writer.take() {
-            let file = writer.into_inner().map_err(|err| err.into_error())?;
-            file.sync_all()?;
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            self.file.write_all(&self.pending)?;
+            self.pending.clear();
         }
-        std::fs::rename(&self.tmp, &self.path)?;
-        // Renamed: nothing left for Drop to clean.
-        self.tmp = PathBuf::new();
         Ok(())
+    }
+
+    fn push(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.pending.extend_from_slice(line);
+        if self.pending.len() >= FILE_CHUNK {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.file.sync_data()
     }
 }
 
 impl Drop for FileSink {
     fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            self.writer = None;
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+        let _ = self.write_pending();
     }
 }
 
@@ -434,19 +462,93 @@ impl MovementLog {
         Self::with_sink(Sink::Memory(Vec::new()))
     }
 
-    /// A log written to `path` (through a temporary sibling file until [`finish`](Self::finish)).
+    /// A log written to `path` (created or emptied), a line at a time: complete lines reach the
+    /// file in chunks, and all of them on [`flush`](Self::flush), [`finish`](Self::finish) or
+    /// drop.
     pub fn create(path: impl Into<PathBuf>) -> Result<Self, MovementLogError> {
         let path = path.into();
-        let tmp = temp_path_for(&path);
-        let file = File::create(&tmp).map_err(|source| MovementLogError::Io {
-            path: tmp.clone(),
+        let file = File::create(&path).map_err(|source| MovementLogError::Io {
+            path: path.clone(),
             source,
         })?;
         Ok(Self::with_sink(Sink::File(FileSink {
-            writer: Some(BufWriter::with_capacity(1 << 16, file)),
-            tmp,
+            file,
             path,
+            pending: Vec::with_capacity(FILE_CHUNK),
         })))
+    }
+
+    /// Continues the log at `path` so that its next line is step `next_step` (a run resumed
+    /// from a save of that step): the lines before `next_step` are kept, later ones (written
+    /// after the save, before a crash or by an earlier run from the same save) and a torn last
+    /// line are cut off, and each persona's next entry holds only what changed. A missing or
+    /// empty file starts a new log. Fails, touching nothing, when the kept lines do not end
+    /// right before `next_step`.
+    pub fn continue_at(path: impl Into<PathBuf>, next_step: u64) -> Result<Self, MovementLogError> {
+        let path = path.into();
+        let io = |source| MovementLogError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Self::create(path),
+            Err(err) => return Err(io(err)),
+        };
+        let mut replay = MovementReplay::new();
+        let mut kept_bytes = 0u64;
+        let mut last: Option<(u64, NaiveDateTime)> = None;
+        let mut kept_lines = 0u64;
+        // Whether the first line already is at or after `next_step` (nothing to keep).
+        let mut starts_later = false;
+        let mut reader = BufReader::new(&file);
+        let mut text = Vec::new();
+        loop {
+            text.clear();
+            let read = reader.read_until(b'\n', &mut text).map_err(io)?;
+            if read == 0 || text.last() != Some(&b'\n') {
+                break; // the end, or a line torn by a crash
+            }
+            let Ok(line) = serde_json::from_slice::<MovementLine>(&text) else {
+                break;
+            };
+            let follows = last
+                .is_none_or(|(step, time)| line.step == step.saturating_add(1) && line.time > time);
+            if line.step >= next_step || !follows || replay.apply(&line).is_err() {
+                starts_later = last.is_none() && line.step >= next_step;
+                break;
+            }
+            last = Some((line.step, line.time));
+            kept_bytes += read as u64;
+            kept_lines += 1;
+        }
+        drop(reader);
+        match last {
+            Some((step, _)) if step.saturating_add(1) == next_step => {}
+            None if starts_later || file.metadata().map_err(io)?.len() == 0 => {}
+            _ => {
+                return Err(MovementLogError::CannotContinue {
+                    path,
+                    last_step: last.map(|(step, _)| step),
+                    next_step,
+                });
+            }
+        }
+        let mut file = file;
+        file.set_len(kept_bytes).map_err(io)?;
+        file.seek(std::io::SeekFrom::End(0)).map_err(io)?;
+        let mut log = Self::with_sink(Sink::File(FileSink {
+            file,
+            path,
+            pending: Vec::with_capacity(FILE_CHUNK),
+        }));
+        log.last = replay.frames;
+        log.lines = kept_lines;
+        Ok(log)
     }
 
     /// Appends the line of `step` at `time` for the personas' `current` frames.
@@ -479,10 +581,7 @@ impl MovementLog {
                 bytes.extend_from_slice(&self.line_buf);
                 Ok(())
             }
-            Sink::File(file) => match &mut file.writer {
-                Some(writer) => writer.write_all(&self.line_buf),
-                None => Ok(()),
-            },
+            Sink::File(file) => file.push(&self.line_buf),
         };
         if let Err(err) = result {
             self.error = Some(err);
@@ -507,18 +606,31 @@ impl MovementLog {
         }
     }
 
-    /// Flushes, syncs and renames a file log into place, or reports the first write error
-    /// (removing the temporary file). Nothing to do for an in-memory log.
-    pub fn finish(self) -> Result<(), MovementLogError> {
-        let Sink::File(file) = self.sink else {
+    /// Writes every recorded line to the file and syncs it, so the log on disk is complete up
+    /// to now (the run does this at every save). Reports the first write error, if any.
+    pub fn flush(&mut self) -> Result<(), MovementLogError> {
+        let Sink::File(file) = &mut self.sink else {
             return Ok(());
         };
         let path = file.path.clone();
-        if let Some(source) = self.error {
-            return Err(MovementLogError::Io { path, source });
+        if self.error.is_none()
+            && let Err(err) = file.flush()
+        {
+            self.error = Some(err);
         }
-        file.commit()
-            .map_err(|source| MovementLogError::Io { path, source })
+        match &self.error {
+            Some(err) => Err(MovementLogError::Io {
+                path,
+                source: std::io::Error::new(err.kind(), err.to_string()),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes and syncs a file log, or reports the first write error (the lines written until
+    /// then stay in the file). Nothing to do for an in-memory log.
+    pub fn finish(mut self) -> Result<(), MovementLogError> {
+        self.flush()
     }
 }
 
@@ -789,23 +901,59 @@ mod tests {
     }
 
     #[test]
-    fn file_log_appears_only_on_finish_and_a_dropped_log_leaves_nothing() {
+    fn file_log_is_readable_after_each_flush_and_continues_after_a_resume() {
         let dir = std::env::temp_dir().join(format!("bga-movement-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("movement.jsonl");
         let mut log = MovementLog::create(&path).expect("create");
-        log.record(0, time(0), frames(&[("A", frame(1, "", "", None))]));
-        assert!(!path.exists(), "nothing under the real name before finish");
-        log.finish().expect("finish");
-        let data = read_movement_log(&path).expect("read back");
-        assert_eq!(data.lines.len(), 1);
-        assert!(!temp_path_for(&path).exists());
-
-        let other = dir.join("dropped.jsonl");
-        let mut log = MovementLog::create(&other).expect("create");
-        log.record(0, time(0), BTreeMap::new());
+        for step in 0..4 {
+            log.record(
+                step,
+                time(10 * step as i64),
+                frames(&[("A", frame(step as i32, "", "", None))]),
+            );
+        }
+        log.flush().expect("flush");
+        // What a crash right now would leave: four valid lines.
+        assert_eq!(read_movement_log(&path).expect("read").lines.len(), 4);
+        log.record(4, time(40), frames(&[("A", frame(9, "", "", None))]));
         drop(log);
-        assert!(!other.exists() && !temp_path_for(&other).exists());
+        assert_eq!(
+            read_movement_log(&path)
+                .expect("dropped logs are kept")
+                .lines
+                .len(),
+            5
+        );
+        // A torn last line, as a crash in the middle of a write would leave.
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes.extend_from_slice(b"{\"step\": 5, \"ti");
+        std::fs::write(&path, &bytes).expect("tear");
+
+        // Resume from a save of step 3: steps 3.. and the torn line go, and step 3's entry
+        // holds only what changed since step 2.
+        let mut log = MovementLog::continue_at(&path, 3).expect("continue");
+        assert_eq!(log.lines_recorded(), 3);
+        log.record(3, time(30), frames(&[("A", frame(2, "", "", None))]));
+        log.record(4, time(40), frames(&[("A", frame(5, "z", "", None))]));
+        log.finish().expect("finish");
+        let data = read_movement_log(&path).expect("continued log is valid");
+        assert_eq!(data.lines.len(), 5);
+        assert!(data.lines[3].personas.is_empty(), "no change at step 3");
+        assert_eq!(data.final_frames["A"].tile, TileCoord::new(5, 1));
+
+        // A log that stops short of the save cannot be continued; the file is untouched.
+        let before = std::fs::read(&path).expect("read");
+        let err = MovementLog::continue_at(&path, 9).expect_err("gap");
+        assert!(err.to_string().contains("ends at step 4"), "{err}");
+        assert_eq!(std::fs::read(&path).expect("read"), before);
+        // No file: a new log.
+        let fresh = dir.join("fresh.jsonl");
+        MovementLog::continue_at(&fresh, 7)
+            .expect("new")
+            .finish()
+            .expect("finish");
+        assert!(fresh.exists());
 
         let err = MovementLog::create(dir.join("missing").join("m.jsonl")).expect_err("no dir");
         assert!(err.to_string().contains("missing"), "{err}");

@@ -6,9 +6,12 @@
 //! updates the app until `hours × 360` steps have run. In Lockstep a step waits for every
 //! persona's thought, so the run goes exactly as fast as cognition lands; in Realtime it never
 //! waits. Then it lets thoughts still in flight land (so each mind is home to be summarised)
-//! and writes `movement.jsonl`, `summary.json` and `usage.json` atomically into the output
-//! folder. A [`RunProgress`] watcher, when given, hears of every step (the `smallville` binary
-//! draws a progress bar with it).
+//! and writes `summary.json` and `usage.json` atomically into the output folder. The movement
+//! log is written as the run goes and synced, with `usage.json`, before every save and every
+//! few seconds, so a crash leaves both readable; `--from` continues the folder's log and adds
+//! to its usage. A save that fails stops the run but never costs its other files. A
+//! [`RunProgress`] watcher, when given, hears of every step (the `smallville` binary draws a
+//! progress bar with it).
 //!
 //! While every persona waits on the model the loop **parks** on the client's answer bell
 //! ([`LlmClient::wait_for_answer`]) instead of updating the app in a tight loop: it wakes when
@@ -34,7 +37,8 @@ use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimSpeed, SimStep,
 use crate::headless::{DemoOptions, HeadlessError, build_headless_app};
 use crate::llm::{BackendChoice, LlmClient, LlmConfig, UsageReport};
 use crate::persist::{
-    CacheMode, PersistError, SimSeed, build_app_from_save, client_with_cache_mode, save_world,
+    CacheMode, PersistError, SaveIntegrity, SimSeed, build_app_from_save_with,
+    client_with_cache_mode, save_world,
 };
 use crate::persona::{ActionView, Body, Persona};
 use crate::world::TownMap;
@@ -87,6 +91,10 @@ impl std::fmt::Debug for ProgressWatcher {
     }
 }
 
+/// How often (real time) the movement log is synced and `usage.json` rewritten, besides at
+/// every save.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(5);
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -121,6 +129,8 @@ pub struct RunOptions {
     pub cache: CacheMode,
     /// Write `report.html`, `report.json` and the charts at the end.
     pub report: bool,
+    /// Check the `--from` save against its manifest, or load it even if edited by hand.
+    pub integrity: SaveIntegrity,
 }
 
 impl RunOptions {
@@ -143,6 +153,7 @@ impl RunOptions {
             save_every: None,
             cache: CacheMode::Off,
             report: true,
+            integrity: SaveIntegrity::Verify,
         }
     }
 
@@ -356,12 +367,13 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let client = client_with_cache_mode(&options.llm, &options.cache, client_seed)?;
     let (mut app, seed, map_path) = match &options.from {
         Some(dir) => {
-            let (app, meta) = build_app_from_save(
+            let (app, meta) = build_app_from_save_with(
                 dir,
                 &options.llm,
                 client,
                 options.map.as_deref(),
                 options.log,
+                options.integrity,
             )?;
             let map = options.map.clone().unwrap_or(meta.map);
             (app, meta.seed, map)
@@ -391,7 +403,17 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let usage_path = options.out.join(USAGE_FILE);
     // Plugins cannot be added to a finished app; the system is what `MovementLogPlugin` adds.
     app.add_systems(SimStep, record_movement.after(AgentSystems::Last));
-    app.insert_resource(MovementLog::create(&movement_path)?);
+    // A resumed run continues the folder's log (cut back to the save's step).
+    let log = match &options.from {
+        Some(_) => MovementLog::continue_at(&movement_path, last_save_step)?,
+        None => MovementLog::create(&movement_path)?,
+    };
+    app.insert_resource(log);
+    // Spend recorded by earlier runs into this folder (a resumed run adds to it).
+    let earlier_usage = match &options.from {
+        Some(_) => read_usage(&usage_path),
+        None => None,
+    };
 
     let (first_step, start, total) = {
         let mut clock = app.world_mut().resource_mut::<SimClock>();
@@ -411,6 +433,9 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let mut last_step = first_step;
     let mut last_progress = Instant::now();
     let mut park = Park::default();
+    let mut last_checkpoint = Instant::now();
+    // A save that failed stops the run; its outputs are still written.
+    let mut save_error: Option<PersistError> = None;
     loop {
         let (step, now, finished) = {
             let clock = app.world().resource::<SimClock>();
@@ -422,6 +447,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             park.reset();
         } else if last_progress.elapsed() >= stall_timeout {
             progress.finished();
+            checkpoint(&mut app, &usage_path, earlier_usage.as_ref())?;
             return Err(RunError::Stalled {
                 step,
                 waited: last_progress.elapsed(),
@@ -436,16 +462,24 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         if let Some(every) = options.save_every {
             let step = app.world().resource::<SimClock>().step();
             if step >= last_save_step.saturating_add(every) {
+                // The log first: a save of step N always has the log's lines before N on disk.
+                checkpoint(&mut app, &usage_path, earlier_usage.as_ref())?;
+                last_checkpoint = Instant::now();
                 match save_world(app.world_mut(), &save_path) {
                     Ok(_) => last_save_step = step,
                     // Thoughts in flight (Realtime): try again at the next frame.
                     Err(PersistError::Busy(_)) => {}
                     Err(err) => {
-                        progress.finished();
-                        return Err(err.into());
+                        warn!("the save failed, stopping the run (its files are kept): {err}");
+                        save_error = Some(err);
+                        break;
                     }
                 }
             }
+        }
+        if last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+            checkpoint(&mut app, &usage_path, earlier_usage.as_ref())?;
+            last_checkpoint = Instant::now();
         }
         if speed != SimSpeed::Max {
             // A fixed speed owes steps by real time: don't spin between them.
@@ -476,9 +510,17 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         warn!("{minds_out} persona(s) still thinking at the end: their memory counts are omitted");
     }
 
-    let saved = if minds_out == 0 {
-        save_world(app.world_mut(), &save_path)?;
-        Some(save_path)
+    let saved = if save_error.is_some() {
+        None
+    } else if minds_out == 0 {
+        // A failed final save must not lose the run's other files: they are written first.
+        match save_world(app.world_mut(), &save_path) {
+            Ok(_) => Some(save_path),
+            Err(err) => {
+                save_error = Some(err);
+                None
+            }
+        }
     } else {
         warn!("no final save: {minds_out} persona(s) still thinking");
         None
@@ -493,7 +535,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let (usage, backend, model) = {
         let client = app.world().resource::<LlmClient>();
         (
-            client.usage(),
+            with_earlier_usage(client.usage(), earlier_usage.as_ref()),
             client.backend_name().to_owned(),
             client.model().to_owned(),
         )
@@ -519,6 +561,9 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     };
     write_json(&summary_path, &summary)?;
     write_json(&usage_path, &usage)?;
+    if let Some(err) = save_error {
+        return Err(err.into());
+    }
     let report_path = if options.report {
         match write_report(&options.out) {
             Ok(_) => Some(options.out.join(REPORT_HTML)),
@@ -543,6 +588,40 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         save_path: saved,
         report_path,
     })
+}
+
+/// Writes the movement log's recorded lines to disk (synced) and `usage.json` as of now, so a
+/// crash loses neither the record nor the spend.
+fn checkpoint(
+    app: &mut App,
+    usage_path: &Path,
+    earlier: Option<&UsageReport>,
+) -> Result<(), RunError> {
+    if let Some(mut log) = app.world_mut().get_resource_mut::<MovementLog>() {
+        log.flush()?;
+    }
+    let usage = with_earlier_usage(app.world().resource::<LlmClient>().usage(), earlier);
+    write_json(usage_path, &usage)
+}
+
+/// `usage.json` of an earlier run into the same folder, if it is readable.
+fn read_usage(path: &Path) -> Option<UsageReport> {
+    let text = std::fs::read(path).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// `now` plus the counts of `earlier` (a resumed run's folder keeps the whole spend).
+fn with_earlier_usage(mut now: UsageReport, earlier: Option<&UsageReport>) -> UsageReport {
+    if let Some(earlier) = earlier {
+        for (kind, counts) in &earlier.kinds {
+            now.kinds
+                .entry(kind.clone())
+                .or_default()
+                .accumulate(counts);
+        }
+        now.totals.accumulate(&earlier.totals);
+    }
+    now
 }
 
 /// How long the run may go without a step before it counts as stalled: at least

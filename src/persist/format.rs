@@ -321,18 +321,7 @@ impl SaveData {
     }
 }
 
-/// Whether `name` can be a folder name on every platform we write to.
-pub fn check_persona_name(name: &str) -> Result<(), String> {
-    if name.trim().is_empty() {
-        return Err("a persona name is empty".into());
-    }
-    if name.starts_with('.') || name.chars().any(|c| matches!(c, '/' | '\\' | ':' | '\0')) {
-        return Err(format!(
-            "persona name {name:?} cannot be a folder name (no '/', '\\', ':', leading '.')"
-        ));
-    }
-    Ok(())
-}
+pub use crate::persona::{MAX_PERSONA_NAME_BYTES, check_persona_name, quote_clipped};
 
 /// A persona's folder, relative to the save.
 pub fn persona_dir(name: &str) -> PathBuf {
@@ -350,7 +339,7 @@ fn to_json<T: Serialize + ?Sized>(file: &Path, value: &T) -> Result<Vec<u8>, Per
 }
 
 /// Every file of a save, paths relative to the save folder, in a fixed order (`meta.json`
-/// last, so a partially copied folder lacks it).
+/// and then `manifest.json` last, so a partially copied folder lacks them).
 pub fn encode(
     meta: &SaveMeta,
     settings: &AgentSettings,
@@ -427,6 +416,7 @@ pub fn encode(
         );
     }
     push(META_FILE.into(), to_json(Path::new(META_FILE), meta)?);
+    super::manifest::seal(&mut files)?;
     Ok(files)
 }
 
@@ -488,9 +478,46 @@ pub fn read_meta(root: &Path) -> Result<SaveMeta, PersistError> {
     Ok(meta)
 }
 
-/// Reads and validates the save at `root` (see the [module docs](self)). Loads nothing on
-/// error.
+/// The files a save with `meta` consists of (without the manifest), relative to the save.
+pub fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = [SETTINGS_FILE, EVENTS_FILE, PENDING_FILE]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    for name in &meta.personas {
+        let dir = persona_dir(name);
+        for file in [SCRATCH_FILE, SPATIAL_FILE] {
+            paths.push(dir.join(file));
+        }
+        for file in [NODES_FILE, EMBEDDINGS_FILE, KW_STRENGTH_FILE] {
+            paths.push(dir.join(ASSOCIATIVE_DIR).join(file));
+        }
+        for file in [BODY_FILE, ACTION_FILE, DIARY_FILE, RNG_FILE] {
+            paths.push(dir.join(file));
+        }
+    }
+    paths.push(META_FILE.into());
+    paths
+}
+
+/// Reads and validates the save at `root`, and checks it against its manifest (see
+/// [`decode_with`]).
 pub fn decode(root: &Path) -> Result<SaveData, PersistError> {
+    decode_with(root, super::SaveIntegrity::Verify)
+}
+
+/// Reads and validates the save at `root` (see the [module docs](self)), then — unless
+/// `integrity` trusts edits — checks every file against `manifest.json`
+/// ([`manifest`](super::manifest)). Loads nothing on error.
+pub fn decode_with(root: &Path, integrity: super::SaveIntegrity) -> Result<SaveData, PersistError> {
+    let data = decode_files(root)?;
+    if integrity == super::SaveIntegrity::Verify {
+        super::manifest::verify(root, &save_file_paths(&data.meta))?;
+    }
+    Ok(data)
+}
+
+fn decode_files(root: &Path) -> Result<SaveData, PersistError> {
     let read =
         |relative: &Path| -> Result<Vec<u8>, PersistError> { read_file(&root.join(relative)) };
     let file_of = |relative: &Path| root.join(relative);
@@ -757,8 +784,21 @@ mod tests {
     #[test]
     fn persona_names_must_be_folder_names() {
         assert!(check_persona_name("Ada Okafor").is_ok());
-        for bad in ["", "  ", "../x", "a/b", ".hidden", "c:d"] {
+        for bad in [
+            "",
+            "  ",
+            "../x",
+            "a/b",
+            ".hidden",
+            "c:d",
+            "tab\there",
+            "new\nline",
+        ] {
             assert!(check_persona_name(bad).is_err(), "{bad:?}");
         }
+        assert!(check_persona_name(&"é".repeat(127)).is_ok(), "254 bytes");
+        let long = "x/".repeat(1 << 19);
+        let err = check_persona_name(&long).expect_err("a megabyte");
+        assert!(err.contains("1048576 bytes") && err.len() < 300, "{err}");
     }
 }

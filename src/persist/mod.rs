@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! SAVE/
+//!   manifest.json        SHA-256 of every other file, written last (see [`manifest`])
 //!   meta.json            format + version, seed, step, start, current_time, sec_per_step,
 //!                        time_mode, map, world, persona names (spawn order), embedding
 //!                        model + dim, forked_from, saved_at_unix (wall clock)
@@ -41,8 +42,9 @@
 //! Saves are written into a hidden sibling folder, every file synced, then swapped in with two
 //! renames; a crash at any point leaves the previous save loadable ([`files`]). Loading first
 //! decodes and validates every file ([`format::decode`]) — a missing, truncated or corrupt file
-//! fails with its path and the field — and only then touches the world, so a failed load
-//! loads nothing.
+//! fails with its path and the field — then checks every file against `manifest.json` (an
+//! edited file fails naming it, unless [`SaveIntegrity::TrustEdited`]), and only then touches
+//! the world, so a failed load loads nothing.
 //!
 //! **Layer** (see `tests/layers.rs`): imports everything up to [`cognition`](crate::cognition);
 //! never [`output`](crate::output).
@@ -50,14 +52,17 @@
 pub mod cache;
 pub mod files;
 pub mod format;
+pub mod manifest;
 mod world;
 
 pub use cache::{CacheMode, client_with_cache_mode};
 pub use files::{recover_interrupted_save, write_folder_atomic};
-pub use format::{EmbeddingInfo, PersonaSave, SaveData, SaveMeta, decode};
+pub use format::{EmbeddingInfo, PersonaSave, SaveData, SaveMeta, decode, decode_with};
+pub use manifest::{MANIFEST_FILE, SaveIntegrity};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, apply_save,
-    build_app_from_save, capture_save, check_save, fork_save, load_into_world, save_world,
+    build_app_from_save, build_app_from_save_with, capture_save, check_save, fork_save,
+    fork_save_with, load_into_world, load_into_world_with, save_world,
 };
 
 use std::path::PathBuf;
@@ -94,6 +99,19 @@ pub enum PersistError {
         field: String,
         /// What is wrong.
         message: String,
+    },
+    /// A file differs from the save's `manifest.json` (or the manifest is missing): the save
+    /// was edited or damaged. [`SaveIntegrity::TrustEdited`] loads it anyway.
+    #[error(
+        "{}: {why}; if the save was edited by hand on purpose, load it with \
+         --trust-edited-save (SaveIntegrity::TrustEdited)",
+        file.display()
+    )]
+    Edited {
+        /// The file.
+        file: PathBuf,
+        /// What differs.
+        why: String,
     },
     /// A memory document is inconsistent.
     #[error("{}: {source}", path.display())]

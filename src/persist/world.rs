@@ -9,10 +9,10 @@ use bevy::prelude::*;
 
 use super::files::{SaveFiles, recover_interrupted_save, write_folder_atomic};
 use super::format::{
-    EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta, TileEvents, decode,
-    encode,
+    EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta, TileEvents,
+    decode_with, encode,
 };
-use super::{FORMAT_NAME, FORMAT_VERSION, PersistError};
+use super::{FORMAT_NAME, FORMAT_VERSION, PersistError, SaveIntegrity};
 use crate::clock::{AwaitingCognition, SimClock, SimSpeed, TimeMode};
 use crate::cognition::think::LandedThoughts;
 use crate::cognition::{ChatIntents, Percepts};
@@ -343,8 +343,17 @@ pub fn save_world(world: &mut World, dir: &Path) -> Result<SaveMeta, PersistErro
 /// clock and settings. The save is decoded and checked against the world's map and model
 /// first; on any error the world is untouched.
 pub fn load_into_world(world: &mut World, dir: &Path) -> Result<SaveMeta, PersistError> {
+    load_into_world_with(world, dir, SaveIntegrity::Verify)
+}
+
+/// [`load_into_world`], checking the save against its manifest or not.
+pub fn load_into_world_with(
+    world: &mut World,
+    dir: &Path,
+    integrity: SaveIntegrity,
+) -> Result<SaveMeta, PersistError> {
     recover_interrupted_save(dir)?;
-    let data = decode(dir)?;
+    let data = decode_with(dir, integrity)?;
     let meta = data.meta.clone();
     apply_save(world, data)?;
     Ok(meta)
@@ -518,8 +527,27 @@ pub fn build_app_from_save(
     map_override: Option<&Path>,
     with_log: bool,
 ) -> Result<(App, SaveMeta), PersistError> {
+    build_app_from_save_with(
+        dir,
+        llm,
+        client,
+        map_override,
+        with_log,
+        SaveIntegrity::Verify,
+    )
+}
+
+/// [`build_app_from_save`], checking the save against its manifest or not.
+pub fn build_app_from_save_with(
+    dir: &Path,
+    llm: &LlmConfig,
+    client: Option<LlmClient>,
+    map_override: Option<&Path>,
+    with_log: bool,
+    integrity: SaveIntegrity,
+) -> Result<(App, SaveMeta), PersistError> {
     recover_interrupted_save(dir)?;
-    let data = decode(dir)?;
+    let data = decode_with(dir, integrity)?;
     let meta = data.meta.clone();
     let map = TownMap::load_tmx(map_override.unwrap_or(&meta.map))?;
     let client = match client {
@@ -553,13 +581,23 @@ pub fn build_app_from_save(
 /// Copies the save `src` to the new folder `dst` after validating it completely, recording
 /// where it came from (`forked_from`). `dst` must not exist.
 pub fn fork_save(src: &Path, dst: &Path) -> Result<SaveMeta, PersistError> {
+    fork_save_with(src, dst, SaveIntegrity::Verify)
+}
+
+/// [`fork_save`], checking the source against its manifest or not (the copy always gets a
+/// fresh manifest).
+pub fn fork_save_with(
+    src: &Path,
+    dst: &Path,
+    integrity: SaveIntegrity,
+) -> Result<SaveMeta, PersistError> {
     if dst.exists() {
         return Err(PersistError::Exists {
             path: dst.to_owned(),
         });
     }
     recover_interrupted_save(src)?;
-    let mut data = decode(src)?;
+    let mut data = decode_with(src, integrity)?;
     data.meta.forked_from = Some(src.to_owned());
     let files = data.encode()?;
     write_folder_atomic(dst, &files)?;

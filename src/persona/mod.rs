@@ -21,7 +21,10 @@ mod sheet;
 pub use diary::{ConversationRecord, DayRecord, Diary};
 
 pub use scratch::{EventTriple, Scratch, is_sleep_text, round_up_to_minute};
-pub use sheet::{PersonaError, PersonaSheet, default_personas_dir, load_persona_sheets};
+pub use sheet::{
+    MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, PersonaError, PersonaSheet, check_persona_name,
+    default_personas_dir, load_persona_sheets, quote_clipped,
+};
 
 use std::collections::VecDeque;
 

@@ -28,19 +28,72 @@ pub enum PersonaError {
         reason: String,
     },
     /// A sheet does not fit the map.
-    #[error("persona `{name}`: {reason}")]
+    #[error("persona {name}: {reason}")]
     DoesNotFitMap {
-        /// The persona.
+        /// The persona (quoted, clipped to 60 characters).
         name: String,
         /// What is missing from the map.
         reason: String,
     },
-    /// Two sheets share a name.
-    #[error("two personas are named `{0}`; names must be unique")]
+    /// Two sheets share a name (compared ignoring case: they would share a save folder on
+    /// case-insensitive file systems).
+    #[error("two personas are named {0} (ignoring case); names must be unique")]
     DuplicateName(String),
     /// The folder holds no sheets.
     #[error("no persona sheets (*.json) in {0}")]
     Empty(PathBuf),
+}
+
+/// The longest persona name in bytes (a folder name on common file systems).
+pub const MAX_PERSONA_NAME_BYTES: usize = 255;
+
+/// Whether `name` can be a folder name on every platform we write to: not empty, at most
+/// [`MAX_PERSONA_NAME_BYTES`] bytes, no leading `.`, no `/`, `\`, `:` or control characters.
+/// The error quotes at most 60 characters of the name.
+pub fn check_persona_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("a persona name is empty".into());
+    }
+    if name.len() > MAX_PERSONA_NAME_BYTES {
+        return Err(format!(
+            "persona name {} is {} bytes; names are at most {MAX_PERSONA_NAME_BYTES} bytes \
+             (they name the persona's folder in a save)",
+            quote_clipped(name, 60),
+            name.len()
+        ));
+    }
+    if name.starts_with('.')
+        || name
+            .chars()
+            .any(|c| matches!(c, '/' | '\\' | ':') || c.is_control())
+    {
+        return Err(format!(
+            "persona name {} cannot be a folder name (no '/', '\\', ':', control characters or \
+             leading '.')",
+            quote_clipped(name, 60)
+        ));
+    }
+    Ok(())
+}
+
+/// `text` quoted like `{:?}`, cut after `max` characters (with its length in bytes then), for
+/// error messages that must stay short whatever a file holds.
+pub fn quote_clipped(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &text[..cut], text.len()),
+        None => format!("{text:?}"),
+    }
+}
+
+/// The largest persona sheet file read, in bytes.
+pub const MAX_SHEET_BYTES: u64 = 1 << 20;
+
+/// At most 300 characters of a parser's message (it may quote a value from the file).
+fn clip_reason(reason: String) -> String {
+    match reason.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}… ({} bytes)", &reason[..cut], reason.len()),
+        None => reason,
+    }
 }
 
 /// One character, as authored.
@@ -85,7 +138,7 @@ impl PersonaSheet {
     pub fn from_json(path: &Path, text: &str) -> Result<Self, PersonaError> {
         let sheet: Self = serde_json::from_str(text).map_err(|e| PersonaError::Invalid {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            reason: clip_reason(e.to_string()),
         })?;
         if sheet.name.trim().is_empty() {
             return Err(PersonaError::Invalid {
@@ -93,28 +146,45 @@ impl PersonaSheet {
                 reason: "empty `name`".into(),
             });
         }
+        sheet.check_name().map_err(|reason| PersonaError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         Ok(sheet)
+    }
+
+    /// Checks the name the way a save will need it (see [`check_persona_name`]), so a run never
+    /// simulates for hours to fail at its save.
+    pub fn check_name(&self) -> Result<(), String> {
+        check_persona_name(&self.name).map_err(|reason| format!("field `name`: {reason}"))
     }
 
     /// Checks the sheet against the map and returns its spawn tile.
     pub fn validate(&self, map: &TownMap) -> Result<TileCoord, PersonaError> {
         let unfit = |reason: String| PersonaError::DoesNotFitMap {
-            name: self.name.clone(),
+            name: quote_clipped(&self.name, 60),
             reason,
         };
-        let tile = map
-            .spawn_location(&self.spawn)
-            .ok_or_else(|| unfit(format!("spawn location `{}` is not in the map", self.spawn)))?;
+        self.check_name().map_err(unfit)?;
+        let tile = map.spawn_location(&self.spawn).ok_or_else(|| {
+            unfit(format!(
+                "spawn location {} is not in the map",
+                quote_clipped(&self.spawn, 60)
+            ))
+        })?;
         if map.address_tiles(&self.living_area).is_none() {
             return Err(unfit(format!(
-                "living area `{}` is not in the map",
-                self.living_area
+                "living area {} is not in the map",
+                quote_clipped(&self.living_area, 60)
             )));
         }
         if let Some(work) = &self.workplace
             && map.address_tiles(work).is_none()
         {
-            return Err(unfit(format!("workplace `{work}` is not in the map")));
+            return Err(unfit(format!(
+                "workplace {} is not in the map",
+                quote_clipped(work, 60)
+            )));
         }
         Ok(tile)
     }
@@ -148,7 +218,31 @@ pub fn default_personas_dir() -> PathBuf {
         .join("personas")
 }
 
-/// Loads every `*.json` sheet of `dir`, sorted by file name. Names must be unique.
+/// Reads a sheet of at most [`MAX_SHEET_BYTES`].
+fn read_sheet(path: &Path) -> Result<String, PersonaError> {
+    use std::io::Read;
+    let io = |reason: String| PersonaError::Io {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SHEET_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io(e.to_string()))?;
+    if bytes.len() as u64 > MAX_SHEET_BYTES {
+        return Err(io(format!(
+            "larger than {MAX_SHEET_BYTES} bytes; a persona sheet is a few kilobytes"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| PersonaError::Invalid {
+        path: path.to_path_buf(),
+        reason: format!("not UTF-8: {e}"),
+    })
+}
+
+/// Loads every `*.json` sheet of `dir`, sorted by file name. Names must be unique (ignoring
+/// case) and valid save folder names ([`check_persona_name`]).
 pub fn load_persona_sheets(dir: impl AsRef<Path>) -> Result<Vec<PersonaSheet>, PersonaError> {
     let dir = dir.as_ref();
     let io = |path: &Path, e: std::io::Error| PersonaError::Io {
@@ -165,11 +259,12 @@ pub fn load_persona_sheets(dir: impl AsRef<Path>) -> Result<Vec<PersonaSheet>, P
         return Err(PersonaError::Empty(dir.to_path_buf()));
     }
     let mut sheets: Vec<PersonaSheet> = Vec::with_capacity(files.len());
+    let mut folded = std::collections::BTreeSet::new();
     for path in files {
-        let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
+        let text = read_sheet(&path)?;
         let sheet = PersonaSheet::from_json(&path, &text)?;
-        if sheets.iter().any(|s| s.name == sheet.name) {
-            return Err(PersonaError::DuplicateName(sheet.name));
+        if !folded.insert(sheet.name.to_lowercase()) {
+            return Err(PersonaError::DuplicateName(quote_clipped(&sheet.name, 60)));
         }
         sheets.push(sheet);
     }
@@ -214,5 +309,44 @@ mod tests {
             load_persona_sheets("/definitely/not/here"),
             Err(PersonaError::Io { .. })
         ));
+    }
+
+    #[test]
+    fn names_a_save_would_refuse_are_refused_at_load() {
+        let dir = std::env::temp_dir().join(format!("bga-sheet-names-{}", std::process::id()));
+        let good: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(default_personas_dir().join("mira_okafor.json")).unwrap(),
+        )
+        .unwrap();
+        let with_names = |names: &[&str]| -> Result<Vec<PersonaSheet>, PersonaError> {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (i, name) in names.iter().enumerate() {
+                let mut sheet = good.clone();
+                sheet["name"] = serde_json::json!(name);
+                std::fs::write(dir.join(format!("{i}.json")), sheet.to_string()).unwrap();
+            }
+            load_persona_sheets(&dir)
+        };
+        let huge = "n".repeat(1 << 20);
+        for (names, needle) in [
+            (vec!["Ada/Okafor"], "cannot be a folder name"),
+            (vec![".Ada"], "cannot be a folder name"),
+            (vec![huge.as_str()], "1048576 bytes"),
+            (vec!["Ada Okafor", "ada okafor"], "two personas are named"),
+        ] {
+            let err = with_names(&names).expect_err(needle).to_string();
+            assert!(err.contains(needle), "{err}");
+            assert!(err.len() < 400, "a short error: {} bytes", err.len());
+        }
+        assert_eq!(with_names(&["Ada Okafor", "Bo"]).unwrap().len(), 2);
+        // A value the parser quotes is clipped too.
+        let mut bad = good.clone();
+        bad["age"] = serde_json::json!(huge);
+        let err = PersonaSheet::from_json(Path::new("x.json"), &bad.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 500, "{} bytes", err.len());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -120,6 +120,91 @@ pub enum MapProblem {
         /// Tiles in the data.
         found: usize,
     },
+    /// A tile layer's data holds more tiles than its size.
+    #[error("tile layer `{layer}` declares {expected} tiles but its data holds {found}")]
+    LayerDataTooLong {
+        /// Layer name.
+        layer: String,
+        /// Width × height.
+        expected: usize,
+        /// Tiles in the data.
+        found: usize,
+    },
+    /// The file is not well-formed XML.
+    #[error("not a valid Tiled map: XML error {0}")]
+    Xml(String),
+    /// A file the map needs is larger than the loader reads.
+    #[error("{file} is {bytes} bytes; the loader reads files of at most {limit} bytes")]
+    FileTooLarge {
+        /// The file (the map or a tileset/template it names).
+        file: String,
+        /// Its size.
+        bytes: u64,
+        /// [`MAX_MAP_FILE_BYTES`](super::MAX_MAP_FILE_BYTES).
+        limit: u64,
+    },
+    /// The map has more tiles than the loader accepts.
+    #[error("the map is {width}×{height} tiles; at most {limit} tiles (e.g. 512×512) are accepted")]
+    TooManyTiles {
+        /// Width in tiles.
+        width: u64,
+        /// Height in tiles.
+        height: u64,
+        /// [`MAX_MAP_TILES`](super::MAX_MAP_TILES).
+        limit: u64,
+    },
+    /// The tilesets together declare too many tiles.
+    #[error(
+        "tileset `{tileset}` declares {tilecount} tiles; all tilesets together may declare at \
+         most {limit}"
+    )]
+    TooManyTilesetTiles {
+        /// The tileset that went over the limit.
+        tileset: String,
+        /// Its `tilecount`.
+        tilecount: u64,
+        /// [`MAX_TILESET_TILES`](super::MAX_TILESET_TILES).
+        limit: u64,
+    },
+    /// The tile layers together hold too many tiles.
+    #[error(
+        "tile layer `{layer}` takes the tile layers over {limit} tiles in all (width × height \
+         summed over layers)"
+    )]
+    TooManyLayerTiles {
+        /// The layer that went over the limit.
+        layer: String,
+        /// [`MAX_LAYER_TILES`](super::MAX_LAYER_TILES).
+        limit: u64,
+    },
+    /// The files have too many XML elements.
+    #[error("the map has more than {limit} XML elements (objects, properties, tiles…)")]
+    TooManyElements {
+        /// [`MAX_ELEMENTS`](super::MAX_ELEMENTS).
+        limit: u64,
+    },
+    /// The areas of an object layer cover too many tiles in all (they overlap many times).
+    #[error(
+        "the {layer} objects cover more than {limit} tiles in all; areas of one layer must not \
+         overlap"
+    )]
+    AreasTooLarge {
+        /// Object layer.
+        layer: String,
+        /// The limit (four times the map's tiles).
+        limit: u64,
+    },
+    /// The names copied onto the map's tiles would take too much memory.
+    #[error(
+        "the world, area and object names copied onto every tile would take about {mib} MiB \
+         (at most {limit_mib} MiB): shorten the names or make the map smaller"
+    )]
+    NamesTooLarge {
+        /// The estimate in MiB.
+        mib: u64,
+        /// The limit in MiB.
+        limit_mib: u64,
+    },
     /// A tile layer uses a format this loader does not read.
     #[error(
         "tile layer `{layer}` uses {format}; save tile layers as CSV or uncompressed Base64 \

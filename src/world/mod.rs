@@ -89,6 +89,7 @@ mod error;
 pub(crate) mod map;
 pub mod path;
 mod tiled_map;
+mod tmx_scan;
 
 pub use address::{
     ADDRESS_SEPARATOR, ActionAddress, Address, AddressError, AddressLevel, PERSONA_MARKER,
@@ -105,6 +106,10 @@ pub use path::{
 };
 pub use tiled_map::{
     ARENAS_LAYER, COLLISION_LAYER, OBJECTS_LAYER, SECTORS_LAYER, SPAWNS_LAYER, WORLD_PROPERTY,
+};
+pub use tmx_scan::{
+    MAX_ELEMENTS, MAX_LAYER_TILES, MAX_MAP_FILE_BYTES, MAX_MAP_TILES, MAX_NAME_BYTES,
+    MAX_TILESET_TILES,
 };
 
 /// Registers the world's reflectable types.

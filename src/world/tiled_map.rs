@@ -10,13 +10,17 @@
 //!   arena; their containers are found by position, and an optional `sector` / `arena` string
 //!   property is checked against it.
 //!
-//! Anything wrong is a [`MapError`] naming the file, never a panic. The `tiled` crate indexes
-//! tile data without checking its length, so the raw XML is scanned first for tile layers whose
-//! data is shorter than their size.
+//! Anything wrong is a [`MapError`] naming the file, never a panic or an unbounded allocation.
+//! Every file is first streamed through the size checks of [`tmx_scan`](super::tmx_scan)
+//! (declared tile counts, layer sizes and data lengths, compressed data, element counts) before
+//! the `tiled` crate parses it, since `tiled` allocates from what a file declares and indexes
+//! tile data without checking its length.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use tiled::{LayerType, ObjectShape, PropertyValue, TileLayer};
@@ -25,6 +29,11 @@ use super::TileCoord;
 use super::address::{ADDRESS_SEPARATOR, Address};
 use super::error::{MapError, MapProblem};
 use super::map::{MapParts, Tile, TilesetInfo, TownMap, VisualLayer, VisualTile};
+use super::tmx_scan::{MAX_MAP_FILE_BYTES, MAX_NAME_BYTES, Prescan, clip};
+
+/// The most memory the names copied onto a map's tiles may take (see
+/// [`MapProblem::NamesTooLarge`]).
+const MAX_NAME_MEMORY: u64 = 64 << 20;
 
 /// Name of the map property holding the world name.
 pub const WORLD_PROPERTY: &str = "world";
@@ -39,10 +48,14 @@ pub const OBJECTS_LAYER: &str = "objects";
 /// Name of the spawning-locations object layer.
 pub const SPAWNS_LAYER: &str = "spawns";
 
-/// Serves the already-read map bytes to the `tiled` loader and files (tilesets) from disk.
+/// Serves the already-read map bytes to the `tiled` loader, and every other file it asks for
+/// (tilesets, templates) after reading it with a size limit and running the same size checks
+/// over it; a problem found there is kept in `problem` for the loader to report.
 struct PreloadedReader {
     path: PathBuf,
     bytes: Arc<[u8]>,
+    scan: Rc<RefCell<Prescan>>,
+    problem: Rc<RefCell<Option<MapProblem>>>,
 }
 
 impl tiled::ResourceReader for PreloadedReader {
@@ -53,10 +66,45 @@ impl tiled::ResourceReader for PreloadedReader {
         if path == self.path {
             return Ok(Box::new(Cursor::new(Arc::clone(&self.bytes))));
         }
-        Ok(Box::new(std::io::BufReader::new(std::fs::File::open(
-            path,
-        )?)))
+        let checked = read_limited(path).and_then(|bytes| {
+            self.scan.borrow_mut().scan(&bytes)?;
+            Ok(bytes)
+        });
+        match checked {
+            Ok(bytes) => Ok(Box::new(Cursor::new(bytes))),
+            // The Tiled parser names the file it could not read.
+            Err(MapProblem::Io(err)) => Err(err),
+            Err(problem) => {
+                let message = format!("{}: {problem}", path.display());
+                self.problem.borrow_mut().get_or_insert(problem);
+                Err(std::io::Error::other(message))
+            }
+        }
     }
+}
+
+/// Reads a whole file of at most [`MAX_MAP_FILE_BYTES`] (also for files whose size the file
+/// system does not report, like devices).
+fn read_limited(path: &Path) -> Result<Vec<u8>, MapProblem> {
+    let file = std::fs::File::open(path).map_err(MapProblem::Io)?;
+    let too_large = |bytes| MapProblem::FileTooLarge {
+        file: clip(&path.display().to_string(), 200),
+        bytes,
+        limit: MAX_MAP_FILE_BYTES,
+    };
+    if let Ok(meta) = file.metadata()
+        && meta.len() > MAX_MAP_FILE_BYTES
+    {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_MAP_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(MapProblem::Io)?;
+    if bytes.len() as u64 > MAX_MAP_FILE_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 /// An area rectangle from an object layer.
@@ -80,149 +128,27 @@ impl TownMap {
     pub fn load_tmx(path: impl AsRef<Path>) -> Result<TownMap, MapError> {
         let path = path.as_ref();
         let err = |problem| MapError::new(path, problem);
-        let bytes: Arc<[u8]> = std::fs::read(path)
-            .map_err(|e| err(MapProblem::Io(e)))?
-            .into();
+        let bytes: Arc<[u8]> = read_limited(path).map_err(err)?.into();
+        // Sizes first: nothing below allocates more than the checked file declares.
+        let scan = Rc::new(RefCell::new(Prescan::default()));
+        scan.borrow_mut().scan(&bytes).map_err(err)?;
+        let problem = Rc::new(RefCell::new(None));
         let reader = PreloadedReader {
             path: path.to_path_buf(),
             bytes: Arc::clone(&bytes),
+            scan,
+            problem: Rc::clone(&problem),
         };
         let map = tiled::Loader::with_reader(reader)
             .load_tmx_map(path)
-            .map_err(|e| err(MapProblem::Tiled(e)))?;
-        check_layer_data(&String::from_utf8_lossy(&bytes)).map_err(err)?;
+            .map_err(|e| match problem.borrow_mut().take() {
+                Some(found) => err(found),
+                None => err(MapProblem::Tiled(e)),
+            })?;
         let mut town = convert(&map).map_err(err)?;
         town.set_source(path.to_path_buf());
         Ok(town)
     }
-}
-
-/// Scans the raw XML for `<layer>` elements whose `<data>` holds fewer tiles than
-/// `width × height` (the `tiled` crate would index past its vector) or uses a format we cannot
-/// count.
-fn check_layer_data(text: &str) -> Result<(), MapProblem> {
-    let mut rest = text;
-    while let Some(start) = find_tag(rest, "layer") {
-        let (attrs, after, self_closing) = read_tag(&rest[start..]);
-        rest = &rest[start..][after..];
-        if self_closing {
-            continue;
-        }
-        let name = attr(attrs, "name").unwrap_or_default();
-        let dim = |key| {
-            attr(attrs, key)
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0)
-        };
-        let expected = dim("width") * dim("height");
-        let layer_end = rest.find("</layer>").unwrap_or(rest.len());
-        let Some(data_start) = find_tag(&rest[..layer_end], "data") else {
-            continue;
-        };
-        let (data_attrs, data_after, data_closed) = read_tag(&rest[data_start..]);
-        let body_start = data_start + data_after;
-        let body = if data_closed {
-            ""
-        } else {
-            let body = rest.get(body_start..layer_end).unwrap_or_default();
-            &body[..body.find("</data>").unwrap_or(body.len())]
-        };
-        let body = body.trim();
-        let body = body
-            .strip_prefix("<![CDATA[")
-            .and_then(|b| b.strip_suffix("]]>"))
-            .unwrap_or(body)
-            .trim();
-        let encoding = attr(data_attrs, "encoding");
-        let compression = attr(data_attrs, "compression");
-        let found = match (encoding.as_deref(), compression.as_deref()) {
-            (Some("csv"), None) => {
-                if body.is_empty() {
-                    0
-                } else {
-                    body.split(',').count()
-                }
-            }
-            (Some("base64"), None) => {
-                let clean: Vec<u8> = body.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-                let padding = clean.iter().rev().take_while(|&&b| b == b'=').count();
-                (clean.len() / 4 * 3).saturating_sub(padding) / 4
-            }
-            (encoding, compression) => {
-                // Infinite maps store chunks; they are rejected with a clearer error later.
-                if body.starts_with("<chunk") {
-                    continue;
-                }
-                return Err(MapProblem::UnsupportedLayerFormat {
-                    layer: name,
-                    format: format!(
-                        "encoding {:?} with compression {:?}",
-                        encoding.unwrap_or("xml"),
-                        compression.unwrap_or("none")
-                    ),
-                });
-            }
-        };
-        if found < expected {
-            return Err(MapProblem::LayerDataTooShort {
-                layer: name,
-                expected,
-                found,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Byte offset of the next `<tag` element start (not `<tagother`).
-fn find_tag(text: &str, tag: &str) -> Option<usize> {
-    let needle = format!("<{tag}");
-    let mut from = 0;
-    while let Some(pos) = text[from..].find(&needle) {
-        let at = from + pos;
-        let next = text[at + needle.len()..].chars().next();
-        if matches!(next, Some(c) if c.is_whitespace() || c == '>' || c == '/') {
-            return Some(at);
-        }
-        from = at + needle.len();
-    }
-    None
-}
-
-/// Splits `<tag attrs...>` at the start of `text`: (attribute text, bytes consumed,
-/// self-closing).
-fn read_tag(text: &str) -> (&str, usize, bool) {
-    let end = text.find('>').unwrap_or(text.len());
-    let inner = &text[..end];
-    let self_closing = inner.ends_with('/');
-    (inner, (end + 1).min(text.len()), self_closing)
-}
-
-/// The value of `key="…"` (or `'…'`) in a tag's attribute text.
-fn attr(tag: &str, key: &str) -> Option<String> {
-    let mut from = 0;
-    while let Some(pos) = tag[from..].find(key) {
-        let at = from + pos;
-        from = at + key.len();
-        let before_ok = tag[..at]
-            .chars()
-            .next_back()
-            .is_some_and(char::is_whitespace);
-        let after = tag[from..].trim_start();
-        let Some(after) = after.strip_prefix('=') else {
-            continue;
-        };
-        let after = after.trim_start();
-        let Some(quote) = after.chars().next().filter(|c| *c == '"' || *c == '\'') else {
-            continue;
-        };
-        if !before_ok {
-            continue;
-        }
-        let value = &after[1..];
-        return value.find(quote).map(|end| value[..end].to_owned());
-    }
-    None
 }
 
 /// Converts a parsed Tiled map into a [`TownMap`], validating the convention.
@@ -247,6 +173,14 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
         Some(PropertyValue::StringValue(s)) if !s.trim().is_empty() => s.trim().to_owned(),
         _ => return Err(MapProblem::MissingWorldName),
     };
+    if world.len() > MAX_NAME_BYTES {
+        return Err(MapProblem::InvalidName {
+            layer: "map property".to_owned(),
+            id: 0,
+            name: clip(&world, 80),
+            reason: format!("the world name is longer than {MAX_NAME_BYTES} bytes"),
+        });
+    }
     Address::world(&world).map_err(MapProblem::Address)?;
 
     let mut layers = Vec::new();
@@ -293,9 +227,10 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
                 if object_layers.contains_key(name) {
                     return Err(MapProblem::DuplicateLayer(name.to_owned()));
                 }
+                let mut covered = 0;
                 let areas = objects
                     .objects()
-                    .map(|o| read_area(name, &o, width, height, tw, th))
+                    .map(|o| read_area(name, &o, width, height, tw, th, &mut covered))
                     .collect::<Result<Vec<_>, _>>()?;
                 object_layers.insert(name, areas);
             }
@@ -303,7 +238,7 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
                 if reserved.is_some() || layer.name == COLLISION_LAYER {
                     let expected = if reserved.is_some() { "object" } else { "tile" };
                     return Err(MapProblem::WrongLayerKind {
-                        name: layer.name.clone(),
+                        name: clip(&layer.name, 80),
                         expected,
                     });
                 }
@@ -324,6 +259,11 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
     let arenas = take(ARENAS_LAYER)?;
     let objects = take(OBJECTS_LAYER)?;
     let spawns = take(SPAWNS_LAYER)?;
+    check_name_memory(
+        u64::from(width) * u64::from(height),
+        &world,
+        [&sectors, &arenas, &objects, &spawns],
+    )?;
 
     let w = width as usize;
     let mut tiles: Vec<Tile> = collision
@@ -423,6 +363,37 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
     }))
 }
 
+/// Refuses maps whose names, copied onto every tile they cover (and the idle event of every
+/// object tile), would take more than [`MAX_NAME_MEMORY`].
+fn check_name_memory(
+    map_tiles: u64,
+    world: &str,
+    [sectors, arenas, objects, spawns]: [&[Area]; 4],
+) -> Result<(), MapProblem> {
+    // A string's heap block plus the allocator's bookkeeping.
+    let string = |len: usize| len as u64 + 24;
+    let longest = |areas: &[Area]| areas.iter().map(|a| a.name.len()).max().unwrap_or(0);
+    // One B-tree leaf of idle events per object tile.
+    let event_node = 11 * std::mem::size_of::<super::TileEvent>() as u64 + 64;
+    let object_key = world.len() + longest(sectors) + longest(arenas) + 3;
+    let mut total = map_tiles.saturating_mul(string(world.len()));
+    for area in sectors.iter().chain(arenas).chain(spawns) {
+        let per_tile = string(area.name.len());
+        total = total.saturating_add(per_tile.saturating_mul(area.tiles.len() as u64));
+    }
+    for area in objects {
+        let per_tile = string(area.name.len()) + event_node + string(object_key + area.name.len());
+        total = total.saturating_add(per_tile.saturating_mul(area.tiles.len() as u64));
+    }
+    if total > MAX_NAME_MEMORY {
+        return Err(MapProblem::NamesTooLarge {
+            mib: total >> 20,
+            limit_mib: MAX_NAME_MEMORY >> 20,
+        });
+    }
+    Ok(())
+}
+
 fn overlap(area: &Area, other: &str, tile: TileCoord) -> MapProblem {
     MapProblem::Overlap {
         layer: area.layer.to_owned(),
@@ -516,7 +487,7 @@ fn read_tile_layer(
     };
     if finite.width() != map.width || finite.height() != map.height {
         return Err(MapProblem::LayerSize {
-            layer: name.to_owned(),
+            layer: clip(name, 80),
             width: finite.width(),
             height: finite.height(),
             map_width: map.width,
@@ -534,10 +505,10 @@ fn read_tile_layer(
             let index = t.tileset_index();
             if t.id() >= tileset.tilecount || index > usize::from(u16::MAX) {
                 return Err(MapProblem::UnknownTile {
-                    layer: name.to_owned(),
+                    layer: clip(name, 80),
                     tile: TileCoord::new(x, y),
                     id: t.id(),
-                    tileset: tileset.name.clone(),
+                    tileset: clip(&tileset.name, 80),
                 });
             }
             grid.push(Some(VisualTile {
@@ -561,16 +532,22 @@ fn read_area(
     height: u32,
     tw: u32,
     th: u32,
+    covered: &mut u64,
 ) -> Result<Area, MapProblem> {
     let id = object.id();
-    let raw_name = object.name.clone();
+    let raw_name = &object.name;
     let name = raw_name.trim().to_owned();
     let invalid = |reason: &str| MapProblem::InvalidName {
         layer: layer.to_owned(),
         id,
-        name: raw_name.clone(),
+        name: clip(raw_name, 80),
         reason: reason.to_owned(),
     };
+    if name.len() > MAX_NAME_BYTES {
+        return Err(invalid(&format!(
+            "names are at most {MAX_NAME_BYTES} bytes"
+        )));
+    }
     if name.is_empty() {
         return Err(invalid("the name is empty; it is the address part"));
     }
@@ -610,7 +587,7 @@ fn read_area(
         });
     }
     let (x, y) = (object.x, object.y);
-    let (map_w, map_h) = ((width * tw) as f32, (height * th) as f32);
+    let (map_w, map_h) = (width as f32 * tw as f32, height as f32 * th as f32);
     let finite = [x, y, w, h].iter().all(|v| v.is_finite());
     // Half a pixel of slack: editors snap to the grid but may write 0.0001-style values.
     let eps = 0.5;
@@ -642,6 +619,17 @@ fn read_area(
         };
         let (x0, x1) = (first(x, tw), end(x + w, tw, width));
         let (y0, y1) = (first(y, th), end(y + h, th, height));
+        // Counted before the tiles are listed: many overlapping copies of a map-sized area
+        // would otherwise list the map again and again.
+        let count = (x1 - x0).max(0) as u64 * (y1 - y0).max(0) as u64;
+        let limit = 4 * u64::from(width) * u64::from(height);
+        *covered = covered.saturating_add(count);
+        if *covered > limit {
+            return Err(MapProblem::AreasTooLarge {
+                layer: layer.to_owned(),
+                limit,
+            });
+        }
         (y0..y1)
             .flat_map(|ty| (x0..x1).map(move |tx| TileCoord::new(tx, ty)))
             .collect()
@@ -668,56 +656,4 @@ fn read_area(
         tiles,
         properties,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn attribute_scanner() {
-        let tag = r#"<layer id="1" name="ground" width="4" height='3'"#;
-        assert_eq!(attr(tag, "name").as_deref(), Some("ground"));
-        assert_eq!(attr(tag, "height").as_deref(), Some("3"));
-        assert_eq!(attr(tag, "id").as_deref(), Some("1"));
-        assert_eq!(attr(tag, "missing"), None);
-        assert_eq!(
-            attr(r#"<x myname="a" name="b""#, "name").as_deref(),
-            Some("b")
-        );
-    }
-
-    #[test]
-    fn short_csv_data_is_caught() {
-        let xml = r#"<map><layer id="1" name="g" width="2" height="2"><data encoding="csv">1,2,3</data></layer></map>"#;
-        assert!(matches!(
-            check_layer_data(xml),
-            Err(MapProblem::LayerDataTooShort {
-                expected: 4,
-                found: 3,
-                ..
-            })
-        ));
-        let ok = r#"<map><layers/><layer name="g" width="2" height="1"><data encoding="csv">
-1,0
-</data></layer></map>"#;
-        assert!(check_layer_data(ok).is_ok());
-    }
-
-    #[test]
-    fn base64_lengths_and_compression() {
-        // 8 bytes = 2 tiles; the layer needs 2.
-        let xml = r#"<layer name="g" width="2" height="1"><data encoding="base64">AQAAAAIAAAA=</data></layer>"#;
-        assert!(check_layer_data(xml).is_ok());
-        let short = r#"<layer name="g" width="3" height="1"><data encoding="base64">AQAAAAIAAAA=</data></layer>"#;
-        assert!(matches!(
-            check_layer_data(short),
-            Err(MapProblem::LayerDataTooShort { found: 2, .. })
-        ));
-        let zlib = r#"<layer name="g" width="1" height="1"><data encoding="base64" compression="zlib">eJw=</data></layer>"#;
-        assert!(matches!(
-            check_layer_data(zlib),
-            Err(MapProblem::UnsupportedLayerFormat { .. })
-        ));
-    }
 }
