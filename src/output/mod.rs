@@ -30,7 +30,7 @@ pub use movement::{
 pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
 pub use replay::{CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, load_replay};
 pub use report::{RunReportData, write_report};
-pub use run::{RunArgs, RunError, RunOptions, RunReport, run};
+pub use run::{RunArgs, RunError, RunOptions, RunReport, UsageFile, run};
 pub use summary::{PersonaSummary, RunMetadata, RunSummary};
 
 use std::io::Write;

@@ -96,6 +96,10 @@ pub struct SaveMeta {
     pub embedding: EmbeddingInfo,
     /// The save this one was forked from, if any.
     pub forked_from: Option<PathBuf>,
+    /// The prompt library's version and override files the simulation asked with (absent in
+    /// saves written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<crate::prompt::PromptProvenance>,
 }
 
 /// `body.json`: a persona's [`Body`] plus the tile it last perceived from.

@@ -54,7 +54,8 @@ pub use files::{recover_interrupted_save, write_folder_atomic};
 pub use format::{EmbeddingInfo, PersonaSave, SaveData, SaveMeta, decode};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, apply_save,
-    build_app_from_save, capture_save, check_save, fork_save, load_into_world, save_world,
+    build_app_from_save, capture_save, check_save, fork_save, load_into_world, note_prompt_change,
+    save_world,
 };
 
 use std::path::PathBuf;
@@ -126,6 +127,9 @@ pub enum PersistError {
     /// The model configuration is unusable.
     #[error(transparent)]
     Llm(#[from] crate::llm::ConfigError),
+    /// A prompt template override is unusable.
+    #[error(transparent)]
+    Prompts(#[from] crate::prompt::TemplateError),
     /// The response cache could not be opened.
     #[error(transparent)]
     Cache(#[from] crate::llm::CacheError),
