@@ -759,6 +759,29 @@ mod tests {
     }
 
     #[test]
+    fn meta_without_prompts_still_reads_and_with_them_round_trips() {
+        let mut meta = serde_json::json!({
+            "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "crate_version": "0.1.0",
+            "saved_at_unix": 0, "seed": 1, "step": 0, "start": "2023-02-13T00:00:00",
+            "current_time": "2023-02-13T00:00:00", "sec_per_step": 10, "time_mode": "lockstep",
+            "map": "m.tmx", "world": "w", "personas": [], "embedding": {"model": "e", "dim": 0},
+            "forked_from": null
+        });
+        let old: SaveMeta = serde_json::from_value(meta.clone()).expect("a save without prompts");
+        assert_eq!(old.prompts, None);
+        meta["prompts"] = serde_json::json!({
+            "version": "v1",
+            "overrides": [{"file": "wake_up_hour.txt", "sha256": "ab"}]
+        });
+        let new: SaveMeta = serde_json::from_value(meta.clone()).expect("a save with prompts");
+        assert_eq!(
+            new.prompts.as_ref().map(|p| p.overrides[0].file.as_str()),
+            Some("wake_up_hour.txt")
+        );
+        assert_eq!(serde_json::to_value(&new).expect("json"), meta);
+    }
+
+    #[test]
     fn persona_names_must_be_folder_names() {
         assert!(check_persona_name("Ada Okafor").is_ok());
         for bad in ["", "  ", "../x", "a/b", ".hidden", "c:d"] {

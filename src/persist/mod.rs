@@ -8,7 +8,9 @@
 //! SAVE/
 //!   meta.json            format + version, seed, step, start, current_time, sec_per_step,
 //!                        time_mode, map, world, persona names (spawn order), embedding
-//!                        model + dim, forked_from, saved_at_unix (wall clock)
+//!                        model + dim, forked_from, saved_at_unix (wall clock),
+//!                        prompts (template version + override files and their
+//!                        sha256; absent in older saves)
 //!   settings.json        the AgentSettings the simulation runs with
 //!   pending.json         conversation intents decided but not started, by name
 //!   world/events.json    every tile event on the map
