@@ -306,7 +306,8 @@ impl Prompt for JsonQuestion {
     }
 }
 
-/// Inserts the default [`PromptLibrary`] (unless the game inserted its own).
+/// Inserts the default [`PromptLibrary`] (unless the game inserted its own, e.g.
+/// `PromptLibrary::load(Some(dir))?` for a folder of edited templates).
 #[derive(Default)]
 pub struct PromptPlugin;
 

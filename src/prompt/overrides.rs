@@ -1,30 +1,6 @@
 //! Prompt overrides: edited templates loaded from a folder at start-up, checked before any
-//! simulation work, and recorded so a run says which prompts it asked.
-//!
-//! A folder of overrides holds files named after the library's templates
-//! (`wake_up_hour.txt` replaces the `wake_up_hour` template); templates without a file keep the
-//! compiled-in text. [`PromptLibrary::with_overrides_from_dir`] reads and checks every file
-//! against the template it replaces, and refuses the folder — naming the file and what is
-//! wrong — when a file:
-//!
-//! - is not `<template name>.txt` for a template the library has (a typo such as
-//!   `wake_up_hours.txt` or `wake_up_hour.text` would otherwise be silently ignored), or is not a
-//!   regular file;
-//! - is larger than [`MAX_TEMPLATE_BYTES`] or not UTF-8 text;
-//! - has a broken documentation header: the header ends with the line
-//!   `<commentblockmarker>###</commentblockmarker>` ([`HEADER_MARKER`](super::HEADER_MARKER)),
-//!   once — a misspelt or repeated marker is an error;
-//! - has a malformed placeholder in its prompt text (anything like `<INPUT` that is not
-//!   `!<INPUT n>!`), uses a placeholder the prompt never fills, or lacks one the template it
-//!   replaces uses (every input of a prompt must reach the model: an option list or a persona's
-//!   name silently dropped would make its answers unparseable).
-//!
-//! Placeholders in the header are documentation and are not checked. Hidden files (a leading
-//! `.`, as editors leave) are skipped.
-//!
-//! The library remembers its version and the files that changed a template
-//! ([`PromptLibrary::provenance`]); saves, `usage.json` and the run report record it. A file
-//! whose text equals the template it would replace changes nothing and is not recorded.
+//! simulation work, and recorded so a run says which prompts it asked (see
+//! [`PromptLibrary::with_overrides_from_dir`] for the rules).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -161,8 +137,9 @@ pub enum OverrideProblem {
 }
 
 impl PromptLibrary {
-    /// The compiled-in templates with the overrides of `dir` when one is given (see the
-    /// [module docs](self)): what the binary's `--prompts DIR` / `GA_PROMPTS` / `"prompts"` load.
+    /// The compiled-in templates with the overrides of `dir` when one is given (see
+    /// [`PromptLibrary::with_overrides_from_dir`]): what the binary's `--prompts DIR` /
+    /// `GA_PROMPTS` / `"prompts"` load.
     pub fn load(dir: Option<&Path>) -> Result<Self, TemplateError> {
         match dir {
             Some(dir) => Self::embedded().with_overrides_from_dir(dir),
@@ -171,8 +148,29 @@ impl PromptLibrary {
     }
 
     /// Replaces templates with the files of `dir`, each checked against the template it
-    /// replaces (see the [module docs](self)). Either every file is accepted or the library is
-    /// refused with the first bad file, in name order.
+    /// replaces. Either every file is accepted or the library is refused with the first bad
+    /// file, in name order.
+    ///
+    /// A file named after a template (`wake_up_hour.txt` replaces `wake_up_hour`) replaces it;
+    /// templates without a file keep their text. The folder is refused with
+    /// [`TemplateError::Override`] — naming the file and what is wrong — when a file:
+    ///
+    /// - is not `<template name>.txt` for a template the library has (a typo such as
+    ///   `wake_up_hours.txt` or `wake_up_hour.text` would otherwise be silently ignored), or is
+    ///   not a regular file;
+    /// - is larger than [`MAX_TEMPLATE_BYTES`] or not UTF-8 text;
+    /// - has a broken documentation header: the header ends with the line
+    ///   `<commentblockmarker>###</commentblockmarker>` ([`HEADER_MARKER`]), once — a
+    ///   misspelt or repeated marker is an error;
+    /// - has a malformed placeholder in its prompt text (anything like `<INPUT` that is not
+    ///   `!<INPUT n>!`), uses a placeholder the prompt never fills, or lacks one the template
+    ///   it replaces uses (every input of a prompt must reach the model: an option list or a
+    ///   persona's name silently dropped would make its answers unparseable).
+    ///
+    /// Placeholders in the header are documentation and are not checked. Hidden files (a
+    /// leading `.`, as editors leave) are skipped. The files that changed a template are
+    /// recorded with their SHA-256 ([`PromptLibrary::provenance`]); a file whose text equals
+    /// the template it would replace changes nothing and is not recorded.
     pub fn with_overrides_from_dir(mut self, dir: impl AsRef<Path>) -> Result<Self, TemplateError> {
         let dir = dir.as_ref();
         let io = |reason: std::io::Error| TemplateError::Io {
