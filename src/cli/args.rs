@@ -49,6 +49,11 @@ pub struct LlmArgs {
     /// Inference threads of the local backend (default 1).
     #[arg(long = "llm-threads", value_name = "N")]
     pub local_threads: Option<u32>,
+    /// A folder of edited prompt templates (`wake_up_hour.txt`, …) replacing the compiled-in
+    /// ones of the same name; checked before the run starts. Also `GA_PROMPTS`, or the config
+    /// file's "prompts" key.
+    #[arg(long = "prompts", value_name = "DIR")]
+    pub prompts: Option<PathBuf>,
 }
 
 impl LlmArgs {
@@ -65,6 +70,7 @@ impl LlmArgs {
             cache_path: self.cache_path.clone(),
             local_model: self.local_model.clone(),
             local_threads: self.local_threads,
+            prompts: self.prompts.clone(),
             ..LlmConfigLayer::default()
         }
     }

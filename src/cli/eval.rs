@@ -16,7 +16,17 @@ pub fn eval_command(args: &EvalArgs) -> ExitCode {
     let prepared = llm_args
         .resolve()
         .map_err(EvalError::from)
-        .and_then(|config| Ok((load_items(&args.file)?, eval_backend(&config, args.norm)?)));
+        .and_then(|config| {
+            if let Some(dir) = &config.prompts {
+                // The flag is shared with the simulation commands; say it does nothing here.
+                eprintln!(
+                    "note: eval-decisions asks each item in its own wording; the prompt \
+                     overrides in {} are not used",
+                    dir.display()
+                );
+            }
+            Ok((load_items(&args.file)?, eval_backend(&config, args.norm)?))
+        });
     let (items, backend) = match prepared {
         Ok(ready) => ready,
         Err(err) => {

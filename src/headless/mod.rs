@@ -20,6 +20,7 @@ use crate::persona::{
     ActionView, Body, Persona, PersonaError, default_personas_dir, load_persona_sheets,
     spawn_persona,
 };
+use crate::prompt::{PromptLibrary, TemplateError};
 use crate::settings::AgentSettings;
 use crate::world::{MapError, TownMap};
 
@@ -78,6 +79,9 @@ pub enum HeadlessError {
     /// The model configuration is unusable.
     #[error(transparent)]
     Llm(#[from] ConfigError),
+    /// A prompt template override is unusable.
+    #[error(transparent)]
+    Prompts(#[from] TemplateError),
     /// Writing output failed.
     #[error("cannot write output: {0}")]
     Io(#[from] std::io::Error),
@@ -87,7 +91,11 @@ pub enum HeadlessError {
 }
 
 /// Builds a headless app with the town loaded and its personas spawned, in Lockstep at max speed.
+///
+/// The prompt overrides of `options.llm.prompts` are loaded and checked first, before the map,
+/// the personas or the backend.
 pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, HeadlessError> {
+    let prompts = PromptLibrary::load(options.llm.prompts.as_deref())?;
     let map_path = options
         .map
         .clone()
@@ -126,6 +134,7 @@ pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, 
         app.add_plugins(LogPlugin::default());
     }
     app.insert_resource(client)
+        .insert_resource(prompts)
         .insert_resource(
             SimClock::default()
                 .with_mode(TimeMode::Lockstep)
@@ -190,6 +199,9 @@ pub fn run_demo(options: &DemoOptions, out: &mut impl Write) -> Result<(), Headl
             "LLM backend: {backend} (model {}){note}",
             client.model()
         )?;
+        if let Some(prompts) = app.world().get_resource::<PromptLibrary>() {
+            writeln!(out, "Prompts: {}", prompts.provenance().describe())?;
+        }
     }
     let mut last_hour = u64::MAX;
     loop {

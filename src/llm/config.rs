@@ -7,6 +7,11 @@
 //! can come from the environment or the config file, never from a flag (flags end up in shell
 //! history and process lists).
 //!
+//! The same layers choose a folder of edited prompt templates ([`LlmConfig::prompts`]):
+//! `--prompts DIR` > `GA_PROMPTS` > the file's `"prompts"` key > none (the compiled-in
+//! templates). This module only carries the path; the prompt layer loads and checks it
+//! (`PromptLibrary::load`).
+//!
 //! [`build_backend`] turns a config into a backend: an explicit choice wins (`--llm-backend`,
 //! `GA_LLM_BACKEND`, or a model file given with `--model PATH` / `GA_LOCAL_MODEL`); `auto` picks
 //! the HTTP backend when a base URL or an API key is configured, else the **embedded local
@@ -186,6 +191,9 @@ pub struct LlmConfig {
     pub model_cache: Option<PathBuf>,
     /// Inference threads of the local backend (default 1).
     pub local_threads: u32,
+    /// A folder of prompt template overrides (`--prompts`, `GA_PROMPTS`, `prompts`); `None`
+    /// uses the compiled-in templates.
+    pub prompts: Option<PathBuf>,
 }
 
 impl Default for LlmConfig {
@@ -205,6 +213,7 @@ impl Default for LlmConfig {
             local_model: None,
             model_cache: None,
             local_threads: DEFAULT_LOCAL_THREADS,
+            prompts: None,
         }
     }
 }
@@ -245,6 +254,8 @@ pub struct LlmConfigLayer {
     pub local_threads: Option<u32>,
     /// The model cache folder (normally found from the environment).
     pub model_cache: Option<PathBuf>,
+    /// A folder of prompt template overrides.
+    pub prompts: Option<PathBuf>,
 }
 
 impl LlmConfigLayer {
@@ -268,6 +279,7 @@ impl LlmConfigLayer {
         Ok(Self {
             backend,
             local_model: get("GA_LOCAL_MODEL").map(|v| PathBuf::from(v.trim())),
+            prompts: get("GA_PROMPTS").map(|v| PathBuf::from(v.trim())),
             local_threads,
             model_cache: model_cache_dir(get),
             base_url: get("GA_LLM_BASE_URL").map(|v| v.trim().to_owned()),
@@ -383,6 +395,9 @@ impl LlmConfig {
         }
         if let Some(dir) = layer.model_cache {
             self.model_cache = Some(dir);
+        }
+        if let Some(dir) = layer.prompts {
+            self.prompts = Some(dir);
         }
         if let Some(threads) = layer.local_threads {
             if threads == 0 {
@@ -750,6 +765,36 @@ mod tests {
         assert_eq!(config.max_retries, 1);
         assert_eq!(config.concurrency, 3);
         assert_eq!(config.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn prompts_folder_precedence_flag_over_env_over_file() {
+        let dir = std::env::temp_dir().join(format!("bga-prompts-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("llm.json");
+        std::fs::write(&path, r#"{"prompts": "from-file"}"#).expect("write");
+        let resolve = |vars: &[(&str, &str)], flag: Option<&str>| {
+            let flags = LlmConfigLayer {
+                prompts: flag.map(PathBuf::from),
+                ..LlmConfigLayer::default()
+            };
+            LlmConfig::resolve(Some(&path), env(vars), flags)
+                .expect("config")
+                .prompts
+        };
+        let from = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(resolve(&[], None), from("from-file"));
+        assert_eq!(resolve(&[("GA_PROMPTS", "  ")], None), from("from-file"));
+        assert_eq!(
+            resolve(&[("GA_PROMPTS", "from-env")], None),
+            from("from-env")
+        );
+        assert_eq!(
+            resolve(&[("GA_PROMPTS", "from-env")], Some("from-flag")),
+            from("from-flag")
+        );
+        assert_eq!(LlmConfig::from_env_with(env(&[])).unwrap().prompts, None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

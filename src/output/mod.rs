@@ -38,8 +38,8 @@ pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
 pub use replay::{CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, load_replay};
 pub use report::{RunReportData, write_report};
 pub use run::{
-    MAX_HOURS, ProgressWatcher, RunError, RunOptions, RunProgress, RunReport, parse_run_backend,
-    parse_run_speed, parse_time_mode, run,
+    MAX_HOURS, ProgressWatcher, RunError, RunOptions, RunProgress, RunReport, UsageFile,
+    parse_run_backend, parse_run_speed, parse_time_mode, run,
 };
 pub use summary::{PersonaSummary, RunMetadata, RunSummary};
 

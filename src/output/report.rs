@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 use chrono::{NaiveDateTime, Timelike};
 use serde::{Deserialize, Serialize};
 
-use crate::llm::UsageReport;
-use crate::output::run::{MOVEMENT_FILE, SUMMARY_FILE, USAGE_FILE};
+use crate::output::run::{MOVEMENT_FILE, SUMMARY_FILE, USAGE_FILE, UsageFile};
 use crate::output::{MovementLogData, RunSummary, read_movement_log};
 use crate::persist::PersistError;
 
@@ -288,6 +287,10 @@ pub struct RunReportData {
     pub backend: String,
     /// The chat model.
     pub model: String,
+    /// The prompt library's version and override files (`None` for run folders written before
+    /// `usage.json` recorded them).
+    #[serde(default)]
+    pub prompts: Option<crate::prompt::PromptProvenance>,
     /// Per persona.
     pub personas: BTreeMap<String, PersonaReport>,
     /// Model use per prompt kind.
@@ -321,7 +324,7 @@ fn numbers(u: &crate::llm::KindUsage) -> KindNumbers {
 /// the numbers. See the [module docs](self).
 pub fn write_report(dir: &Path) -> Result<RunReportData, PersistError> {
     let summary: RunSummary = read_json(&dir.join(SUMMARY_FILE))?;
-    let usage: UsageReport = read_json(&dir.join(USAGE_FILE))?;
+    let UsageFile { usage, prompts }: UsageFile = read_json(&dir.join(USAGE_FILE))?;
     let movement_path = dir.join(MOVEMENT_FILE);
     let log = read_movement_log(&movement_path).map_err(|err| PersistError::Invalid {
         file: movement_path.clone(),
@@ -398,6 +401,7 @@ pub fn write_report(dir: &Path) -> Result<RunReportData, PersistError> {
         time: (first.time, last.time),
         backend: usage.backend.clone(),
         model: usage.model.clone(),
+        prompts,
         personas,
         llm_kinds: usage
             .kinds
@@ -508,6 +512,13 @@ fn html_header(h: &mut String, data: &RunReportData, summary: &RunSummary) {
         escape_html(&data.model),
         data.personas.len(),
         summary.run.seed
+    );
+    let _ = writeln!(
+        h,
+        "<p>Prompts: {}.</p>",
+        data.prompts
+            .as_ref()
+            .map_or_else(|| "not recorded".to_owned(), |p| escape_html(&p.describe()))
     );
     if data.backend == "scripted" {
         h.push_str(

@@ -18,6 +18,10 @@
 //! a call ends, or after a short, growing timeout, so a run waiting on a slow model costs
 //! almost no CPU.
 //!
+//! The prompt overrides of `options.llm.prompts` are loaded and checked first, before the
+//! backend starts or the output folder is created; `usage.json` records the prompts asked
+//! ([`UsageFile`]).
+//!
 //! The backend is `options.llm.backend` — one source of truth, which the CLI's `--backend`
 //! and `--llm-backend` both set.
 
@@ -41,6 +45,7 @@ use crate::persist::{
     client_with_cache_mode, save_world,
 };
 use crate::persona::{ActionView, Body, Persona};
+use crate::prompt::{PromptLibrary, PromptProvenance};
 use crate::world::TownMap;
 use chrono::NaiveDateTime;
 
@@ -50,6 +55,18 @@ pub const MOVEMENT_FILE: &str = "movement.jsonl";
 pub const SUMMARY_FILE: &str = "summary.json";
 /// The LLM accounting's file name in the output folder.
 pub const USAGE_FILE: &str = "usage.json";
+
+/// `usage.json`: the LLM accounting ([`UsageReport`]'s fields at the top level) and the
+/// prompts that were asked.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UsageFile {
+    /// The accounting.
+    #[serde(flatten)]
+    pub usage: UsageReport,
+    /// The prompt library's version and override files (absent in older run folders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<PromptProvenance>,
+}
 
 /// The longest run accepted, in game hours (a year).
 pub const MAX_HOURS: f64 = 24.0 * 365.0;
@@ -332,6 +349,8 @@ pub struct RunReport {
     pub minds_out: usize,
     /// The LLM accounting, as written to `usage.json`.
     pub usage: UsageReport,
+    /// The prompts asked, as written to `usage.json`.
+    pub prompts: PromptProvenance,
     /// The save written at the end (`out/save`); `None` when minds were still out.
     pub save_path: Option<PathBuf>,
     /// `report.html`, when written.
@@ -349,6 +368,9 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     if options.effective_speed() == SimSpeed::Paused {
         return Err(RunError::Invalid("a paused run would never end".into()));
     }
+    // Edited prompts are checked before the backend starts or anything is written.
+    let prompts =
+        PromptLibrary::load(options.llm.prompts.as_deref()).map_err(HeadlessError::from)?;
     let demo = DemoOptions {
         hours: options.hours,
         personas: options.personas,
@@ -391,6 +413,8 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             (app, options.seed, map)
         }
     };
+    let provenance = prompts.provenance();
+    app.insert_resource(prompts);
     let save_path = options.out.join(RUN_SAVE_DIR);
     let mut last_save_step = app.world().resource::<SimClock>().step();
     // The folder is created only once the town, personas and backend are known to work.
@@ -560,7 +584,12 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         personas,
     };
     write_json(&summary_path, &summary)?;
-    write_json(&usage_path, &usage)?;
+    let usage_file = UsageFile {
+        usage,
+        prompts: Some(provenance.clone()),
+    };
+    write_json(&usage_path, &usage_file)?;
+    let usage = usage_file.usage;
     if let Some(err) = save_error {
         return Err(err.into());
     }
@@ -585,6 +614,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         final_frames,
         minds_out,
         usage,
+        prompts: provenance,
         save_path: saved,
         report_path,
     })

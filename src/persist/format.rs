@@ -96,6 +96,10 @@ pub struct SaveMeta {
     pub embedding: EmbeddingInfo,
     /// The save this one was forked from, if any.
     pub forked_from: Option<PathBuf>,
+    /// The prompt library's version and override files the simulation asked with (absent in
+    /// saves written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<crate::prompt::PromptProvenance>,
 }
 
 /// `body.json`: a persona's [`Body`] plus the tile it last perceived from.
@@ -779,6 +783,29 @@ mod tests {
         assert!(err.to_string().contains("act_address"), "{err}");
         let full = serde_json::to_vec(&Scratch::default()).expect("bytes");
         assert!(require_all_fields::<Scratch>(Path::new("s.json"), &full).is_ok());
+    }
+
+    #[test]
+    fn meta_without_prompts_still_reads_and_with_them_round_trips() {
+        let mut meta = serde_json::json!({
+            "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "crate_version": "0.1.0",
+            "saved_at_unix": 0, "seed": 1, "step": 0, "start": "2023-02-13T00:00:00",
+            "current_time": "2023-02-13T00:00:00", "sec_per_step": 10, "time_mode": "lockstep",
+            "map": "m.tmx", "world": "w", "personas": [], "embedding": {"model": "e", "dim": 0},
+            "forked_from": null
+        });
+        let old: SaveMeta = serde_json::from_value(meta.clone()).expect("a save without prompts");
+        assert_eq!(old.prompts, None);
+        meta["prompts"] = serde_json::json!({
+            "version": "v1",
+            "overrides": [{"file": "wake_up_hour.txt", "sha256": "ab"}]
+        });
+        let new: SaveMeta = serde_json::from_value(meta.clone()).expect("a save with prompts");
+        assert_eq!(
+            new.prompts.as_ref().map(|p| p.overrides[0].file.as_str()),
+            Some("wake_up_hour.txt")
+        );
+        assert_eq!(serde_json::to_value(&new).expect("json"), meta);
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   manifest.json        SHA-256 of every other file, written last (see [`manifest`])
 //!   meta.json            format + version, seed, step, start, current_time, sec_per_step,
 //!                        time_mode, map, world, persona names (spawn order), embedding
-//!                        model + dim, forked_from, saved_at_unix (wall clock)
+//!                        model + dim, forked_from, saved_at_unix (wall clock),
+//!                        prompts (template version + override files and their
+//!                        sha256; absent in older saves)
 //!   settings.json        the AgentSettings the simulation runs with
 //!   pending.json         conversation intents decided but not started, by name
 //!   world/events.json    every tile event on the map
@@ -62,7 +64,7 @@ pub use manifest::{MANIFEST_FILE, SaveIntegrity};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, apply_save,
     build_app_from_save, build_app_from_save_with, capture_save, check_save, fork_save,
-    fork_save_with, load_into_world, load_into_world_with, save_world,
+    fork_save_with, load_into_world, load_into_world_with, note_prompt_change, save_world,
 };
 
 use std::path::PathBuf;
@@ -147,6 +149,9 @@ pub enum PersistError {
     /// The model configuration is unusable.
     #[error(transparent)]
     Llm(#[from] crate::llm::ConfigError),
+    /// A prompt template override is unusable.
+    #[error(transparent)]
+    Prompts(#[from] crate::prompt::TemplateError),
     /// The response cache could not be opened.
     #[error(transparent)]
     Cache(#[from] crate::llm::CacheError),

@@ -18,6 +18,7 @@ use crate::cognition::think::LandedThoughts;
 use crate::cognition::{ChatIntents, Percepts};
 use crate::llm::{LlmClient, LlmConfig, LlmPlugin, build_client};
 use crate::persona::{ActionView, Body, Diary, Mind, Persona};
+use crate::prompt::{PromptLibrary, PromptProvenance};
 use crate::settings::AgentSettings;
 use crate::world::{TileCoord, TileEvent, TownMap};
 
@@ -236,6 +237,9 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
             })
             .collect(),
     };
+    let prompts = world
+        .get_resource::<PromptLibrary>()
+        .map(PromptLibrary::provenance);
     let client_embedding = world
         .get_resource::<LlmClient>()
         .map(|c| (c.embedding_model().to_owned(), c.embedding_dim()));
@@ -302,6 +306,7 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         personas: personas.iter().map(|p| p.name.to_owned()).collect(),
         embedding,
         forked_from: None,
+        prompts,
     };
     let files = encode(&meta, &settings, &events, &pending, &personas)?;
     Ok((meta, files))
@@ -546,9 +551,12 @@ pub fn build_app_from_save_with(
     with_log: bool,
     integrity: SaveIntegrity,
 ) -> Result<(App, SaveMeta), PersistError> {
+    // Edited prompts are checked before anything else is done.
+    let prompts = PromptLibrary::load(llm.prompts.as_deref())?;
     recover_interrupted_save(dir)?;
     let data = decode_with(dir, integrity)?;
     let meta = data.meta.clone();
+    note_prompt_change(meta.prompts.as_ref(), &prompts);
     let map = TownMap::load_tmx(map_override.unwrap_or(&meta.map))?;
     let client = match client {
         Some(client) => client,
@@ -564,6 +572,7 @@ pub fn build_app_from_save_with(
         app.add_plugins(LogPlugin::default());
     }
     app.insert_resource(client)
+        .insert_resource(prompts)
         .insert_resource(
             SimClock::default()
                 .with_mode(TimeMode::Lockstep)
@@ -576,6 +585,21 @@ pub fn build_app_from_save_with(
     app.finish();
     app.cleanup();
     Ok((app, meta))
+}
+
+/// Logs when a save continues with other prompts than it was made with (allowed: editing
+/// prompts between sessions is what overrides are for, but the run should say so).
+pub fn note_prompt_change(saved: Option<&PromptProvenance>, now: &PromptLibrary) {
+    let now = now.provenance();
+    if let Some(saved) = saved
+        && *saved != now
+    {
+        warn!(
+            "the save was made with prompts {}; continuing with {}",
+            saved.describe(),
+            now.describe()
+        );
+    }
 }
 
 /// Copies the save `src` to the new folder `dst` after validating it completely, recording

@@ -17,13 +17,29 @@
 //! display only: the watcher sees raw attempts (including ones that are then rejected), and the
 //! parsed, validated value is still the only truth.
 //!
+//! ## Editing prompts without a rebuild
+//!
+//! The templates (`prompts/v1/*.txt`, one per prompt kind, e.g. `wake_up_hour.txt`) are
+//! compiled in. [`PromptLibrary::with_overrides_from_dir`] replaces any of them with a file of
+//! the same name from a folder, checked when it is loaded — before any simulation work — so an
+//! unknown file name, a broken header marker, a malformed placeholder, a placeholder the
+//! prompt never fills or a missing one, a non-UTF-8 or oversized file is an error naming the
+//! file (and the placeholder). The `smallville` binary loads that folder from `--prompts DIR`,
+//! else the `GA_PROMPTS` environment variable, else the `"prompts"` key of the `--llm-config`
+//! file, else uses only the compiled-in templates ([`PromptLibrary::load`]). A game inserts
+//! the loaded library as a resource before adding the plugins ([`PromptPlugin`] keeps it).
+//! The library's version and the files that replaced templates ([`PromptProvenance`]) are
+//! recorded in saves, `usage.json` and the run report.
+//!
 //! **Layer** (see `tests/layers.rs`): imports [`llm`](crate::llm) only.
 
 pub(crate) mod clean;
+mod overrides;
 mod parse;
 mod template;
 
 pub use clean::{clean_response, extract_json};
+pub use overrides::{MAX_TEMPLATE_BYTES, OverrideProblem, PromptOverride, PromptProvenance};
 pub use parse::{ParseError, bounded_text, parse_choice, parse_int_in_range, parse_yes_no};
 pub use template::{EMBEDDED_V1, HEADER_MARKER, PromptLibrary, PromptTemplate, TemplateError};
 
@@ -292,7 +308,8 @@ impl Prompt for JsonQuestion {
     }
 }
 
-/// Inserts the default [`PromptLibrary`] (unless the game inserted its own).
+/// Inserts the default [`PromptLibrary`] (unless the game inserted its own, e.g.
+/// `PromptLibrary::load(Some(dir))?` for a folder of edited templates).
 #[derive(Default)]
 pub struct PromptPlugin;
 

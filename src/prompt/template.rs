@@ -4,10 +4,12 @@
 //! `<commentblockmarker>###</commentblockmarker>`; only what follows the marker is sent.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bevy::prelude::*;
+
+use super::overrides::{OverrideProblem, PromptOverride};
 
 /// The marker that ends a template's documentation header.
 pub const HEADER_MARKER: &str = "<commentblockmarker>###</commentblockmarker>";
@@ -28,13 +30,21 @@ pub enum TemplateError {
         /// How many inputs were given.
         given: usize,
     },
-    /// A template file could not be read.
-    #[error("cannot read prompt template {path}: {reason}")]
+    /// A folder of template overrides could not be read.
+    #[error("cannot read prompt overrides {path}: {reason}")]
     Io {
-        /// The file.
+        /// The folder.
         path: PathBuf,
         /// Why.
         reason: String,
+    },
+    /// An override file was refused (see [`PromptLibrary::with_overrides_from_dir`]).
+    #[error("prompt override {path}: {problem}")]
+    Override {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: OverrideProblem,
     },
 }
 
@@ -91,7 +101,7 @@ impl PromptTemplate {
 }
 
 /// Finds `!<INPUT n>!` placeholders: `(start, end, n)` byte ranges.
-fn placeholders(body: &str) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+pub(super) fn placeholders(body: &str) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
     const OPEN: &str = "!<INPUT ";
     const CLOSE: &str = ">!";
     let mut from = 0;
@@ -158,12 +168,15 @@ embedded_templates![
 
 /// All prompt templates by name. Cheap to clone.
 ///
-/// Starts from the templates compiled into the crate; a game overrides any of them (or adds its
-/// own) with [`PromptLibrary::with_overrides_from_dir`] or [`PromptLibrary::insert`].
+/// Starts from the templates compiled into the crate; a game overrides any of them from a
+/// folder of edited files with [`PromptLibrary::with_overrides_from_dir`] (checked, and
+/// recorded in [`PromptLibrary::provenance`]), or adds and replaces templates in code with
+/// [`PromptLibrary::insert`].
 #[derive(Resource, Debug, Clone)]
 pub struct PromptLibrary {
     templates: Arc<BTreeMap<String, PromptTemplate>>,
     version: String,
+    pub(super) overrides: Arc<Vec<PromptOverride>>,
 }
 
 impl Default for PromptLibrary {
@@ -182,6 +195,7 @@ impl PromptLibrary {
         Self {
             templates: Arc::new(templates),
             version: "v1".into(),
+            overrides: Arc::default(),
         }
     }
 
@@ -210,36 +224,6 @@ impl PromptLibrary {
     /// Template names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.templates.keys().map(String::as_str)
-    }
-
-    /// Replaces templates with every `*.txt` file of `dir` (file stem = template name).
-    pub fn with_overrides_from_dir(mut self, dir: impl AsRef<Path>) -> Result<Self, TemplateError> {
-        let dir = dir.as_ref();
-        let io = |reason: std::io::Error| TemplateError::Io {
-            path: dir.to_path_buf(),
-            reason: reason.to_string(),
-        };
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(io)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-            .collect();
-        entries.sort();
-        for path in entries {
-            let Some(name) = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .map(str::to_string)
-            else {
-                continue;
-            };
-            let text = std::fs::read_to_string(&path).map_err(|e| TemplateError::Io {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            self.insert(PromptTemplate::parse(name, &text));
-        }
-        Ok(self)
     }
 }
 
@@ -290,21 +274,5 @@ mod tests {
         assert!(matches!(lib.get("nope"), Err(TemplateError::Unknown(_))));
         lib.insert(PromptTemplate::parse("generic_json", "custom !<INPUT 0>!"));
         assert_eq!(lib.fill("generic_json", &["x"]).unwrap(), "custom x");
-    }
-
-    #[test]
-    fn overrides_from_a_directory() {
-        let dir = std::env::temp_dir().join(format!("ga-prompts-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("greeting.txt"), "hi !<INPUT 0>!").unwrap();
-        std::fs::write(dir.join("ignored.md"), "x").unwrap();
-        let lib = PromptLibrary::embedded()
-            .with_overrides_from_dir(&dir)
-            .unwrap();
-        assert_eq!(lib.fill("greeting", &["you"]).unwrap(), "hi you");
-        assert!(lib.get("ignored").is_err());
-        let missing = PromptLibrary::embedded().with_overrides_from_dir(dir.join("none"));
-        assert!(matches!(missing, Err(TemplateError::Io { .. })));
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -41,6 +41,7 @@ use crate::persist::{
     PersistError, SaveData, SimSeed, apply_save, check_save, decode, recover_interrupted_save,
 };
 use crate::persona::{default_personas_dir, load_persona_sheets, spawn_persona};
+use crate::prompt::PromptLibrary;
 use crate::settings::AgentSettings;
 use crate::world::TownMap;
 
@@ -211,10 +212,14 @@ enum Town {
 /// Builds the windowed app. Does not run it. With [`GameOptions::load`], a save that cannot
 /// be read or does not fit its map or the model fails here, before any window exists.
 pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
+    // Edited prompts (`options.llm.prompts`) are checked before anything else is done.
+    let prompts =
+        PromptLibrary::load(options.llm.prompts.as_deref()).map_err(HeadlessError::from)?;
     let (town, map, client, seed) = match &options.load {
         Some(dir) => {
             recover_interrupted_save(dir)?;
             let data = decode(dir)?;
+            crate::persist::note_prompt_change(data.meta.prompts.as_ref(), &prompts);
             let map_path = options.map.clone().unwrap_or_else(|| data.meta.map.clone());
             let map = TownMap::load_tmx(&map_path).map_err(PersistError::from)?;
             // The offline town script follows the save's seed, as a headless resume does.
@@ -266,6 +271,7 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
     );
     let start = SimClock::default_start().date().and_time(options.start);
     app.insert_resource(client)
+        .insert_resource(prompts)
         .insert_resource(
             SimClock::new(start, SimClock::default().sec_per_step())
                 .with_mode(TimeMode::Realtime)
