@@ -144,11 +144,11 @@ impl PluginGroup for GenerativeAgentsPlugins {
         };
         PluginGroupBuilder::start::<Self>()
             .add(clock)
-            .add(world::WorldPlugin::default())
-            .add(persona::PersonaPlugin::default())
+            .add(world::WorldPlugin)
+            .add(persona::PersonaPlugin)
             .add(llm::LlmPlugin::default())
-            .add(prompt::PromptPlugin::default())
-            .add(cognition::CognitionPlugin::default())
+            .add(prompt::PromptPlugin)
+            .add(cognition::CognitionPlugin)
     }
 }
 

@@ -16,7 +16,9 @@ use bevy_generative_agents::cognition::{
     ActionStarted, ConversationEnded, ConversationStarted, ModelCallFailed, NewDay, PlanUpdated,
     ReflectionCompleted,
 };
-use bevy_generative_agents::llm::{LlmClient, town_script_backend, town_script_client};
+use bevy_generative_agents::llm::{
+    FaultyBackend, LlmClient, town_script_backend, town_script_client,
+};
 use bevy_generative_agents::persona::{Diary, Persona, load_persona_sheets, spawn_persona};
 use bevy_generative_agents::settings::AgentSettings;
 use bevy_generative_agents::testing::create_test_app;
@@ -517,4 +519,41 @@ fn outcomes_come_in_the_same_order_whatever_the_backend_latency() {
     // The readers run once a frame and answers that take time spread over more frames, so
     // the messages of different kinds interleave differently; each kind's sequence is the same.
     assert_eq!(by_kind(&slow_run.read), by_kind(&instant.read));
+}
+
+#[test]
+fn every_fail_safe_of_a_thought_is_heard_as_a_model_call_failed() {
+    // Every generated answer is garbage: free-text prompts run out of retries and use their
+    // fail-safe. Each of those is one ModelCallFailed, on the persona whose thought (or
+    // conversation) made the call, with the prompt kind, the reason and the attempts.
+    let dir = sheets_dir("faults");
+    let faulty = FaultyBackend::new(std::sync::Arc::new(town_script_backend(6)), 1.0, 3);
+    let client = LlmClient::new(std::sync::Arc::new(faulty));
+    let outcome = run(client.clone(), 6, &dir, 360);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let usage = client.usage();
+    assert!(
+        usage.totals.fail_safes > 0,
+        "no fail-safe in an hour of garbage"
+    );
+    let mut heard: BTreeMap<String, u64> = BTreeMap::new();
+    for line in outcome.observed.iter().filter(|l| kind_of(l) == 6) {
+        // "<date> <time> failed <first> <last> <kind> <reason> after <attempts> (<entity>)"
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let kind = words[5];
+        assert_eq!(words[6], "Unusable", "garbage answers are unusable: {line}");
+        assert_eq!(words[8], "4", "the first attempt and three retries: {line}");
+        *heard.entry(kind.to_string()).or_default() += 1;
+    }
+    let counted: BTreeMap<String, u64> = usage
+        .kinds
+        .iter()
+        .filter(|(_, k)| k.fail_safes > 0)
+        .map(|(kind, k)| (kind.clone(), k.fail_safes))
+        .collect();
+    assert_eq!(
+        heard, counted,
+        "ModelCallFailed per kind against the usage counters"
+    );
 }
