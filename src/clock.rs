@@ -1,13 +1,15 @@
 //! Simulation time: the clock, the speed controls and the driver that runs sim steps.
 //!
 //! A **sim step** advances game time by `sec_per_step` (10 s by default, so a game day is 8,640
-//! steps). Steps are decoupled from frames: every frame the driver (an exclusive system in the
-//! schedule the game picks, [`Update`] by default) decides how many steps are due and runs the
-//! [`SimStep`] schedule that many times. Inside a step the [`AgentSystems`] sets run chained.
+//! steps). Steps are decoupled from frames: every frame the driver ([`drive_sim_steps`], an
+//! exclusive system in [`GenerativeAgentsSystems::Drive`] in the schedule the game picks,
+//! [`Update`] by default) decides how many steps are due and runs the [`SimStep`] schedule that
+//! many times. Inside a step the [`AgentSystems`] sets run chained.
 //!
 //! Work that finishes *between* steps — polling model calls — lives in the [`SimPoll`] schedule,
 //! which the driver runs before every step and once per frame, so results land as soon as they
-//! are ready and a frame never waits for a model.
+//! are ready and a frame never waits for a model. Inside it the [`PollSystems`] sets run
+//! chained: thoughts land, then the game hears about them.
 //!
 //! Two [`TimeMode`]s decide what a pending thought does to the clock:
 //! - [`TimeMode::Lockstep`]: a step is taken only when no persona is [`AwaitingCognition`].
@@ -36,22 +38,48 @@ pub struct SimStep;
 pub struct SimPoll;
 
 /// The stages of one sim step, run in this order inside [`SimStep`].
+///
+/// Retrieval, planning, reactions and reflection (SPEC §3.2–§3.8) have no set of their own:
+/// they run in that order inside each persona's thought, which [`AgentSystems::Think`] starts
+/// and [`PollSystems::LandThoughts`] checks back in (see `docs/architecture.md`).
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AgentSystems {
     /// Empty hook for game code that must run before the personas think this step.
     First,
-    /// Personas look around: spatial memory, attention, new memories (SPEC §3.1).
+    /// Personas look around: the map around them becomes their `Percepts`, and the places in
+    /// view join their spatial memory (SPEC §3.1, `gather_percepts`).
     Perceive,
-    /// Personas recall what matters for what they perceived (SPEC §3.2).
-    Retrieve,
-    /// Long- and short-term planning and reactions (SPEC §3.3–§3.5).
-    Plan,
-    /// Reflection when enough has happened (SPEC §3.8).
-    Reflect,
-    /// Actions become tiles and paths; bodies move one tile (SPEC §3.9).
+    /// Conversations intended last step start (both minds out, one task), then each persona
+    /// either does its bookkeeping in place or checks its mind out into a thought: perceive →
+    /// retrieve → plan → react → reflect (`start_conversations`, `start_thoughts`).
+    Think,
+    /// Actions become tiles and paths; bodies move one tile and place their events on the map
+    /// (SPEC §3.9, `execute_actions`).
     Execute,
-    /// Empty hook for game code that reads the step's outcome. The clock advances right after.
+    /// Game code that reads the step's outcome; the crate records the arenas visited here
+    /// (`record_visits`). The clock advances right after.
     Last,
+}
+
+/// What runs in [`SimPoll`], between steps, in this order.
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PollSystems {
+    /// Finished thoughts and conversations are checked back in: minds home, `ActionView` and
+    /// `Diary` updated, chat intents queued (`collect_thoughts`). Systems that read what landed
+    /// order themselves after it.
+    LandThoughts,
+    /// The game hears what landed: the outcome events (`ActionStarted`, `NewDay`, …, see
+    /// `cognition::outcome`) are triggered on the personas and written as messages.
+    SendOutcomes,
+}
+
+/// The sets the crate adds to the schedule the game picked ([`Update`] by default, see
+/// [`ClockPlugin::in_schedule`] and `GenerativeAgentsPlugins::new`).
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GenerativeAgentsSystems {
+    /// The step driver ([`drive_sim_steps`]): polls, then runs the steps that are due. Order
+    /// game systems before it to act on this frame's steps, after it to read them.
+    Drive,
 }
 
 /// How a pending model call affects the clock.
@@ -300,7 +328,8 @@ impl Default for ClockPlugin {
 }
 
 impl ClockPlugin {
-    /// Drives the simulation from `schedule` instead of [`Update`].
+    /// Drives the simulation from `schedule` instead of [`Update`]: the driver's
+    /// [`GenerativeAgentsSystems::Drive`] set goes there.
     pub fn in_schedule(schedule: impl ScheduleLabel) -> Self {
         Self {
             schedule: schedule.intern(),
@@ -321,15 +350,20 @@ impl Plugin for ClockPlugin {
                 (
                     AgentSystems::First,
                     AgentSystems::Perceive,
-                    AgentSystems::Retrieve,
-                    AgentSystems::Plan,
-                    AgentSystems::Reflect,
+                    AgentSystems::Think,
                     AgentSystems::Execute,
                     AgentSystems::Last,
                 )
                     .chain(),
             )
-            .add_systems(self.schedule, drive_sim_steps);
+            .configure_sets(
+                SimPoll,
+                (PollSystems::LandThoughts, PollSystems::SendOutcomes).chain(),
+            )
+            .add_systems(
+                self.schedule,
+                drive_sim_steps.in_set(GenerativeAgentsSystems::Drive),
+            );
     }
 }
 

@@ -23,6 +23,25 @@
 //!    stores insights.
 //! 6. **Execute**: the action's address becomes a tile and a path; the body moves one tile per
 //!    step, and its event is placed on the map for others to perceive.
+//! 7. **Outcomes** ([`cognition::outcome`]): what landed is told to the game, each as an
+//!    entity event on the persona (observers) and a message — [`ActionStarted`](cognition::ActionStarted),
+//!    [`PlanUpdated`](cognition::PlanUpdated), [`NewDay`](cognition::NewDay),
+//!    [`ConversationStarted`](cognition::ConversationStarted) / [`ConversationEnded`](cognition::ConversationEnded),
+//!    [`ReflectionCompleted`](cognition::ReflectionCompleted), [`ModelCallFailed`](cognition::ModelCallFailed).
+//!
+//! Steps 3–5 run inside each persona's *thought*, one `async` task per persona per step, so
+//! they have no system set of their own. The sets, and where a game hooks in:
+//!
+//! | schedule | set | what runs there |
+//! | --- | --- | --- |
+//! | the game's (`Update` by default) | [`GenerativeAgentsSystems::Drive`](clock::GenerativeAgentsSystems) | the step driver: polls, then runs the due [`SimStep`](clock::SimStep)s |
+//! | [`SimStep`](clock::SimStep) | [`AgentSystems::First`](clock::AgentSystems) | nothing: a hook before the personas think |
+//! | | [`AgentSystems::Perceive`](clock::AgentSystems) | percepts gathered, places learnt |
+//! | | [`AgentSystems::Think`](clock::AgentSystems) | conversations and thoughts started (or bookkeeping in place) |
+//! | | [`AgentSystems::Execute`](clock::AgentSystems) | paths planned, bodies moved, events placed |
+//! | | [`AgentSystems::Last`](clock::AgentSystems) | arenas visited recorded; a hook to read the step |
+//! | [`SimPoll`](clock::SimPoll) (between steps) | [`PollSystems::LandThoughts`](clock::PollSystems) | finished thoughts and conversations checked in |
+//! | | [`PollSystems::SendOutcomes`](clock::PollSystems) | outcome events and messages sent |
 //!
 //! Model calls go through [`prompt::run_prompt`]: build inputs → call → clean → parse →
 //! validate → retry → typed fail-safe. Backends ([`llm`]) are an OpenAI-compatible HTTP
@@ -47,12 +66,15 @@
 //!
 //! | plugin | what it adds |
 //! | --- | --- |
-//! | [`ClockPlugin`](clock::ClockPlugin) | [`SimClock`](clock::SimClock), the step driver, [`AgentSystems`](clock::AgentSystems), [`AgentSettings`](settings::AgentSettings) |
+//! | [`ClockPlugin`](clock::ClockPlugin) | [`SimClock`](clock::SimClock), the step driver, the sets above, [`AgentSettings`](settings::AgentSettings) |
 //! | [`WorldPlugin`](world::WorldPlugin) | the town's types (insert a [`TownMap`](world::TownMap) loaded from a Tiled file) |
 //! | [`PersonaPlugin`](persona::PersonaPlugin) | persona components |
 //! | [`LlmPlugin`](llm::LlmPlugin) | the [`LlmClient`](llm::LlmClient) (from config/env unless the game inserts one) |
 //! | [`PromptPlugin`](prompt::PromptPlugin) | the prompt templates |
-//! | [`CognitionPlugin`](cognition::CognitionPlugin) | the loop: percepts, thoughts (perceive → retrieve → plan → reflect), conversations, execution |
+//! | [`CognitionPlugin`](cognition::CognitionPlugin) | the loop: percepts, thoughts (perceive → retrieve → plan → reflect), conversations, execution, outcome events |
+//!
+//! [`GenerativeAgentsPlugins::new`] puts the driver in another schedule (`PostUpdate`, or the
+//! game's own).
 //!
 //! ```
 //! use bevy::prelude::*;
@@ -84,22 +106,63 @@ pub mod settings;
 pub mod testing;
 pub mod world;
 
-use bevy::app::plugin_group;
+use bevy::app::{PluginGroup, PluginGroupBuilder};
+use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
 
 /// The README's code samples compile and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-plugin_group! {
-    /// Everything a headless simulation needs. Rendering is added separately.
-    pub struct GenerativeAgentsPlugins {
-        clock:::ClockPlugin,
-        world:::WorldPlugin,
-        persona:::PersonaPlugin,
-        llm:::LlmPlugin,
-        prompt:::PromptPlugin,
-        cognition:::CognitionPlugin,
+/// Everything a headless simulation needs. Rendering is added separately.
+///
+/// `GenerativeAgentsPlugins` (the constant of the same name) drives the simulation from
+/// [`Update`](bevy::app::Update); [`GenerativeAgentsPlugins::new`] picks another schedule for
+/// the step driver. Either way `.build()` gives a builder to swap or disable plugins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GenerativeAgentsPlugins {
+    /// Where the driver runs; `None` for [`Update`](bevy::app::Update).
+    schedule: Option<InternedScheduleLabel>,
+}
+
+/// The plugin group driven from [`Update`](bevy::app::Update): `app.add_plugins(GenerativeAgentsPlugins)`.
+#[expect(
+    non_upper_case_globals,
+    reason = "used like a unit struct, as plugin groups usually are"
+)]
+pub const GenerativeAgentsPlugins: GenerativeAgentsPlugins =
+    GenerativeAgentsPlugins { schedule: None };
+
+impl Default for GenerativeAgentsPlugins {
+    fn default() -> Self {
+        GenerativeAgentsPlugins
+    }
+}
+
+impl GenerativeAgentsPlugins {
+    /// The plugins, with the step driver ([`GenerativeAgentsSystems::Drive`](clock::GenerativeAgentsSystems))
+    /// in `schedule` instead of [`Update`](bevy::app::Update) — e.g. `PostUpdate` so the steps
+    /// see this frame's game input, or a schedule of the game's own.
+    pub fn new(schedule: impl ScheduleLabel) -> Self {
+        Self {
+            schedule: Some(schedule.intern()),
+        }
+    }
+}
+
+impl PluginGroup for GenerativeAgentsPlugins {
+    fn build(self) -> PluginGroupBuilder {
+        let clock = match self.schedule {
+            Some(schedule) => clock::ClockPlugin::in_schedule(schedule),
+            None => clock::ClockPlugin::default(),
+        };
+        PluginGroupBuilder::start::<Self>()
+            .add(clock)
+            .add(world::WorldPlugin)
+            .add(persona::PersonaPlugin)
+            .add(llm::LlmPlugin::default())
+            .add(prompt::PromptPlugin)
+            .add(cognition::CognitionPlugin)
     }
 }
 
@@ -107,7 +170,12 @@ plugin_group! {
 pub mod prelude {
     pub use crate::GenerativeAgentsPlugins;
     pub use crate::clock::{
-        AgentSystems, ClockPlugin, SimClock, SimSpeed, StepCompleted, TimeMode,
+        AgentSystems, ClockPlugin, GenerativeAgentsSystems, PollSystems, SimClock, SimSpeed,
+        StepCompleted, TimeMode,
+    };
+    pub use crate::cognition::{
+        ActionStarted, ConversationEnded, ConversationStarted, ModelCallFailed, NewDay,
+        PlanUpdated, ReflectionCompleted,
     };
     pub use crate::llm::{LlmBackend, LlmClient, LlmPlugin};
     pub use crate::llm::{ScriptedBackend, town_script_client};

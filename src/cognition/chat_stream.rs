@@ -33,12 +33,12 @@ use std::collections::HashMap;
 
 use bevy::prelude::*;
 
-use crate::clock::SimPoll;
+use crate::clock::{PollSystems, SimPoll};
 use crate::prompt::clean::{Bracket, matching_close};
 use crate::prompt::{AnswerWatcher, clean_response};
 
 use super::prompts::NextUtterance;
-use super::vocabulary::{Conversing, LandThoughts};
+use super::vocabulary::Conversing;
 
 /// The default capacity of a conversation's channel to the ECS.
 pub const DEFAULT_CHAT_STREAM_CAPACITY: usize = 64;
@@ -413,7 +413,7 @@ impl Plugin for ChatStreamPlugin {
         app.init_resource::<ChatStreamSettings>()
             .register_type::<ChatStreamSettings>()
             .register_type::<ChatStream>()
-            .add_systems(SimPoll, drain_chat_streams.after(LandThoughts));
+            .add_systems(SimPoll, drain_chat_streams.after(PollSystems::LandThoughts));
     }
 }
 

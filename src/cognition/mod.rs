@@ -21,6 +21,7 @@ pub mod chat_stream;
 pub mod converse;
 pub mod execute;
 pub mod identity;
+pub mod outcome;
 pub mod perceive;
 pub mod plan;
 pub mod prompts;
@@ -32,18 +33,23 @@ pub mod vocabulary;
 pub use crate::persona::Percepts;
 pub use chat_stream::{ChatStream, ChatStreamPlugin, ChatStreamSettings};
 pub use execute::ExecutePlugin;
+pub use outcome::{
+    ActionStarted, ConversationEnded, ConversationStarted, ModelCallFailed, NewDay, OutcomePlugin,
+    PlanUpdated, ReflectionCompleted,
+};
 pub use think::{ChatIntents, ThinkPlugin};
-pub use vocabulary::{AddressBook, LandThoughts, OtherPersona, PlanEvent};
+pub use vocabulary::{AddressBook, OtherPersona, PlanEvent};
 
 use bevy::prelude::*;
 
-/// The whole loop: thinking ([`ThinkPlugin`]), execution ([`ExecutePlugin`]) and, when watched,
-/// conversations streamed as they are spoken ([`ChatStreamPlugin`]).
+/// The whole loop: thinking ([`ThinkPlugin`]), execution ([`ExecutePlugin`]), what the game
+/// hears of it ([`OutcomePlugin`]) and, when watched, conversations streamed as they are spoken
+/// ([`ChatStreamPlugin`]).
 #[derive(Default)]
 pub struct CognitionPlugin;
 
 impl Plugin for CognitionPlugin {
     fn build(&self, app: &mut App) {
-        app.add_plugins((ThinkPlugin, ExecutePlugin, ChatStreamPlugin));
+        app.add_plugins((ThinkPlugin, ExecutePlugin, OutcomePlugin, ChatStreamPlugin));
     }
 }

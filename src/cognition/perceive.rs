@@ -10,9 +10,10 @@ use bevy::prelude::*;
 use chrono::NaiveDateTime;
 
 use crate::clock::AwaitingCognition;
+use crate::llm::EMBED_KIND;
 use crate::memory::{ChatLine, NewMemory, NodeId};
 use crate::persona::{Body, Mind, MindState, Percepts, Persona};
-use crate::prompt::{PromptContext, run_prompt};
+use crate::prompt::{FailureReason, ModelFailure, PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
 
@@ -329,10 +330,20 @@ pub async fn embedding_for(mind: &MindState, ctx: &PromptContext, text: &str) ->
         Ok(vector) if !vector.is_empty() && vector.iter().all(|v| v.is_finite()) => Some(vector),
         Ok(_) => {
             warn!("the embedding backend returned an unusable vector");
+            ctx.record_failure(ModelFailure {
+                kind: EMBED_KIND,
+                reason: FailureReason::Unusable,
+                attempts: 1,
+            });
             None
         }
         Err(error) => {
             warn!(%error, "embedding failed");
+            ctx.record_failure(ModelFailure {
+                kind: EMBED_KIND,
+                reason: FailureReason::Backend(error.kind()),
+                attempts: 1,
+            });
             None
         }
     }

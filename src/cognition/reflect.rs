@@ -93,6 +93,7 @@ pub async fn reflect(
     .await
     .value;
     let params = retrieval_params(mind, settings);
+    let mut stored = Vec::new();
     for point in focal_points {
         let Some(focal) = embedding_for(mind, ctx, &point).await else {
             continue;
@@ -137,12 +138,17 @@ pub async fn reflect(
                 .iter()
                 .filter_map(|i| nodes.get(*i).map(|(id, _)| *id))
                 .collect();
-            store_thought(mind, ctx, settings, now, &insight.text, evidence).await;
+            if store_thought(mind, ctx, settings, now, &insight.text, evidence)
+                .await
+                .is_some()
+            {
+                stored.push(insight.text);
+            }
         }
     }
     mind.scratch.importance_trigger_curr = mind.scratch.params.importance_trigger_max;
     mind.scratch.importance_ele_n = 0;
-    events.push(PlanEvent::Reflected);
+    events.push(PlanEvent::Reflected(stored));
 }
 
 /// Whether the end-of-chat thoughts are due: chatting, the chat ends within the next step,

@@ -1,7 +1,7 @@
 //! The thought: one persona's perceive → retrieve → plan → reflect for one step, run on its
 //! checked-out mind, concurrently with every other persona's.
 //!
-//! Each step, [`start_thoughts`] (in [`AgentSystems::Plan`]) takes a snapshot of everyone's
+//! Each step, [`start_thoughts`] (in [`AgentSystems::Think`]) takes a snapshot of everyone's
 //! visible action, then for each persona whose mind is home either
 //! - does the step's bookkeeping in place when nothing needs a model ([`needs_model`] is false:
 //!   nothing new perceived, the action goes on, no new day, nothing to reflect on) — most steps;
@@ -10,7 +10,11 @@
 //!   deterministic runs never touch a thread pool. Otherwise the future becomes a task on the
 //!   async compute pool and the persona is marked [`AwaitingCognition`]. Either way
 //!   [`collect_thoughts`] (in [`SimPoll`], between steps) checks the mind back in, so the new
-//!   action is walked from the next step on, whatever the backend's latency.
+//!   action is walked from the next step on, whatever the backend's latency, and queues what
+//!   the game hears of it ([`outcome`](super::outcome)).
+//!
+//! Each thought runs in a `thought` span (persona, step) and each conversation in a
+//! `conversation` span, so the `model_call` spans inside say whose call it was.
 //!
 //! Meanwhile the persona's [`Body`] and [`ActionView`] stay in the ECS, so it keeps walking and
 //! stays visible. A thought that decides to talk returns an intent; [`start_conversations`]
@@ -22,16 +26,17 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use bevy::ecs::system::SystemParam;
+use bevy::log::tracing::Instrument;
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
 use bevy::tasks::{AsyncComputeTaskPool, ComputeTaskPool, Task};
 use bevy::utils::Parallel;
 use chrono::NaiveDateTime;
 
-use crate::clock::{AgentSystems, AwaitingCognition, SimClock, SimPoll, SimStep};
+use crate::clock::{AgentSystems, AwaitingCognition, PollSystems, SimClock, SimPoll, SimStep};
 use crate::llm::LlmClient;
 use crate::persona::{ActionView, Body, Diary, Mind, MindState, Percepts, Persona};
-use crate::prompt::{PromptContext, PromptLibrary};
+use crate::prompt::{FailureLog, ModelFailure, PromptContext, PromptLibrary};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TownMap};
 
@@ -40,12 +45,14 @@ use super::converse::{
     Reaction, SpeakerView, choose_focus, conversation_record, decide_reaction, hold_conversation,
     related_memories, start_wait,
 };
+use super::outcome::{
+    ActionStarted, ConversationEnded, ConversationStarted, ModelCallFailed, NewDay, Outcome,
+    OutcomeQueue, OutcomeSource, PlanUpdated, ReflectionCompleted,
+};
 use super::perceive::{form_memories, gather_percepts, recently_perceived};
 use super::plan::{day_change, determine_action, plan_new_day};
 use super::reflect::{chat_thoughts, chat_thoughts_due, reflect, reflection_due};
-use super::vocabulary::{
-    AddressBook, ConversationDone, Conversing, LandThoughts, OtherPersona, PlanEvent,
-};
+use super::vocabulary::{AddressBook, ConversationDone, Conversing, OtherPersona, PlanEvent};
 
 /// What a thought needs besides the mind: owned or shared, so it moves into a task.
 #[derive(Debug, Clone)]
@@ -83,6 +90,8 @@ pub struct ThoughtOutcome {
     pub new_action: bool,
     /// A conversation the persona wants to start.
     pub talk_to: Option<String>,
+    /// Model calls that fell back to their fail-safe, in call order.
+    pub failures: Vec<ModelFailure>,
 }
 
 /// Whether this step's thought needs the model: a new day, a finished action, something new in
@@ -152,6 +161,8 @@ pub async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> ThoughtOutc
         tile,
         walking,
     } = input;
+    let log = FailureLog::default();
+    let ctx = ctx.with_failure_log(log.clone());
     let mut events = Vec::new();
     let day = day_change(mind.scratch.curr_time, now);
 
@@ -220,11 +231,17 @@ pub async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> ThoughtOutc
     if reflection_due(&mind) {
         reflect(&mut mind, &ctx, &settings, now, &mut events).await;
     }
+    let (failures, dropped) = log.take();
+    if dropped > 0 {
+        warn!(dropped, "more failed model calls than a thought reports");
+    }
+    debug!(new_action, failures = failures.len(), "thought done");
     ThoughtOutcome {
         mind,
         events,
         new_action,
         talk_to,
+        failures,
     }
 }
 
@@ -254,30 +271,62 @@ impl LandedThoughts {
 #[derive(Resource, Debug, Default)]
 pub struct ChatIntents(pub Vec<(Entity, String)>);
 
-/// Brings a landed thought back: the mind, the visible action, the diary.
+/// Brings a landed thought back: the mind, the visible action, the diary; queues its outcomes
+/// when someone listens.
+#[expect(clippy::too_many_arguments, reason = "one persona's landing")]
 fn check_in(
     outcome: ThoughtOutcome,
     entity: Entity,
+    name: &Name,
     mind: &mut Mind,
     body: &mut Body,
     view: &mut ActionView,
     diary: &mut Diary,
     intents: &mut ChatIntents,
+    queue: Option<&mut OutcomeQueue>,
 ) {
     let ThoughtOutcome {
         mind: state,
         events,
         new_action,
         talk_to,
+        failures,
     } = outcome;
-    land(state, events, new_action, mind, body, view, diary);
+    let time = state.scratch.curr_time.unwrap_or_default();
+    let mut outcomes = Vec::new();
+    let note = queue.is_some().then(|| Landing {
+        persona: entity,
+        name: name.as_str(),
+        time,
+        partner: None,
+        failures,
+        outcomes: &mut outcomes,
+    });
+    land(state, events, new_action, mind, body, view, diary, note);
+    if let Some(queue) = queue {
+        queue.extend(OutcomeSource::Thought, outcomes);
+    }
     if let Some(target) = talk_to {
         intents.0.push((entity, target));
     }
 }
 
+/// What the game is told of one persona's landing, when someone listens: who, when, and where
+/// the outcomes go.
+struct Landing<'a> {
+    persona: Entity,
+    name: &'a str,
+    time: NaiveDateTime,
+    /// For a conversation: the other side, and whether this side started it.
+    partner: Option<(Entity, bool)>,
+    failures: Vec<ModelFailure>,
+    outcomes: &'a mut Vec<Outcome>,
+}
+
 /// Puts a mind back with its results: a new action re-plans the path, the visible action
-/// follows the scratch, the diary records what happened.
+/// follows the scratch, the diary records what happened; with a [`Landing`], the outcomes are
+/// written in the order the [`outcome`](super::outcome) docs give.
+#[expect(clippy::too_many_arguments, reason = "one persona's landing")]
 fn land(
     state: Box<MindState>,
     events: Vec<PlanEvent>,
@@ -286,6 +335,7 @@ fn land(
     body: &mut Body,
     view: &mut ActionView,
     diary: &mut Diary,
+    mut note: Option<Landing<'_>>,
 ) {
     if new_action {
         body.path_set = false;
@@ -293,18 +343,141 @@ fn land(
     }
     let next = ActionView::from_scratch(&state.scratch);
     if *view != next {
+        if let Some(note) = note.as_mut() {
+            chat_ended(
+                note.persona,
+                note.name,
+                note.time,
+                view,
+                &next,
+                note.outcomes,
+            );
+        }
         *view = next;
     }
-    record(diary, &state, events);
+    let heard = record(diary, &state, events, note.is_some());
     mind.check_in(state);
+    let Some(note) = note else { return };
+    let persona = note.persona;
+    let name = || note.name.to_string();
+    let time = note.time;
+    if let Some((day, identity_revised)) = heard.new_day {
+        note.outcomes.push(Outcome::NewDay(NewDay {
+            persona,
+            name: name(),
+            time,
+            date: day.date.unwrap_or_default(),
+            wake_up_hour: day.wake_up_hour,
+            daily_plan: day.daily_req,
+            hourly_schedule: day.hourly_schedule,
+            identity_revised,
+        }));
+    }
+    if let Some(schedule) = heard.schedule {
+        note.outcomes.push(Outcome::PlanUpdated(PlanUpdated {
+            persona,
+            name: name(),
+            time,
+            schedule,
+        }));
+    }
+    if new_action {
+        note.outcomes.push(Outcome::ActionStarted(ActionStarted {
+            persona,
+            name: name(),
+            time,
+            description: view.description.clone(),
+            address: view.address.clone(),
+            emoji: view.emoji.clone(),
+            end_time: view.end_time,
+        }));
+    }
+    if let (Some(record), Some((partner, initiated))) = (heard.conversation, note.partner) {
+        note.outcomes
+            .push(Outcome::ConversationStarted(ConversationStarted {
+                persona,
+                name: name(),
+                time,
+                partner,
+                partner_name: record.with,
+                initiated,
+                summary: record.summary,
+                transcript: view.chat.clone(),
+                end_time: record.end,
+            }));
+    }
+    if let Some(insights) = heard.insights {
+        note.outcomes
+            .push(Outcome::ReflectionCompleted(ReflectionCompleted {
+                persona,
+                name: name(),
+                time,
+                insights,
+            }));
+    }
+    for failure in note.failures {
+        note.outcomes
+            .push(Outcome::ModelCallFailed(ModelCallFailed {
+                persona,
+                name: name(),
+                time,
+                prompt_kind: failure.kind,
+                reason: failure.reason,
+                attempts: failure.attempts,
+            }));
+    }
 }
 
-/// Writes plan events and the current schedule into the diary.
-fn record(diary: &mut Diary, state: &MindState, events: Vec<PlanEvent>) {
+/// A [`ConversationEnded`] when `view` was a chat and `next` is not that chat any more (the
+/// transcript moves out of `view`, which is about to be replaced).
+fn chat_ended(
+    persona: Entity,
+    name: &str,
+    time: NaiveDateTime,
+    view: &mut ActionView,
+    next: &ActionView,
+    outcomes: &mut Vec<Outcome>,
+) {
+    if view.chatting_with.is_none() || view.chatting_with == next.chatting_with {
+        return;
+    }
+    outcomes.push(Outcome::ConversationEnded(ConversationEnded {
+        persona,
+        name: name.to_string(),
+        time,
+        partner: None,
+        partner_name: view.chatting_with.take().unwrap_or_default(),
+        transcript: std::mem::take(&mut view.chat),
+    }));
+}
+
+/// What [`record`] found worth telling the game (filled only when asked).
+#[derive(Default)]
+struct Heard {
+    /// The new day, and whether the identity was revised for it.
+    new_day: Option<(crate::persona::DayRecord, bool)>,
+    /// Today's schedule, when it changed.
+    schedule: Option<Vec<(String, u32)>>,
+    /// The conversation that started.
+    conversation: Option<crate::persona::ConversationRecord>,
+    /// The insights of a reflection.
+    insights: Option<Vec<String>>,
+}
+
+/// Writes plan events and the current schedule into the diary; with `tell`, also returns what
+/// the game hears of them.
+fn record(diary: &mut Diary, state: &MindState, events: Vec<PlanEvent>, tell: bool) -> Heard {
+    let mut heard = Heard::default();
     let changed = !events.is_empty();
+    let mut new_day = false;
+    let mut identity_revised = false;
     for event in events {
         match event {
             PlanEvent::NewDay(day) => {
+                new_day = true;
+                if tell {
+                    heard.new_day = Some((day.clone(), false));
+                }
                 let date = day.date.unwrap_or_default();
                 let visited = diary.day(date).map(|d| d.arenas_visited.clone());
                 let slot = diary.day_mut(date);
@@ -313,23 +486,42 @@ fn record(diary: &mut Diary, state: &MindState, events: Vec<PlanEvent>) {
                     slot.arenas_visited.extend(visited);
                 }
             }
-            PlanEvent::IdentityRevised(date) => diary.identity_revisions.push(date),
-            PlanEvent::Reflected => diary.reflections += 1,
+            PlanEvent::IdentityRevised(date) => {
+                identity_revised = true;
+                diary.identity_revisions.push(date);
+            }
+            PlanEvent::Reflected(insights) => {
+                diary.reflections += 1;
+                if tell {
+                    heard.insights.get_or_insert_with(Vec::new).extend(insights);
+                }
+            }
             PlanEvent::Conversation(record) => {
                 *diary.reactions.entry("chat".into()).or_default() += 1;
+                if tell {
+                    heard.conversation = Some(record.clone());
+                }
                 diary.conversations.push(record);
             }
             PlanEvent::Reaction(kind) => *diary.reactions.entry(kind.into()).or_default() += 1,
         }
     }
+    if let Some((_, revised)) = heard.new_day.as_mut() {
+        *revised = identity_revised;
+    }
     if let Some(now) = state.scratch.curr_time {
         let date = now.date();
         let schedule = &state.scratch.f_daily_schedule;
         let day = diary.day_mut(date);
-        if changed || day.schedule != *schedule {
+        let differs = day.schedule != *schedule;
+        if changed || differs {
             day.schedule.clone_from(schedule);
         }
+        if tell && (differs || new_day) {
+            heard.schedule = Some(schedule.clone());
+        }
     }
+    heard
 }
 
 /// The shared inputs of this step's thoughts.
@@ -346,11 +538,10 @@ impl ThoughtContext<'_> {
     fn prompt_context(&self) -> Option<PromptContext> {
         let client = self.client.as_ref()?;
         let library = self.library.as_ref()?;
-        Some(PromptContext {
-            client: (*client).clone(),
-            library: (*library).clone(),
-            retries: self.settings.prompt_retries,
-        })
+        Some(
+            PromptContext::new((*client).clone(), (*library).clone())
+                .with_retries(self.settings.prompt_retries),
+        )
     }
 }
 
@@ -427,18 +618,27 @@ pub fn start_conversations(
             },
         );
         let (sink, feed) = open_chat_stream(watch.as_deref(), initiator, target).unzip();
-        let future: BoxedFuture<ConversationDone> = Box::pin(converse_task(
-            initiator,
-            mind_a,
-            target,
-            mind_b,
-            views,
-            ctx.clone(),
-            settings.clone(),
-            now,
-            step,
-            sink,
-        ));
+        let span = debug_span!(
+            "conversation",
+            persona = a.1.as_str(),
+            partner = b.1.as_str(),
+            step
+        );
+        let future: BoxedFuture<ConversationDone> = Box::pin(
+            converse_task(
+                initiator,
+                mind_a,
+                target,
+                mind_b,
+                views,
+                ctx.clone(),
+                settings.clone(),
+                now,
+                step,
+                sink,
+            )
+            .instrument(span),
+        );
         started.push(((initiator, target, feed), future));
     }
     // Polled once in parallel, like thoughts: the scripted backend finishes them here.
@@ -495,13 +695,18 @@ async fn converse_task(
     step: u64,
     stream: Option<ChatStreamSink>,
 ) -> ConversationDone {
+    let log = FailureLog::default();
+    let ctx = ctx.with_failure_log(log.clone());
     let outcome =
         hold_conversation(&mut a, &mut b, views, &ctx, &settings, now, stream.as_ref()).await;
     let a_event = conversation_record(&b.scratch.name, &outcome, now, step);
     let b_event = conversation_record(&a.scratch.name, &outcome, now, step);
+    let (failures, _) = log.take();
+    debug!(lines = outcome.lines.len(), "conversation done");
     ConversationDone {
         initiator: (initiator, a, a_event),
         partner: (partner, b, b_event),
+        failures,
     }
 }
 
@@ -515,9 +720,38 @@ type PersonaRef<'a> = (
     &'a Percepts,
 );
 
-fn finish_conversation<'a>(done: ConversationDone, a: &mut PersonaRef<'a>, b: &mut PersonaRef<'a>) {
-    let ConversationDone { initiator, partner } = done;
-    for ((_, state, event), side) in [(initiator, &mut *a), (partner, &mut *b)] {
+/// Lands both sides of a conversation, the initiator first (its outcomes carry the
+/// conversation's failed calls).
+fn finish_conversation<'a>(
+    done: ConversationDone,
+    a: &mut PersonaRef<'a>,
+    b: &mut PersonaRef<'a>,
+    mut queue: Option<&mut OutcomeQueue>,
+) {
+    let ConversationDone {
+        initiator,
+        partner,
+        failures,
+    } = done;
+    let (a_entity, b_entity) = (a.0, b.0);
+    let mut failures = Some(failures);
+    for ((_, state, event), side, other, initiated) in [
+        (initiator, &mut *a, b_entity, true),
+        (partner, &mut *b, a_entity, false),
+    ] {
+        let time = match &event {
+            PlanEvent::Conversation(record) => record.start,
+            _ => state.scratch.curr_time.unwrap_or_default(),
+        };
+        let mut outcomes = Vec::new();
+        let note = queue.is_some().then(|| Landing {
+            persona: side.0,
+            name: side.1.as_str(),
+            time,
+            partner: Some((other, initiated)),
+            failures: failures.take().unwrap_or_default(),
+            outcomes: &mut outcomes,
+        });
         land(
             state,
             vec![event],
@@ -526,7 +760,11 @@ fn finish_conversation<'a>(done: ConversationDone, a: &mut PersonaRef<'a>, b: &m
             &mut side.3,
             &mut side.4,
             &mut side.5,
+            note,
         );
+        if let Some(queue) = queue.as_deref_mut() {
+            queue.extend(OutcomeSource::Conversation, outcomes);
+        }
     }
 }
 
@@ -541,6 +779,7 @@ pub fn start_thoughts(
     mut commands: Commands,
     cx: ThoughtContext,
     mut landed: ResMut<LandedThoughts>,
+    queue: Option<ResMut<OutcomeQueue>>,
     mut book: Local<Option<Arc<AddressBook>>>,
     mut queries: ParamSet<(IdlePersonas, Everyone)>,
 ) {
@@ -559,6 +798,8 @@ pub fn start_thoughts(
     // in any order (it touches only their own mind), and only the others go on to think — in
     // name order, whichever thread found them.
     let mut found: Parallel<Vec<(String, Entity)>> = Parallel::default();
+    let mut ended: Parallel<Vec<Outcome>> = Parallel::default();
+    let listening = queue.is_some();
     queries.p0().par_iter_mut().for_each(
         |(entity, name, mut mind, body, mut view, _, percepts)| {
             let Some(state) = mind.get_mut() else {
@@ -570,10 +811,21 @@ pub fn start_thoughts(
             }
             bookkeeping(state, now, body.tile, sec_per_step);
             if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
-                *view = ActionView::from_scratch(&state.scratch);
+                let next = ActionView::from_scratch(&state.scratch);
+                if listening {
+                    ended.scope(|ended| {
+                        chat_ended(entity, name.as_str(), now, &mut view, &next, ended)
+                    });
+                }
+                *view = next;
             }
         },
     );
+    if let Some(mut queue) = queue {
+        let mut outcomes = Vec::new();
+        ended.drain_into(&mut outcomes);
+        queue.extend(OutcomeSource::Bookkeeping, outcomes);
+    }
     let mut needy: Vec<(String, Entity)> = Vec::new();
     found.drain_into(&mut needy);
     if needy.is_empty() {
@@ -592,7 +844,7 @@ pub fn start_thoughts(
 
     let mut personas = queries.p0();
     let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
-    for (_, entity) in needy {
+    for (name, entity) in needy {
         let Ok((entity, _, mut mind, body, _, _, percepts)) = personas.get_mut(entity) else {
             continue;
         };
@@ -611,7 +863,8 @@ pub fn start_thoughts(
             tile: body.tile,
             walking: !body.planned_path.is_empty(),
         };
-        started.push((entity, Box::pin(think(state, input))));
+        let span = debug_span!("thought", persona = name.as_str(), step);
+        started.push((entity, Box::pin(think(state, input).instrument(span))));
     }
     // Each thought is polled once, in parallel; results land in `SimPoll` either way.
     let polled = poll_all_once(&mut started);
@@ -636,6 +889,7 @@ pub fn collect_thoughts(
     mut thinking: Query<(Entity, &mut Thinking)>,
     mut conversing: Query<(Entity, &mut Conversing)>,
     mut personas: Query<PersonaItem, With<Persona>>,
+    mut queue: Option<ResMut<OutcomeQueue>>,
 ) {
     let mut thoughts = std::mem::take(&mut landed.thoughts);
     for (entity, mut task) in &mut thinking {
@@ -647,17 +901,19 @@ pub fn collect_thoughts(
         }
     }
     for (entity, outcome) in thoughts {
-        if let Ok((entity, _, mut mind, mut body, mut view, mut diary, _)) =
+        if let Ok((entity, name, mut mind, mut body, mut view, mut diary, _)) =
             personas.get_mut(entity)
         {
             check_in(
                 outcome,
                 entity,
+                name,
                 &mut mind,
                 &mut body,
                 &mut view,
                 &mut diary,
                 &mut intents,
+                queue.as_deref_mut(),
             );
         }
     }
@@ -678,7 +934,7 @@ pub fn collect_thoughts(
     for done in conversations {
         let (a, b) = (done.initiator.0, done.partner.0);
         if let Ok([mut pa, mut pb]) = personas.get_many_mut([a, b]) {
-            finish_conversation(done, &mut pa, &mut pb);
+            finish_conversation(done, &mut pa, &mut pb, queue.as_deref_mut());
         }
     }
 }
@@ -706,9 +962,10 @@ pub fn record_visits(
     }
 }
 
-/// The thinking stages: percepts gathered in Perceive; thoughts and conversations started in
-/// Plan (a thought runs retrieve, plan and reflect in order on the mind); results collected in
-/// [`SimPoll`]; visits recorded in Last.
+/// The thinking stages: percepts gathered in [`AgentSystems::Perceive`]; conversations and
+/// thoughts started in [`AgentSystems::Think`] (a thought runs retrieve, plan, react and
+/// reflect in order on the mind); results checked in in [`PollSystems::LandThoughts`]; visits
+/// recorded in [`AgentSystems::Last`].
 #[derive(Default)]
 pub struct ThinkPlugin;
 
@@ -721,10 +978,10 @@ impl Plugin for ThinkPlugin {
                 SimStep,
                 (start_conversations, start_thoughts)
                     .chain()
-                    .in_set(AgentSystems::Plan),
+                    .in_set(AgentSystems::Think),
             )
             .add_systems(SimStep, record_visits.in_set(AgentSystems::Last))
-            .add_systems(SimPoll, collect_thoughts.in_set(LandThoughts));
+            .add_systems(SimPoll, collect_thoughts.in_set(PollSystems::LandThoughts));
     }
 }
 

@@ -15,11 +15,6 @@ use crate::persona::{ActionView, ConversationRecord, DayRecord, EventTriple, Min
 use crate::settings::AgentSettings;
 use crate::world::TownMap;
 
-/// Where finished thoughts and conversations are checked back in, in
-/// [`SimPoll`](crate::clock::SimPoll). Systems that read what landed order themselves after it.
-#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LandThoughts;
-
 /// Every address on the map, to check that a grounded action exists. Built once per map.
 #[derive(Debug, Clone, Default)]
 pub struct AddressBook {
@@ -84,8 +79,8 @@ pub enum PlanEvent {
     NewDay(DayRecord),
     /// The identity was revised for this date.
     IdentityRevised(NaiveDate),
-    /// A reflection ran.
-    Reflected,
+    /// A reflection ran and stored these insights.
+    Reflected(Vec<String>),
     /// A conversation started.
     Conversation(ConversationRecord),
     /// A reaction of this kind (`"chat"`, `"wait"`) started.
@@ -165,4 +160,6 @@ pub struct Conversing(pub(super) Task<ConversationDone>);
 pub struct ConversationDone {
     pub(super) initiator: (Entity, Box<MindState>, PlanEvent),
     pub(super) partner: (Entity, Box<MindState>, PlanEvent),
+    /// Model calls of the conversation that fell back to their fail-safe.
+    pub(super) failures: Vec<crate::prompt::ModelFailure>,
 }

@@ -206,7 +206,40 @@ pub enum LlmError {
     Closed,
 }
 
+/// What kind of [`LlmError`] happened, without its message: safe to hand to game code and to
+/// compare (see [`LlmError::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LlmErrorKind {
+    /// [`LlmError::Connection`].
+    Connection,
+    /// [`LlmError::Timeout`].
+    Timeout,
+    /// [`LlmError::RateLimited`].
+    RateLimited,
+    /// [`LlmError::Status`], with the HTTP status code.
+    Status(u16),
+    /// [`LlmError::Malformed`].
+    Malformed,
+    /// [`LlmError::Unsupported`].
+    Unsupported,
+    /// [`LlmError::Closed`].
+    Closed,
+}
+
 impl LlmError {
+    /// The kind of this error, without its message.
+    pub fn kind(&self) -> LlmErrorKind {
+        match self {
+            Self::Connection(_) => LlmErrorKind::Connection,
+            Self::Timeout(_) => LlmErrorKind::Timeout,
+            Self::RateLimited { .. } => LlmErrorKind::RateLimited,
+            Self::Status { status, .. } => LlmErrorKind::Status(*status),
+            Self::Malformed(_) => LlmErrorKind::Malformed,
+            Self::Unsupported(_) => LlmErrorKind::Unsupported,
+            Self::Closed => LlmErrorKind::Closed,
+        }
+    }
+
     /// Whether a retry may help (429, 5xx, connection failures, timeouts).
     pub fn is_transient(&self) -> bool {
         match self {

@@ -43,11 +43,15 @@ pub use overrides::{MAX_TEMPLATE_BYTES, OverrideProblem, PromptOverride, PromptP
 pub use parse::{ParseError, bounded_text, parse_choice, parse_int_in_range, parse_yes_no};
 pub use template::{EMBEDDED_V1, HEADER_MARKER, PromptLibrary, PromptTemplate, TemplateError};
 
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use bevy::log::tracing::{Instrument, field};
 use bevy::prelude::*;
 
 use bevy::tasks::futures_lite::future;
 
-use crate::llm::{ChatRequest, ChatResponse, ChoiceRequest, LlmClient, LlmError};
+use crate::llm::{ChatRequest, ChatResponse, ChoiceRequest, LlmClient, LlmError, LlmErrorKind};
 
 /// One typed question to a model.
 pub trait Prompt {
@@ -88,6 +92,8 @@ pub struct PromptContext {
     pub library: PromptLibrary,
     /// Extra attempts after the first before the fail-safe (SPEC §5: 3).
     pub retries: u32,
+    /// Where prompts that fell back to their fail-safe are written down, if anywhere.
+    failures: Option<FailureLog>,
 }
 
 impl PromptContext {
@@ -97,7 +103,85 @@ impl PromptContext {
             client,
             library,
             retries: 3,
+            failures: None,
         }
+    }
+
+    /// Sets the retries (builder style).
+    pub fn with_retries(mut self, retries: u32) -> Self {
+        self.retries = retries;
+        self
+    }
+
+    /// This context, writing every failed model call down in `log` (a thought's own log: the
+    /// loop reports them to the game as `ModelCallFailed`).
+    pub fn with_failure_log(mut self, log: FailureLog) -> Self {
+        self.failures = Some(log);
+        self
+    }
+
+    /// Writes `failure` down in the failure log, if the context has one.
+    pub fn record_failure(&self, failure: ModelFailure) {
+        if let Some(log) = &self.failures {
+            log.push(failure);
+        }
+    }
+}
+
+/// Why a prompt (or an embedding) gave no usable model answer. Names a kind, never a message,
+/// so it carries nothing secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// The prompt's template could not be filled (a broken template file).
+    Template,
+    /// The model answered, but no answer could be parsed and validated.
+    Unusable,
+    /// The last backend call failed with an error of this kind.
+    Backend(LlmErrorKind),
+}
+
+/// A model call that ended in a fail-safe (or an embedding that failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelFailure {
+    /// The prompt kind ([`Prompt::kind`], or [`EMBED_KIND`](crate::llm::EMBED_KIND)).
+    pub kind: &'static str,
+    /// What went wrong last.
+    pub reason: FailureReason,
+    /// Model calls made before giving up.
+    pub attempts: u32,
+}
+
+/// A shared, append-only list of [`ModelFailure`]s: one per thought, filled by
+/// [`run_prompt`] through a [`PromptContext::with_failure_log`] and read when the thought
+/// lands. Bounded: past [`FailureLog::CAPACITY`] entries further failures are counted only.
+#[derive(Debug, Clone, Default)]
+pub struct FailureLog(Arc<Mutex<FailureEntries>>);
+
+#[derive(Debug, Default)]
+struct FailureEntries {
+    failures: Vec<ModelFailure>,
+    dropped: u64,
+}
+
+impl FailureLog {
+    /// Entries kept; a thought makes a few dozen calls, so this is only hit by a runaway loop.
+    pub const CAPACITY: usize = 256;
+
+    /// Writes `failure` down (or counts it, when full).
+    pub fn push(&self, failure: ModelFailure) {
+        let mut entries = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.failures.len() < Self::CAPACITY {
+            entries.failures.push(failure);
+        } else {
+            entries.dropped = entries.dropped.saturating_add(1);
+        }
+    }
+
+    /// Takes the failures written so far, oldest first, and how many did not fit.
+    pub fn take(&self) -> (Vec<ModelFailure>, u64) {
+        let mut entries = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let dropped = std::mem::take(&mut entries.dropped);
+        (std::mem::take(&mut entries.failures), dropped)
     }
 }
 
@@ -136,7 +220,40 @@ pub async fn run_prompt<P: Prompt>(ctx: &PromptContext, prompt: &P) -> PromptOut
 /// watcher it is exactly [`run_prompt`]; with one, generation goes through
 /// [`LlmClient::chat_stream`] (same cache, same accounting; a cached answer arrives as one
 /// delta). Choice scoring, when a prompt uses it, has no text to watch.
+///
+/// Every call runs in a `model_call` span (kind; latency, attempts and fail-safe recorded when
+/// it ends; the persona is the enclosing `thought` or `conversation` span's), closed by a
+/// `debug!` line: `RUST_LOG=bevy_generative_agents=debug` shows them. When that level is off the
+/// clock is not even read.
 pub async fn run_prompt_watched<P: Prompt>(
+    ctx: &PromptContext,
+    prompt: &P,
+    watcher: Option<&mut dyn AnswerWatcher>,
+) -> PromptOutcome<P::Output> {
+    let span = debug_span!(
+        "model_call",
+        kind = prompt.kind(),
+        latency_ms = field::Empty,
+        attempts = field::Empty,
+        fail_safe = field::Empty
+    );
+    if span.is_disabled() {
+        return run_prompt_inner(ctx, prompt, watcher).await;
+    }
+    let start = Instant::now();
+    let outcome = run_prompt_inner(ctx, prompt, watcher)
+        .instrument(span.clone())
+        .await;
+    let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    span.record("latency_ms", latency_ms);
+    span.record("attempts", outcome.attempts);
+    span.record("fail_safe", outcome.fail_safe);
+    span.in_scope(|| debug!(latency_ms, "model call done"));
+    outcome
+}
+
+/// The pipeline of [`run_prompt_watched`], outside any span.
+async fn run_prompt_inner<P: Prompt>(
     ctx: &PromptContext,
     prompt: &P,
     mut watcher: Option<&mut dyn AnswerWatcher>,
@@ -147,6 +264,11 @@ pub async fn run_prompt_watched<P: Prompt>(
         Err(error) => {
             error!(kind, %error, "prompt template unusable; using the fail-safe");
             ctx.client.record_fail_safe(kind);
+            ctx.record_failure(ModelFailure {
+                kind,
+                reason: FailureReason::Template,
+                attempts: 0,
+            });
             return PromptOutcome {
                 value: prompt.fail_safe(),
                 attempts: 0,
@@ -184,6 +306,7 @@ pub async fn run_prompt_watched<P: Prompt>(
 
     let base_seed = request.seed.unwrap_or(0);
     let mut attempts = 0;
+    let mut reason = FailureReason::Unusable;
     for attempt in 0..=ctx.retries {
         let mut request = request.clone();
         // A new seed per attempt: a different sample, and a different cache key.
@@ -210,11 +333,15 @@ pub async fn run_prompt_watched<P: Prompt>(
                             fail_safe: false,
                         };
                     }
-                    Err(reason) => debug!(kind, attempt, %reason, "rejected model answer"),
+                    Err(rejected) => {
+                        reason = FailureReason::Unusable;
+                        debug!(kind, attempt, reason = %rejected, "rejected model answer");
+                    }
                 }
             }
             Err(error) => {
                 debug!(kind, attempt, %error, "model call failed");
+                reason = FailureReason::Backend(error.kind());
                 if !error.is_transient() {
                     break;
                 }
@@ -222,6 +349,11 @@ pub async fn run_prompt_watched<P: Prompt>(
         }
     }
     ctx.client.record_fail_safe(kind);
+    ctx.record_failure(ModelFailure {
+        kind,
+        reason,
+        attempts,
+    });
     PromptOutcome {
         value: prompt.fail_safe(),
         attempts,
