@@ -6,12 +6,23 @@
 //! a different key order share a key.
 //!
 //! The cache lives in memory and can persist to a JSON-lines file: [`ResponseCache::open`]
-//! loads every entry (skipping, and counting, lines that do not parse — a crash can leave a
-//! torn last line) and appends each new entry as one line. That file is what
-//! `--record-cache`/`--replay-cache` read and write, and what [`ReplayBackend`](super::ReplayBackend)
-//! answers from.
+//! loads every entry (skipping, counting and warning about lines that do not parse or are not
+//! UTF-8 — a crash can leave a torn last line; a corrupt line is never fatal) and appends each
+//! new entry as one line. That file is what `--record-cache`/`--replay-cache` read and write,
+//! and what [`ReplayBackend`](super::ReplayBackend) answers from.
+//!
+//! Both are bounded ([`CacheLimits`]): memory holds at most [`CacheLimits::memory_bytes`] of
+//! answers, the least recently used leaving first, and when the file would grow past
+//! [`CacheLimits::file_bytes`] it is rewritten with the most recently used entries that fit in
+//! half of it (written to a temporary file, then renamed over the old one, so a crash leaves
+//! one whole file or the other).
+//!
+//! Only answers worth reusing belong here: the [`LlmClient`](super::LlmClient) stores a chat
+//! answer only after the prompt that asked for it accepted it (see
+//! [`LlmClient::keep`](super::LlmClient::keep)), and embeddings or choice scores only when they
+//! are finite and of the right size.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
@@ -226,28 +237,33 @@ pub fn embedding_cache_key(embedding_model: &str, text: &str) -> CacheKey {
     h.finish()
 }
 
-/// Reads JSON lines, skipping (and counting) the ones that do not parse.
-fn read_entries(
-    file: File,
-    path: &Path,
-) -> Result<(HashMap<CacheKey, CacheEntry>, CacheLoadReport), CacheError> {
-    let mut entries = HashMap::new();
+/// Reads JSON lines in file order, skipping (counting, and warning about) the ones that are not
+/// UTF-8 or do not parse. Only failing to read the file at all is an error.
+fn read_entries(file: File, path: &Path) -> Result<(Vec<CacheEntry>, CacheLoadReport), CacheError> {
+    let mut entries = Vec::new();
     let mut report = CacheLoadReport::default();
-    for line in BufReader::new(file).lines() {
+    for line in BufReader::new(file).split(b'\n') {
         let line = line.map_err(|source| CacheError::Io {
             path: path.to_owned(),
             source,
         })?;
-        if line.trim().is_empty() {
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match serde_json::from_str::<CacheEntry>(&line) {
+        match serde_json::from_slice::<CacheEntry>(&line) {
             Ok(entry) => {
-                entries.insert(entry.key, entry);
+                entries.push(entry);
                 report.loaded += 1;
             }
             Err(_) => report.skipped += 1,
         }
+    }
+    if report.skipped > 0 {
+        bevy::log::warn!(
+            "response cache {}: skipped {} unreadable line(s)",
+            path.display(),
+            report.skipped
+        );
     }
     Ok((entries, report))
 }
@@ -288,6 +304,43 @@ pub struct CacheEntry {
     pub kind: String,
     /// The answer.
     pub answer: CachedAnswer,
+    /// A chat answer the prompt rejected. Only a recording
+    /// ([`CachePolicy::Always`](super::CachePolicy::Always)) keeps these, so that its replay
+    /// retries exactly as the recorded run did; no other policy ever answers from one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rejected: bool,
+}
+
+impl CacheEntry {
+    /// Roughly the bytes the entry holds in memory (what [`CacheLimits::memory_bytes`] counts).
+    pub fn approx_bytes(&self) -> usize {
+        let answer = match &self.answer {
+            CachedAnswer::Chat(response) => response.text.len() + 16,
+            CachedAnswer::Scores(v) | CachedAnswer::Embedding(v) => v.len() * 4,
+        };
+        // Key, strings' headers, the map slot and the recency index.
+        128 + self.model.len() + self.kind.len() + answer
+    }
+}
+
+/// How large the cache may grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Answers kept in memory, in bytes ([`CacheEntry::approx_bytes`]); the least recently
+    /// used entries are dropped past it. Default 256 MiB.
+    pub memory_bytes: usize,
+    /// The cache file's size in bytes; past it the file is compacted to the most recently used
+    /// entries filling half of it. Default 256 MiB.
+    pub file_bytes: u64,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 256 << 20,
+            file_bytes: 256 << 20,
+        }
+    }
 }
 
 /// Failures opening or writing the cache file.
@@ -313,16 +366,159 @@ pub struct CacheLoadReport {
     pub skipped: usize,
 }
 
-struct CacheInner {
-    entries: HashMap<CacheKey, CacheEntry>,
-    file: Option<File>,
-    path: Option<PathBuf>,
+/// One cached answer and when it was last used.
+struct Slot {
+    entry: CacheEntry,
+    bytes: usize,
+    used: u64,
 }
 
-/// An in-memory map from [`CacheKey`] to answer, optionally persisted as JSON lines.
-///
-/// Memory grows with the number of distinct prompts (a few KB each); a run of many game days
-/// with a real model stays in the tens of megabytes.
+struct CacheInner {
+    entries: HashMap<CacheKey, Slot>,
+    /// Keys by last use (a counter, oldest first).
+    recency: BTreeMap<u64, CacheKey>,
+    clock: u64,
+    memory_bytes: usize,
+    limits: CacheLimits,
+    file: Option<File>,
+    file_bytes: u64,
+    path: Option<PathBuf>,
+    evicted: u64,
+    compactions: u64,
+}
+
+impl CacheInner {
+    fn new(limits: CacheLimits) -> Self {
+        Self {
+            entries: HashMap::new(),
+            recency: BTreeMap::new(),
+            clock: 0,
+            memory_bytes: 0,
+            limits,
+            file: None,
+            file_bytes: 0,
+            path: None,
+            evicted: 0,
+            compactions: 0,
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn touch(&mut self, key: &CacheKey) -> Option<&CacheEntry> {
+        let now = self.clock + 1;
+        let slot = self.entries.get_mut(key)?;
+        self.recency.remove(&slot.used);
+        slot.used = now;
+        self.recency.insert(now, *key);
+        self.clock = now;
+        self.entries.get(key).map(|slot| &slot.entry)
+    }
+
+    /// Stores `entry` as the most recently used, then drops the least recently used entries
+    /// while memory is over its limit (never the one just stored).
+    fn put(&mut self, entry: CacheEntry) {
+        let used = self.tick();
+        let bytes = entry.approx_bytes();
+        let key = entry.key;
+        if let Some(old) = self.entries.insert(key, Slot { entry, bytes, used }) {
+            self.recency.remove(&old.used);
+            self.memory_bytes -= old.bytes;
+        }
+        self.recency.insert(used, key);
+        self.memory_bytes += bytes;
+        while self.memory_bytes > self.limits.memory_bytes && self.entries.len() > 1 {
+            let Some((_, oldest)) = self.recency.pop_first() else {
+                break;
+            };
+            if let Some(slot) = self.entries.remove(&oldest) {
+                self.memory_bytes -= slot.bytes;
+                self.evicted += 1;
+            }
+        }
+    }
+
+    /// Appends one line, compacting the file first when it would pass its limit.
+    fn append(&mut self, line: &str) -> io::Result<()> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let len = line.len() as u64;
+        if self.file_bytes + len <= self.limits.file_bytes {
+            // One write per entry keeps lines whole even if another process appends too.
+            file.write_all(line.as_bytes())?;
+            self.file_bytes += len;
+            return Ok(());
+        }
+        // The entry is already in memory, so the compacted file holds it (when it fits).
+        self.compact()
+    }
+
+    /// Rewrites the file with the most recently used entries filling at most half its limit.
+    fn compact(&mut self) -> io::Result<()> {
+        let Some(path) = self.path.clone() else {
+            return Ok(());
+        };
+        let budget = self.limits.file_bytes / 2;
+        let mut lines = Vec::new();
+        let mut total = 0u64;
+        for key in self.recency.values().rev() {
+            let Some(slot) = self.entries.get(key) else {
+                continue;
+            };
+            let mut line = serde_json::to_string(&slot.entry)?;
+            line.push('\n');
+            if total + line.len() as u64 > budget {
+                break;
+            }
+            total += line.len() as u64;
+            lines.push(line);
+        }
+        let temp = path.with_extension("jsonl.compacting");
+        {
+            let mut out = io::BufWriter::new(File::create(&temp)?);
+            // Oldest first: a reload replays the file in order, so recency survives it.
+            for line in lines.iter().rev() {
+                out.write_all(line.as_bytes())?;
+            }
+            out.into_inner()
+                .map_err(io::IntoInnerError::into_error)?
+                .sync_all()?;
+        }
+        std::fs::rename(&temp, &path)?;
+        self.file = Some(OpenOptions::new().append(true).read(true).open(&path)?);
+        self.file_bytes = total;
+        self.compactions += 1;
+        bevy::log::info!(
+            "response cache {}: compacted to {} entries ({} KiB)",
+            path.display(),
+            lines.len(),
+            total / 1024
+        );
+        Ok(())
+    }
+}
+
+/// What a [`ResponseCache`] holds and has dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Entries in memory.
+    pub entries: usize,
+    /// Their approximate size ([`CacheEntry::approx_bytes`]).
+    pub memory_bytes: usize,
+    /// The file's size (0 without a file).
+    pub file_bytes: u64,
+    /// Entries dropped from memory to stay within [`CacheLimits::memory_bytes`].
+    pub evicted: u64,
+    /// Times the file was compacted to stay within [`CacheLimits::file_bytes`].
+    pub compactions: u64,
+}
+
+/// An in-memory map from [`CacheKey`] to answer, optionally persisted as JSON lines, both
+/// bounded by [`CacheLimits`] (see the module docs).
 pub struct ResponseCache {
     inner: Mutex<CacheInner>,
 }
@@ -344,14 +540,15 @@ impl Default for ResponseCache {
 }
 
 impl ResponseCache {
-    /// An empty cache that is never written to disk.
+    /// An empty cache that is never written to disk, with the default limits.
     pub fn in_memory() -> Self {
+        Self::in_memory_with_limits(CacheLimits::default())
+    }
+
+    /// An empty cache that is never written to disk.
+    pub fn in_memory_with_limits(limits: CacheLimits) -> Self {
         Self {
-            inner: Mutex::new(CacheInner {
-                entries: HashMap::new(),
-                file: None,
-                path: None,
-            }),
+            inner: Mutex::new(CacheInner::new(limits)),
         }
     }
 
@@ -364,18 +561,32 @@ impl ResponseCache {
             source,
         })?;
         let (entries, report) = read_entries(file, path)?;
+        // A recording is replayed whole: memory is not limited.
+        let mut inner = CacheInner::new(CacheLimits {
+            memory_bytes: usize::MAX,
+            file_bytes: u64::MAX,
+        });
+        for entry in entries {
+            inner.put(entry);
+        }
         let cache = Self {
-            inner: Mutex::new(CacheInner {
-                entries,
-                file: None,
-                path: None,
-            }),
+            inner: Mutex::new(inner),
         };
         Ok((cache, report))
     }
 
-    /// Loads the cache file at `path` (creating it if absent) and appends new entries to it.
+    /// Loads the cache file at `path` (creating it if absent) and appends new entries to it,
+    /// with the default limits.
     pub fn open(path: impl AsRef<Path>) -> Result<(Self, CacheLoadReport), CacheError> {
+        Self::open_with_limits(path, CacheLimits::default())
+    }
+
+    /// Loads the cache file at `path` (creating it if absent) and appends new entries to it.
+    /// A file already past `limits.file_bytes` is compacted at once.
+    pub fn open_with_limits(
+        path: impl AsRef<Path>,
+        limits: CacheLimits,
+    ) -> Result<(Self, CacheLoadReport), CacheError> {
         let path = path.as_ref().to_path_buf();
         let io_err = |source| CacheError::Io {
             path: path.clone(),
@@ -399,19 +610,19 @@ impl ResponseCache {
             // A torn last line would glue itself to the next entry; start on a fresh line.
             file.write_all(b"\n").map_err(io_err)?;
         }
-        if report.skipped > 0 {
-            bevy::log::warn!(
-                "response cache {}: skipped {} unreadable line(s)",
-                path.display(),
-                report.skipped
-            );
+        let file_bytes = file.metadata().map_err(io_err)?.len();
+        let mut inner = CacheInner::new(limits);
+        for entry in entries {
+            inner.put(entry);
+        }
+        inner.file = Some(file);
+        inner.file_bytes = file_bytes;
+        inner.path = Some(path.clone());
+        if file_bytes > limits.file_bytes {
+            inner.compact().map_err(io_err)?;
         }
         let cache = Self {
-            inner: Mutex::new(CacheInner {
-                entries,
-                file: Some(file),
-                path: Some(path),
-            }),
+            inner: Mutex::new(inner),
         };
         Ok((cache, report))
     }
@@ -420,17 +631,14 @@ impl ResponseCache {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The answer stored under `key`.
+    /// The answer stored under `key` (a rejected one too: see [`ResponseCache::entry`]).
     pub fn get(&self, key: &CacheKey) -> Option<CachedAnswer> {
-        self.lock()
-            .entries
-            .get(key)
-            .map(|entry| entry.answer.clone())
+        self.lock().touch(key).map(|entry| entry.answer.clone())
     }
 
-    /// The whole entry stored under `key`.
+    /// The whole entry stored under `key`, marking it as just used.
     pub fn entry(&self, key: &CacheKey) -> Option<CacheEntry> {
-        self.lock().entries.get(key).cloned()
+        self.lock().touch(key).cloned()
     }
 
     /// Stores an entry (replacing any previous one) and appends it to the file, if any.
@@ -442,22 +650,18 @@ impl ResponseCache {
         // benches, a config without a cache path) skips the serialisation: an embedding is
         // hundreds of numbers.
         let line = inner.file.is_some().then(|| serde_json::to_string(&entry));
-        inner.entries.insert(entry.key, entry);
-        let CacheInner { file, path, .. } = &mut *inner;
-        if let (Some(file), Some(path), Some(line)) = (file.as_mut(), path.as_ref(), line) {
-            let mut line = line.map_err(|e| CacheError::Io {
-                path: path.clone(),
-                source: e.into(),
-            })?;
-            line.push('\n');
-            // One write per entry keeps lines whole even if another process appends too.
-            file.write_all(line.as_bytes())
-                .map_err(|source| CacheError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-        }
-        Ok(())
+        inner.put(entry);
+        let Some(line) = line else {
+            return Ok(());
+        };
+        let path = inner.path.clone().unwrap_or_default();
+        let io_err = |source| CacheError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut line = line.map_err(|e| io_err(e.into()))?;
+        line.push('\n');
+        inner.append(&line).map_err(io_err)
     }
 
     /// The number of entries.
@@ -475,9 +679,31 @@ impl ResponseCache {
         self.lock().path.clone()
     }
 
-    /// Every entry, in no particular order.
+    /// Every entry, least recently used first.
     pub fn entries(&self) -> Vec<CacheEntry> {
-        self.lock().entries.values().cloned().collect()
+        let inner = self.lock();
+        inner
+            .recency
+            .values()
+            .filter_map(|key| inner.entries.get(key).map(|slot| slot.entry.clone()))
+            .collect()
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> CacheLimits {
+        self.lock().limits
+    }
+
+    /// Sizes and what was dropped so far.
+    pub fn stats(&self) -> CacheStats {
+        let inner = self.lock();
+        CacheStats {
+            entries: inner.entries.len(),
+            memory_bytes: inner.memory_bytes,
+            file_bytes: inner.file_bytes,
+            evicted: inner.evicted,
+            compactions: inner.compactions,
+        }
     }
 }
 
@@ -582,6 +808,7 @@ mod tests {
                     model: "m".into(),
                     kind: "k".into(),
                     answer: CachedAnswer::Chat(response.clone()),
+                    rejected: false,
                 })
                 .expect("insert");
         }
@@ -606,6 +833,7 @@ mod tests {
                 model: "e".into(),
                 kind: "embed".into(),
                 answer: CachedAnswer::Embedding(vec![1.0]),
+                rejected: false,
             })
             .expect("insert");
         drop(cache);
@@ -619,5 +847,176 @@ mod tests {
         );
         assert_eq!(cache.get(&key2), Some(CachedAnswer::Embedding(vec![1.0])));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn chat_entry(i: usize, text: &str) -> CacheEntry {
+        CacheEntry {
+            key: chat_cache_key("m", &ChatRequest::new("k", format!("prompt {i}"))),
+            model: "m".into(),
+            kind: "k".into(),
+            answer: CachedAnswer::Chat(ChatResponse {
+                text: text.into(),
+                usage: TokenUsage::default(),
+            }),
+            rejected: false,
+        }
+    }
+
+    fn temp_path(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bga-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir.join("cache.jsonl")
+    }
+
+    #[test]
+    fn memory_keeps_the_most_recently_used_entries_within_its_limit() {
+        let entry_bytes = chat_entry(0, &"x".repeat(1000)).approx_bytes();
+        let limits = CacheLimits {
+            memory_bytes: entry_bytes * 10,
+            file_bytes: u64::MAX,
+        };
+        let cache = ResponseCache::in_memory_with_limits(limits);
+        for i in 0..10 {
+            cache
+                .insert(chat_entry(i, &"x".repeat(1000)))
+                .expect("insert");
+        }
+        assert_eq!(cache.len(), 10);
+        // Reading entry 0 makes it the most recently used: entry 1 leaves first.
+        assert!(cache.get(&chat_entry(0, "").key).is_some());
+        for i in 10..15 {
+            cache
+                .insert(chat_entry(i, &"x".repeat(1000)))
+                .expect("insert");
+        }
+        let stats = cache.stats();
+        assert_eq!((stats.entries, stats.evicted), (10, 5));
+        assert!(stats.memory_bytes <= limits.memory_bytes, "{stats:?}");
+        assert!(
+            cache.get(&chat_entry(0, "").key).is_some(),
+            "the read entry stayed"
+        );
+        for gone in 1..6 {
+            assert!(
+                cache.get(&chat_entry(gone, "").key).is_none(),
+                "{gone} stayed"
+            );
+        }
+        for kept in 6..15 {
+            assert!(
+                cache.get(&chat_entry(kept, "").key).is_some(),
+                "{kept} left"
+            );
+        }
+        // One entry bigger than the whole limit still replaces the rest (the newest is kept).
+        cache
+            .insert(chat_entry(99, &"y".repeat(20_000)))
+            .expect("insert");
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn the_file_is_compacted_to_its_limit_keeping_recent_entries() {
+        let path = temp_path("compact");
+        let line_bytes = serde_json::to_string(&chat_entry(0, &"x".repeat(500)))
+            .expect("json")
+            .len() as u64
+            + 1;
+        let limits = CacheLimits {
+            memory_bytes: usize::MAX,
+            file_bytes: line_bytes * 20,
+        };
+        {
+            let (cache, _) = ResponseCache::open_with_limits(&path, limits).expect("open");
+            for i in 0..200 {
+                cache
+                    .insert(chat_entry(i, &"x".repeat(500)))
+                    .expect("insert");
+                let on_disk = std::fs::metadata(&path).expect("metadata").len();
+                assert!(on_disk <= limits.file_bytes, "{on_disk} bytes after {i}");
+            }
+            assert!(cache.stats().compactions >= 10, "{:?}", cache.stats());
+            assert_eq!(cache.len(), 200, "memory is limited separately");
+        }
+        let (cache, report) = ResponseCache::open_with_limits(&path, limits).expect("reopen");
+        assert_eq!(report.skipped, 0);
+        assert!(report.loaded >= 10, "{report:?}");
+        // The newest entries survived; the oldest did not.
+        assert!(cache.get(&chat_entry(199, "").key).is_some());
+        assert!(cache.get(&chat_entry(0, "").key).is_none());
+        // A file already past the limit (say, written with a larger one) is compacted on open.
+        let small = CacheLimits {
+            memory_bytes: usize::MAX,
+            file_bytes: line_bytes * 4,
+        };
+        drop(cache);
+        let (cache, _) = ResponseCache::open_with_limits(&path, small).expect("open small");
+        assert!(std::fs::metadata(&path).expect("metadata").len() <= small.file_bytes);
+        assert!(cache.get(&chat_entry(199, "").key).is_some());
+        let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
+    }
+
+    #[test]
+    fn corrupt_lines_are_skipped_never_fatal() {
+        let path = temp_path("corrupt");
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("dir");
+        let good = serde_json::to_string(&chat_entry(1, "good")).expect("json");
+        let mut bytes = Vec::new();
+        for line in [
+            &b"not json at all"[..],
+            b"\xff\xfe\x00 invalid utf-8 \xc3\x28",
+            b"{\"key\": \"zz\", \"model\": \"m\", \"kind\": \"k\", \"answer\": {\"chat\": {}}}",
+            b"[1, 2, 3]",
+            b"\x00\x00\x00",
+            good.as_bytes(),
+            b"{\"key\": ",
+        ] {
+            bytes.extend_from_slice(line);
+            bytes.push(b'\n');
+        }
+        bytes.extend_from_slice(b"{\"torn\": ");
+        std::fs::write(&path, &bytes).expect("write");
+
+        let (cache, report) = ResponseCache::open(&path).expect("a corrupt file still opens");
+        assert_eq!(
+            report,
+            CacheLoadReport {
+                loaded: 1,
+                skipped: 7
+            }
+        );
+        assert_eq!(
+            cache.get(&chat_entry(1, "").key),
+            Some(CachedAnswer::Chat(ChatResponse {
+                text: "good".into(),
+                usage: TokenUsage::default(),
+            }))
+        );
+        // New entries start on a fresh line and load back.
+        cache.insert(chat_entry(2, "next")).expect("insert");
+        drop(cache);
+        let (cache, report) = ResponseCache::load(&path).expect("load");
+        assert_eq!(
+            report,
+            CacheLoadReport {
+                loaded: 2,
+                skipped: 7
+            }
+        );
+        assert!(cache.get(&chat_entry(2, "").key).is_some());
+        let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
+    }
+
+    #[test]
+    fn a_rejected_flag_round_trips_and_is_omitted_when_false() {
+        let mut entry = chat_entry(3, "garbage");
+        let line = serde_json::to_string(&entry).expect("json");
+        assert!(!line.contains("rejected"), "{line}");
+        entry.rejected = true;
+        let line = serde_json::to_string(&entry).expect("json");
+        assert_eq!(
+            serde_json::from_str::<CacheEntry>(&line).expect("parse"),
+            entry
+        );
     }
 }

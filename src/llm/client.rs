@@ -16,7 +16,7 @@ use bevy::prelude::Resource;
 
 use super::backend::{ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError};
 use super::cache::{
-    CacheEntry, CacheError, CacheKey, CachedAnswer, ResponseCache, chat_cache_key,
+    CacheEntry, CacheError, CacheKey, CacheLimits, CachedAnswer, ResponseCache, chat_cache_key,
     choice_cache_key, embedding_cache_key,
 };
 use super::usage::{EMBED_KIND, UsageCounters, UsageReport};
@@ -63,6 +63,35 @@ impl CachePolicy {
     }
 }
 
+/// A chat answer from [`LlmClient::ask`], not cached yet: [`LlmClient::keep`] caches it once
+/// the caller has validated it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatAnswer {
+    /// The answer.
+    pub response: ChatResponse,
+    kind: String,
+    /// The cache key, when the policy caches this request.
+    key: Option<CacheKey>,
+    /// Whether it came from the cache (keeping it again changes nothing).
+    cached: bool,
+}
+
+impl ChatAnswer {
+    fn cached(response: ChatResponse, kind: &str) -> Self {
+        Self {
+            response,
+            kind: kind.to_owned(),
+            key: None,
+            cached: true,
+        }
+    }
+
+    /// Whether the answer came from the cache rather than the backend.
+    pub fn from_cache(&self) -> bool {
+        self.cached
+    }
+}
+
 struct ClientInner {
     backend: Arc<dyn LlmBackend>,
     semaphore: Semaphore,
@@ -101,6 +130,7 @@ pub struct LlmClientBuilder {
     concurrency: usize,
     policy: CachePolicy,
     cache_path: Option<PathBuf>,
+    cache_limits: CacheLimits,
     embed_batch: usize,
 }
 
@@ -136,6 +166,12 @@ impl LlmClientBuilder {
         self
     }
 
+    /// Bounds the cache in memory and on disk (default [`CacheLimits::default`]).
+    pub fn cache_limits(mut self, limits: CacheLimits) -> Self {
+        self.cache_limits = limits;
+        self
+    }
+
     /// Sends at most `size` texts per embedding request (at least 1; default
     /// [`DEFAULT_EMBED_BATCH`]).
     pub fn embed_batch_size(mut self, size: usize) -> Self {
@@ -148,7 +184,7 @@ impl LlmClientBuilder {
     pub fn build(self) -> Result<LlmClient, CacheError> {
         let cache = match &self.cache_path {
             Some(path) => {
-                let (cache, report) = ResponseCache::open(path)?;
+                let (cache, report) = ResponseCache::open_with_limits(path, self.cache_limits)?;
                 bevy::log::info!(
                     "response cache {}: {} entries loaded",
                     path.display(),
@@ -156,7 +192,7 @@ impl LlmClientBuilder {
                 );
                 cache
             }
-            None => ResponseCache::in_memory(),
+            None => ResponseCache::in_memory_with_limits(self.cache_limits),
         };
         Ok(self.finish(cache))
     }
@@ -213,6 +249,30 @@ impl AnswerBell {
     }
 }
 
+/// Checks a batch of embeddings before it is used or cached: every vector non-empty, finite,
+/// and of one dimension (the backend's, once it knows it).
+fn usable_embeddings(vectors: &[Vec<f32>], known_dim: usize) -> Result<(), LlmError> {
+    let dim = if known_dim > 0 {
+        known_dim
+    } else {
+        vectors.first().map_or(0, Vec::len)
+    };
+    for vector in vectors {
+        if vector.is_empty() || vector.len() != dim {
+            return Err(LlmError::Malformed(format!(
+                "an embedding of dimension {} where {dim} was expected",
+                vector.len()
+            )));
+        }
+        if !vector.iter().all(|v| v.is_finite()) {
+            return Err(LlmError::Malformed(
+                "an embedding with NaN or infinity".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A concurrency permit plus the in-flight count, both released on drop (so a cancelled
 /// task frees its slot); dropping it rings the client's [`AnswerBell`].
 struct Permit<'a> {
@@ -241,6 +301,7 @@ impl LlmClient {
             concurrency: DEFAULT_CONCURRENCY,
             policy: CachePolicy::default(),
             cache_path: None,
+            cache_limits: CacheLimits::default(),
             embed_batch: DEFAULT_EMBED_BATCH,
         }
     }
@@ -256,11 +317,23 @@ impl LlmClient {
     }
 
     fn store(&self, key: CacheKey, model: &str, kind: &str, answer: CachedAnswer) {
+        self.store_entry(key, model, kind, answer, false);
+    }
+
+    fn store_entry(
+        &self,
+        key: CacheKey,
+        model: &str,
+        kind: &str,
+        answer: CachedAnswer,
+        rejected: bool,
+    ) {
         let entry = CacheEntry {
             key,
             model: model.to_owned(),
             kind: kind.to_owned(),
             answer,
+            rejected,
         };
         if let Err(err) = self.inner.cache.insert(entry) {
             // The answer is still good and stays cached in memory; only persistence failed.
@@ -268,16 +341,34 @@ impl LlmClient {
         }
     }
 
+    /// A cached chat answer: a rejected one only under [`CachePolicy::Always`] (a recording's
+    /// replay retries as the recorded run did).
     fn cached_chat(&self, key: Option<&CacheKey>) -> Option<ChatResponse> {
-        match self.inner.cache.get(key?) {
-            Some(CachedAnswer::Chat(response)) => Some(response),
+        let entry = self.inner.cache.entry(key?)?;
+        match entry.answer {
+            CachedAnswer::Chat(response)
+                if !entry.rejected || self.inner.policy == CachePolicy::Always =>
+            {
+                Some(response)
+            }
             _ => None,
         }
     }
 
-    /// Completes a chat: from the cache when the [`CachePolicy`] allows and the answer is
-    /// there, otherwise through the backend (waiting for a concurrency permit first).
+    /// Completes a chat and caches the answer as it is (when the [`CachePolicy`] allows): for
+    /// callers with nothing to validate. Prompts use [`LlmClient::ask`] and cache only answers
+    /// they accept.
     pub async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let answer = self.ask(request).await?;
+        self.keep(&answer);
+        Ok(answer.response)
+    }
+
+    /// Completes a chat without caching it: from the cache when the [`CachePolicy`] allows and
+    /// the answer is there, otherwise through the backend (waiting for a concurrency permit
+    /// first). Hand the answer to [`LlmClient::keep`] once it has been validated, or to
+    /// [`LlmClient::reject`] if it was not usable.
+    pub async fn ask(&self, request: ChatRequest) -> Result<ChatAnswer, LlmError> {
         let backend = &self.inner.backend;
         let key = self
             .inner
@@ -286,7 +377,7 @@ impl LlmClient {
             .then(|| chat_cache_key(backend.model(), &request));
         if let Some(response) = self.cached_chat(key.as_ref()) {
             self.inner.usage.record_cache_hits(&request.kind, 1);
-            return Ok(response);
+            return Ok(ChatAnswer::cached(response, &request.kind));
         }
         let kind = request.kind.clone();
         let _permit = self.permit().await;
@@ -296,13 +387,25 @@ impl LlmClient {
         self.finish_chat(&kind, key, start, result)
     }
 
-    /// Completes a chat, sending text deltas to `deltas` as they arrive (a cached answer is
-    /// sent as one delta). Returns the whole answer.
+    /// [`LlmClient::chat`] streamed: text deltas go to `deltas` as they arrive (a cached answer
+    /// is sent as one delta). Returns the whole answer, cached as it is.
     pub async fn chat_stream(
         &self,
         request: ChatRequest,
         deltas: async_channel::Sender<String>,
     ) -> Result<ChatResponse, LlmError> {
+        let answer = self.ask_stream(request, deltas).await?;
+        self.keep(&answer);
+        Ok(answer.response)
+    }
+
+    /// [`LlmClient::ask`] streamed: text deltas go to `deltas` as they arrive (a cached answer
+    /// is sent as one delta). Nothing is cached until [`LlmClient::keep`].
+    pub async fn ask_stream(
+        &self,
+        request: ChatRequest,
+        deltas: async_channel::Sender<String>,
+    ) -> Result<ChatAnswer, LlmError> {
         let backend = &self.inner.backend;
         let key = self
             .inner
@@ -313,7 +416,7 @@ impl LlmClient {
             self.inner.usage.record_cache_hits(&request.kind, 1);
             // A closed receiver only means nobody is watching the stream.
             let _ = deltas.send(response.text.clone()).await;
-            return Ok(response);
+            return Ok(ChatAnswer::cached(response, &request.kind));
         }
         let kind = request.kind.clone();
         let _permit = self.permit().await;
@@ -328,7 +431,7 @@ impl LlmClient {
         key: Option<CacheKey>,
         start: Instant,
         result: Result<ChatResponse, LlmError>,
-    ) -> Result<ChatResponse, LlmError> {
+    ) -> Result<ChatAnswer, LlmError> {
         let elapsed = start.elapsed();
         match result {
             Ok(response) => {
@@ -336,17 +439,41 @@ impl LlmClient {
                     .usage
                     .record_success(kind, response.usage, elapsed);
                 bevy::log::trace!(kind, ms = elapsed.as_millis() as u64, "llm chat answered");
-                if let Some(key) = key {
-                    let model = self.inner.backend.model().to_owned();
-                    self.store(key, &model, kind, CachedAnswer::Chat(response.clone()));
-                }
-                Ok(response)
+                Ok(ChatAnswer {
+                    response,
+                    kind: kind.to_owned(),
+                    key,
+                    cached: false,
+                })
             }
             Err(err) => {
                 self.inner.usage.record_error(kind, elapsed);
                 bevy::log::debug!(kind, "llm chat failed: {err}");
                 Err(err)
             }
+        }
+    }
+
+    /// Caches an answer from [`LlmClient::ask`] that its caller accepted (when the
+    /// [`CachePolicy`] caches that request; an answer that came from the cache stays as it is).
+    pub fn keep(&self, answer: &ChatAnswer) {
+        self.store_answer(answer, false);
+    }
+
+    /// Notes that an answer from [`LlmClient::ask`] was unusable. It is never cached for
+    /// reuse; only a recording ([`CachePolicy::Always`]) keeps it, marked rejected, so that
+    /// its replay rejects and retries exactly as the recorded run did.
+    pub fn reject(&self, answer: &ChatAnswer) {
+        if self.inner.policy == CachePolicy::Always {
+            self.store_answer(answer, true);
+        }
+    }
+
+    fn store_answer(&self, answer: &ChatAnswer, rejected: bool) {
+        if let (Some(key), false) = (answer.key, answer.cached) {
+            let model = self.inner.backend.model().to_owned();
+            let response = CachedAnswer::Chat(answer.response.clone());
+            self.store_entry(key, &model, &answer.kind, response, rejected);
         }
     }
 
@@ -395,6 +522,9 @@ impl LlmClient {
                 let start = Instant::now();
                 let result = backend.embed(batch).await;
                 let elapsed = start.elapsed();
+                let result = result.and_then(|vectors| {
+                    usable_embeddings(&vectors, backend.embedding_dim()).map(|()| vectors)
+                });
                 match result {
                     Ok(vectors) if vectors.len() == chunk.len() => {
                         self.inner
@@ -477,7 +607,8 @@ impl LlmClient {
                 self.inner
                     .usage
                     .record_success(&kind, Default::default(), elapsed);
-                if let Some(key) = key {
+                // A NaN score cannot be written as JSON, and is no answer to reuse.
+                if let Some(key) = key.filter(|_| scores.iter().all(|s| s.is_finite())) {
                     let model = backend.model().to_owned();
                     self.store(key, &model, &kind, CachedAnswer::Scores(scores.clone()));
                 }

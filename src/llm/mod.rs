@@ -56,11 +56,11 @@ mod usage;
 
 pub use backend::*;
 pub use cache::{
-    CacheEntry, CacheError, CacheKey, CacheLoadReport, CachedAnswer, ParseCacheKeyError,
-    ResponseCache, chat_cache_key, choice_cache_key, embedding_cache_key,
+    CacheEntry, CacheError, CacheKey, CacheLimits, CacheLoadReport, CacheStats, CachedAnswer,
+    ParseCacheKeyError, ResponseCache, chat_cache_key, choice_cache_key, embedding_cache_key,
 };
 pub use client::{
-    CachePolicy, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, LlmClient, LlmClientBuilder,
+    CachePolicy, ChatAnswer, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, LlmClient, LlmClientBuilder,
 };
 pub use config::{
     ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,

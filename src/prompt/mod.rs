@@ -8,6 +8,10 @@
 //! fail-safe. Whatever the model returns — empty text, prose, broken JSON, `<think>` blocks,
 //! megabytes — the caller gets a valid value and the accounting records what happened.
 //!
+//! The response cache only ever holds answers a prompt accepted: an attempt's answer is cached
+//! ([`LlmClient::keep`]) after it parsed and validated, never before, so a rejected, failed or
+//! fail-safe answer is never served again from the cache.
+//!
 //! Closed-set prompts (pick a sector, yes/no, option 1 or 2) also list their options: when the
 //! backend can score options by likelihood, that is used instead of free generation.
 //!
@@ -51,7 +55,7 @@ use bevy::prelude::*;
 
 use bevy::tasks::futures_lite::future;
 
-use crate::llm::{ChatRequest, ChatResponse, ChoiceRequest, LlmClient, LlmError, LlmErrorKind};
+use crate::llm::{ChatAnswer, ChatRequest, ChoiceRequest, LlmClient, LlmError, LlmErrorKind};
 
 /// One typed question to a model.
 pub trait Prompt {
@@ -320,13 +324,15 @@ async fn run_prompt_inner<P: Prompt>(
                 watcher.attempt_started(attempt);
                 watched_chat(&ctx.client, request, watcher).await
             }
-            None => ctx.client.chat(request).await,
+            None => ctx.client.ask(request).await,
         };
         match answer {
-            Ok(response) => {
-                let cleaned = clean_response(&response.text);
+            Ok(answer) => {
+                let cleaned = clean_response(&answer.response.text);
                 match prompt.parse(&cleaned) {
                     Ok(value) => {
+                        // Only an accepted answer is worth answering from the cache again.
+                        ctx.client.keep(&answer);
                         return PromptOutcome {
                             value,
                             attempts,
@@ -334,6 +340,7 @@ async fn run_prompt_inner<P: Prompt>(
                         };
                     }
                     Err(rejected) => {
+                        ctx.client.reject(&answer);
                         reason = FailureReason::Unusable;
                         debug!(kind, attempt, reason = %rejected, "rejected model answer");
                     }
@@ -368,7 +375,7 @@ async fn watched_chat(
     client: &LlmClient,
     request: ChatRequest,
     watcher: &mut dyn AnswerWatcher,
-) -> Result<ChatResponse, LlmError> {
+) -> Result<ChatAnswer, LlmError> {
     let (sender, receiver) = async_channel::bounded::<String>(WATCHED_DELTAS);
     let result = {
         let forward = async {
@@ -376,9 +383,9 @@ async fn watched_chat(
                 watcher.delta(&delta);
             }
             // Every sender is gone: only the call's own end is left to wait for.
-            future::pending::<Result<ChatResponse, LlmError>>().await
+            future::pending::<Result<ChatAnswer, LlmError>>().await
         };
-        future::or(client.chat_stream(request, sender), forward).await
+        future::or(client.ask_stream(request, sender), forward).await
     };
     while let Ok(delta) = receiver.try_recv() {
         watcher.delta(&delta);
@@ -516,20 +523,24 @@ mod tests {
         assert_eq!(watched.value, Some(serde_json::json!({"a": 1})));
         assert_eq!((watched.attempts, watched.fail_safe), (2, false));
 
-        // Temperature 0: both answers are cached now and arrive as one delta each.
+        // Temperature 0: the accepted answer is cached and arrives as one delta; the rejected
+        // one never was, so it is asked (and streamed) again.
         let mut again = Recorder::default();
         let cached = block_on(run_prompt_watched(&ctx, &question(), Some(&mut again)));
         assert_eq!(
             again.0,
             [
                 "<attempt 0>",
-                "no json here",
+                "no ",
+                "json ",
+                "here",
                 "<attempt 1>",
                 "{\"a\": 1} done"
             ]
         );
         assert_eq!(cached, watched);
-        assert_eq!(ctx.client.usage().totals.cache_hits, 2);
+        assert_eq!(ctx.client.usage().totals.cache_hits, 1);
+        assert_eq!(ctx.client.cache().len(), 1);
 
         // Unwatched, the same outcome.
         assert_eq!(block_on(run_prompt(&ctx, &question())), watched);
