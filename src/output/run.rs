@@ -357,6 +357,24 @@ pub struct RunReport {
     pub report_path: Option<PathBuf>,
 }
 
+/// `path` as a shareable output records it: relative to the working directory, or to the
+/// crate for its bundled assets, or only its file name — never this machine's absolute path.
+fn shareable_path(path: &Path) -> PathBuf {
+    if path.is_relative() {
+        return path.to_path_buf();
+    }
+    let bases = [
+        std::env::current_dir().ok(),
+        Some(PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+    ];
+    bases
+        .iter()
+        .flatten()
+        .find_map(|base| path.strip_prefix(base).ok().map(Path::to_path_buf))
+        .or_else(|| path.file_name().map(PathBuf::from))
+        .unwrap_or_default()
+}
+
 /// Runs the simulation described by `options` and writes its files. See the [module
 /// docs](self).
 pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
@@ -577,7 +595,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             personas: personas.keys().cloned().collect(),
             backend,
             model,
-            map: map_path,
+            map: shareable_path(&map_path),
             time_mode: options.time_mode,
             wall_seconds: wall.as_secs_f64(),
         },

@@ -50,7 +50,8 @@ pub struct RunMetadata {
     pub backend: String,
     /// The chat model.
     pub model: String,
-    /// The Tiled map.
+    /// The Tiled map: relative to the working directory (or the crate, for the bundled town),
+    /// else its file name, so the summary names no machine path.
     pub map: PathBuf,
     /// Lockstep or realtime.
     pub time_mode: TimeMode,
