@@ -1374,7 +1374,11 @@ pub fn kinds() -> Vec<Kind> {
             // For a whole answer that parses, the partial value is (a prefix of, when the
             // answer is longer than the reader looks) its utterance, and on any prefix of the
             // answer a prefix of that.
-            let whole = serde_json::from_str::<Value>(&clean_response(text)).ok();
+            // (Not across a code fence: until its closing fence arrives, a prefix shows the
+            // object before it, and the whole answer the one inside — display only.)
+            let whole = (!text.contains("```"))
+                .then(|| serde_json::from_str::<Value>(&clean_response(text)).ok())
+                .flatten();
             if let Some(Value::String(full)) = whole.as_ref().and_then(|v| v.get("utterance")) {
                 ensure!(
                     full.starts_with(&partial),
