@@ -4,7 +4,7 @@
 //! sometimes answers with errors quoting the key back (as some proxies do): no byte of the key
 //! may appear in any file the run writes, in its stdout or stderr, or in any request body.
 //! The summary also names the map by a relative path, not this machine's.
-#![cfg(feature = "http")]
+#![cfg(all(feature = "http", feature = "cli"))]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
