@@ -2,7 +2,7 @@
 //! budget is spent, then refuses — and the town keeps living on each prompt's fail-safe.
 //!
 //! ```sh
-//! cargo run --example custom_backend -- 400    # a budget of 400 model calls (default 300)
+//! cargo run --example custom_backend -- 40    # a budget of 40 model calls (default 20)
 //! ```
 //!
 //! Wrapping a backend is how a game adds its own policy (cost caps, logging, routing) without
@@ -94,11 +94,12 @@ impl LlmBackend for BudgetGuard {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let budget: u64 = std::env::args()
-        .nth(1)
-        .map(|b| b.parse())
-        .transpose()?
-        .unwrap_or(300);
+    let budget: u64 = match std::env::args().nth(1) {
+        Some(arg) => arg
+            .parse()
+            .map_err(|err| format!("expected a whole number of calls, got {arg:?}: {err}"))?,
+        None => 20,
+    };
     let guard = Arc::new(BudgetGuard::new(Arc::new(town_script_backend(7)), budget));
 
     let mut app = App::new();
@@ -112,7 +113,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_plugins(GenerativeAgentsPlugins);
     spawn_default_town(&mut app, Some(3), 7)?;
 
-    // Three game hours from midnight: the first day's planning spends the budget.
+    // Three game hours from midnight: the first day's planning (about 36 calls for three
+    // personas) spends the budget.
     let steps = 3 * 360;
     while app.world().resource::<SimClock>().step() < steps {
         app.update();

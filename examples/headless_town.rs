@@ -15,11 +15,12 @@ use bevy_generative_agents::llm::town_script_client;
 use bevy_generative_agents::prelude::*;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let hours: u64 = std::env::args()
-        .nth(1)
-        .map(|h| h.parse())
-        .transpose()?
-        .unwrap_or(2);
+    let hours: u64 = match std::env::args().nth(1) {
+        Some(arg) => arg
+            .parse()
+            .map_err(|err| format!("expected a whole number of game hours, got {arg:?}: {err}"))?,
+        None => 2,
+    };
 
     let mut app = App::new();
     app.add_plugins(MinimalPlugins.set(simulation_task_pools()))
