@@ -17,7 +17,7 @@ use bevy_generative_agents::persona::{ActionView, Body, Diary, Mind, Persona, is
 use bevy_generative_agents::testing::{
     create_test_app, scripted_client, spawn_default_town, town_script,
 };
-use bevy_generative_agents::world::TownMap;
+use bevy_generative_agents::world::{ActionAddress, TownMap};
 use chrono::{Datelike, Timelike};
 
 /// Steps at which each pair (sorted names) started a chat.
@@ -35,12 +35,12 @@ struct Watch {
     chat_starts: Arc<Mutex<ChatStarts>>,
 }
 
-fn resolves(map: &TownMap, address: &str) -> bool {
-    if address.starts_with("<persona>") || address.starts_with("<waiting>") {
-        return true;
-    }
-    let plain = address.strip_suffix(":<random>").unwrap_or(address);
-    map.address_tiles(plain).is_some_and(|t| !t.is_empty())
+fn resolves(map: &TownMap, address: &ActionAddress) -> bool {
+    let Some(place) = address.place() else {
+        return true; // `<persona>` and `<waiting>` need no place
+    };
+    map.address_tiles(&place.to_string())
+        .is_some_and(|t| !t.is_empty())
 }
 
 fn check_invariants(
@@ -373,7 +373,7 @@ fn realtime_keeps_the_clock_running_while_personas_think() {
             .world_mut()
             .query_filtered::<&ActionView, With<Persona>>()
             .iter(app.world())
-            .all(|v| !v.address.is_empty());
+            .all(|v| v.address.is_some());
         if ready {
             return;
         }

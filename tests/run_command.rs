@@ -19,7 +19,7 @@ use bevy_generative_agents::output::{
 };
 use bevy_generative_agents::persona::{ActionView, Body, Persona, PersonaPlugin};
 use bevy_generative_agents::testing::spawn_default_town;
-use bevy_generative_agents::world::TileCoord;
+use bevy_generative_agents::world::{ActionAddress, TileCoord};
 
 /// A fresh folder under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -302,7 +302,7 @@ fn puppeteer(clock: Res<SimClock>, mut personas: Query<(&Name, &mut Body, &mut A
         if view.emoji != emoji {
             view.emoji = emoji.to_owned();
             view.description = format!("phase {}", step / 30);
-            view.address = "Willowbrook:Maple Park:park".to_owned();
+            view.address = ActionAddress::parse("Willowbrook:Maple Park:park").ok();
         }
         if i == 0 {
             let lines = if (40..60).contains(&step) {

@@ -23,6 +23,7 @@ use crate::memory::NodeId;
 use crate::persona::{ConversationRecord, EventTriple, MindState};
 use crate::prompt::{AnswerWatcher, PromptContext, run_prompt, run_prompt_watched};
 use crate::settings::AgentSettings;
+use crate::world::ActionAddress;
 
 use super::chat_stream::{ChatSide, ChatStreamSink, UtteranceWatcher};
 use super::identity::retrieve_statements;
@@ -75,8 +76,8 @@ pub fn choose_focus(
 }
 
 /// Whether the persona is waiting (its address is `<waiting> x y`).
-pub fn is_waiting(address: Option<&str>) -> bool {
-    address.is_some_and(|a| a.starts_with("<waiting>"))
+pub fn is_waiting(address: Option<&ActionAddress>) -> bool {
+    address.is_some_and(ActionAddress::is_waiting)
 }
 
 /// The guards talking and waiting share (SPEC §3.5): both have an action, neither is asleep,
@@ -90,7 +91,7 @@ fn shared_guards_pass(
     let s = &mind.scratch;
     s.act_address.is_some()
         && s.act_description.is_some()
-        && !target.address.is_empty()
+        && target.address.is_some()
         && !s.is_sleeping()
         && !target.sleeping
         && now.hour() != quiet_hour
@@ -129,7 +130,8 @@ pub fn wait_guards_pass(
 ) -> bool {
     shared_guards_pass(mind, target, now, quiet_hour)
         && walking
-        && mind.scratch.act_address.as_deref() == Some(target.address.as_str())
+        && mind.scratch.act_address.is_some()
+        && mind.scratch.act_address == target.address
 }
 
 /// What a persona decided to do about what it perceived.
@@ -163,7 +165,7 @@ pub async fn decide_reaction(
     walking: bool,
 ) -> Option<Reaction> {
     let s = &mind.scratch;
-    if s.chatting_with.is_some() || is_waiting(s.act_address.as_deref()) {
+    if s.chatting_with.is_some() || is_waiting(s.act_address.as_ref()) {
         return None;
     }
     let activity = s.act_description.clone().unwrap_or_default();
@@ -276,7 +278,7 @@ pub async fn start_wait(
     add_new_action(
         mind,
         now,
-        format!("<waiting> {} {}", tile.x, tile.y),
+        ActionAddress::Waiting(tile),
         minutes,
         description.clone(),
         WAIT_EMOJI.to_string(),
@@ -478,11 +480,11 @@ pub async fn start_chat(
     add_new_action(
         mind,
         now,
-        format!("<persona> {partner}"),
+        ActionAddress::Persona(partner.to_string()),
         minutes,
         summary.to_string(),
         CHAT_EMOJI.to_string(),
-        EventTriple::new(name, "chat with", partner),
+        EventTriple::chat(name, partner),
         None,
     );
     let s = &mut mind.scratch;
@@ -591,11 +593,12 @@ mod tests {
             .and_then(|d| d.and_hms_opt(10, 0, 0))
             .unwrap_or_default();
         let mut mind = MindState::default();
-        mind.scratch.act_address = Some("w:s:a:o".into());
+        let place = ActionAddress::parse("w:s:a:o").ok();
+        mind.scratch.act_address = place.clone();
         mind.scratch.act_description = Some("reading".into());
         let target = OtherPersona {
             name: "B".into(),
-            address: "w:s:a:o".into(),
+            address: place,
             description: "writing".into(),
             ..Default::default()
         };
@@ -624,8 +627,9 @@ mod tests {
 
     #[test]
     fn waiting_addresses() {
-        assert!(is_waiting(Some("<waiting> 3 4")));
-        assert!(!is_waiting(Some("w:s:a:o")));
+        let parse = |s: &str| ActionAddress::parse(s).ok();
+        assert!(is_waiting(parse("<waiting> 3 4").as_ref()));
+        assert!(!is_waiting(parse("w:s:a:o").as_ref()));
         assert!(!is_waiting(None));
     }
 }

@@ -18,12 +18,13 @@ use crate::memory::NewMemory;
 use crate::persona::{DayRecord, MindState};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
+use crate::world::{ActionAddress, Address, AddressLevel};
 
 use super::perceive::embedding_for;
 use super::prompts::{
     ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, DailyPlan,
-    HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple, RANDOM_OBJECT,
-    TaskDecomposition, WakeUpHour, subtask_description, wake_up_item,
+    HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple, TaskDecomposition,
+    WakeUpHour, subtask_description, wake_up_item,
 };
 use super::schedule::{
     blocks_to_decompose, day_hours, distinct_activities, item_start, merge_hourly, pad_day,
@@ -219,7 +220,7 @@ pub async fn decompose_due_blocks(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grounding {
     /// `world:sector:arena:object` (or `world:sector:arena:<random>`).
-    pub address: String,
+    pub address: ActionAddress,
     /// The object's name, when one was chosen.
     pub object: Option<String>,
 }
@@ -322,22 +323,43 @@ pub async fn ground_action(
     let arena_address = format!("{world}:{sector}:{arena}");
     if objects.contains(&object) {
         let address = format!("{arena_address}:{object}");
-        if book.contains(&address) {
+        // The book holds the map's canonical keys, so a key it contains parses back to itself.
+        if book.contains(&address)
+            && let Ok(place) = Address::parse(&address)
+        {
             return Grounding {
-                address,
+                address: ActionAddress::Place(place),
                 object: Some(object),
             };
         }
     }
-    if book.contains(&arena_address) {
+    if book.contains(&arena_address)
+        && let Ok(arena) = Address::parse(&arena_address)
+    {
         return Grounding {
-            address: format!("{arena_address}:{RANDOM_OBJECT}"),
+            address: ActionAddress::RandomInArena(arena),
             object: None,
         };
     }
     Grounding {
-        address: format!("{}:{RANDOM_OBJECT}", mind.scratch.living_area),
+        address: living_area_action(&mind.scratch.living_area, &world, mind.scratch.curr_tile),
         object: None,
+    }
+}
+
+/// The last fall-back of grounding: any tile of the living area (`w:s:a:<random>`). A living
+/// area that is not an arena is walked to as a place (the execute stage resolves it the same
+/// way); one that is no address at all (a hand-edited save) sends the persona into its world,
+/// or lets it wait where it stands.
+fn living_area_action(
+    living_area: &str,
+    world: &str,
+    tile: crate::world::TileCoord,
+) -> ActionAddress {
+    match Address::parse(living_area) {
+        Ok(arena) if arena.level() == AddressLevel::Arena => ActionAddress::RandomInArena(arena),
+        Ok(place) => ActionAddress::Place(place),
+        Err(_) => Address::world(world).map_or(ActionAddress::Waiting(tile), ActionAddress::Place),
     }
 }
 
@@ -392,7 +414,7 @@ pub async fn determine_action(
                 object_state: description.clone(),
             };
             let object_triple = ObjectEventTriple {
-                object_address: grounding.address.clone(),
+                object_address: grounding.address.to_string(),
                 object_name: object.clone(),
                 object_state: description.clone(),
             };

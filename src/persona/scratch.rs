@@ -7,7 +7,10 @@ use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 
 use crate::settings::PersonaDefaults;
-use crate::world::TileCoord;
+use crate::world::{ActionAddress, TileCoord};
+
+/// The predicate of a persona's chat event, `(name, "chat with", partner)` (SPEC §3.5).
+pub const CHAT_PREDICATE: &str = "chat with";
 
 /// An `(subject, predicate, object)` triple; `None` parts are unknown or idle.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -28,6 +31,16 @@ impl EventTriple {
             predicate: Some(p.into()),
             object: Some(o.into()),
         }
+    }
+
+    /// `(subject, "chat with", partner)`, the event of a chat action (SPEC §3.5).
+    pub fn chat(subject: impl Into<String>, partner: impl Into<String>) -> Self {
+        Self::new(subject, CHAT_PREDICATE, partner)
+    }
+
+    /// Whether this is a chat event.
+    pub fn is_chat(&self) -> bool {
+        self.predicate.as_deref() == Some(CHAT_PREDICATE)
     }
 
     /// `(subject, "is", "idle")`, the fail-safe event of SPEC §3.4.
@@ -87,8 +100,8 @@ pub struct Scratch {
     pub f_daily_schedule_hourly_org: Vec<(String, u32)>,
 
     // --- current action ---
-    /// Where the action happens (`w:s:a:o` or a special address).
-    pub act_address: Option<String>,
+    /// Where the action happens (`w:s:a:o` or a special address); saved as its text form.
+    pub act_address: Option<ActionAddress>,
     /// When the action started.
     pub act_start_time: Option<NaiveDateTime>,
     /// Planned length in minutes.
@@ -241,7 +254,7 @@ mod tests {
     #[test]
     fn action_end_rounds_start_up_and_uses_ge() {
         let mut s = Scratch {
-            act_address: Some("w:s:a:o".into()),
+            act_address: Some(ActionAddress::parse("w:s:a:o").unwrap()),
             act_start_time: Some(at(8, 0, 10)),
             act_duration: Some(15),
             ..Default::default()

@@ -178,7 +178,11 @@ fn refresh_snapshots(
             taken_at: Some(clock.now()),
             currently: s.currently.clone(),
             action: s.act_description.clone().unwrap_or_default(),
-            address: s.act_address.clone().unwrap_or_default(),
+            address: s
+                .act_address
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             action_start: s.act_start_time,
             action_minutes: s.act_duration,
             schedule: s.f_daily_schedule.clone(),
@@ -503,8 +507,8 @@ fn doing(ui: &mut egui::Ui, view: &ActionView) {
             view.description.as_str()
         }
     ));
-    if !view.address.is_empty() {
-        ui.label(egui::RichText::new(&view.address).monospace().small());
+    if let Some(address) = &view.address {
+        ui.label(egui::RichText::new(address.to_string()).monospace().small());
     }
 }
 
