@@ -15,10 +15,12 @@
 //! that moves personas.
 
 mod diary;
+mod partners;
 mod scratch;
 mod sheet;
 
 pub use diary::{ConversationRecord, DayRecord, Diary};
+pub use partners::{ChatPartners, ChattingWith, link_chat_partners};
 
 pub use scratch::{CHAT_PREDICATE, EventTriple, Scratch, is_sleep_text, round_up_to_minute};
 pub use sheet::{
@@ -273,6 +275,8 @@ impl Plugin for PersonaPlugin {
     fn build(&self, app: &mut App) {
         app.register_type::<Persona>()
             .register_type::<Body>()
-            .register_type::<ActionView>();
+            .register_type::<ActionView>()
+            .register_type::<ChattingWith>()
+            .register_type::<ChatPartners>();
     }
 }
