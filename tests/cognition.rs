@@ -78,7 +78,7 @@ fn check_invariants(
         let Some(state) = mind.get() else { continue };
         let s = &state.scratch;
         if !s.f_daily_schedule.is_empty() {
-            let total: u32 = s.f_daily_schedule.iter().map(|(_, m)| *m).sum();
+            let total: u32 = s.f_daily_schedule.iter().map(|i| i.minutes).sum();
             if total != MINUTES_PER_DAY {
                 violations.push(format!("step {step}: {name}'s schedule sums to {total}"));
             }
@@ -272,12 +272,12 @@ fn three_personas_live_two_days() {
             diary.days.iter().map(|d| d.date).collect::<Vec<_>>()
         );
         for day in &diary.days {
-            let total: u32 = day.schedule.iter().map(|(_, m)| *m).sum();
+            let total: u32 = day.schedule.iter().map(|i| i.minutes).sum();
             assert_eq!(total, MINUTES_PER_DAY, "{name} {:?}", day.date);
             assert!(
                 day.schedule
                     .iter()
-                    .filter(|(t, _)| t.ends_with(')'))
+                    .filter(|i| i.task.ends_with(')'))
                     .count()
                     >= 5,
                 "{name} followed a decomposed schedule on {:?}: {:?}",
@@ -365,7 +365,7 @@ fn garbage_answers_for_half_the_calls_break_nothing() {
     let people = diaries(&mut app);
     for (name, (diary, _)) in &people {
         let day = diary.days.first().expect("a day was planned");
-        let total: u32 = day.schedule.iter().map(|(_, m)| *m).sum();
+        let total: u32 = day.schedule.iter().map(|i| i.minutes).sum();
         assert_eq!(total, MINUTES_PER_DAY, "{name}");
     }
 }

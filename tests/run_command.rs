@@ -189,7 +189,7 @@ fn a_day_run_writes_a_complete_minimal_reproducible_movement_log() {
         assert!(persona.currently.is_some(), "{name}");
         assert_eq!(persona.final_tile, report.final_frames[name].tile, "{name}");
         for day in &persona.days {
-            let minutes: u32 = day.f_daily_schedule.iter().map(|(_, m)| *m).sum();
+            let minutes: u32 = day.f_daily_schedule.iter().map(|i| i.minutes).sum();
             assert_eq!(minutes, day.schedule_minutes, "{name}");
         }
     }

@@ -20,7 +20,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::memory::NodeId;
-use crate::persona::{ConversationRecord, EventTriple, MindState};
+use crate::persona::{ConversationRecord, EventTriple, MindState, ScheduleItem};
 use crate::prompt::{AnswerWatcher, PromptContext, run_prompt, run_prompt_watched};
 use crate::settings::AgentSettings;
 use crate::world::ActionAddress;
@@ -31,7 +31,7 @@ use super::prompts::{
     ConversationSummary, DecideToReact, DecideToTalk, NewDecompositionSchedule, NextUtterance,
     ReactChoice, RelationshipSummary, clock_text, readable_place, transcript,
 };
-use super::schedule::{reaction_window, total_minutes};
+use super::schedule::{reaction_window, schedule_pairs, total_minutes};
 use super::vocabulary::{OtherPersona, PlanEvent};
 use super::vocabulary::{add_new_action, date_text, minute_of_day};
 
@@ -246,18 +246,25 @@ pub async fn insert_into_schedule(
     ) else {
         return;
     };
-    let items: Vec<(String, u32)> = s.f_daily_schedule[first..last].to_vec();
+    let items = schedule_pairs(&s.f_daily_schedule[first..last]);
     let prompt = NewDecompositionSchedule {
         first_name: s.first_name.clone(),
         date_text: date_text(now),
         window_start_minute: start,
-        items: items.clone(),
+        items,
         inserted: inserted.to_string(),
         insert_offset: minute.saturating_sub(start),
         inserted_duration: duration,
     };
-    let window = run_prompt(ctx, &prompt).await.value;
-    if total_minutes(&window) == total_minutes(&items) && !window.is_empty() {
+    let window: Vec<ScheduleItem> = run_prompt(ctx, &prompt)
+        .await
+        .value
+        .into_iter()
+        .map(ScheduleItem::from)
+        .collect();
+    if total_minutes(&window) == total_minutes(&mind.scratch.f_daily_schedule[first..last])
+        && !window.is_empty()
+    {
         mind.scratch.f_daily_schedule.splice(first..last, window);
     }
 }

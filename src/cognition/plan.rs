@@ -15,7 +15,7 @@ use chrono::{Duration, NaiveDateTime, Timelike};
 
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
-use crate::persona::{DayRecord, MindState};
+use crate::persona::{DayRecord, MindState, ScheduleItem};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
 use crate::world::{ActionAddress, Address, AddressLevel};
@@ -28,7 +28,7 @@ use super::prompts::{
 };
 use super::schedule::{
     blocks_to_decompose, day_hours, distinct_activities, item_start, merge_hourly, pad_day,
-    replace_item, schedule_index,
+    replace_item, schedule_index, schedule_pairs,
 };
 use super::vocabulary::{AddressBook, PlanEvent, add_new_action, date_text, minute_of_day};
 
@@ -194,22 +194,26 @@ pub async fn decompose_due_blocks(
         settings.quiet_hour,
     );
     for index in due.into_iter().rev() {
-        let Some((task, duration)) = mind.scratch.f_daily_schedule.get(index).cloned() else {
+        let Some(ScheduleItem {
+            task,
+            minutes: duration,
+        }) = mind.scratch.f_daily_schedule.get(index).cloned()
+        else {
             continue;
         };
         let prompt = TaskDecomposition {
             identity: mind.scratch.identity_summary(),
             first_name: mind.scratch.first_name.clone(),
             date_text: date_text(now),
-            schedule: mind.scratch.f_daily_schedule_hourly_org.clone(),
+            schedule: schedule_pairs(&mind.scratch.f_daily_schedule_hourly_org),
             task: task.clone(),
             start_minute: item_start(&mind.scratch.f_daily_schedule, index),
             duration,
         };
         let steps = run_prompt(ctx, &prompt).await.value;
-        let parts: Vec<(String, u32)> = steps
+        let parts: Vec<ScheduleItem> = steps
             .into_iter()
-            .map(|(step, minutes)| (subtask_description(&task, &step), minutes))
+            .map(|(step, minutes)| ScheduleItem::new(subtask_description(&task, &step), minutes))
             .collect();
         replace_item(&mut mind.scratch.f_daily_schedule, index, parts);
     }
@@ -377,12 +381,12 @@ pub async fn determine_action(
     let minute = minute_of_day(now);
     let schedule = &mind.scratch.f_daily_schedule;
     let index = schedule_index(schedule, minute).unwrap_or(schedule.len().saturating_sub(1));
-    let (task, _) = schedule
+    let task = schedule
         .get(index)
-        .cloned()
-        .unwrap_or_else(|| ("sleeping".to_string(), 1));
+        .map_or_else(|| "sleeping".to_string(), |item| item.task.clone());
     // The action lasts until its schedule item ends (at least one minute).
-    let end = item_start(schedule, index).saturating_add(schedule.get(index).map_or(1, |i| i.1));
+    let end =
+        item_start(schedule, index).saturating_add(schedule.get(index).map_or(1, |i| i.minutes));
     let duration = end.saturating_sub(minute).max(1);
 
     let grounding = ground_action(mind, ctx, book, current_sector, &task, seed).await;

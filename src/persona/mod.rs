@@ -22,7 +22,9 @@ mod sheet;
 pub use diary::{ConversationRecord, DayRecord, Diary};
 pub use partners::{ChatPartners, ChattingWith, link_chat_partners};
 
-pub use scratch::{CHAT_PREDICATE, EventTriple, Scratch, is_sleep_text, round_up_to_minute};
+pub use scratch::{
+    CHAT_PREDICATE, EventTriple, ScheduleItem, Scratch, is_sleep_text, round_up_to_minute,
+};
 pub use sheet::{
     MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, PersonaError, PersonaSheet, check_persona_name,
     default_personas_dir, load_persona_sheets, quote_clipped,
