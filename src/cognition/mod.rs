@@ -56,10 +56,7 @@ pub struct CognitionPlugin;
 impl Plugin for CognitionPlugin {
     fn build(&self, app: &mut App) {
         app.add_plugins((ThinkPlugin, ExecutePlugin, OutcomePlugin, ChatStreamPlugin))
-            .add_systems(
-                SimPoll,
-                link_chat_partners.after(PollSystems::LandThoughts),
-            )
+            .add_systems(SimPoll, link_chat_partners.after(PollSystems::LandThoughts))
             .add_systems(SimStep, link_chat_partners.in_set(AgentSystems::Last));
     }
 }

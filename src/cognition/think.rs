@@ -457,7 +457,7 @@ struct Heard {
     /// The new day, and whether the identity was revised for it.
     new_day: Option<(crate::persona::DayRecord, bool)>,
     /// Today's schedule, when it changed.
-    schedule: Option<Vec<(String, u32)>>,
+    schedule: Option<Vec<crate::persona::ScheduleItem>>,
     /// The conversation that started.
     conversation: Option<crate::persona::ConversationRecord>,
     /// The insights of a reflection.
