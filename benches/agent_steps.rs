@@ -140,7 +140,7 @@ fn warmed_app(n: usize, town: Town) -> Option<App> {
             .query_filtered::<(&Diary, &ActionView), With<Persona>>();
         let waiting = query
             .iter(app.world())
-            .filter(|(diary, view)| diary.days.is_empty() || view.address.is_empty())
+            .filter(|(diary, view)| diary.days.is_empty() || view.address.is_none())
             .count();
         let clock = app.world().resource::<SimClock>();
         if waiting == 0 && clock.now().time() >= from {

@@ -46,7 +46,7 @@ fn planned(app: &mut App) -> (usize, usize) {
     let mut done = 0;
     for (diary, view) in query.iter(app.world()) {
         total += 1;
-        if !diary.days.is_empty() && !view.address.is_empty() {
+        if !diary.days.is_empty() && view.address.is_some() {
             done += 1;
         }
     }

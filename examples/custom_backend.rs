@@ -132,12 +132,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .world_mut()
         .query_filtered::<(&Name, &ActionView), With<Persona>>();
     for (name, view) in personas.iter(app.world()) {
-        println!("  {name}: {} @ {}", view.description, view.address);
+        let address = view.address.as_ref().map(ToString::to_string);
+        println!(
+            "  {name}: {} @ {}",
+            view.description,
+            address.unwrap_or_default()
+        );
     }
     // Every persona still has a place to be, budget or not.
     let world = app.world_mut();
     let mut views = world.query_filtered::<&ActionView, With<Persona>>();
-    if views.iter(world).any(|v| v.address.is_empty()) {
+    if views.iter(world).any(|v| v.address.is_none()) {
         return Err("a persona was left without an action".into());
     }
     Ok(())

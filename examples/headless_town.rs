@@ -57,9 +57,12 @@ fn print_town(world: &mut World) {
     let mut lines: Vec<String> = personas
         .iter(world)
         .map(|(name, view)| {
+            let address = view.address.as_ref().map(ToString::to_string);
             format!(
                 "  {} {name}: {} @ {}",
-                view.emoji, view.description, view.address
+                view.emoji,
+                view.description,
+                address.unwrap_or_default()
             )
         })
         .collect();

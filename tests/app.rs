@@ -8,7 +8,7 @@ use bevy_generative_agents::clock::{
 };
 use bevy_generative_agents::persona::{ActionView, Body, Mind, Persona};
 use bevy_generative_agents::testing::{create_test_app, scripted_client, spawn_default_town};
-use bevy_generative_agents::world::{TileCoord, TileEvent, TownMap};
+use bevy_generative_agents::world::{ActionAddress, TileCoord, TileEvent, TownMap};
 
 /// A town whose personas only execute (no thinking), so a test can set actions by hand.
 fn execute_only_town(personas: Option<usize>) -> (App, Vec<Entity>) {
@@ -135,7 +135,7 @@ fn a_persona_walks_to_its_action_address_and_shows_its_events() {
         .to_string();
     {
         let mut view = app.world_mut().get_mut::<ActionView>(persona).unwrap();
-        view.address = target.into();
+        view.address = Some(ActionAddress::parse(target).unwrap());
         view.description = "making coffee".into();
         view.event = Some(TileEvent {
             subject: name.clone(),

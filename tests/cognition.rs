@@ -13,11 +13,13 @@ use bevy_generative_agents::clock::{AgentSystems, SimClock, SimStep};
 use bevy_generative_agents::cognition::prompts::MINUTES_PER_DAY;
 use bevy_generative_agents::llm::{FaultyBackend, LlmClient};
 use bevy_generative_agents::memory::NodeKind;
-use bevy_generative_agents::persona::{ActionView, Body, Diary, Mind, Persona, is_sleep_text};
+use bevy_generative_agents::persona::{
+    ActionView, Body, ChatPartners, ChattingWith, Diary, Mind, Persona, is_sleep_text,
+};
 use bevy_generative_agents::testing::{
     create_test_app, scripted_client, spawn_default_town, town_script,
 };
-use bevy_generative_agents::world::TownMap;
+use bevy_generative_agents::world::{ActionAddress, TownMap};
 use chrono::{Datelike, Timelike};
 
 /// Steps at which each pair (sorted names) started a chat.
@@ -33,21 +35,32 @@ struct Watch {
     sleep: Arc<Mutex<BTreeMap<String, (u64, u64)>>>,
     /// Step at which each pair's chat started (pair sorted), to check the cool-down.
     chat_starts: Arc<Mutex<ChatStarts>>,
+    /// Steps at which some persona was linked to a chat partner entity.
+    linked_steps: Arc<Mutex<u64>>,
 }
 
-fn resolves(map: &TownMap, address: &str) -> bool {
-    if address.starts_with("<persona>") || address.starts_with("<waiting>") {
-        return true;
-    }
-    let plain = address.strip_suffix(":<random>").unwrap_or(address);
-    map.address_tiles(plain).is_some_and(|t| !t.is_empty())
+fn resolves(map: &TownMap, address: &ActionAddress) -> bool {
+    let Some(place) = address.place() else {
+        return true; // `<persona>` and `<waiting>` need no place
+    };
+    map.address_tiles(&place.to_string())
+        .is_some_and(|t| !t.is_empty())
 }
+
+/// A persona's chat links, as game code would query them.
+type Links<'a> = (
+    Entity,
+    &'a Name,
+    Option<&'a ChattingWith>,
+    Option<&'a ChatPartners>,
+);
 
 fn check_invariants(
     clock: Res<SimClock>,
     map: Res<TownMap>,
     watch: Res<Watch>,
     personas: Query<(&Name, &Mind, &Body, &ActionView), With<Persona>>,
+    links: Query<Links, With<Persona>>,
 ) {
     let step = clock.step();
     let now = clock.now();
@@ -65,7 +78,7 @@ fn check_invariants(
         let Some(state) = mind.get() else { continue };
         let s = &state.scratch;
         if !s.f_daily_schedule.is_empty() {
-            let total: u32 = s.f_daily_schedule.iter().map(|(_, m)| *m).sum();
+            let total: u32 = s.f_daily_schedule.iter().map(|i| i.minutes).sum();
             if total != MINUTES_PER_DAY {
                 violations.push(format!("step {step}: {name}'s schedule sums to {total}"));
             }
@@ -100,6 +113,49 @@ fn check_invariants(
         } else if !view.description.is_empty() {
             entry.1 += 1;
         }
+    }
+    // The entity links follow the names: a chatting persona points at its partner, who lists it.
+    let mut linked = false;
+    for (entity, name, link, partners) in &links {
+        let Some((_, view)) = by_name.get(name.as_str()) else {
+            continue;
+        };
+        let partner_name = link
+            .and_then(|l| links.get(l.partner()).ok())
+            .map(|p| p.1.as_str());
+        if partner_name != view.chatting_with.as_deref() {
+            violations.push(format!(
+                "step {step}: {name} chats with {:?} but is linked to {partner_name:?}",
+                view.chatting_with
+            ));
+        }
+        if let Some(link) = link {
+            linked = true;
+            let listed = links
+                .get(link.partner())
+                .ok()
+                .and_then(|p| p.3)
+                .is_some_and(|p| p.entities().contains(&entity));
+            if !listed {
+                violations.push(format!("step {step}: {name}'s partner does not list it"));
+            }
+        }
+        for partner in partners.map(ChatPartners::entities).unwrap_or_default() {
+            if links
+                .get(*partner)
+                .ok()
+                .and_then(|p| p.2)
+                .map(ChattingWith::partner)
+                != Some(entity)
+            {
+                violations.push(format!(
+                    "step {step}: {name} lists a partner not linked to it"
+                ));
+            }
+        }
+    }
+    if linked {
+        *watch.linked_steps.lock().unwrap_or_else(|e| e.into_inner()) += 1;
     }
     // Nobody chats with a sleeping persona.
     for (name, (_, view)) in &by_name {
@@ -177,6 +233,9 @@ fn three_personas_live_two_days() {
         &violations[..violations.len().min(5)]
     );
 
+    let linked_steps = *watch.linked_steps.lock().unwrap();
+    assert!(linked_steps > 0, "no chat ever linked two persona entities");
+
     let people = diaries(&mut app);
     assert_eq!(people.len(), 3);
     let sleep = watch.sleep.lock().unwrap().clone();
@@ -213,12 +272,12 @@ fn three_personas_live_two_days() {
             diary.days.iter().map(|d| d.date).collect::<Vec<_>>()
         );
         for day in &diary.days {
-            let total: u32 = day.schedule.iter().map(|(_, m)| *m).sum();
+            let total: u32 = day.schedule.iter().map(|i| i.minutes).sum();
             assert_eq!(total, MINUTES_PER_DAY, "{name} {:?}", day.date);
             assert!(
                 day.schedule
                     .iter()
-                    .filter(|(t, _)| t.ends_with(')'))
+                    .filter(|i| i.task.ends_with(')'))
                     .count()
                     >= 5,
                 "{name} followed a decomposed schedule on {:?}: {:?}",
@@ -306,7 +365,7 @@ fn garbage_answers_for_half_the_calls_break_nothing() {
     let people = diaries(&mut app);
     for (name, (diary, _)) in &people {
         let day = diary.days.first().expect("a day was planned");
-        let total: u32 = day.schedule.iter().map(|(_, m)| *m).sum();
+        let total: u32 = day.schedule.iter().map(|i| i.minutes).sum();
         assert_eq!(total, MINUTES_PER_DAY, "{name}");
     }
 }
@@ -373,7 +432,7 @@ fn realtime_keeps_the_clock_running_while_personas_think() {
             .world_mut()
             .query_filtered::<&ActionView, With<Persona>>()
             .iter(app.world())
-            .all(|v| !v.address.is_empty());
+            .all(|v| v.address.is_some());
         if ready {
             return;
         }

@@ -148,7 +148,7 @@ struct AdaOnly(Vec<String>);
 
 fn action(e: &ActionStarted) -> String {
     format!(
-        "{} action {} {} [{}] {} until {:?} ({:?})",
+        "{} action {} {} [{}] {:?} until {:?} ({:?})",
         e.time, e.name, e.emoji, e.description, e.address, e.end_time, e.persona
     )
 }

@@ -19,7 +19,7 @@ use bevy_generative_agents::output::{
 };
 use bevy_generative_agents::persona::{ActionView, Body, Persona, PersonaPlugin};
 use bevy_generative_agents::testing::spawn_default_town;
-use bevy_generative_agents::world::TileCoord;
+use bevy_generative_agents::world::{ActionAddress, TileCoord};
 
 /// A fresh folder under the system temp dir, removed on drop.
 struct TempDir(PathBuf);
@@ -189,7 +189,7 @@ fn a_day_run_writes_a_complete_minimal_reproducible_movement_log() {
         assert!(persona.currently.is_some(), "{name}");
         assert_eq!(persona.final_tile, report.final_frames[name].tile, "{name}");
         for day in &persona.days {
-            let minutes: u32 = day.f_daily_schedule.iter().map(|(_, m)| *m).sum();
+            let minutes: u32 = day.f_daily_schedule.iter().map(|i| i.minutes).sum();
             assert_eq!(minutes, day.schedule_minutes, "{name}");
         }
     }
@@ -302,7 +302,7 @@ fn puppeteer(clock: Res<SimClock>, mut personas: Query<(&Name, &mut Body, &mut A
         if view.emoji != emoji {
             view.emoji = emoji.to_owned();
             view.description = format!("phase {}", step / 30);
-            view.address = "Willowbrook:Maple Park:park".to_owned();
+            view.address = ActionAddress::parse("Willowbrook:Maple Park:park").ok();
         }
         if i == 0 {
             let lines = if (40..60).contains(&step) {

@@ -78,8 +78,11 @@ fn a_day_and_a_morning_on_the_script_needs_no_fail_safe() {
         conversations += diary.conversations.len();
         assert!(diary.reflections >= 1, "{name} never reflected");
         let first = diary.days.first().expect("a planned day");
-        let distinct: std::collections::BTreeSet<&String> =
-            first.hourly_schedule.iter().map(|(task, _)| task).collect();
+        let distinct: std::collections::BTreeSet<&String> = first
+            .hourly_schedule
+            .iter()
+            .map(|item| &item.task)
+            .collect();
         assert!(distinct.len() >= 5, "{name}: {:?}", first.hourly_schedule);
         for conversation in &diary.conversations {
             assert!(

@@ -20,9 +20,10 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::memory::NodeId;
-use crate::persona::{ConversationRecord, EventTriple, MindState};
+use crate::persona::{ConversationRecord, EventTriple, MindState, ScheduleItem};
 use crate::prompt::{AnswerWatcher, PromptContext, run_prompt, run_prompt_watched};
 use crate::settings::AgentSettings;
+use crate::world::ActionAddress;
 
 use super::chat_stream::{ChatSide, ChatStreamSink, UtteranceWatcher};
 use super::identity::retrieve_statements;
@@ -30,7 +31,7 @@ use super::prompts::{
     ConversationSummary, DecideToReact, DecideToTalk, NewDecompositionSchedule, NextUtterance,
     ReactChoice, RelationshipSummary, clock_text, readable_place, transcript,
 };
-use super::schedule::{reaction_window, total_minutes};
+use super::schedule::{reaction_window, schedule_pairs, total_minutes};
 use super::vocabulary::{OtherPersona, PlanEvent};
 use super::vocabulary::{add_new_action, date_text, minute_of_day};
 
@@ -75,8 +76,8 @@ pub fn choose_focus(
 }
 
 /// Whether the persona is waiting (its address is `<waiting> x y`).
-pub fn is_waiting(address: Option<&str>) -> bool {
-    address.is_some_and(|a| a.starts_with("<waiting>"))
+pub fn is_waiting(address: Option<&ActionAddress>) -> bool {
+    address.is_some_and(ActionAddress::is_waiting)
 }
 
 /// The guards talking and waiting share (SPEC §3.5): both have an action, neither is asleep,
@@ -90,7 +91,7 @@ fn shared_guards_pass(
     let s = &mind.scratch;
     s.act_address.is_some()
         && s.act_description.is_some()
-        && !target.address.is_empty()
+        && target.address.is_some()
         && !s.is_sleeping()
         && !target.sleeping
         && now.hour() != quiet_hour
@@ -129,7 +130,8 @@ pub fn wait_guards_pass(
 ) -> bool {
     shared_guards_pass(mind, target, now, quiet_hour)
         && walking
-        && mind.scratch.act_address.as_deref() == Some(target.address.as_str())
+        && mind.scratch.act_address.is_some()
+        && mind.scratch.act_address == target.address
 }
 
 /// What a persona decided to do about what it perceived.
@@ -163,7 +165,7 @@ pub async fn decide_reaction(
     walking: bool,
 ) -> Option<Reaction> {
     let s = &mind.scratch;
-    if s.chatting_with.is_some() || is_waiting(s.act_address.as_deref()) {
+    if s.chatting_with.is_some() || is_waiting(s.act_address.as_ref()) {
         return None;
     }
     let activity = s.act_description.clone().unwrap_or_default();
@@ -244,18 +246,25 @@ pub async fn insert_into_schedule(
     ) else {
         return;
     };
-    let items: Vec<(String, u32)> = s.f_daily_schedule[first..last].to_vec();
+    let items = schedule_pairs(&s.f_daily_schedule[first..last]);
     let prompt = NewDecompositionSchedule {
         first_name: s.first_name.clone(),
         date_text: date_text(now),
         window_start_minute: start,
-        items: items.clone(),
+        items,
         inserted: inserted.to_string(),
         insert_offset: minute.saturating_sub(start),
         inserted_duration: duration,
     };
-    let window = run_prompt(ctx, &prompt).await.value;
-    if total_minutes(&window) == total_minutes(&items) && !window.is_empty() {
+    let window: Vec<ScheduleItem> = run_prompt(ctx, &prompt)
+        .await
+        .value
+        .into_iter()
+        .map(ScheduleItem::from)
+        .collect();
+    if total_minutes(&window) == total_minutes(&mind.scratch.f_daily_schedule[first..last])
+        && !window.is_empty()
+    {
         mind.scratch.f_daily_schedule.splice(first..last, window);
     }
 }
@@ -276,7 +285,7 @@ pub async fn start_wait(
     add_new_action(
         mind,
         now,
-        format!("<waiting> {} {}", tile.x, tile.y),
+        ActionAddress::Waiting(tile),
         minutes,
         description.clone(),
         WAIT_EMOJI.to_string(),
@@ -478,11 +487,11 @@ pub async fn start_chat(
     add_new_action(
         mind,
         now,
-        format!("<persona> {partner}"),
+        ActionAddress::Persona(partner.to_string()),
         minutes,
         summary.to_string(),
         CHAT_EMOJI.to_string(),
-        EventTriple::new(name, "chat with", partner),
+        EventTriple::chat(name, partner),
         None,
     );
     let s = &mut mind.scratch;
@@ -591,11 +600,12 @@ mod tests {
             .and_then(|d| d.and_hms_opt(10, 0, 0))
             .unwrap_or_default();
         let mut mind = MindState::default();
-        mind.scratch.act_address = Some("w:s:a:o".into());
+        let place = ActionAddress::parse("w:s:a:o").ok();
+        mind.scratch.act_address = place.clone();
         mind.scratch.act_description = Some("reading".into());
         let target = OtherPersona {
             name: "B".into(),
-            address: "w:s:a:o".into(),
+            address: place,
             description: "writing".into(),
             ..Default::default()
         };
@@ -624,8 +634,9 @@ mod tests {
 
     #[test]
     fn waiting_addresses() {
-        assert!(is_waiting(Some("<waiting> 3 4")));
-        assert!(!is_waiting(Some("w:s:a:o")));
+        let parse = |s: &str| ActionAddress::parse(s).ok();
+        assert!(is_waiting(parse("<waiting> 3 4").as_ref()));
+        assert!(!is_waiting(parse("w:s:a:o").as_ref()));
         assert!(!is_waiting(None));
     }
 }

@@ -15,7 +15,8 @@ use rand_chacha::ChaCha8Rng;
 use crate::clock::{AgentSystems, SimClock, SimStep};
 use crate::persona::{ActionView, Body, Persona};
 use crate::world::{
-    ActionAddress, TileCoord, TileEvent, TownMap, choose_target_tile, find_path, path_toward,
+    ActionAddress, AddressLevel, TileCoord, TileEvent, TownMap, choose_target_tile, find_path,
+    path_toward,
 };
 
 /// Moves personas along their paths and keeps the tile events up to date.
@@ -47,7 +48,7 @@ pub fn is_persona_subject(subject: &str) -> bool {
 pub fn plan_path(
     map: &TownMap,
     from: TileCoord,
-    address: &str,
+    address: &ActionAddress,
     living_area: &str,
     others: &HashMap<String, TileCoord>,
     rng: &mut ChaCha8Rng,
@@ -57,9 +58,9 @@ pub fn plan_path(
             .is_some_and(|t| t.events.iter().any(|e| is_persona_subject(&e.subject)))
     };
     let living = (!living_area.is_empty()).then_some(living_area);
-    match ActionAddress::parse(address) {
-        Ok(ActionAddress::Persona(name)) => {
-            let target = *others.get(&name)?;
+    match address {
+        ActionAddress::Persona(name) => {
+            let target = *others.get(name)?;
             let full = find_path(map, from, target)?;
             if full.len() <= 2 {
                 // Already next to each other: stay.
@@ -69,16 +70,12 @@ pub fn plan_path(
             let mid = full.get(full.len() / 2).copied()?;
             find_path(map, from, mid)
         }
-        Ok(ActionAddress::Waiting(tile)) => {
-            path_toward(map, from, &[tile], map.nearby_tiles(tile, 2)).or_else(|| Some(vec![from]))
+        ActionAddress::Waiting(tile) => {
+            path_toward(map, from, &[*tile], map.nearby_tiles(*tile, 2))
+                .or_else(|| Some(vec![from]))
         }
-        Ok(ActionAddress::RandomInArena(arena)) => {
-            let resolved = map.resolve_address(&arena.to_string(), living).ok()?;
-            choose_target_tile(map, from, resolved.tiles.iter().copied(), occupied, rng)
-                .map(|(_, p)| p)
-        }
-        Ok(ActionAddress::Place(_)) | Err(_) => {
-            let resolved = map.resolve_address(address, living).ok()?;
+        ActionAddress::RandomInArena(place) | ActionAddress::Place(place) => {
+            let resolved = map.resolve_address(&place.to_string(), living).ok()?;
             choose_target_tile(map, from, resolved.tiles.iter().copied(), occupied, rng)
                 .map(|(_, p)| p)
         }
@@ -87,13 +84,16 @@ pub fn plan_path(
 
 /// Where an arriving persona's object event goes: the object's tile nearest to the persona when
 /// the address names a known object exactly, else the persona's own tile.
-fn object_event_tile(map: &TownMap, address: &str, at: TileCoord) -> TileCoord {
-    let Some(tiles) = map.address_tiles(address) else {
+fn object_event_tile(map: &TownMap, address: &ActionAddress, at: TileCoord) -> TileCoord {
+    // Only a game object (or, never in practice, an arena's `<random>`) has a tile of its own.
+    let place = match address {
+        ActionAddress::Place(place) if place.level() == AddressLevel::GameObject => place,
+        ActionAddress::RandomInArena(place) => place,
+        _ => return at,
+    };
+    let Some(tiles) = map.address_tiles(&place.to_string()) else {
         return at;
     };
-    if address.split(':').count() < 4 {
-        return at;
-    }
     tiles
         .iter()
         .copied()
@@ -138,7 +138,7 @@ pub fn execute_actions(
     let mut tiles: Option<HashMap<String, TileCoord>> = None;
     for entity in order.iter() {
         let needs_others = personas.get(*entity).is_ok_and(|(_, _, body, view)| {
-            !body.path_set && view.address.starts_with("<persona>")
+            !body.path_set && view.address.as_ref().is_some_and(|a| a.persona().is_some())
         });
         if needs_others && tiles.is_none() {
             tiles = Some(
@@ -152,13 +152,15 @@ pub fn execute_actions(
             continue;
         };
         let name = name.as_str();
-        if !body.path_set && !view.address.is_empty() {
+        if !body.path_set
+            && let Some(address) = &view.address
+        {
             let mut rng = step_rng(name, clock.step());
             let empty = HashMap::new();
             let path = plan_path(
                 &map,
                 body.tile,
-                &view.address,
+                address,
                 &view.living_area,
                 tiles.as_ref().unwrap_or(&empty),
                 &mut rng,
@@ -199,7 +201,10 @@ pub fn execute_actions(
             && body.object_event_at.is_none()
             && let Some(object_event) = &view.object_event
         {
-            let tile = object_event_tile(&map, &view.address, body.tile);
+            let tile = match &view.address {
+                Some(address) => object_event_tile(&map, address, body.tile),
+                None => body.tile,
+            };
             map.remove_event(tile, &TileEvent::idle(object_event.subject.clone()));
             map.add_event(tile, object_event.clone());
             body.object_event_at = Some((tile, object_event.subject.clone()));

@@ -42,14 +42,21 @@ pub use vocabulary::{AddressBook, OtherPersona, PlanEvent};
 
 use bevy::prelude::*;
 
+use crate::clock::{AgentSystems, PollSystems, SimPoll, SimStep};
+use crate::persona::link_chat_partners;
+
 /// The whole loop: thinking ([`ThinkPlugin`]), execution ([`ExecutePlugin`]), what the game
 /// hears of it ([`OutcomePlugin`]) and, when watched, conversations streamed as they are spoken
-/// ([`ChatStreamPlugin`]).
+/// ([`ChatStreamPlugin`]). Chat partners are linked as entities
+/// ([`ChattingWith`](crate::persona::ChattingWith)) once thoughts land and at the end of each
+/// step.
 #[derive(Default)]
 pub struct CognitionPlugin;
 
 impl Plugin for CognitionPlugin {
     fn build(&self, app: &mut App) {
-        app.add_plugins((ThinkPlugin, ExecutePlugin, OutcomePlugin, ChatStreamPlugin));
+        app.add_plugins((ThinkPlugin, ExecutePlugin, OutcomePlugin, ChatStreamPlugin))
+            .add_systems(SimPoll, link_chat_partners.after(PollSystems::LandThoughts))
+            .add_systems(SimStep, link_chat_partners.in_set(AgentSystems::Last));
     }
 }

@@ -39,8 +39,9 @@ use bevy::prelude::*;
 use chrono::{NaiveDate, NaiveDateTime};
 
 use crate::clock::{AwaitingCognition, PollSystems, SimClock, SimPoll, TimeMode};
-use crate::persona::Persona;
+use crate::persona::{Persona, ScheduleItem};
 use crate::prompt::FailureReason;
+use crate::world::ActionAddress;
 
 /// A persona started a new action: the next step it walks there (or stays, if it is there).
 /// Also fires for a wait and for the chat action of a conversation.
@@ -56,7 +57,7 @@ pub struct ActionStarted {
     /// What it is doing ("brushing her teeth").
     pub description: String,
     /// Where (`world:sector:arena:object`, `<persona> Name` for a chat, `<waiting> x y`).
-    pub address: String,
+    pub address: Option<ActionAddress>,
     /// The action as an emoji.
     pub emoji: String,
     /// When the action is planned to end.
@@ -75,7 +76,7 @@ pub struct PlanUpdated {
     /// The game time of the step.
     pub time: NaiveDateTime,
     /// Today's schedule as it now stands: `(task, minutes)`, from midnight.
-    pub schedule: Vec<(String, u32)>,
+    pub schedule: Vec<ScheduleItem>,
 }
 
 /// A persona woke into a new day and planned it (SPEC §3.3). Fires once per persona and day.
@@ -95,7 +96,7 @@ pub struct NewDay {
     /// The day's broad goals.
     pub daily_plan: Vec<String>,
     /// The hourly schedule before decomposition, `(task, minutes)`.
-    pub hourly_schedule: Vec<(String, u32)>,
+    pub hourly_schedule: Vec<ScheduleItem>,
     /// Whether the persona revised who it is for this day (every day but the first).
     pub identity_revised: bool,
 }

@@ -12,7 +12,7 @@ use chrono::NaiveDateTime;
 use crate::clock::AwaitingCognition;
 use crate::llm::EMBED_KIND;
 use crate::memory::{ChatLine, NewMemory, NodeId};
-use crate::persona::{Body, Mind, MindState, Percepts, Persona};
+use crate::persona::{Body, CHAT_PREDICATE, Mind, MindState, Percepts, Persona};
 use crate::prompt::{FailureReason, ModelFailure, PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
@@ -278,7 +278,7 @@ pub async fn form_memories(
             .value
         };
         let mut filling = Vec::new();
-        if s == name && p == "chat with" && !mind.scratch.chat.is_empty() {
+        if s == name && p == CHAT_PREDICATE && !mind.scratch.chat.is_empty() {
             let conversation = transcript(&mind.scratch.chat);
             let chat_poignancy = run_prompt(
                 ctx,
@@ -417,12 +417,12 @@ mod tests {
     fn persona_event_parts() {
         let e = TileEvent {
             subject: "Sam Lindqvist".into(),
-            predicate: Some("chat with".into()),
+            predicate: Some(CHAT_PREDICATE.into()),
             object: Some("Mira Okafor".into()),
             description: Some("conversing about the open mic".into()),
         };
         let (_, p, _, d) = event_memory_parts(&e);
-        assert_eq!(p, "chat with");
+        assert_eq!(p, CHAT_PREDICATE);
         assert_eq!(d, "Sam Lindqvist is conversing about the open mic");
     }
 

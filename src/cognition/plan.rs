@@ -15,19 +15,20 @@ use chrono::{Duration, NaiveDateTime, Timelike};
 
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
-use crate::persona::{DayRecord, MindState};
+use crate::persona::{DayRecord, MindState, ScheduleItem};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
+use crate::world::{ActionAddress, Address, AddressLevel};
 
 use super::perceive::embedding_for;
 use super::prompts::{
     ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, DailyPlan,
-    HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple, RANDOM_OBJECT,
-    TaskDecomposition, WakeUpHour, subtask_description, wake_up_item,
+    HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple, TaskDecomposition,
+    WakeUpHour, subtask_description, wake_up_item,
 };
 use super::schedule::{
     blocks_to_decompose, day_hours, distinct_activities, item_start, merge_hourly, pad_day,
-    replace_item, schedule_index,
+    replace_item, schedule_index, schedule_pairs,
 };
 use super::vocabulary::{AddressBook, PlanEvent, add_new_action, date_text, minute_of_day};
 
@@ -193,22 +194,26 @@ pub async fn decompose_due_blocks(
         settings.quiet_hour,
     );
     for index in due.into_iter().rev() {
-        let Some((task, duration)) = mind.scratch.f_daily_schedule.get(index).cloned() else {
+        let Some(ScheduleItem {
+            task,
+            minutes: duration,
+        }) = mind.scratch.f_daily_schedule.get(index).cloned()
+        else {
             continue;
         };
         let prompt = TaskDecomposition {
             identity: mind.scratch.identity_summary(),
             first_name: mind.scratch.first_name.clone(),
             date_text: date_text(now),
-            schedule: mind.scratch.f_daily_schedule_hourly_org.clone(),
+            schedule: schedule_pairs(&mind.scratch.f_daily_schedule_hourly_org),
             task: task.clone(),
             start_minute: item_start(&mind.scratch.f_daily_schedule, index),
             duration,
         };
         let steps = run_prompt(ctx, &prompt).await.value;
-        let parts: Vec<(String, u32)> = steps
+        let parts: Vec<ScheduleItem> = steps
             .into_iter()
-            .map(|(step, minutes)| (subtask_description(&task, &step), minutes))
+            .map(|(step, minutes)| ScheduleItem::new(subtask_description(&task, &step), minutes))
             .collect();
         replace_item(&mut mind.scratch.f_daily_schedule, index, parts);
     }
@@ -219,7 +224,7 @@ pub async fn decompose_due_blocks(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grounding {
     /// `world:sector:arena:object` (or `world:sector:arena:<random>`).
-    pub address: String,
+    pub address: ActionAddress,
     /// The object's name, when one was chosen.
     pub object: Option<String>,
 }
@@ -322,22 +327,43 @@ pub async fn ground_action(
     let arena_address = format!("{world}:{sector}:{arena}");
     if objects.contains(&object) {
         let address = format!("{arena_address}:{object}");
-        if book.contains(&address) {
+        // The book holds the map's canonical keys, so a key it contains parses back to itself.
+        if book.contains(&address)
+            && let Ok(place) = Address::parse(&address)
+        {
             return Grounding {
-                address,
+                address: ActionAddress::Place(place),
                 object: Some(object),
             };
         }
     }
-    if book.contains(&arena_address) {
+    if book.contains(&arena_address)
+        && let Ok(arena) = Address::parse(&arena_address)
+    {
         return Grounding {
-            address: format!("{arena_address}:{RANDOM_OBJECT}"),
+            address: ActionAddress::RandomInArena(arena),
             object: None,
         };
     }
     Grounding {
-        address: format!("{}:{RANDOM_OBJECT}", mind.scratch.living_area),
+        address: living_area_action(&mind.scratch.living_area, &world, mind.scratch.curr_tile),
         object: None,
+    }
+}
+
+/// The last fall-back of grounding: any tile of the living area (`w:s:a:<random>`). A living
+/// area that is not an arena is walked to as a place (the execute stage resolves it the same
+/// way); one that is no address at all (a hand-edited save) sends the persona into its world,
+/// or lets it wait where it stands.
+fn living_area_action(
+    living_area: &str,
+    world: &str,
+    tile: crate::world::TileCoord,
+) -> ActionAddress {
+    match Address::parse(living_area) {
+        Ok(arena) if arena.level() == AddressLevel::Arena => ActionAddress::RandomInArena(arena),
+        Ok(place) => ActionAddress::Place(place),
+        Err(_) => Address::world(world).map_or(ActionAddress::Waiting(tile), ActionAddress::Place),
     }
 }
 
@@ -355,12 +381,12 @@ pub async fn determine_action(
     let minute = minute_of_day(now);
     let schedule = &mind.scratch.f_daily_schedule;
     let index = schedule_index(schedule, minute).unwrap_or(schedule.len().saturating_sub(1));
-    let (task, _) = schedule
+    let task = schedule
         .get(index)
-        .cloned()
-        .unwrap_or_else(|| ("sleeping".to_string(), 1));
+        .map_or_else(|| "sleeping".to_string(), |item| item.task.clone());
     // The action lasts until its schedule item ends (at least one minute).
-    let end = item_start(schedule, index).saturating_add(schedule.get(index).map_or(1, |i| i.1));
+    let end =
+        item_start(schedule, index).saturating_add(schedule.get(index).map_or(1, |i| i.minutes));
     let duration = end.saturating_sub(minute).max(1);
 
     let grounding = ground_action(mind, ctx, book, current_sector, &task, seed).await;
@@ -392,7 +418,7 @@ pub async fn determine_action(
                 object_state: description.clone(),
             };
             let object_triple = ObjectEventTriple {
-                object_address: grounding.address.clone(),
+                object_address: grounding.address.to_string(),
                 object_name: object.clone(),
                 object_state: description.clone(),
             };

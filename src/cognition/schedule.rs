@@ -6,24 +6,32 @@
 //! (SPEC §3.5), and is padded with sleep so that it always sums to exactly 1440 minutes.
 //! Everything here is deterministic and total: no index can go out of range, whatever the lists.
 
-use crate::persona::is_sleep_text;
+use crate::persona::{ScheduleItem, is_sleep_text};
 
 use super::prompts::MINUTES_PER_DAY;
 
 /// Total minutes of a schedule (saturating).
-pub fn total_minutes(items: &[(String, u32)]) -> u32 {
+pub fn total_minutes(items: &[ScheduleItem]) -> u32 {
     items
         .iter()
-        .fold(0u32, |acc, (_, m)| acc.saturating_add(*m))
+        .fold(0u32, |acc, item| acc.saturating_add(item.minutes))
+}
+
+/// A schedule as the `(task, minutes)` pairs prompts show the model.
+pub fn schedule_pairs(items: &[ScheduleItem]) -> Vec<(String, u32)> {
+    items
+        .iter()
+        .map(|item| (item.task.clone(), item.minutes))
+        .collect()
 }
 
 /// Merges consecutive identical hourly activities into `(task, minutes)` blocks (SPEC §3.3).
-pub fn merge_hourly(hours: &[String]) -> Vec<(String, u32)> {
-    let mut out: Vec<(String, u32)> = Vec::new();
+pub fn merge_hourly(hours: &[String]) -> Vec<ScheduleItem> {
+    let mut out: Vec<ScheduleItem> = Vec::new();
     for task in hours {
         match out.last_mut() {
-            Some((last, minutes)) if last == task => *minutes += 60,
-            _ => out.push((task.clone(), 60)),
+            Some(last) if last.task == *task => last.minutes += 60,
+            _ => out.push(ScheduleItem::new(task.clone(), 60)),
         }
     }
     out
@@ -52,10 +60,10 @@ pub fn distinct_activities(hours: &[String]) -> usize {
 /// The index of the item running at `minute` of the day (Smallville's
 /// `get_f_daily_schedule_index`): the first item whose end is after `minute`. `None` when the
 /// schedule ends before `minute`.
-pub fn schedule_index(items: &[(String, u32)], minute: u32) -> Option<usize> {
+pub fn schedule_index(items: &[ScheduleItem], minute: u32) -> Option<usize> {
     let mut end = 0u32;
-    for (i, (_, minutes)) in items.iter().enumerate() {
-        end = end.saturating_add(*minutes);
+    for (i, item) in items.iter().enumerate() {
+        end = end.saturating_add(item.minutes);
         if end > minute {
             return Some(i);
         }
@@ -64,7 +72,7 @@ pub fn schedule_index(items: &[(String, u32)], minute: u32) -> Option<usize> {
 }
 
 /// The minute of the day at which item `index` starts.
-pub fn item_start(items: &[(String, u32)], index: usize) -> u32 {
+pub fn item_start(items: &[ScheduleItem], index: usize) -> u32 {
     total_minutes(&items[..index.min(items.len())])
 }
 
@@ -89,7 +97,7 @@ pub fn should_decompose(task: &str, minutes: u32, min_minutes: u32) -> bool {
 /// (SPEC §3.4): at the first item of the day the current block and the one after the next
 /// hour's; otherwise the block one hour ahead while the hour is before `quiet_hour` (23).
 pub fn blocks_to_decompose(
-    items: &[(String, u32)],
+    items: &[ScheduleItem],
     minute: u32,
     hour: u32,
     min_minutes: u32,
@@ -101,7 +109,7 @@ pub fn blocks_to_decompose(
     let wants = |i: usize| {
         items
             .get(i)
-            .is_some_and(|(task, m)| should_decompose(task, *m, min_minutes))
+            .is_some_and(|item| should_decompose(&item.task, item.minutes, min_minutes))
     };
     if curr == Some(0) {
         if wants(0) {
@@ -126,15 +134,11 @@ pub fn blocks_to_decompose(
 
 /// Replaces item `index` with `parts` when they sum to the item's minutes (otherwise nothing
 /// changes, so the day's total is preserved either way). Returns whether it replaced.
-pub fn replace_item(
-    items: &mut Vec<(String, u32)>,
-    index: usize,
-    parts: Vec<(String, u32)>,
-) -> bool {
-    let Some((_, minutes)) = items.get(index) else {
+pub fn replace_item(items: &mut Vec<ScheduleItem>, index: usize, parts: Vec<ScheduleItem>) -> bool {
+    let Some(item) = items.get(index) else {
         return false;
     };
-    if parts.is_empty() || total_minutes(&parts) != *minutes {
+    if parts.is_empty() || total_minutes(&parts) != item.minutes {
         return false;
     }
     items.splice(index..=index, parts);
@@ -143,23 +147,23 @@ pub fn replace_item(
 
 /// Makes the schedule sum to exactly one day: appends sleep when short (SPEC §3.4), and trims
 /// the tail when long (a fail-safe for bad input; a well-formed schedule is never long).
-pub fn pad_day(items: &mut Vec<(String, u32)>) {
-    items.retain(|(_, m)| *m > 0);
+pub fn pad_day(items: &mut Vec<ScheduleItem>) {
+    items.retain(|item| item.minutes > 0);
     let total = total_minutes(items);
     if total < MINUTES_PER_DAY {
-        items.push(("sleeping".to_string(), MINUTES_PER_DAY - total));
+        items.push(ScheduleItem::new("sleeping", MINUTES_PER_DAY - total));
         return;
     }
     let mut excess = total - MINUTES_PER_DAY;
     while excess > 0 {
-        let Some((_, last)) = items.last_mut() else {
+        let Some(last) = items.last_mut() else {
             break;
         };
-        if *last > excess {
-            *last -= excess;
+        if last.minutes > excess {
+            last.minutes -= excess;
             excess = 0;
         } else {
-            excess -= *last;
+            excess -= last.minutes;
             items.pop();
         }
     }
@@ -172,8 +176,8 @@ pub fn pad_day(items: &mut Vec<(String, u32)>) {
 ///
 /// Returns `(first, last_exclusive, window_start_minute)`; `None` when `minute` is past the end.
 pub fn reaction_window(
-    items: &[(String, u32)],
-    hourly: &[(String, u32)],
+    items: &[ScheduleItem],
+    hourly: &[ScheduleItem],
     minute: u32,
     duration: u32,
 ) -> Option<(usize, usize, u32)> {
@@ -181,7 +185,7 @@ pub fn reaction_window(
     let (block_start, block_end) = match schedule_index(hourly, minute) {
         Some(h) => {
             let start = item_start(hourly, h);
-            (start, start.saturating_add(hourly[h].1))
+            (start, start.saturating_add(hourly[h].minutes))
         }
         None => (minute, minute),
     };
@@ -200,8 +204,11 @@ pub fn reaction_window(
 mod tests {
     use super::*;
 
-    fn s(items: &[(&str, u32)]) -> Vec<(String, u32)> {
-        items.iter().map(|(t, m)| (t.to_string(), *m)).collect()
+    fn s(items: &[(&str, u32)]) -> Vec<ScheduleItem> {
+        items
+            .iter()
+            .map(|(t, m)| ScheduleItem::new(*t, *m))
+            .collect()
     }
 
     #[test]
@@ -213,9 +220,9 @@ mod tests {
         let hours = day_hours(6, &waking);
         assert_eq!(hours.len(), 24);
         let merged = merge_hourly(&hours);
-        assert_eq!(merged[0], ("sleeping".to_string(), 360));
-        assert_eq!(merged[1], ("routine".to_string(), 60));
-        assert_eq!(merged[2], ("work".to_string(), 120));
+        assert_eq!(merged[0], ScheduleItem::new("sleeping", 360));
+        assert_eq!(merged[1], ScheduleItem::new("routine", 60));
+        assert_eq!(merged[2], ScheduleItem::new("work", 120));
         assert_eq!(total_minutes(&merged), 1440);
         assert_eq!(distinct_activities(&hours), 4);
     }
@@ -267,11 +274,11 @@ mod tests {
     fn padding() {
         let mut items = s(&[("a", 600)]);
         pad_day(&mut items);
-        assert_eq!(items.last(), Some(&("sleeping".to_string(), 840)));
+        assert_eq!(items.last(), Some(&ScheduleItem::new("sleeping", 840)));
         let mut long = s(&[("a", 1000), ("b", 500)]);
         pad_day(&mut long);
         assert_eq!(total_minutes(&long), 1440);
-        assert_eq!(long[1].1, 440);
+        assert_eq!(long[1].minutes, 440);
     }
 
     #[test]

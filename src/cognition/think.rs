@@ -138,7 +138,7 @@ pub fn bookkeeping(mind: &mut MindState, now: NaiveDateTime, tile: TileCoord, se
     }
     s.curr_time = Some(now);
     s.curr_tile = tile;
-    let chatting = s.act_event.predicate.as_deref() == Some("chat with");
+    let chatting = s.act_event.is_chat();
     if !chatting {
         s.chatting_with = None;
         s.chat.clear();
@@ -457,7 +457,7 @@ struct Heard {
     /// The new day, and whether the identity was revised for it.
     new_day: Option<(crate::persona::DayRecord, bool)>,
     /// Today's schedule, when it changed.
-    schedule: Option<Vec<(String, u32)>>,
+    schedule: Option<Vec<crate::persona::ScheduleItem>>,
     /// The conversation that started.
     conversation: Option<crate::persona::ConversationRecord>,
     /// The insights of a reflection.
@@ -1003,7 +1003,7 @@ mod tests {
             scratch: Scratch {
                 curr_time: Some(at(8, 0, 0)),
                 chatting_with: Some("B".into()),
-                act_event: crate::persona::EventTriple::new("A", "chat with", "B"),
+                act_event: crate::persona::EventTriple::chat("A", "B"),
                 ..Default::default()
             },
             ..Default::default()

@@ -13,7 +13,7 @@ use chrono::{NaiveDate, NaiveDateTime, Timelike};
 use crate::memory::RetrievalParams;
 use crate::persona::{ActionView, ConversationRecord, DayRecord, EventTriple, MindState};
 use crate::settings::AgentSettings;
-use crate::world::TownMap;
+use crate::world::{ActionAddress, TownMap};
 
 /// Every address on the map, to check that a grounded action exists. Built once per map.
 #[derive(Debug, Clone, Default)]
@@ -43,8 +43,8 @@ impl AddressBook {
 pub struct OtherPersona {
     /// Name.
     pub name: String,
-    /// Action address.
-    pub address: String,
+    /// Action address (`None` before the first action).
+    pub address: Option<ActionAddress>,
     /// Action description.
     pub description: String,
     /// When the action ends.
@@ -67,7 +67,7 @@ impl OtherPersona {
             end_time: view.end_time,
             chatting: view.chatting_with.is_some(),
             sleeping: crate::persona::is_sleep_text(&view.description),
-            waiting: view.address.starts_with("<waiting>"),
+            waiting: view.address.as_ref().is_some_and(ActionAddress::is_waiting),
         }
     }
 }
@@ -123,7 +123,7 @@ pub fn minute_of_day(now: NaiveDateTime) -> u32 {
 pub fn add_new_action(
     mind: &mut MindState,
     now: NaiveDateTime,
-    address: String,
+    address: ActionAddress,
     duration: u32,
     description: String,
     emoji: String,

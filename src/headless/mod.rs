@@ -236,7 +236,13 @@ fn print_status(app: &mut App, out: &mut impl Write) -> std::io::Result<()> {
             let doing = if view.description.is_empty() {
                 "(no action yet)".to_string()
             } else {
-                format!("{} {} @ {}", view.emoji, view.description, view.address)
+                let address = view.address.as_ref().map(ToString::to_string);
+                format!(
+                    "{} {} @ {}",
+                    view.emoji,
+                    view.description,
+                    address.unwrap_or_default()
+                )
             };
             (
                 name.as_str().to_string(),

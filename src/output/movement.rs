@@ -31,7 +31,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::clock::{AgentSystems, SimClock, SimStep};
 use crate::persona::{ActionView, Body, Persona};
-use crate::world::TileCoord;
+use crate::world::{ActionAddress, TileCoord};
 
 /// A chat as the log stores it: `(speaker, line)` pairs.
 pub type ChatLines = Vec<(String, String)>;
@@ -55,7 +55,7 @@ impl PersonaFrame {
         Self {
             tile: body.tile,
             emoji: view.emoji.clone(),
-            description: describe(&view.description, &view.address),
+            description: describe(&view.description, view.address.as_ref()),
             chat: (!view.chat.is_empty()).then(|| view.chat.clone()),
         }
     }
@@ -84,11 +84,11 @@ impl PersonaFrame {
 
 /// `"act @ address"` as Smallville's movement file writes it; empty when the persona has no
 /// action yet (rather than a lone `" @ "`).
-pub fn describe(description: &str, address: &str) -> String {
-    if description.is_empty() && address.is_empty() {
-        String::new()
-    } else {
-        format!("{description} @ {address}")
+pub fn describe(description: &str, address: Option<&ActionAddress>) -> String {
+    match address {
+        None if description.is_empty() => String::new(),
+        None => format!("{description} @ "),
+        Some(address) => format!("{description} @ {address}"),
     }
 }
 
@@ -701,9 +701,18 @@ mod tests {
 
     #[test]
     fn describe_joins_act_and_address() {
-        assert_eq!(describe("sleeping", "w:s:a:bed"), "sleeping @ w:s:a:bed");
-        assert_eq!(describe("", ""), "");
-        assert_eq!(describe("", "w:s"), " @ w:s");
+        let place = |s: &str| ActionAddress::parse(s).ok();
+        assert_eq!(
+            describe("sleeping", place("w:s:a:bed").as_ref()),
+            "sleeping @ w:s:a:bed"
+        );
+        assert_eq!(describe("", None), "");
+        assert_eq!(describe("", place("w:s").as_ref()), " @ w:s");
+        assert_eq!(describe("reading", None), "reading @ ");
+        assert_eq!(
+            describe("waiting", place("<waiting> 3 -4").as_ref()),
+            "waiting @ <waiting> 3 -4"
+        );
     }
 
     #[test]

@@ -35,6 +35,7 @@ use crate::output::run::MOVEMENT_FILE;
 use crate::output::{MovementLine, MovementLogData, MovementReplay, PersonaFrame};
 use crate::persist::PersistError;
 use crate::persona::{ActionView, Body, Persona};
+use crate::world::ActionAddress;
 
 /// The step length assumed when neither the log (one line) nor a save says otherwise.
 pub const DEFAULT_SEC_PER_STEP: u32 = 10;
@@ -65,6 +66,12 @@ pub fn split_description(text: &str) -> (String, String) {
 /// partner; it is the first other speaker of the chat (or the first speaker, for a chat of one).
 pub fn actor_view(name: &str, frame: &PersonaFrame) -> ActionView {
     let (description, address) = split_description(&frame.description);
+    // A log written elsewhere may hold an address this crate cannot read: keep it in view.
+    let (description, address) = match ActionAddress::parse(&address) {
+        Ok(address) => (description, Some(address)),
+        Err(_) if address.is_empty() => (description, None),
+        Err(_) => (frame.description.clone(), None),
+    };
     let chat = frame.chat.clone().unwrap_or_default();
     let chatting_with = frame.chat.as_ref().and_then(|lines| {
         lines
@@ -392,9 +399,19 @@ mod tests {
             ("no address".into(), String::new())
         );
         // Whatever the split, describing it again gives the log's text back.
-        for text in ["a @ b @ c", " @ w:s", "x @ y"] {
+        for text in [
+            "a @ b @ c",
+            " @ w:s",
+            "x @ y",
+            "idle @ ",
+            "w @ <waiting> 1 2",
+        ] {
             let (act, address) = split_description(text);
-            assert_eq!(crate::output::movement::describe(&act, &address), text);
+            let address = ActionAddress::parse(&address).ok();
+            assert_eq!(
+                crate::output::movement::describe(&act, address.as_ref()),
+                text
+            );
         }
     }
 
@@ -412,7 +429,18 @@ mod tests {
         let view = actor_view("Ada", &frame);
         assert_eq!(view.emoji, "☕");
         assert_eq!(view.description, "chatting with Sam");
-        assert_eq!(view.address, "Willowbrook:Riverside Cafe:cafe");
+        assert_eq!(
+            view.address.as_ref().map(|a| a.to_string()).as_deref(),
+            Some("Willowbrook:Riverside Cafe:cafe")
+        );
+        // An address this crate cannot read stays visible in the description.
+        let odd = PersonaFrame {
+            description: "dancing @ <moon> 3".into(),
+            ..frame.clone()
+        };
+        let odd_view = actor_view("Ada", &odd);
+        assert_eq!(odd_view.address, None);
+        assert_eq!(odd_view.description, "dancing @ <moon> 3");
         assert_eq!(view.chatting_with.as_deref(), Some("Sam"));
         assert_eq!(view.chat.len(), 2);
         let body = Body {

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::TimeMode;
 use crate::memory::NodeKind;
-use crate::persona::{Body, ConversationRecord, DayRecord, Diary, Mind, MindState, Persona};
+use crate::persona::{
+    Body, ConversationRecord, DayRecord, Diary, Mind, MindState, Persona, ScheduleItem,
+};
 use crate::world::TileCoord;
 
 /// The content of `summary.json`.
@@ -80,7 +82,7 @@ pub struct DaySummary {
     /// The day's broad goals.
     pub daily_req: Vec<String>,
     /// The schedule as it stood at the end of the day, `[[task, minutes], …]`.
-    pub f_daily_schedule: Vec<(String, u32)>,
+    pub f_daily_schedule: Vec<ScheduleItem>,
     /// The schedule's total minutes (1440 for a complete day).
     pub schedule_minutes: u32,
     /// Arenas (`world:sector:arena`) the persona stood in, sorted.
@@ -94,7 +96,7 @@ impl From<&DayRecord> for DaySummary {
             wake_up_hour: day.wake_up_hour,
             daily_req: day.daily_req.clone(),
             f_daily_schedule: day.schedule.clone(),
-            schedule_minutes: day.schedule.iter().map(|(_, m)| *m).sum(),
+            schedule_minutes: day.schedule.iter().map(|item| item.minutes).sum(),
             arenas_visited: day.arenas_visited.iter().cloned().collect(),
         }
     }
@@ -167,7 +169,10 @@ mod tests {
         {
             let day = diary.day_mut(date);
             day.wake_up_hour = 7;
-            day.schedule = vec![("sleeping".into(), 420), ("working".into(), 1020)];
+            day.schedule = vec![
+                ScheduleItem::new("sleeping", 420),
+                ScheduleItem::new("working", 1020),
+            ];
             day.arenas_visited.insert("W:B:b".into());
             day.arenas_visited.insert("W:A:a".into());
         }

@@ -24,7 +24,7 @@ use crate::memory::{
 };
 use crate::persona::{ActionView, Body, Diary, MindState, Scratch};
 use crate::settings::AgentSettings;
-use crate::world::{TileCoord, TileEvent};
+use crate::world::{ActionAddress, TileCoord, TileEvent};
 
 /// `meta.json`.
 pub const META_FILE: &str = "meta.json";
@@ -124,8 +124,9 @@ pub struct BodyFile {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActionFile {
-    /// Where the action happens.
-    pub address: String,
+    /// Where the action happens, in its text form; `""` before the first action.
+    #[serde(with = "text_or_empty")]
+    pub address: Option<ActionAddress>,
     /// What the persona is doing.
     pub description: String,
     /// The action as an emoji.
@@ -142,6 +143,35 @@ pub struct ActionFile {
     pub chat: Vec<(String, String)>,
     /// When the current action ends.
     pub end_time: Option<NaiveDateTime>,
+}
+
+/// An optional action address saved as its text form, `""` for none (as format 1 always did).
+mod text_or_empty {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::world::ActionAddress;
+
+    pub(super) fn serialize<S: Serializer>(
+        address: &Option<ActionAddress>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match address {
+            Some(address) => serializer.collect_str(address),
+            None => serializer.serialize_str(""),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<ActionAddress>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.is_empty() {
+            return Ok(None);
+        }
+        ActionAddress::parse(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl ActionFile {
@@ -770,6 +800,33 @@ mod tests {
 
         let trailing = format!("{text} x");
         assert!(parse::<BodyFile>(file, trailing.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn action_addresses_are_saved_as_text() {
+        let file = Path::new("action.json");
+        let view = ActionView {
+            address: ActionAddress::parse("<waiting> 3 -4").ok(),
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&ActionFile::of(&view)).expect("json");
+        assert!(text.contains(r#""address":"<waiting> 3 -4""#), "{text}");
+        let back = parse::<ActionFile>(file, text.as_bytes()).expect("parse");
+        assert_eq!(back.into_view(), view);
+
+        let none = serde_json::to_string(&ActionFile::of(&ActionView::default())).expect("json");
+        let empty = r#""address":"""#;
+        assert!(none.contains(empty), "{none}");
+        let back = parse::<ActionFile>(file, none.as_bytes()).expect("parse");
+        assert_eq!(back.address, None);
+
+        let bad = none.replace(empty, r#""address":"<waiting> x""#);
+        let err = parse::<ActionFile>(file, bad.as_bytes()).expect_err("bad address");
+        let message = err.to_string();
+        assert!(
+            message.contains("address") && message.contains("<waiting>"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::scratch::ScheduleItem;
 use bevy::prelude::*;
 use chrono::{NaiveDate, NaiveDateTime};
 use serde::{Deserialize, Serialize};
@@ -18,10 +19,10 @@ pub struct DayRecord {
     pub wake_up_hour: u32,
     /// The broad goals of the day (`daily_req`).
     pub daily_req: Vec<String>,
-    /// The undecomposed hourly schedule, `(task, minutes)`.
-    pub hourly_schedule: Vec<(String, u32)>,
+    /// The undecomposed hourly schedule.
+    pub hourly_schedule: Vec<ScheduleItem>,
     /// The (progressively decomposed) schedule as it stood at the end of the day.
-    pub schedule: Vec<(String, u32)>,
+    pub schedule: Vec<ScheduleItem>,
     /// Arenas (`world:sector:arena`) the persona stood in that day.
     pub arenas_visited: BTreeSet<String>,
 }

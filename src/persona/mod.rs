@@ -15,12 +15,16 @@
 //! that moves personas.
 
 mod diary;
+mod partners;
 mod scratch;
 mod sheet;
 
 pub use diary::{ConversationRecord, DayRecord, Diary};
+pub use partners::{ChatPartners, ChattingWith, link_chat_partners};
 
-pub use scratch::{EventTriple, Scratch, is_sleep_text, round_up_to_minute};
+pub use scratch::{
+    CHAT_PREDICATE, EventTriple, ScheduleItem, Scratch, is_sleep_text, round_up_to_minute,
+};
 pub use sheet::{
     MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, PersonaError, PersonaSheet, check_persona_name,
     default_personas_dir, load_persona_sheets, quote_clipped,
@@ -35,7 +39,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::clock::SimClock;
 use crate::memory::{AssociativeMemory, SpatialMemory};
 use crate::settings::AgentSettings;
-use crate::world::{TileCoord, TileEvent, TownMap};
+use crate::world::{ActionAddress, TileCoord, TileEvent, TownMap};
 
 /// What a persona sees this step, filled by the perceive stage of the cognitive loop.
 /// Refreshed every step for personas whose mind is home.
@@ -139,8 +143,8 @@ pub struct Body {
 #[derive(Component, Reflect, Debug, Clone, Default, PartialEq)]
 #[reflect(Component)]
 pub struct ActionView {
-    /// Where the action happens.
-    pub address: String,
+    /// Where the action happens; `None` before the first action.
+    pub address: Option<ActionAddress>,
     /// What the persona is doing.
     pub description: String,
     /// The action as an emoji.
@@ -182,7 +186,7 @@ impl ActionView {
         Self {
             object_event,
             living_area: scratch.living_area.clone(),
-            address: scratch.act_address.clone().unwrap_or_default(),
+            address: scratch.act_address.clone(),
             description: scratch.act_description.clone().unwrap_or_default(),
             emoji: scratch.act_pronunciatio.clone().unwrap_or_default(),
             event,
@@ -273,6 +277,8 @@ impl Plugin for PersonaPlugin {
     fn build(&self, app: &mut App) {
         app.register_type::<Persona>()
             .register_type::<Body>()
-            .register_type::<ActionView>();
+            .register_type::<ActionView>()
+            .register_type::<ChattingWith>()
+            .register_type::<ChatPartners>();
     }
 }

@@ -7,7 +7,10 @@ use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 
 use crate::settings::PersonaDefaults;
-use crate::world::TileCoord;
+use crate::world::{ActionAddress, TileCoord};
+
+/// The predicate of a persona's chat event, `(name, "chat with", partner)` (SPEC §3.5).
+pub const CHAT_PREDICATE: &str = "chat with";
 
 /// An `(subject, predicate, object)` triple; `None` parts are unknown or idle.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -30,9 +33,57 @@ impl EventTriple {
         }
     }
 
+    /// `(subject, "chat with", partner)`, the event of a chat action (SPEC §3.5).
+    pub fn chat(subject: impl Into<String>, partner: impl Into<String>) -> Self {
+        Self::new(subject, CHAT_PREDICATE, partner)
+    }
+
+    /// Whether this is a chat event.
+    pub fn is_chat(&self) -> bool {
+        self.predicate.as_deref() == Some(CHAT_PREDICATE)
+    }
+
     /// `(subject, "is", "idle")`, the fail-safe event of SPEC §3.4.
     pub fn idle(subject: impl Into<String>) -> Self {
         Self::new(subject, "is", "idle")
+    }
+}
+
+/// One item of a day's schedule: a task and how long it lasts. Saved as the pair
+/// `["task", minutes]`, the form saves and run summaries have always used.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ScheduleItem {
+    /// What the persona does.
+    pub task: String,
+    /// For how many minutes.
+    pub minutes: u32,
+}
+
+impl ScheduleItem {
+    /// `task` for `minutes`.
+    pub fn new(task: impl Into<String>, minutes: u32) -> Self {
+        Self {
+            task: task.into(),
+            minutes,
+        }
+    }
+}
+
+impl From<(String, u32)> for ScheduleItem {
+    fn from((task, minutes): (String, u32)) -> Self {
+        Self { task, minutes }
+    }
+}
+
+impl Serialize for ScheduleItem {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (&self.task, self.minutes).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ScheduleItem {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <(String, u32)>::deserialize(deserializer).map(Self::from)
     }
 }
 
@@ -82,13 +133,13 @@ pub struct Scratch {
     /// Today's broad goals (5–8 items on the first day).
     pub daily_req: Vec<String>,
     /// Today's schedule as `(task, minutes)`, decomposed progressively; sums to 1440.
-    pub f_daily_schedule: Vec<(String, u32)>,
+    pub f_daily_schedule: Vec<ScheduleItem>,
     /// The undecomposed hourly schedule.
-    pub f_daily_schedule_hourly_org: Vec<(String, u32)>,
+    pub f_daily_schedule_hourly_org: Vec<ScheduleItem>,
 
     // --- current action ---
-    /// Where the action happens (`w:s:a:o` or a special address).
-    pub act_address: Option<String>,
+    /// Where the action happens (`w:s:a:o` or a special address); saved as its text form.
+    pub act_address: Option<ActionAddress>,
     /// When the action started.
     pub act_start_time: Option<NaiveDateTime>,
     /// Planned length in minutes.
@@ -153,7 +204,7 @@ impl Scratch {
 
     /// Total minutes of today's schedule.
     pub fn schedule_minutes(&self) -> u32 {
-        self.f_daily_schedule.iter().map(|(_, m)| *m).sum()
+        self.f_daily_schedule.iter().map(|i| i.minutes).sum()
     }
 
     /// When the current action ends: the chat's end while chatting, else the start rounded up to
@@ -241,7 +292,7 @@ mod tests {
     #[test]
     fn action_end_rounds_start_up_and_uses_ge() {
         let mut s = Scratch {
-            act_address: Some("w:s:a:o".into()),
+            act_address: Some(ActionAddress::parse("w:s:a:o").unwrap()),
             act_start_time: Some(at(8, 0, 10)),
             act_duration: Some(15),
             ..Default::default()
@@ -255,6 +306,28 @@ mod tests {
         s.chatting_end_time = Some(at(9, 0, 0));
         assert!(!s.act_finished(at(8, 30, 0)));
         assert!(s.act_finished(at(9, 0, 0)));
+    }
+
+    #[test]
+    fn schedule_items_are_saved_as_pairs() {
+        let items = vec![
+            ScheduleItem::new("sleeping", 420),
+            ScheduleItem::new("work (emails)", 15),
+        ];
+        let text = serde_json::to_string(&items).unwrap();
+        assert_eq!(text, r#"[["sleeping",420],["work (emails)",15]]"#);
+        let back: Vec<ScheduleItem> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, items);
+        for bad in [
+            r#"[["sleeping"]]"#,
+            r#"[["sleeping",-5]]"#,
+            r#"[{"task":"x"}]"#,
+        ] {
+            assert!(
+                serde_json::from_str::<Vec<ScheduleItem>>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::clock::SimClock;
 use crate::cognition::ChatStream;
 use crate::memory::NodeKind;
 use crate::output::ReplayActor;
-use crate::persona::{ActionView, Body, Diary, Mind, Persona};
+use crate::persona::{ActionView, Body, Diary, Mind, Persona, ScheduleItem};
 
 /// Memories kept in a snapshot (the most recent ones).
 pub const SNAPSHOT_MEMORIES: usize = 14;
@@ -60,9 +60,9 @@ pub struct MindSnapshot {
     /// Its planned minutes.
     pub action_minutes: Option<u32>,
     /// Today's schedule as `(task, minutes)`, progressively decomposed.
-    pub schedule: Vec<(String, u32)>,
+    pub schedule: Vec<ScheduleItem>,
     /// Today's undecomposed hourly schedule.
-    pub hourly: Vec<(String, u32)>,
+    pub hourly: Vec<ScheduleItem>,
     /// The most recent memories, newest first.
     pub memories: Vec<MemoryLine>,
     /// How many memories the persona has.
@@ -75,7 +75,7 @@ struct SnapshotAge(f32);
 
 /// The index of the schedule item running at `minute_of_day` (items run back to back from
 /// midnight); `None` past the schedule's end or for an empty schedule.
-pub fn current_schedule_index(schedule: &[(String, u32)], minute_of_day: u32) -> Option<usize> {
+pub fn current_schedule_index(schedule: &[ScheduleItem], minute_of_day: u32) -> Option<usize> {
     crate::cognition::schedule::schedule_index(schedule, minute_of_day)
 }
 
@@ -178,7 +178,11 @@ fn refresh_snapshots(
             taken_at: Some(clock.now()),
             currently: s.currently.clone(),
             action: s.act_description.clone().unwrap_or_default(),
-            address: s.act_address.clone().unwrap_or_default(),
+            address: s
+                .act_address
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             action_start: s.act_start_time,
             action_minutes: s.act_duration,
             schedule: s.f_daily_schedule.clone(),
@@ -398,9 +402,9 @@ fn draw_inspector(
                         .schedule
                         .iter()
                         .take(shown.start)
-                        .map(|(_, m)| *m)
+                        .map(|item| item.minutes)
                         .sum();
-                    for (i, (task, minutes)) in snap
+                    for (i, ScheduleItem { task, minutes }) in snap
                         .schedule
                         .iter()
                         .enumerate()
@@ -431,7 +435,7 @@ fn draw_inspector(
                     .default_open(false)
                     .show(ui, |ui| {
                         let mut start = 0u32;
-                        for (task, minutes) in &snap.hourly {
+                        for ScheduleItem { task, minutes } in &snap.hourly {
                             ui.label(
                                 egui::RichText::new(format!("{} {task}", clock_label(start)))
                                     .small(),
@@ -503,8 +507,8 @@ fn doing(ui: &mut egui::Ui, view: &ActionView) {
             view.description.as_str()
         }
     ));
-    if !view.address.is_empty() {
-        ui.label(egui::RichText::new(&view.address).monospace().small());
+    if let Some(address) = &view.address {
+        ui.label(egui::RichText::new(address.to_string()).monospace().small());
     }
 }
 
@@ -550,11 +554,11 @@ mod tests {
 
     #[test]
     fn current_item_of_a_back_to_back_schedule() {
-        let s: Vec<(String, u32)> = vec![
-            ("sleeping".into(), 420),
-            ("waking up (brushing teeth)".into(), 15),
-            ("waking up (making coffee)".into(), 45),
-            ("work".into(), 960),
+        let s = vec![
+            ScheduleItem::new("sleeping", 420),
+            ScheduleItem::new("waking up (brushing teeth)", 15),
+            ScheduleItem::new("waking up (making coffee)", 45),
+            ScheduleItem::new("work", 960),
         ];
         assert_eq!(current_schedule_index(&s, 0), Some(0));
         assert_eq!(current_schedule_index(&s, 419), Some(0));

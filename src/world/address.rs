@@ -429,6 +429,19 @@ impl ActionAddress {
             Self::Persona(_) | Self::Waiting(_) => None,
         }
     }
+
+    /// Whether this is `<waiting> x y`.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self, Self::Waiting(_))
+    }
+
+    /// The persona walked towards, for `<persona> Name`.
+    pub fn persona(&self) -> Option<&str> {
+        match self {
+            Self::Persona(name) => Some(name),
+            Self::Place(_) | Self::Waiting(_) | Self::RandomInArena(_) => None,
+        }
+    }
 }
 
 impl fmt::Display for ActionAddress {

@@ -11,7 +11,7 @@ use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, parse_choi
 pub const FALLBACK_EMOJI: &str = "🙂";
 
 /// The object "name" meaning "a random tile of the arena" (SPEC §1, §3.4).
-pub const RANDOM_OBJECT: &str = "<random>";
+pub const RANDOM_OBJECT: &str = crate::world::RANDOM_MARKER;
 
 /// Options as "- name" lines, or "(none)".
 fn option_lines(options: &[String]) -> String {
