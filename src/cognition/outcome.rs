@@ -21,7 +21,7 @@
 //! ## When and in which order
 //!
 //! Outcomes are sent in [`PollSystems::SendOutcomes`](crate::clock::PollSystems), in
-//! [`SimPoll`](crate::clock::SimPoll) right after thoughts land — so before the next step, and
+//! [`SimPoll`] right after thoughts land — so before the next step, and
 //! never while a step runs. In [`TimeMode::Lockstep`](crate::clock::TimeMode) they are held
 //! until every thought of the step has landed and then sent in one deterministic order,
 //! whatever the backend's latency: first what the step's bookkeeping found (a chat that ended

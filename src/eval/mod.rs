@@ -11,7 +11,7 @@
 //! honestly: at chance means it is guessing.
 //!
 //! `smallville eval-decisions FILE [--backend …] [--strategy …]` runs it from the command line
-//! ([`eval_command`]); the project's own set is `assets/evals/decisions.jsonl`.
+//! (the binary prints the report); the project's own set is `assets/evals/decisions.jsonl`.
 //! `smallville bench-local` (feature `local-llm`, module `eval::bench`) measures the embedded
 //! backend's speed beside llama.cpp's own.
 //!

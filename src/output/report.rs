@@ -2,7 +2,7 @@
 //!
 //! [`write_report`] reads a run folder — `summary.json`, `usage.json` and `movement.jsonl`, as
 //! `smallville run` writes them — and, with the `charts` feature (part of `cli`, on by
-//! default), draws with `plotters` on its bitmap backend ([`charts`](super::charts)):
+//! default), draws with `plotters` on its bitmap backend (`output/charts.rs`):
 //! - `timeline-<date>.png` per game day: one row per persona, each action a coloured bar from
 //!   when it started to when it changed (colours by kind of activity: sleep, routine, meal,
 //!   work, social, leisure, other), hours on the axis;
