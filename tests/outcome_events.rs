@@ -388,7 +388,9 @@ fn a_game_hears_the_same_outcomes_through_observers_and_messages_in_the_same_ord
         first.observed, second.observed,
         "the rerun's outcomes differ"
     );
-    assert_eq!(first.read, second.read);
+    // Messages are read frame by frame and a frame holds as many steps as its time budget
+    // allows, so how the kinds interleave depends on timing; each kind's sequence must not.
+    assert_eq!(by_kind(&first.read), by_kind(&second.read));
 
     // What was heard: both personas planned their day, started actions, talked.
     let names = ["Ada Lee", "Ben Lee"];
