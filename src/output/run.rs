@@ -80,7 +80,7 @@ const FIXED_SPEED_FRAME: Duration = Duration::from_millis(16);
 
 /// The longest a waiting run sleeps before looking at the app again (the first sleep is
 /// [`PARK_MIN`], doubling while nothing happens): a call that ends wakes it sooner.
-const PARK_MAX: Duration = Duration::from_millis(20);
+const PARK_MAX: Duration = Duration::from_millis(250);
 /// The first sleep of a waiting run.
 const PARK_MIN: Duration = Duration::from_micros(200);
 
@@ -741,7 +741,8 @@ impl Watch<'_> {
 }
 
 /// How long a waiting run sleeps: from [`PARK_MIN`], doubling up to [`PARK_MAX`] while
-/// nothing lands, back to the minimum when a step is taken. A call that ends wakes it at once.
+/// nothing happens, back to the minimum when a step is taken or a call ends (which also wakes
+/// it at once).
 #[derive(Debug)]
 struct Park {
     next: Duration,
@@ -765,9 +766,13 @@ impl Park {
     fn wait(&mut self, client: &LlmClient) {
         let seen = *self.seen.get_or_insert_with(|| client.answers_so_far());
         let now = client.wait_for_answer(seen, self.next);
-        if now == seen {
-            self.next = (self.next * 2).min(PARK_MAX);
-        }
+        // A call ended: its thought may land any moment, so look again soon. Nothing: sleep
+        // longer next time.
+        self.next = if now == seen {
+            (self.next * 2).min(PARK_MAX)
+        } else {
+            PARK_MIN
+        };
         self.seen = Some(now);
     }
 }
