@@ -240,8 +240,7 @@ fn draw_hud(
     client: Option<Res<LlmClient>>,
     sim_time: Option<Res<super::game::SimFrameTime>>,
     replay: Option<Res<ReplayPlayback>>,
-    toast: Res<HudToast>,
-    night: Option<Res<super::NightFastForward>>,
+    (toast, night): (Res<HudToast>, Option<Res<super::NightFastForward>>),
 ) -> Result {
     let ctx = contexts.ctx_mut()?.clone();
     let mut root = egui::Ui::new(

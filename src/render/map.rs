@@ -135,11 +135,14 @@ pub(super) fn load_png(path: &Path) -> Result<Image, TilesetImageError> {
     })
 }
 
+/// Whatever [`spawn_town_tilemaps`] drew last time: tilemaps or plain tiles.
+type DrawnTown = Or<(With<TownTilemap>, With<PlainTile>)>;
+
 fn spawn_town_tilemaps(
     mut commands: Commands,
     map: Res<TownMap>,
     mut images: ResMut<Assets<Image>>,
-    old: Query<Entity, Or<(With<TownTilemap>, With<PlainTile>)>>,
+    old: Query<Entity, DrawnTown>,
 ) {
     for entity in &old {
         commands.entity(entity).despawn();
