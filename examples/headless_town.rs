@@ -34,18 +34,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let personas = spawn_default_town(&mut app, None, 7)?;
     println!("{} personas in the default town", personas.len());
 
+    // The clock stops itself at `stop_at_step` (at max speed a frame may hold many steps), so
+    // each report comes exactly on the hour.
     let steps_per_hour = 3600 / u64::from(app.world().resource::<SimClock>().sec_per_step());
-    let target = hours * steps_per_hour;
-    let mut next_report = 0;
-    while app.world().resource::<SimClock>().step() < target {
-        app.update();
-        let step = app.world().resource::<SimClock>().step();
-        if step >= next_report {
-            next_report += steps_per_hour;
-            print_town(app.world_mut());
+    let stops = std::iter::once(1).chain((1..=hours).map(|h| h * steps_per_hour));
+    for stop in stops {
+        // Reaching a stop pauses the clock; each hour sets the next stop and the speed again.
+        let mut clock = app.world_mut().resource_mut::<SimClock>();
+        clock.stop_at_step = Some(stop);
+        clock.speed = SimSpeed::Max;
+        while app.world().resource::<SimClock>().step() < stop {
+            app.update();
         }
+        print_town(app.world_mut());
     }
-    print_town(app.world_mut());
     Ok(())
 }
 
