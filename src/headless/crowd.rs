@@ -192,17 +192,14 @@ fn home_tiles(map: &TownMap, living_area: &str) -> Vec<TileCoord> {
         .unwrap_or_default()
 }
 
-/// Spawns `sheets` in the town `map` (validated like any sheet), then moves each persona to a
-/// walkable tile of its home's sector: the personas of one home take its tiles in turn, so a
-/// crowd spreads out instead of piling onto the spawn points. A home without walkable tiles
-/// keeps its spawn point. Inserts `map` as the app's [`TownMap`] and returns the entities in
-/// sheet order.
-pub fn spawn_crowd(
+/// Spawns `sheets` in the town `map` (each validated against it) with the app's settings and
+/// clock (defaults when absent), and returns the entities in sheet order. Does not insert `map`.
+pub fn spawn_sheets(
     app: &mut App,
-    map: TownMap,
+    map: &TownMap,
     sheets: &[PersonaSheet],
     seed: u64,
-) -> Result<Vec<Entity>, TownSetupError> {
+) -> Result<Vec<Entity>, PersonaError> {
     let settings = app
         .world()
         .get_resource::<AgentSettings>()
@@ -214,22 +211,35 @@ pub fn spawn_crowd(
         .cloned()
         .unwrap_or_default();
     let mut entities = Vec::with_capacity(sheets.len());
-    {
-        let world = app.world_mut();
-        let mut queue = bevy::ecs::world::CommandQueue::default();
-        let mut commands = Commands::new(&mut queue, world);
-        for sheet in sheets {
-            entities.push(spawn_persona(
-                &mut commands,
-                sheet,
-                &map,
-                &settings,
-                &clock,
-                seed,
-            )?);
-        }
-        queue.apply(world);
+    let world = app.world_mut();
+    let mut queue = bevy::ecs::world::CommandQueue::default();
+    let mut commands = Commands::new(&mut queue, world);
+    for sheet in sheets {
+        entities.push(spawn_persona(
+            &mut commands,
+            sheet,
+            map,
+            &settings,
+            &clock,
+            seed,
+        )?);
     }
+    queue.apply(world);
+    Ok(entities)
+}
+
+/// Spawns `sheets` in the town `map` (validated like any sheet), then moves each persona to a
+/// walkable tile of its home's sector: the personas of one home take its tiles in turn, so a
+/// crowd spreads out instead of piling onto the spawn points. A home without walkable tiles
+/// keeps its spawn point. Inserts `map` as the app's [`TownMap`] and returns the entities in
+/// sheet order.
+pub fn spawn_crowd(
+    app: &mut App,
+    map: TownMap,
+    sheets: &[PersonaSheet],
+    seed: u64,
+) -> Result<Vec<Entity>, TownSetupError> {
+    let entities = spawn_sheets(app, &map, sheets, seed)?;
     let mut taken: std::collections::HashMap<String, usize> = Default::default();
     for (sheet, &entity) in sheets.iter().zip(&entities) {
         let tiles = home_tiles(&map, &sheet.living_area);

@@ -6,7 +6,7 @@
 
 mod crowd;
 
-pub use crowd::{district_crowd, district_town, spawn_crowd, synthetic_sheets};
+pub use crowd::{district_crowd, district_town, spawn_crowd, spawn_sheets, synthetic_sheets};
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -280,33 +280,7 @@ pub fn spawn_default_town(
     if let Some(n) = max_personas {
         sheets.truncate(n);
     }
-    let settings = app
-        .world()
-        .get_resource::<AgentSettings>()
-        .cloned()
-        .unwrap_or_default();
-    let clock = app
-        .world()
-        .get_resource::<SimClock>()
-        .cloned()
-        .unwrap_or_default();
-    let mut entities = Vec::new();
-    {
-        let world = app.world_mut();
-        let mut queue = bevy::ecs::world::CommandQueue::default();
-        let mut commands = Commands::new(&mut queue, world);
-        for sheet in &sheets {
-            entities.push(spawn_persona(
-                &mut commands,
-                sheet,
-                &map,
-                &settings,
-                &clock,
-                seed,
-            )?);
-        }
-        queue.apply(world);
-    }
+    let entities = spawn_sheets(app, &map, &sheets, seed)?;
     app.insert_resource(map);
     Ok(entities)
 }
