@@ -1,7 +1,7 @@
 //! Simulation time: the clock, the speed controls and the driver that runs sim steps.
 //!
 //! A **sim step** advances game time by `sec_per_step` (10 s by default, so a game day is 8,640
-//! steps). Steps are decoupled from frames: every frame the driver ([`drive_sim_steps`], an
+//! steps). Steps are decoupled from frames: every frame the driver (`drive_sim_steps`, an
 //! exclusive system in [`GenerativeAgentsSystems::Drive`] in the schedule the game picks,
 //! [`Update`] by default) decides how many steps are due and runs the [`SimStep`] schedule that
 //! many times. Inside a step the [`AgentSystems`] sets run chained.
@@ -77,7 +77,7 @@ pub enum PollSystems {
 /// [`ClockPlugin::in_schedule`] and `GenerativeAgentsPlugins::new`).
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GenerativeAgentsSystems {
-    /// The step driver ([`drive_sim_steps`]): polls, then runs the steps that are due. Order
+    /// The step driver (`drive_sim_steps`): polls, then runs the steps that are due. Order
     /// game systems before it to act on this frame's steps, after it to read them.
     Drive,
 }
@@ -370,7 +370,12 @@ impl Plugin for ClockPlugin {
 /// How many steps a frame of `dt` seconds owes at a fixed speed, given the carried fraction.
 /// Returns `(steps, new_accumulator)`; never more than `max_steps`, and the remainder beyond the
 /// cap is dropped so a long hitch cannot cause a catch-up spiral.
-pub fn steps_due(accumulator: f64, dt_secs: f64, steps_per_sec: f64, max_steps: u32) -> (u32, f64) {
+pub(crate) fn steps_due(
+    accumulator: f64,
+    dt_secs: f64,
+    steps_per_sec: f64,
+    max_steps: u32,
+) -> (u32, f64) {
     let total = accumulator + dt_secs.max(0.0) * steps_per_sec.max(0.0);
     let whole = total.floor();
     if whole >= max_steps as f64 {
@@ -395,7 +400,7 @@ fn run_one_step(world: &mut World) {
 }
 
 /// The driver: runs [`SimPoll`], then as many [`SimStep`]s as the speed and mode allow.
-pub fn drive_sim_steps(world: &mut World) {
+pub(crate) fn drive_sim_steps(world: &mut World) {
     world.run_schedule(SimPoll);
     let settings = world
         .get_resource::<AgentSettings>()
@@ -461,7 +466,7 @@ pub const MINUTES_PER_DAY: u32 = 1440;
 
 /// A time of day as prompts show it: `0 → "12:00 am"`, `390 → "6:30 am"`, `780 → "1:00 pm"`.
 /// Minutes past the end of the day wrap around.
-pub fn clock_text(minute_of_day: u32) -> String {
+pub(crate) fn clock_text(minute_of_day: u32) -> String {
     let minute_of_day = minute_of_day % MINUTES_PER_DAY;
     let (hour, minute) = (minute_of_day / 60, minute_of_day % 60);
     let meridiem = if hour < 12 { "am" } else { "pm" };

@@ -7,11 +7,11 @@
 //! pay nothing and stay byte-identical — the conversation task also reports the lines as they
 //! are spoken:
 //!
-//! 1. [`open_chat_stream`] makes a **bounded** channel for one conversation: its
-//!    [`ChatStreamSink`] goes into the task, its [`ChatStreamFeed`] onto the initiator next to
+//! 1. `open_chat_stream` makes a **bounded** channel for one conversation: its
+//!    `ChatStreamSink` goes into the task, its [`ChatStreamFeed`] onto the initiator next to
 //!    the task.
 //! 2. Each utterance is asked for with [`run_prompt_watched`](crate::prompt::run_prompt_watched)
-//!    and an [`UtteranceWatcher`]: the model's deltas are accumulated, the partial value of the
+//!    and an `UtteranceWatcher`: the model's deltas are accumulated, the partial value of the
 //!    JSON answer's `"utterance"` string is read out of the partial text ([`partial_utterance`],
 //!    a pure function of the text so far, so how the deltas are cut does not matter) and sent as
 //!    a [`ChatStreamUpdate::Partial`] — with `try_send`: a full channel drops it, and the next
@@ -19,7 +19,7 @@
 //! 3. When the prompt framework has parsed and validated the line (retries and fail-safe as
 //!    always), the task sends [`ChatStreamUpdate::Finished`] with the line that counts; this
 //!    one waits for room, so no finished line is lost.
-//! 4. [`drain_chat_streams`] (in [`SimPoll`], after the thoughts are collected) empties every
+//! 4. `drain_chat_streams` (in [`SimPoll`], after the thoughts are collected) empties every
 //!    feed each frame into a [`ChatStream`] component on the persona speaking (or who spoke
 //!    last): speaker, listener, the lines finished so far and the partial line. When the
 //!    initiator no longer carries the conversation task — it landed as the chat action, or it
@@ -45,7 +45,7 @@ pub const DEFAULT_CHAT_STREAM_CAPACITY: usize = 64;
 
 /// The most bytes of one answer read for the partial line: an utterance is a couple of hundred
 /// tokens, and re-reading the text on every delta must stay cheap whatever a model sends.
-pub const MAX_WATCHED_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_WATCHED_BYTES: usize = 16 * 1024;
 
 /// At most this many `{` are tried as the start of the answer's JSON object.
 const MAX_OBJECT_CANDIDATES: usize = 16;
@@ -131,13 +131,18 @@ pub enum ChatStreamUpdate {
 
 /// The conversation task's end of a chat stream. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct ChatStreamSink {
+pub(crate) struct ChatStreamSink {
     sender: async_channel::Sender<ChatStreamUpdate>,
 }
 
 impl ChatStreamSink {
     /// A watcher for the answer to line number `line`, spoken by `side` (named `speaker`).
-    pub fn watch_line(&self, line: usize, side: ChatSide, speaker: &str) -> UtteranceWatcher {
+    pub(crate) fn watch_line(
+        &self,
+        line: usize,
+        side: ChatSide,
+        speaker: &str,
+    ) -> UtteranceWatcher {
         UtteranceWatcher {
             sender: self.sender.clone(),
             line,
@@ -150,7 +155,13 @@ impl ChatStreamSink {
 
     /// Reports line number `line` as final. Waits for room in the channel (the ECS drains it
     /// every frame); returns at once when nobody watches any more.
-    pub async fn line_finished(&self, line: usize, side: ChatSide, speaker: &str, text: &str) {
+    pub(crate) async fn line_finished(
+        &self,
+        line: usize,
+        side: ChatSide,
+        speaker: &str,
+        text: &str,
+    ) {
         // A closed channel only means the conversation is no longer watched.
         let _ = self
             .sender
@@ -167,7 +178,7 @@ impl ChatStreamSink {
 /// Watches the model's answer to one utterance and sends the partial line when it grows
 /// (see the module docs). Implements [`AnswerWatcher`].
 #[derive(Debug)]
-pub struct UtteranceWatcher {
+pub(crate) struct UtteranceWatcher {
     sender: async_channel::Sender<ChatStreamUpdate>,
     line: usize,
     side: ChatSide,
@@ -242,7 +253,7 @@ fn truncate_bytes(text: &str, max: usize) -> &str {
 ///   speaker, with no partial line, until the other side starts;
 /// - updates for lines already finished are stale and ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChatStreamState {
+pub(crate) struct ChatStreamState {
     /// The finished lines, `(speaker, line)`.
     pub lines: Vec<(String, String)>,
     /// Who speaks (or spoke last).
@@ -290,7 +301,7 @@ impl ChatStreamState {
 }
 
 /// The ECS end of a conversation's stream, on the initiator next to its conversation task.
-/// Removed by [`drain_chat_streams`] when the task is gone.
+/// Removed by `drain_chat_streams` when the task is gone.
 #[derive(Component, Debug)]
 pub struct ChatStreamFeed {
     receiver: async_channel::Receiver<ChatStreamUpdate>,
@@ -327,7 +338,7 @@ impl ChatStreamFeed {
 
 /// Opens the stream of a conversation between `initiator` and `partner`, or `None` when
 /// nobody is watching ([`ChatStreamSettings::enabled`] is off).
-pub fn open_chat_stream(
+pub(crate) fn open_chat_stream(
     settings: Option<&ChatStreamSettings>,
     initiator: Entity,
     partner: Entity,
@@ -372,7 +383,7 @@ impl ChatStream {
 /// Moves what every running conversation sent into its [`ChatStream`], and clears the feed and
 /// the stream of conversations that are over (landed or cancelled). Runs in [`SimPoll`] after
 /// the thoughts are collected, so a landing chat and its stream's end are seen together.
-pub fn drain_chat_streams(
+pub(crate) fn drain_chat_streams(
     mut commands: Commands,
     mut feeds: Query<(Entity, &mut ChatStreamFeed, Has<Conversing>)>,
     mut streams: Query<(Entity, &mut ChatStream)>,

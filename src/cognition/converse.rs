@@ -2,16 +2,16 @@
 //!
 //! After planning, a persona looks at what it just perceived and may react: **talk** to another
 //! persona it sees, or **wait** for one who is using the place it is walking to. The guards are
-//! pure ([`talk_guards_pass`], [`wait_guards_pass`]); the model only decides among what the
+//! pure (`talk_guards_pass`, `wait_guards_pass`); the model only decides among what the
 //! guards allow.
 //!
 //! A wait changes one mind and happens inside the persona's thought. A conversation needs two
 //! minds, so the thought only returns an intent; the dispatcher checks both minds out together
-//! and runs [`hold_conversation`]: turn by turn, each line from the speaker's own memories, then
+//! and runs `hold_conversation`: turn by turn, each line from the speaker's own memories, then
 //! one summary line, and both personas get the chat action inserted into their day.
 //!
-//! When the conversation is watched (a [`ChatStreamSink`] is given), each line is asked for with
-//! the answer streamed to an [`UtteranceWatcher`] and reported as finished once validated, so
+//! When the conversation is watched (a `ChatStreamSink` is given), each line is asked for with
+//! the answer streamed to an `UtteranceWatcher` and reported as finished once validated, so
 //! the game can show it as it is spoken ([`chat_stream`](super::chat_stream)). The lines
 //! themselves are the same either way.
 
@@ -36,13 +36,13 @@ use super::vocabulary::{OtherPersona, PlanEvent};
 use super::vocabulary::{add_new_action, date_text, minute_of_day};
 
 /// The emoji of a chat action.
-pub const CHAT_EMOJI: &str = "💬";
+pub(crate) const CHAT_EMOJI: &str = "💬";
 /// The emoji of a wait action.
-pub const WAIT_EMOJI: &str = "⌛";
+pub(crate) const WAIT_EMOJI: &str = "⌛";
 
 /// Picks the event to react to among the newly perceived ones (SPEC §3.5): never the persona's
 /// own; another persona's event first (its subject has no `:`); else a random non-idle one.
-pub fn choose_focus(
+pub(crate) fn choose_focus(
     mind: &MindState,
     perceived: &[NodeId],
     rng: &mut ChaCha8Rng,
@@ -76,7 +76,7 @@ pub fn choose_focus(
 }
 
 /// Whether the persona is waiting (its address is `<waiting> x y`).
-pub fn is_waiting(address: Option<&ActionAddress>) -> bool {
+pub(crate) fn is_waiting(address: Option<&ActionAddress>) -> bool {
     address.is_some_and(ActionAddress::is_waiting)
 }
 
@@ -102,7 +102,7 @@ fn shared_guards_pass(
 
 /// The hard guards of talking (SPEC §3.5), before the model is asked: the shared guards, the
 /// target's action is known, and the cool-down with the target is over.
-pub fn talk_guards_pass(
+pub(crate) fn talk_guards_pass(
     mind: &MindState,
     target: &OtherPersona,
     now: NaiveDateTime,
@@ -121,7 +121,7 @@ pub fn talk_guards_pass(
 
 /// The guards of waiting (SPEC §3.5): the shared guards, the persona is on its way somewhere,
 /// and both act at the same address.
-pub fn wait_guards_pass(
+pub(crate) fn wait_guards_pass(
     mind: &MindState,
     target: &OtherPersona,
     now: NaiveDateTime,
@@ -136,7 +136,7 @@ pub fn wait_guards_pass(
 
 /// What a persona decided to do about what it perceived.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reaction {
+pub(crate) enum Reaction {
     /// Start a conversation with this persona.
     Talk(String),
     /// Wait until this time for the persona using the place.
@@ -154,7 +154,7 @@ pub enum Reaction {
     clippy::too_many_arguments,
     reason = "the inputs of SPEC §3.5's decision"
 )]
-pub async fn decide_reaction(
+pub(crate) async fn decide_reaction(
     mind: &MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -229,7 +229,7 @@ pub async fn decide_reaction(
 
 /// Inserts a reaction into today's schedule and re-plans the affected window with the model,
 /// so the day still sums to 1440 minutes (SPEC §3.5).
-pub async fn insert_into_schedule(
+pub(crate) async fn insert_into_schedule(
     mind: &mut MindState,
     ctx: &PromptContext,
     now: NaiveDateTime,
@@ -270,7 +270,7 @@ pub async fn insert_into_schedule(
 }
 
 /// Starts a wait (SPEC §3.5 "wait reaction").
-pub async fn start_wait(
+pub(crate) async fn start_wait(
     mind: &mut MindState,
     ctx: &PromptContext,
     now: NaiveDateTime,
@@ -299,7 +299,7 @@ pub async fn start_wait(
 
 /// One side of a conversation: the persona's action as the other sees it.
 #[derive(Debug, Clone)]
-pub struct SpeakerView {
+pub(crate) struct SpeakerView {
     /// What the persona is doing.
     pub activity: String,
     /// Where (`w:s:a`).
@@ -400,7 +400,7 @@ async fn next_line(
 }
 
 /// Minutes a conversation takes: `ceil(chars / 8 / 30)`, at least 1 (SPEC §3.7).
-pub fn conversation_minutes(lines: &[(String, String)]) -> u32 {
+pub(crate) fn conversation_minutes(lines: &[(String, String)]) -> u32 {
     let chars: usize = lines.iter().map(|(_, l)| l.chars().count()).sum();
     let minutes = (chars as f64 / 8.0 / 30.0).ceil() as u32;
     minutes.max(1)
@@ -408,20 +408,18 @@ pub fn conversation_minutes(lines: &[(String, String)]) -> u32 {
 
 /// What a held conversation produced, for the diaries.
 #[derive(Debug, Clone)]
-pub struct ConversationOutcome {
+pub(crate) struct ConversationOutcome {
     /// The lines, `(speaker, line)`.
     pub lines: Vec<(String, String)>,
     /// The one-line summary ("conversing about …").
     pub summary: String,
-    /// Minutes it takes.
-    pub minutes: u32,
     /// When it ends.
     pub end: NaiveDateTime,
 }
 
 /// Generates the conversation between `a` (who started it) and `b` (SPEC §3.7), reporting
 /// each line to `stream` as it is spoken when the conversation is watched.
-pub async fn generate_conversation(
+pub(crate) async fn generate_conversation(
     a: &mut MindState,
     b: &mut MindState,
     views: (&SpeakerView, &SpeakerView),
@@ -472,7 +470,7 @@ pub async fn generate_conversation(
 
 /// Gives one side the chat action (SPEC §3.5 "chat reaction").
 #[expect(clippy::too_many_arguments, reason = "one side of a chat")]
-pub async fn start_chat(
+pub(crate) async fn start_chat(
     mind: &mut MindState,
     partner: &str,
     lines: &[(String, String)],
@@ -507,7 +505,7 @@ pub async fn start_chat(
 
 /// Holds a whole conversation between two checked-out minds and starts the chat on both sides;
 /// `stream`, when given, sees the lines as they are spoken (see [`generate_conversation`]).
-pub async fn hold_conversation(
+pub(crate) async fn hold_conversation(
     a: &mut MindState,
     b: &mut MindState,
     views: (SpeakerView, SpeakerView),
@@ -538,13 +536,12 @@ pub async fn hold_conversation(
     ConversationOutcome {
         lines,
         summary,
-        minutes,
         end,
     }
 }
 
 /// The diary entry of a conversation for one side.
-pub fn conversation_record(
+pub(crate) fn conversation_record(
     with: &str,
     outcome: &ConversationOutcome,
     now: NaiveDateTime,
@@ -562,7 +559,7 @@ pub fn conversation_record(
 
 /// The memories related to an event by keyword (SPEC §3.2, reactions): events and thoughts
 /// sharing a keyword with its `(s, p, o)`, as descriptions, newest first, at most `limit`.
-pub fn related_memories(mind: &MindState, focus: NodeId, limit: usize) -> Vec<String> {
+pub(crate) fn related_memories(mind: &MindState, focus: NodeId, limit: usize) -> Vec<String> {
     let Some(node) = mind.associative.node(focus) else {
         return Vec::new();
     };

@@ -31,7 +31,7 @@ impl Plugin for ExecutePlugin {
 
 /// A stable per-persona, per-step random stream: execution needs a little randomness (which of
 /// an arena's tiles), and it must not depend on iteration order or on the mind being home.
-pub fn step_rng(name: &str, step: u64) -> ChaCha8Rng {
+pub(crate) fn step_rng(name: &str, step: u64) -> ChaCha8Rng {
     let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     });
@@ -39,13 +39,13 @@ pub fn step_rng(name: &str, step: u64) -> ChaCha8Rng {
 }
 
 /// Whether a tile event's subject is a persona (persona names have no `:`; object addresses do).
-pub fn is_persona_subject(subject: &str) -> bool {
+pub(crate) fn is_persona_subject(subject: &str) -> bool {
     !subject.contains(':')
 }
 
 /// The path for an action (start tile included), following SPEC §1's special addresses.
 /// `others` maps persona names to their tiles. `None` when nothing reachable fits.
-pub fn plan_path(
+pub(crate) fn plan_path(
     map: &TownMap,
     from: TileCoord,
     address: &ActionAddress,
@@ -105,7 +105,7 @@ fn object_event_tile(map: &TownMap, address: &ActionAddress, at: TileCoord) -> T
 ///
 /// Events are only rewritten when something changed: a persona that stands still doing the
 /// same thing keeps its event and its object's event as they are (most personas, most steps).
-pub fn execute_actions(
+pub(crate) fn execute_actions(
     clock: Res<SimClock>,
     map: Option<ResMut<TownMap>>,
     mut order: Local<Vec<Entity>>,

@@ -20,7 +20,7 @@ use super::vocabulary::{PlanEvent, retrieval_params};
 
 /// The memories (descriptions, oldest first) best matching `focal_points`, `n` per point,
 /// each once. Marks them accessed.
-pub async fn retrieve_statements(
+pub(crate) async fn retrieve_statements(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -53,7 +53,7 @@ pub async fn retrieve_statements(
 }
 
 /// Revises `currently` and the daily requirements for the day starting at `now`.
-pub async fn revise_identity(
+pub(crate) async fn revise_identity(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,

@@ -38,7 +38,7 @@ pub use outcome::{
     PlanUpdated, ReflectionCompleted,
 };
 pub use think::{ChatIntents, ThinkPlugin};
-pub use vocabulary::{AddressBook, OtherPersona, PlanEvent};
+pub use vocabulary::PlanEvent;
 
 use bevy::prelude::*;
 

@@ -219,7 +219,7 @@ pub(crate) enum OutcomeSource {
 /// Outcomes that landed and are not sent yet (see the module docs for the order). Inserted by
 /// [`OutcomePlugin`]; without it, nothing is queued.
 #[derive(Resource, Debug, Default)]
-pub struct OutcomeQueue {
+pub(crate) struct OutcomeQueue {
     pending: Vec<(OutcomeSource, Outcome)>,
 }
 

@@ -1,10 +1,10 @@
 //! Perceive (SPEC §3.1): a persona looks `vision_r` tiles around it, learns the places it sees,
 //! and turns the closest new events of its own arena into memories.
 //!
-//! The looking is synchronous and reads only the map ([`perceive_surroundings`], run for every
-//! persona each step by [`gather_percepts`] into its [`Percepts`]). Forming memories needs the
+//! The looking is synchronous and reads only the map (`perceive_surroundings`, run for every
+//! persona each step by `gather_percepts` into its [`Percepts`]). Forming memories needs the
 //! model (poignancy, embeddings), so it runs inside the persona's thought
-//! ([`form_memories`]) on the checked-out mind.
+//! (`form_memories`) on the checked-out mind.
 
 use bevy::prelude::*;
 use chrono::NaiveDateTime;
@@ -21,7 +21,7 @@ use super::prompts::{ChatPoignancy, EventPoignancy, transcript};
 
 /// Adds the places within `vision_r` of `tile` to `spatial` (SPEC §3.1 step 1), allocating
 /// only for places it did not know yet.
-pub fn learn_places(
+pub(crate) fn learn_places(
     spatial: &mut crate::memory::SpatialMemory,
     map: &TownMap,
     tile: TileCoord,
@@ -47,7 +47,7 @@ pub fn learn_places(
 
 /// The (s, p, o) an event is remembered as: an idle event's missing parts read as
 /// `("is", "idle")`, a missing object as `"idle"`.
-pub fn memory_triple(event: &TileEvent) -> (&str, &str, &str) {
+pub(crate) fn memory_triple(event: &TileEvent) -> (&str, &str, &str) {
     match event.predicate.as_deref() {
         None => (&event.subject, "is", "idle"),
         Some(p) => (&event.subject, p, event.object.as_deref().unwrap_or("idle")),
@@ -56,7 +56,7 @@ pub fn memory_triple(event: &TileEvent) -> (&str, &str, &str) {
 
 /// Whether `event` is already among the persona's latest `retention` events (SPEC §3.1 step 3:
 /// such an event is not stored again), by its [`memory_triple`].
-pub fn recently_perceived(mind: &MindState, event: &TileEvent) -> bool {
+pub(crate) fn recently_perceived(mind: &MindState, event: &TileEvent) -> bool {
     mind.associative
         .recent_event_is(mind.scratch.params.retention, memory_triple(event))
 }
@@ -105,7 +105,7 @@ fn with_offsets<T>(r: u32, f: impl FnOnce(&[(i32, i32)]) -> T) -> T {
 ///
 /// Walks the square outwards in that order and stops at `att_bandwidth` distinct events, so a
 /// crowded place costs a few tiles, not a sort of everything in view.
-pub fn nearest_events(
+pub(crate) fn nearest_events(
     map: &TownMap,
     tile: TileCoord,
     vision_r: u32,
@@ -140,7 +140,7 @@ pub fn nearest_events(
 
 /// Looks around `tile` (SPEC §3.1 step 2): the events on tiles within `vision_r` **in the same
 /// arena**, deduplicated, nearest first, at most `att_bandwidth`.
-pub fn perceive_surroundings(
+pub(crate) fn perceive_surroundings(
     map: &TownMap,
     tile: TileCoord,
     vision_r: u32,
@@ -166,7 +166,7 @@ type IdlePersona = (With<Persona>, Without<AwaitingCognition>);
 /// Refreshes every idle persona's [`Percepts`] from the map, and when it stands on a new tile
 /// adds the places in view to its spatial memory (runs in
 /// [`AgentSystems::Perceive`](crate::clock::AgentSystems)).
-pub fn gather_percepts(
+pub(crate) fn gather_percepts(
     map: Option<Res<TownMap>>,
     settings: Res<AgentSettings>,
     mut personas: Query<(&Body, &mut Mind, &mut Percepts), IdlePersona>,
@@ -200,7 +200,7 @@ pub fn gather_percepts(
 
 /// An event as stored in memory: `(s, p, o)` with an idle event's missing parts filled in and
 /// its description `"<last part of subject> is <description>"` (SPEC §3.1 step 3).
-pub fn event_memory_parts(event: &TileEvent) -> (String, String, String, String) {
+pub(crate) fn event_memory_parts(event: &TileEvent) -> (String, String, String, String) {
     let (subject, predicate, object) = memory_triple(event);
     let description = match &event.predicate {
         None => "idle".to_string(),
@@ -224,7 +224,7 @@ pub fn event_memory_parts(event: &TileEvent) -> (String, String, String, String)
 }
 
 /// The keywords of a perceived event: the last segment of its subject and of its object.
-pub fn event_keywords(subject: &str, object: &str) -> Vec<String> {
+pub(crate) fn event_keywords(subject: &str, object: &str) -> Vec<String> {
     let mut out = Vec::new();
     for part in [subject, object] {
         if let Some(last) = part
@@ -245,7 +245,7 @@ pub fn event_keywords(subject: &str, object: &str) -> Vec<String> {
 /// Turns the new perceived events into memories (SPEC §3.1 steps 3–4) and returns the new
 /// event nodes. Events already among the latest `retention` are skipped; "is idle" events get
 /// poignancy 1 without a model call; the persona's own "chat with" event also stores a chat.
-pub async fn form_memories(
+pub(crate) async fn form_memories(
     mind: &mut MindState,
     percepts: &Percepts,
     ctx: &PromptContext,
@@ -322,7 +322,11 @@ pub async fn form_memories(
 
 /// The embedding of `text`: the one already in memory, else the model's. `None` (with a
 /// warning) when the model fails — the memory is then simply not formed this step.
-pub async fn embedding_for(mind: &MindState, ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
+pub(crate) async fn embedding_for(
+    mind: &MindState,
+    ctx: &PromptContext,
+    text: &str,
+) -> Option<Vec<f32>> {
     if let Some(vector) = mind.associative.embedding(text) {
         return Some(vector.to_vec());
     }

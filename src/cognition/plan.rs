@@ -1,10 +1,10 @@
 //! Plan (SPEC §3.3–§3.4): the day in broad strokes on a new day, and the next action whenever
 //! the current one has finished.
 //!
-//! - [`plan_new_day`]: wake-up hour → (first day) a daily plan, (later days) the identity
+//! - `plan_new_day`: wake-up hour → (first day) a daily plan, (later days) the identity
 //!   revision of SPEC §3.6 → the hourly schedule, regenerated while it is too monotonous →
 //!   `f_daily_schedule` → a plan thought in memory.
-//! - [`determine_action`]: decompose the blocks due (pure rules in [`schedule`](super::schedule)),
+//! - `determine_action`: decompose the blocks due (pure rules in [`schedule`](super::schedule)),
 //!   pad the day to 1440 minutes, ground the current task in a sector, arena and object the
 //!   persona knows, describe it (emoji, event triple, the object's state) and start it.
 //!
@@ -35,7 +35,7 @@ use super::vocabulary::{AddressBook, PlanEvent, add_new_action, date_text, minut
 /// A prompt asked again for a fresh sample: same template, a different seed (so a different
 /// cache entry). Used to regenerate a too-monotonous hourly schedule.
 #[derive(Debug, Clone)]
-pub struct Resampled<P> {
+pub(crate) struct Resampled<P> {
     /// The prompt.
     pub inner: P,
     /// Which resample this is (0 = the original).
@@ -76,7 +76,7 @@ impl<P: Prompt> Prompt for Resampled<P> {
 }
 
 /// Long-term planning on a new day (SPEC §3.3). `first_day` when the persona had no time yet.
-pub async fn plan_new_day(
+pub(crate) async fn plan_new_day(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -179,7 +179,7 @@ pub async fn plan_new_day(
 
 /// Decomposes the blocks due now (SPEC §3.4) and pads the day. Blocks are decomposed from the
 /// last to the first so earlier indices stay valid.
-pub async fn decompose_due_blocks(
+pub(crate) async fn decompose_due_blocks(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -232,7 +232,7 @@ pub struct Grounding {
 /// Grounds `task` in a place the persona knows (SPEC §3.4): sector → arena → object, each a
 /// choice among the known options with the SPEC's fall-backs; the result always exists on the
 /// map (checked against `book`; an unknown choice falls back to the living area).
-pub async fn ground_action(
+pub(crate) async fn ground_action(
     mind: &mut MindState,
     ctx: &PromptContext,
     book: &AddressBook,
@@ -368,7 +368,7 @@ fn living_area_action(
 }
 
 /// Short-term planning (SPEC §3.4): decompose, pad, ground and start the action of `now`.
-pub async fn determine_action(
+pub(crate) async fn determine_action(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -445,7 +445,7 @@ pub async fn determine_action(
 
 /// Whether `now` starts a new day for a persona whose last step was at `last` (SPEC §3:
 /// `None` is the first day).
-pub fn day_change(last: Option<NaiveDateTime>, now: NaiveDateTime) -> Option<bool> {
+pub(crate) fn day_change(last: Option<NaiveDateTime>, now: NaiveDateTime) -> Option<bool> {
     match last {
         None => Some(true),
         Some(last) if last.date() != now.date() => Some(false),

@@ -18,13 +18,13 @@ use super::prompts::{
 use super::vocabulary::{PlanEvent, retrieval_params};
 
 /// Whether reflection is due (SPEC §3.8): the budget is spent and something happened.
-pub fn reflection_due(mind: &MindState) -> bool {
+pub(crate) fn reflection_due(mind: &MindState) -> bool {
     mind.scratch.importance_trigger_curr <= 0 && mind.scratch.importance_ele_n > 0
 }
 
 /// Stores a thought: its triple, poignancy and embedding from the model, expiring after the
 /// configured days, resting on `evidence`. Returns its id (`None` when it could not be stored).
-pub async fn store_thought(
+pub(crate) async fn store_thought(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -67,7 +67,7 @@ pub async fn store_thought(
 }
 
 /// Runs one reflection (SPEC §3.8) and resets the budget.
-pub async fn reflect(
+pub(crate) async fn reflect(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -153,7 +153,7 @@ pub async fn reflect(
 
 /// Whether the end-of-chat thoughts are due: chatting, the chat ends within the next step,
 /// and they were not stored yet for this chat.
-pub fn chat_thoughts_due(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> bool {
+pub(crate) fn chat_thoughts_due(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> bool {
     let s = &mind.scratch;
     s.chatting_with.is_some()
         && !s.chat.is_empty()
@@ -164,7 +164,7 @@ pub fn chat_thoughts_due(mind: &MindState, now: NaiveDateTime, sec_per_step: u32
 
 /// Stores the planning thought and the memo after a chat (SPEC §3.7), evidence = the chat's
 /// latest memory nodes about the partner.
-pub async fn chat_thoughts(
+pub(crate) async fn chat_thoughts(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,

@@ -11,14 +11,14 @@ use crate::persona::{ScheduleItem, is_sleep_text};
 use super::prompts::MINUTES_PER_DAY;
 
 /// Total minutes of a schedule (saturating).
-pub fn total_minutes(items: &[ScheduleItem]) -> u32 {
+pub(crate) fn total_minutes(items: &[ScheduleItem]) -> u32 {
     items
         .iter()
         .fold(0u32, |acc, item| acc.saturating_add(item.minutes))
 }
 
 /// A schedule as the `(task, minutes)` pairs prompts show the model.
-pub fn schedule_pairs(items: &[ScheduleItem]) -> Vec<(String, u32)> {
+pub(crate) fn schedule_pairs(items: &[ScheduleItem]) -> Vec<(String, u32)> {
     items
         .iter()
         .map(|item| (item.task.clone(), item.minutes))
@@ -26,7 +26,7 @@ pub fn schedule_pairs(items: &[ScheduleItem]) -> Vec<(String, u32)> {
 }
 
 /// Merges consecutive identical hourly activities into `(task, minutes)` blocks (SPEC §3.3).
-pub fn merge_hourly(hours: &[String]) -> Vec<ScheduleItem> {
+pub(crate) fn merge_hourly(hours: &[String]) -> Vec<ScheduleItem> {
     let mut out: Vec<ScheduleItem> = Vec::new();
     for task in hours {
         match out.last_mut() {
@@ -39,7 +39,7 @@ pub fn merge_hourly(hours: &[String]) -> Vec<ScheduleItem> {
 
 /// The full day's hourly activities: `"sleeping"` before the wake-up hour, then the model's
 /// activities for each hour from waking (missing hours are sleep, extra ones are dropped).
-pub fn day_hours(wake_up_hour: u32, waking: &[String]) -> Vec<String> {
+pub(crate) fn day_hours(wake_up_hour: u32, waking: &[String]) -> Vec<String> {
     let wake = wake_up_hour.min(23) as usize;
     let mut hours: Vec<String> = (0..wake).map(|_| "sleeping".to_string()).collect();
     hours.extend(waking.iter().take(24 - wake).cloned());
@@ -50,7 +50,7 @@ pub fn day_hours(wake_up_hour: u32, waking: &[String]) -> Vec<String> {
 }
 
 /// How many distinct activities a list of hours has.
-pub fn distinct_activities(hours: &[String]) -> usize {
+pub(crate) fn distinct_activities(hours: &[String]) -> usize {
     let mut seen: Vec<&str> = hours.iter().map(String::as_str).collect();
     seen.sort_unstable();
     seen.dedup();
@@ -72,20 +72,20 @@ pub fn schedule_index(items: &[ScheduleItem], minute: u32) -> Option<usize> {
 }
 
 /// The minute of the day at which item `index` starts.
-pub fn item_start(items: &[ScheduleItem], index: usize) -> u32 {
+pub(crate) fn item_start(items: &[ScheduleItem], index: usize) -> u32 {
     total_minutes(&items[..index.min(items.len())])
 }
 
 /// Whether a decomposed sub-task (see [`subtask_description`](super::prompts::subtask_description)):
 /// those are never decomposed again.
-pub fn is_subtask(task: &str) -> bool {
+pub(crate) fn is_subtask(task: &str) -> bool {
     task.trim_end().ends_with(')') && task.contains(" (")
 }
 
 /// Whether a block is decomposed into 5-minute tasks (SPEC §3.4): at least `min_minutes` long,
 /// not sleep ("sleeping", "asleep", "in bed" never; "sleep" or "bed" only when ≤ 60 minutes),
 /// and not already a sub-task.
-pub fn should_decompose(task: &str, minutes: u32, min_minutes: u32) -> bool {
+pub(crate) fn should_decompose(task: &str, minutes: u32, min_minutes: u32) -> bool {
     if minutes < min_minutes || is_subtask(task) || is_sleep_text(task) {
         return false;
     }
@@ -96,7 +96,7 @@ pub fn should_decompose(task: &str, minutes: u32, min_minutes: u32) -> bool {
 /// Which blocks to decompose now, as item indices, given the minute of the day and the hour
 /// (SPEC §3.4): at the first item of the day the current block and the one after the next
 /// hour's; otherwise the block one hour ahead while the hour is before `quiet_hour` (23).
-pub fn blocks_to_decompose(
+pub(crate) fn blocks_to_decompose(
     items: &[ScheduleItem],
     minute: u32,
     hour: u32,
@@ -134,7 +134,11 @@ pub fn blocks_to_decompose(
 
 /// Replaces item `index` with `parts` when they sum to the item's minutes (otherwise nothing
 /// changes, so the day's total is preserved either way). Returns whether it replaced.
-pub fn replace_item(items: &mut Vec<ScheduleItem>, index: usize, parts: Vec<ScheduleItem>) -> bool {
+pub(crate) fn replace_item(
+    items: &mut Vec<ScheduleItem>,
+    index: usize,
+    parts: Vec<ScheduleItem>,
+) -> bool {
     let Some(item) = items.get(index) else {
         return false;
     };
@@ -147,7 +151,7 @@ pub fn replace_item(items: &mut Vec<ScheduleItem>, index: usize, parts: Vec<Sche
 
 /// Makes the schedule sum to exactly one day: appends sleep when short (SPEC §3.4), and trims
 /// the tail when long (a fail-safe for bad input; a well-formed schedule is never long).
-pub fn pad_day(items: &mut Vec<ScheduleItem>) {
+pub(crate) fn pad_day(items: &mut Vec<ScheduleItem>) {
     items.retain(|item| item.minutes > 0);
     let total = total_minutes(items);
     if total < MINUTES_PER_DAY {
@@ -175,7 +179,7 @@ pub fn pad_day(items: &mut Vec<ScheduleItem>) {
 /// is later), snapped to item boundaries so the rest of the day is untouched.
 ///
 /// Returns `(first, last_exclusive, window_start_minute)`; `None` when `minute` is past the end.
-pub fn reaction_window(
+pub(crate) fn reaction_window(
     items: &[ScheduleItem],
     hourly: &[ScheduleItem],
     minute: u32,

@@ -1,15 +1,15 @@
 //! The thought: one persona's perceive → retrieve → plan → reflect for one step, run on its
 //! checked-out mind, concurrently with every other persona's.
 //!
-//! Each step, [`start_thoughts`] (in [`AgentSystems::Think`]) takes a snapshot of everyone's
+//! Each step, `start_thoughts` (in [`AgentSystems::Think`]) takes a snapshot of everyone's
 //! visible action, then for each persona whose mind is home either
-//! - does the step's bookkeeping in place when nothing needs a model ([`needs_model`] is false:
+//! - does the step's bookkeeping in place when nothing needs a model (`needs_model` is false:
 //!   nothing new perceived, the action goes on, no new day, nothing to reflect on) — most steps;
-//! - or checks the mind out and builds the [`think`] future. The future is polled once right
+//! - or checks the mind out and builds the `think` future. The future is polled once right
 //!   away: a backend that answers synchronously (the scripted one) finishes there, so
 //!   deterministic runs never touch a thread pool. Otherwise the future becomes a task on the
 //!   async compute pool and the persona is marked [`AwaitingCognition`]. Either way
-//!   [`collect_thoughts`] (in [`SimPoll`], between steps) checks the mind back in, so the new
+//!   `collect_thoughts` (in [`SimPoll`], between steps) checks the mind back in, so the new
 //!   action is walked from the next step on, whatever the backend's latency, and queues what
 //!   the game hears of it ([`outcome`](super::outcome)).
 //!
@@ -17,7 +17,7 @@
 //! `conversation` span, so the `model_call` spans inside say whose call it was.
 //!
 //! Meanwhile the persona's [`Body`] and [`ActionView`] stay in the ECS, so it keeps walking and
-//! stays visible. A thought that decides to talk returns an intent; [`start_conversations`]
+//! stays visible. A thought that decides to talk returns an intent; `start_conversations`
 //! checks both minds out at the start of the next step and runs the conversation as one task.
 //! Everything a thought reads from the world is a snapshot taken before any thought of the step
 //! ran, so results do not depend on the order personas are processed in.
@@ -56,7 +56,7 @@ use super::vocabulary::{AddressBook, ConversationDone, Conversing, OtherPersona,
 
 /// What a thought needs besides the mind: owned or shared, so it moves into a task.
 #[derive(Debug, Clone)]
-pub struct ThoughtInput {
+pub(crate) struct ThoughtInput {
     /// Model client and templates.
     pub ctx: PromptContext,
     /// The simulation's settings.
@@ -81,7 +81,7 @@ pub struct ThoughtInput {
 
 /// What a thought hands back.
 #[derive(Debug)]
-pub struct ThoughtOutcome {
+pub(crate) struct ThoughtOutcome {
     /// The mind, to check in.
     pub mind: Box<MindState>,
     /// Diary entries.
@@ -96,7 +96,7 @@ pub struct ThoughtOutcome {
 
 /// Whether this step's thought needs the model: a new day, a finished action, something new in
 /// view, a chat ending, or a reflection due. Otherwise [`bookkeeping`] is the whole thought.
-pub fn needs_model(
+pub(crate) fn needs_model(
     mind: &MindState,
     percepts: &Percepts,
     now: NaiveDateTime,
@@ -118,7 +118,12 @@ pub fn needs_model(
 /// The part of every step that needs no model (SPEC §3.5, end of plan): time and tile, the
 /// chat cool-downs counted down (all but the current partner's, one per elapsed step), and
 /// chat state cleared when the action is not a chat.
-pub fn bookkeeping(mind: &mut MindState, now: NaiveDateTime, tile: TileCoord, sec_per_step: u32) {
+pub(crate) fn bookkeeping(
+    mind: &mut MindState,
+    now: NaiveDateTime,
+    tile: TileCoord,
+    sec_per_step: u32,
+) {
     let s = &mut mind.scratch;
     let elapsed = match s.curr_time {
         Some(last) if now > last => {
@@ -148,7 +153,7 @@ pub fn bookkeeping(mind: &mut MindState, now: NaiveDateTime, tile: TileCoord, se
 
 /// One persona's thought for one step (SPEC §3.1–§3.8). Never fails: every model answer has a
 /// fail-safe.
-pub async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> ThoughtOutcome {
+pub(crate) async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> ThoughtOutcome {
     let ThoughtInput {
         ctx,
         settings,
@@ -247,14 +252,14 @@ pub async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> ThoughtOutc
 
 /// A persona's thought in flight.
 #[derive(Component)]
-pub struct Thinking(Task<ThoughtOutcome>);
+pub(crate) struct Thinking(Task<ThoughtOutcome>);
 
 /// Thoughts and conversations that finished while they were started (a backend that answers
 /// at once). They are checked in with the others in [`SimPoll`], so a result always lands
 /// between steps whatever the backend's latency — Lockstep runs are the same with a slow
 /// backend as with an instant one.
 #[derive(Resource, Default)]
-pub struct LandedThoughts {
+pub(crate) struct LandedThoughts {
     thoughts: Vec<(Entity, ThoughtOutcome)>,
     conversations: Vec<ConversationDone>,
 }
@@ -526,7 +531,7 @@ fn record(diary: &mut Diary, state: &MindState, events: Vec<PlanEvent>, tell: bo
 
 /// The shared inputs of this step's thoughts.
 #[derive(SystemParam)]
-pub struct ThoughtContext<'w> {
+pub(crate) struct ThoughtContext<'w> {
     clock: Res<'w, SimClock>,
     settings: Res<'w, AgentSettings>,
     client: Option<Res<'w, LlmClient>>,
@@ -557,7 +562,7 @@ type PersonaItem<'a> = (
 );
 
 /// Starts the conversations intended last step (both minds checked out together).
-pub fn start_conversations(
+pub(crate) fn start_conversations(
     mut commands: Commands,
     cx: ThoughtContext,
     mut intents: ResMut<ChatIntents>,
@@ -775,7 +780,7 @@ type IdlePersonas<'w, 's> =
 type Everyone<'w, 's> = Query<'w, 's, (&'static Name, &'static ActionView), With<Persona>>;
 
 /// Starts this step's thoughts (see the module docs).
-pub fn start_thoughts(
+pub(crate) fn start_thoughts(
     mut commands: Commands,
     cx: ThoughtContext,
     mut landed: ResMut<LandedThoughts>,
@@ -882,7 +887,7 @@ pub fn start_thoughts(
 }
 
 /// Checks in the thoughts and conversations that landed (runs in [`SimPoll`]).
-pub fn collect_thoughts(
+pub(crate) fn collect_thoughts(
     mut commands: Commands,
     mut intents: ResMut<ChatIntents>,
     mut landed: ResMut<LandedThoughts>,
@@ -940,7 +945,7 @@ pub fn collect_thoughts(
 }
 
 /// Records the arena each persona stands in, per day (runs in [`AgentSystems::Last`]).
-pub fn record_visits(
+pub(crate) fn record_visits(
     clock: Res<SimClock>,
     map: Option<Res<TownMap>>,
     mut personas: Query<(&Body, &mut Diary), With<Persona>>,

@@ -17,7 +17,7 @@ use crate::world::{ActionAddress, TownMap};
 
 /// Every address on the map, to check that a grounded action exists. Built once per map.
 #[derive(Debug, Clone, Default)]
-pub struct AddressBook {
+pub(crate) struct AddressBook {
     /// The world's name.
     pub world: String,
     addresses: HashSet<String>,
@@ -40,7 +40,7 @@ impl AddressBook {
 
 /// Another persona as a thought sees it (from the step's snapshot).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct OtherPersona {
+pub(crate) struct OtherPersona {
     /// Name.
     pub name: String,
     /// Action address (`None` before the first action).
@@ -88,7 +88,7 @@ pub enum PlanEvent {
 }
 
 /// The retrieval parameters of a persona: global weights × its own multipliers and decay.
-pub fn retrieval_params(mind: &MindState, settings: &AgentSettings) -> RetrievalParams {
+pub(crate) fn retrieval_params(mind: &MindState, settings: &AgentSettings) -> RetrievalParams {
     let p = &mind.scratch.params;
     let [recency, relevance, importance] = settings.retrieval_weights;
     RetrievalParams {
@@ -120,7 +120,7 @@ pub fn minute_of_day(now: NaiveDateTime) -> u32 {
     clippy::too_many_arguments,
     reason = "mirrors the action fields of SPEC §2"
 )]
-pub fn add_new_action(
+pub(crate) fn add_new_action(
     mind: &mut MindState,
     now: NaiveDateTime,
     address: ActionAddress,
@@ -157,7 +157,7 @@ pub struct Conversing(pub(super) Task<ConversationDone>);
 
 /// What a conversation task hands back.
 #[derive(Debug)]
-pub struct ConversationDone {
+pub(crate) struct ConversationDone {
     pub(super) initiator: (Entity, Box<MindState>, PlanEvent),
     pub(super) partner: (Entity, Box<MindState>, PlanEvent),
     /// Model calls of the conversation that fell back to their fail-safe.

@@ -4,9 +4,9 @@
 //! An eval file is JSON lines, one item each:
 //! `{"kind": "place", "context": "…", "question": "…", "options": ["…", …], "answer": "…",
 //! "tolerance": 1}` — `tolerance` (optional) accepts numeric answers within that distance.
-//! Every item is asked with the same wording ([`item_messages`]) and answered by a
+//! Every item is asked with the same wording (`item_messages`) and answered by a
 //! [`Strategy`]: **score** the options by likelihood (the backend's choice scoring), or
-//! **generate** a free answer and match it to an option ([`match_option`]). [`evaluate`]
+//! **generate** a free answer and match it to an option (`match_option`). [`evaluate`]
 //! returns per-kind accuracy beside the chance level, so a small model's numbers can be read
 //! honestly: at chance means it is guessing.
 //!
@@ -151,7 +151,7 @@ pub enum Strategy {
 }
 
 /// The one wording every item is asked with (the v1 templates' closing style).
-pub fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
+pub(crate) fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
     let mut prompt = String::new();
     if !item.context.trim().is_empty() {
         prompt.push_str(item.context.trim());
@@ -171,7 +171,7 @@ pub fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
 
 /// The option a generated answer names: an exact match, else the longest option the answer
 /// contains, else the first number in the answer when the options are numbers.
-pub fn match_option<'a>(answer: &str, options: &'a [String]) -> Option<&'a str> {
+pub(crate) fn match_option<'a>(answer: &str, options: &'a [String]) -> Option<&'a str> {
     let clean = answer
         .trim()
         .trim_matches(|c: char| c == '"' || c == '\'' || c == '.' || c == '-' || c == '*')

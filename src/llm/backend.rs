@@ -19,7 +19,7 @@ pub type RetryHook = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A rough token count for backends that do not report one: about four bytes of text per
 /// token, at least one token for non-empty text.
-pub fn estimate_tokens(text: &str) -> u64 {
+pub(crate) fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 

@@ -187,7 +187,7 @@ impl KeyHasher {
 }
 
 /// The cache key of a chat request answered by `model`.
-pub fn chat_cache_key(model: &str, request: &ChatRequest) -> CacheKey {
+pub(crate) fn chat_cache_key(model: &str, request: &ChatRequest) -> CacheKey {
     let mut h = KeyHasher::new("chat");
     h.str(model);
     h.str(&request.kind);
@@ -217,7 +217,7 @@ pub fn chat_cache_key(model: &str, request: &ChatRequest) -> CacheKey {
 }
 
 /// The cache key of a choice-scoring request answered by `model`.
-pub fn choice_cache_key(model: &str, request: &ChoiceRequest) -> CacheKey {
+pub(crate) fn choice_cache_key(model: &str, request: &ChoiceRequest) -> CacheKey {
     let mut h = KeyHasher::new("choice");
     h.str(model);
     h.str(&request.kind);
@@ -230,7 +230,7 @@ pub fn choice_cache_key(model: &str, request: &ChoiceRequest) -> CacheKey {
 }
 
 /// The cache key of one text's embedding by `embedding_model`.
-pub fn embedding_cache_key(embedding_model: &str, text: &str) -> CacheKey {
+pub(crate) fn embedding_cache_key(embedding_model: &str, text: &str) -> CacheKey {
     let mut h = KeyHasher::new("embed");
     h.str(embedding_model);
     h.str(text);
@@ -313,7 +313,7 @@ pub struct CacheEntry {
 
 impl CacheEntry {
     /// Roughly the bytes the entry holds in memory (what [`CacheLimits::memory_bytes`] counts).
-    pub fn approx_bytes(&self) -> usize {
+    pub(crate) fn approx_bytes(&self) -> usize {
         let answer = match &self.answer {
             CachedAnswer::Chat(response) => response.text.len() + 16,
             CachedAnswer::Scores(v) | CachedAnswer::Embedding(v) => v.len() * 4,
@@ -326,7 +326,7 @@ impl CacheEntry {
 /// How large the cache may grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheLimits {
-    /// Answers kept in memory, in bytes ([`CacheEntry::approx_bytes`]); the least recently
+    /// Answers kept in memory, in bytes (`CacheEntry::approx_bytes`); the least recently
     /// used entries are dropped past it. Default 256 MiB.
     pub memory_bytes: usize,
     /// The cache file's size in bytes; past it the file is compacted to the most recently used
@@ -507,7 +507,7 @@ impl CacheInner {
 pub struct CacheStats {
     /// Entries in memory.
     pub entries: usize,
-    /// Their approximate size ([`CacheEntry::approx_bytes`]).
+    /// Their approximate size (`CacheEntry::approx_bytes`).
     pub memory_bytes: usize,
     /// The file's size (0 without a file).
     pub file_bytes: u64,

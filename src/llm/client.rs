@@ -367,7 +367,7 @@ impl LlmClient {
     /// Completes a chat without caching it: from the cache when the [`CachePolicy`] allows and
     /// the answer is there, otherwise through the backend (waiting for a concurrency permit
     /// first). Hand the answer to [`LlmClient::keep`] once it has been validated, or to
-    /// [`LlmClient::reject`] if it was not usable.
+    /// `LlmClient::reject` if it was not usable.
     pub async fn ask(&self, request: ChatRequest) -> Result<ChatAnswer, LlmError> {
         let backend = &self.inner.backend;
         let key = self
@@ -463,7 +463,7 @@ impl LlmClient {
     /// Notes that an answer from [`LlmClient::ask`] was unusable. It is never cached for
     /// reuse; only a recording ([`CachePolicy::Always`]) keeps it, marked rejected, so that
     /// its replay rejects and retries exactly as the recorded run did.
-    pub fn reject(&self, answer: &ChatAnswer) {
+    pub(crate) fn reject(&self, answer: &ChatAnswer) {
         if self.inner.policy == CachePolicy::Always {
             self.store_answer(answer, true);
         }
@@ -653,7 +653,7 @@ impl LlmClient {
 
     /// How many backend calls have ended so far (answered, failed or cancelled); pair it with
     /// [`wait_for_answer`](Self::wait_for_answer).
-    pub fn answers_so_far(&self) -> u64 {
+    pub(crate) fn answers_so_far(&self) -> u64 {
         self.inner.bell.count()
     }
 
@@ -661,7 +661,7 @@ impl LlmClient {
     /// [`answers_so_far`](Self::answers_so_far)) or `timeout` passes, and returns the new count.
     /// A headless loop waiting for thoughts parks here instead of spinning; never call it from
     /// a task pool thread.
-    pub fn wait_for_answer(&self, seen: u64, timeout: Duration) -> u64 {
+    pub(crate) fn wait_for_answer(&self, seen: u64, timeout: Duration) -> u64 {
         self.inner.bell.wait_past(seen, timeout)
     }
 

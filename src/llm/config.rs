@@ -473,7 +473,7 @@ impl LlmConfig {
             })
     }
 
-    /// The backend [`build_backend`] will pick (Auto resolved): an explicit model file, else a
+    /// The backend `build_backend` will pick (Auto resolved): an explicit model file, else a
     /// configured HTTP server, else a cached model file (feature `local-llm`), else scripted.
     pub fn resolved_backend(&self) -> BackendChoice {
         match self.backend {
@@ -495,7 +495,7 @@ impl LlmConfig {
 /// configured, else the local model found in the model cache, and otherwise the offline town
 /// script (a scripted backend, not a model). Under `auto`, a cached model that fails to load
 /// falls back to the scripted backend with an error in the log.
-pub fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+pub(crate) fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     let auto = config.backend == BackendChoice::Auto;
     match config.resolved_backend() {
         BackendChoice::Http => build_http(config),

@@ -86,7 +86,11 @@ impl ApiKey {
 
     /// The key itself — for the `Authorization` header and for scrubbing it out of error
     /// text, nothing else.
-    pub fn expose_secret(&self) -> &str {
+    #[cfg_attr(
+        not(feature = "http"),
+        allow(dead_code, reason = "only the HTTP backend calls it outside tests")
+    )]
+    pub(crate) fn expose_secret(&self) -> &str {
         &self.0
     }
 }

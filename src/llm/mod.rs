@@ -28,7 +28,7 @@
 //!    ([`ResponseCache`], optionally persisted as JSON lines), and usage accounting per prompt
 //!    kind ([`UsageReport`], written as `usage.json`).
 //! 4. **Configuration** — [`LlmConfig`] resolved from CLI > env > config file > defaults, and
-//!    [`build_backend`]/[`build_client`] to turn it into a running client. API keys live in
+//!    `build_backend`/[`build_client`] to turn it into a running client. API keys live in
 //!    [`ApiKey`], which never prints. [`LlmPlugin`] inserts a client built that way unless the
 //!    game inserted its own.
 //!
@@ -57,16 +57,17 @@ mod usage;
 pub use backend::*;
 pub use cache::{
     CacheEntry, CacheError, CacheKey, CacheLimits, CacheLoadReport, CacheStats, CachedAnswer,
-    ParseCacheKeyError, ResponseCache, chat_cache_key, choice_cache_key, embedding_cache_key,
+    ParseCacheKeyError, ResponseCache,
 };
 pub use client::{
     CachePolicy, ChatAnswer, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, LlmClient, LlmClientBuilder,
 };
+pub(crate) use config::build_backend;
 pub use config::{
     ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_EMBED_MODEL, DEFAULT_LOCAL_THREADS, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
     DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, LlmConfig, LlmConfigLayer, MAX_CONNECT_TIMEOUT,
-    MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT, build_backend, build_client, check_call_limits,
+    MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT, build_client, check_call_limits,
     fetch_default_model_if_missing, model_cache_dir,
 };
 pub use faulty::{Fault, FaultyBackend};
@@ -80,8 +81,9 @@ pub use local::{
 pub use offline::{town_script_backend, town_script_client};
 pub use plugin::LlmPlugin;
 pub use replay::ReplayBackend;
+pub(crate) use scripted::word_overlap_scores;
+pub(crate) use scripted::word_tokens;
 pub use scripted::{
     Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptRng, ScriptedBackend, hashed_bow_embedding,
-    value_for_schema, word_overlap_scores, word_tokens,
 };
-pub use usage::{EMBED_KIND, KindUsage, UsageCounters, UsageReport};
+pub use usage::{EMBED_KIND, KindUsage, UsageReport};

@@ -40,7 +40,7 @@ pub struct ScriptRng(ChaCha8Rng);
 
 impl ScriptRng {
     /// The generator for one call.
-    pub fn for_call(seed: u64, kind: &str, prompt: &str) -> Self {
+    pub(crate) fn for_call(seed: u64, kind: &str, prompt: &str) -> Self {
         let mut hasher = Sha256::new();
         hasher.update(b"bga-scripted-v1");
         hasher.update(seed.to_le_bytes());
@@ -374,7 +374,7 @@ async fn sleep_on_helper_thread(duration: Duration) {
 }
 
 /// Lowercased alphanumeric words of `text`.
-pub fn word_tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn word_tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
@@ -428,7 +428,7 @@ pub fn hashed_bow_embedding(text: &str, dim: usize) -> Vec<f32> {
 /// The default choice score: `ln((overlap + 0.5) / (words + 1))`, where `words` is the number
 /// of words in the option and `overlap` how many of them occur in the prompt. Higher is
 /// better; an option whose words all appear in the prompt scores close to 0.
-pub fn word_overlap_scores(prompt: &str, options: &[String]) -> Vec<f32> {
+pub(crate) fn word_overlap_scores(prompt: &str, options: &[String]) -> Vec<f32> {
     let prompt_words: BTreeSet<String> = word_tokens(prompt).collect();
     options
         .iter()
@@ -450,7 +450,7 @@ fn default_answer(request: &ChatRequest, rng: &mut ScriptRng) -> String {
 
 /// A small JSON value that satisfies common JSON-schema shapes (`type`, `enum`, `const`,
 /// `properties`/`required`, `items`/`minItems`, `minimum`/`maximum`, `anyOf`/`oneOf`).
-pub fn value_for_schema(
+pub(crate) fn value_for_schema(
     schema: &serde_json::Value,
     rng: &mut ScriptRng,
     depth: usize,

@@ -59,7 +59,7 @@ impl KindUsage {
     }
 
     /// Adds `other` into `self` (sums, except `max_latency_ms` which takes the maximum).
-    pub fn accumulate(&mut self, other: &KindUsage) {
+    pub(crate) fn accumulate(&mut self, other: &KindUsage) {
         self.calls += other.calls;
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
@@ -81,7 +81,7 @@ impl KindUsage {
 
 /// Thread-safe usage counters keyed by prompt kind. One mutex, held for a map update only.
 #[derive(Debug, Default)]
-pub struct UsageCounters {
+pub(crate) struct UsageCounters {
     kinds: Mutex<BTreeMap<String, KindUsage>>,
 }
 
@@ -109,7 +109,7 @@ impl UsageCounters {
     }
 
     /// Records a successful backend call.
-    pub fn record_success(&self, kind: &str, tokens: TokenUsage, latency: Duration) {
+    pub(crate) fn record_success(&self, kind: &str, tokens: TokenUsage, latency: Duration) {
         self.update(kind, |u| {
             u.calls += 1;
             u.prompt_tokens = u.prompt_tokens.saturating_add(tokens.prompt_tokens);
@@ -119,7 +119,7 @@ impl UsageCounters {
     }
 
     /// Records a backend call that failed.
-    pub fn record_error(&self, kind: &str, latency: Duration) {
+    pub(crate) fn record_error(&self, kind: &str, latency: Duration) {
         self.update(kind, |u| {
             u.calls += 1;
             u.errors += 1;
@@ -128,7 +128,7 @@ impl UsageCounters {
     }
 
     /// Records `hits` answers served from a cache.
-    pub fn record_cache_hits(&self, kind: &str, hits: u64) {
+    pub(crate) fn record_cache_hits(&self, kind: &str, hits: u64) {
         if hits > 0 {
             self.update(kind, |u| u.cache_hits += hits);
         }
@@ -140,18 +140,13 @@ impl UsageCounters {
     }
 
     /// Records a transport-level retry made by the backend.
-    pub fn record_transport_retry(&self, kind: &str) {
+    pub(crate) fn record_transport_retry(&self, kind: &str) {
         self.update(kind, |u| u.transport_retries += 1);
     }
 
     /// Records a fail-safe being used.
     pub fn record_fail_safe(&self, kind: &str) {
         self.update(kind, |u| u.fail_safes += 1);
-    }
-
-    /// A snapshot of the counters of one kind.
-    pub fn kind(&self, kind: &str) -> KindUsage {
-        self.lock().get(kind).copied().unwrap_or_default()
     }
 
     /// A snapshot of every counter, labelled with the backend it measured.

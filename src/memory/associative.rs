@@ -149,7 +149,7 @@ impl AssociativeMemory {
 
     /// Whether an event with the triple (s, p, o) is among the latest `latest` events (SPEC §3.1
     /// step 3). Compares fingerprints first, so a miss costs no string comparison.
-    pub fn recent_event_is(&self, latest: usize, (s, p, o): (&str, &str, &str)) -> bool {
+    pub(crate) fn recent_event_is(&self, latest: usize, (s, p, o): (&str, &str, &str)) -> bool {
         let fingerprint = triple_fingerprint(s, p, o);
         self.events.seq.iter().rev().take(latest).any(|id| {
             self.columns.triple.get(id.index()) == Some(&fingerprint)
@@ -196,16 +196,6 @@ impl AssociativeMemory {
         map.get(&keyword.trim().to_lowercase())
             .copied()
             .unwrap_or(0)
-    }
-
-    /// All event keyword strengths.
-    pub fn event_keyword_strengths(&self) -> &BTreeMap<String, u32> {
-        &self.kw_strength_event
-    }
-
-    /// All thought keyword strengths.
-    pub fn thought_keyword_strengths(&self) -> &BTreeMap<String, u32> {
-        &self.kw_strength_thought
     }
 
     /// The embedding store.
@@ -441,7 +431,7 @@ impl AssociativeMemory {
 
     /// The latest `n` non-idle events and thoughts by `last_accessed` (ties: the newer node
     /// last), oldest first — the statements reflection asks its questions about (SPEC §3.8).
-    pub fn latest_accessed_events_and_thoughts(&self, n: usize) -> Vec<&ConceptNode> {
+    pub(crate) fn latest_accessed_events_and_thoughts(&self, n: usize) -> Vec<&ConceptNode> {
         let mut nodes: Vec<&ConceptNode> = self
             .nodes
             .iter()

@@ -46,12 +46,12 @@ use super::MemoryError;
 
 /// From this many stored numbers (rows × dim) on, [`RelevancePrecision::Auto`] scans the int8
 /// copy: 2²⁰ (4 MiB of `f32`, about 2,700 rows of 384 dims).
-pub const AUTO_QUANTIZE_MIN_ELEMENTS: usize = 1 << 20;
+pub(crate) const AUTO_QUANTIZE_MIN_ELEMENTS: usize = 1 << 20;
 
 /// How [`EmbeddingStore::relevance`] computes cosines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Reflect, Serialize, Deserialize)]
 pub enum RelevancePrecision {
-    /// Exact below [`AUTO_QUANTIZE_MIN_ELEMENTS`], quantised above.
+    /// Exact below `AUTO_QUANTIZE_MIN_ELEMENTS`, quantised above.
     #[default]
     Auto,
     /// Always the exact `f32` rows.

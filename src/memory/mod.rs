@@ -66,15 +66,16 @@ mod save;
 mod spatial;
 
 pub use associative::AssociativeMemory;
-pub use embedding::{AUTO_QUANTIZE_MIN_ELEMENTS, EmbeddingStore, RelevancePrecision};
+pub use embedding::{EmbeddingStore, RelevancePrecision};
 pub use node::{
     ChatLine, ConceptNode, Filling, MAX_POIGNANCY, MIN_POIGNANCY, NewMemory, NodeId, NodeKind,
 };
 pub use retrieve::{
-    DEFAULT_RECENCY_DECAY, FLAT_RANGE_EPSILON, RetrievalParams, RetrievalWeights, ScoredNode,
-    new_retrieve, new_retrieve_many, score_breakdown,
+    DEFAULT_RECENCY_DECAY, RetrievalParams, RetrievalWeights, ScoredNode, new_retrieve,
+    new_retrieve_many, score_breakdown,
 };
-pub use save::{AssociativeMemoryJson, EMBEDDINGS_FILE, KW_STRENGTH_FILE, NODES_FILE};
+pub(crate) use save::KW_STRENGTH_FILE;
+pub use save::{AssociativeMemoryJson, EMBEDDINGS_FILE, NODES_FILE};
 pub use spatial::SpatialMemory;
 
 /// Shortens text quoted in an error message.

@@ -29,7 +29,7 @@ use super::embedding::RelevancePrecision;
 use super::{AssociativeMemory, MemoryError, NodeId};
 
 /// A min–max range narrower than this counts as flat (every value normalises to 0.5).
-pub const FLAT_RANGE_EPSILON: f32 = 1e-6;
+pub(crate) const FLAT_RANGE_EPSILON: f32 = 1e-6;
 
 /// The default recency decay per game hour (SPEC §2).
 pub const DEFAULT_RECENCY_DECAY: f32 = 0.995;

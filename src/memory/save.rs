@@ -26,7 +26,7 @@ pub const NODES_FILE: &str = "nodes.json";
 /// File name of the embeddings document.
 pub const EMBEDDINGS_FILE: &str = "embeddings.json";
 /// File name of the keyword-strength document.
-pub const KW_STRENGTH_FILE: &str = "kw_strength.json";
+pub(crate) const KW_STRENGTH_FILE: &str = "kw_strength.json";
 
 /// The three documents of a saved associative memory, as JSON values (`T = Value`) or text
 /// (`T = String`).

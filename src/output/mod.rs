@@ -32,7 +32,7 @@ pub mod summary;
 
 pub use movement::{
     MovementLine, MovementLog, MovementLogData, MovementLogError, MovementLogPlugin,
-    MovementReplay, PersonaDelta, PersonaFrame, diff_frames, parse_movement_log, read_movement_log,
+    MovementReplay, PersonaDelta, PersonaFrame, parse_movement_log, read_movement_log,
 };
 pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
 pub use replay::{CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, load_replay};

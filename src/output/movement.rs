@@ -62,7 +62,7 @@ impl PersonaFrame {
 
     /// What changed from `previous` to `self`; everything when there is no previous frame.
     /// `None` when nothing changed.
-    pub fn delta_from(&self, previous: Option<&PersonaFrame>) -> Option<PersonaDelta> {
+    pub(crate) fn delta_from(&self, previous: Option<&PersonaFrame>) -> Option<PersonaDelta> {
         let Some(previous) = previous else {
             return Some(PersonaDelta {
                 tile: Some(self.tile),
@@ -84,7 +84,7 @@ impl PersonaFrame {
 
 /// `"act @ address"` as Smallville's movement file writes it; empty when the persona has no
 /// action yet (rather than a lone `" @ "`).
-pub fn describe(description: &str, address: Option<&ActionAddress>) -> String {
+pub(crate) fn describe(description: &str, address: Option<&ActionAddress>) -> String {
     match address {
         None if description.is_empty() => String::new(),
         None => format!("{description} @ "),
@@ -148,7 +148,7 @@ impl PersonaDelta {
     }
 
     /// Applies the changed fields to `frame`.
-    pub fn apply_to(&self, frame: &mut PersonaFrame) {
+    pub(crate) fn apply_to(&self, frame: &mut PersonaFrame) {
         if let Some(tile) = self.tile {
             frame.tile = tile;
         }
@@ -167,7 +167,7 @@ impl PersonaDelta {
 /// The per-persona changes from `previous` to `current`. Personas without changes are left
 /// out; personas new in `current` get complete entries; personas gone from `current` are
 /// simply not mentioned.
-pub fn diff_frames(
+pub(crate) fn diff_frames(
     previous: &BTreeMap<String, PersonaFrame>,
     current: &BTreeMap<String, PersonaFrame>,
 ) -> BTreeMap<String, PersonaDelta> {
@@ -646,7 +646,7 @@ impl Plugin for MovementLogPlugin {
 }
 
 /// Appends this step's line to the [`MovementLog`], if there is one.
-pub fn record_movement(
+pub(crate) fn record_movement(
     clock: Res<SimClock>,
     log: Option<ResMut<MovementLog>>,
     personas: Query<(&Name, &Body, &ActionView), With<Persona>>,

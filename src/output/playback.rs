@@ -10,7 +10,7 @@
 //!   and an empty [`Mind`](crate::persona::Mind) (the log records no minds, and no cognition
 //!   plugin runs) — and the clock is set just after that line's step;
 //! - **every sim step** the clock's driver runs applies the next line: each actor's
-//!   `previous_tile` becomes its tile, then the line's changes are written ([`actor_view`]);
+//!   `previous_tile` becomes its tile, then the line's changes are written (`actor_view`);
 //!   a persona first seen in that line is spawned;
 //! - **at the end** the clock's `stop_at_step` (the step after the last line) makes the driver
 //!   pause, so the last frame holds and [`ReplayPlayback::finished`] says so.
@@ -55,7 +55,7 @@ pub fn replay_speed(multiplier: u32) -> Result<SimSpeed, String> {
 
 /// Splits a log's `"act @ address"` into the action and its address (the inverse of
 /// [`describe`](crate::output::movement::describe)); text without `" @ "` is all action.
-pub fn split_description(text: &str) -> (String, String) {
+pub(crate) fn split_description(text: &str) -> (String, String) {
     match text.rsplit_once(" @ ") {
         Some((act, address)) => (act.to_owned(), address.to_owned()),
         None => (text.to_owned(), String::new()),
@@ -64,7 +64,7 @@ pub fn split_description(text: &str) -> (String, String) {
 
 /// What the renderer should show of `name` in `frame`. The log does not record the chat
 /// partner; it is the first other speaker of the chat (or the first speaker, for a chat of one).
-pub fn actor_view(name: &str, frame: &PersonaFrame) -> ActionView {
+pub(crate) fn actor_view(name: &str, frame: &PersonaFrame) -> ActionView {
     let (description, address) = split_description(&frame.description);
     // A log written elsewhere may hold an address this crate cannot read: keep it in view.
     let (description, address) = match ActionAddress::parse(&address) {

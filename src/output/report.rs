@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use chrono::{NaiveDateTime, Timelike};
+use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 
 use crate::output::run::{MOVEMENT_FILE, SUMMARY_FILE, USAGE_FILE, UsageFile};
@@ -198,7 +198,7 @@ impl Segment {
 }
 
 /// Each persona's actions over the log, in order.
-pub fn timelines(log: &MovementLogData) -> BTreeMap<String, Vec<Segment>> {
+pub(crate) fn timelines(log: &MovementLogData) -> BTreeMap<String, Vec<Segment>> {
     let step_secs = match (log.lines.first(), log.lines.get(1)) {
         (Some(a), Some(b)) => (b.time - a.time).num_seconds().max(1),
         _ => 10,
@@ -434,7 +434,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
 }
 
 /// Escapes text for HTML.
-pub fn escape_html(text: &str) -> String {
+pub(crate) fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -666,13 +666,14 @@ fn html_conversations(h: &mut String, data: &RunReportData) {
     h.push_str("</table>\n");
 }
 
-/// The hour of day of `time` as a fraction (for tests and axis maths).
-pub fn hour_of_day(time: NaiveDateTime) -> f64 {
-    f64::from(time.hour()) + f64::from(time.minute()) / 60.0 + f64::from(time.second()) / 3600.0
-}
-
 #[cfg(test)]
 mod tests {
+    use chrono::Timelike;
+    /// The hour of day of `time` as a fraction.
+    fn hour_of_day(time: NaiveDateTime) -> f64 {
+        f64::from(time.hour()) + f64::from(time.minute()) / 60.0 + f64::from(time.second()) / 3600.0
+    }
+
     use super::*;
     use crate::output::parse_movement_log;
 

@@ -14,7 +14,7 @@
 //! progress bar with it).
 //!
 //! While every persona waits on the model the loop **parks** on the client's answer bell
-//! ([`LlmClient::wait_for_answer`]) instead of updating the app in a tight loop: it wakes when
+//! (`LlmClient::wait_for_answer`) instead of updating the app in a tight loop: it wakes when
 //! a call ends, or after a short, growing timeout, so a run waiting on a slow model costs
 //! almost no CPU.
 //!

@@ -15,15 +15,15 @@ use std::path::{Path, PathBuf};
 use super::PersistError;
 
 /// A save's files: paths relative to the save folder, and their bytes.
-pub type SaveFiles = Vec<(PathBuf, Vec<u8>)>;
+pub(crate) type SaveFiles = Vec<(PathBuf, Vec<u8>)>;
 
 /// The hidden sibling a save is written into before the swap.
-pub fn saving_path(dir: &Path) -> PathBuf {
+pub(crate) fn saving_path(dir: &Path) -> PathBuf {
     sibling(dir, "saving")
 }
 
 /// The hidden sibling the previous save is moved to during the swap.
-pub fn previous_path(dir: &Path) -> PathBuf {
+pub(crate) fn previous_path(dir: &Path) -> PathBuf {
     sibling(dir, "previous")
 }
 
@@ -66,7 +66,10 @@ pub fn recover_interrupted_save(dir: &Path) -> Result<bool, PersistError> {
 
 /// Writes `files` (paths relative to `dir`) as the complete new content of `dir`, atomically:
 /// see the [module docs](self). On error `dir` is left as it was.
-pub fn write_folder_atomic(dir: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), PersistError> {
+pub(crate) fn write_folder_atomic(
+    dir: &Path,
+    files: &[(PathBuf, Vec<u8>)],
+) -> Result<(), PersistError> {
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
@@ -133,7 +136,7 @@ fn write_tree(root: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), PersistEr
 }
 
 /// Reads a file of a save, naming it in the error (a missing file is [`PersistError::Missing`]).
-pub fn read_file(path: &Path) -> Result<Vec<u8>, PersistError> {
+pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, PersistError> {
     std::fs::read(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             PersistError::Missing {

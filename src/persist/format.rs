@@ -27,29 +27,29 @@ use crate::settings::AgentSettings;
 use crate::world::{ActionAddress, TileCoord, TileEvent};
 
 /// `meta.json`.
-pub const META_FILE: &str = "meta.json";
+pub(crate) const META_FILE: &str = "meta.json";
 /// `settings.json`: the simulation's [`AgentSettings`].
-pub const SETTINGS_FILE: &str = "settings.json";
+pub(crate) const SETTINGS_FILE: &str = "settings.json";
 /// `world/events.json`: every tile event on the map.
-pub const EVENTS_FILE: &str = "world/events.json";
+pub(crate) const EVENTS_FILE: &str = "world/events.json";
 /// `pending.json`: work decided but not yet started (conversation intents).
-pub const PENDING_FILE: &str = "pending.json";
+pub(crate) const PENDING_FILE: &str = "pending.json";
 /// The folder holding one sub-folder per persona.
-pub const PERSONAS_DIR: &str = "personas";
+pub(crate) const PERSONAS_DIR: &str = "personas";
 /// A persona's scratch.
-pub const SCRATCH_FILE: &str = "scratch.json";
+pub(crate) const SCRATCH_FILE: &str = "scratch.json";
 /// A persona's spatial memory.
-pub const SPATIAL_FILE: &str = "spatial_memory.json";
+pub(crate) const SPATIAL_FILE: &str = "spatial_memory.json";
 /// A persona's associative memory folder.
-pub const ASSOCIATIVE_DIR: &str = "associative_memory";
+pub(crate) const ASSOCIATIVE_DIR: &str = "associative_memory";
 /// A persona's body (tile, path, object event, last perceived tile).
-pub const BODY_FILE: &str = "body.json";
+pub(crate) const BODY_FILE: &str = "body.json";
 /// A persona's visible action.
-pub const ACTION_FILE: &str = "action.json";
+pub(crate) const ACTION_FILE: &str = "action.json";
 /// A persona's diary.
-pub const DIARY_FILE: &str = "diary.json";
+pub(crate) const DIARY_FILE: &str = "diary.json";
 /// A persona's random stream.
-pub const RNG_FILE: &str = "rng.json";
+pub(crate) const RNG_FILE: &str = "rng.json";
 
 /// The embedding model the memories were embedded with (SPEC §5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,7 +105,7 @@ pub struct SaveMeta {
 /// `body.json`: a persona's [`Body`] plus the tile it last perceived from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BodyFile {
+pub(crate) struct BodyFile {
     /// The current tile.
     pub tile: TileCoord,
     /// Tiles still to walk, next first.
@@ -123,7 +123,7 @@ pub struct BodyFile {
 /// `action.json`: a persona's [`ActionView`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ActionFile {
+pub(crate) struct ActionFile {
     /// Where the action happens, in its text form; `""` before the first action.
     #[serde(with = "text_or_empty")]
     pub address: Option<ActionAddress>,
@@ -207,7 +207,7 @@ impl ActionFile {
 /// `rng.json`: the exact position of a persona's ChaCha8 stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RngFile {
+pub(crate) struct RngFile {
     /// The 32-byte seed as 64 hex digits.
     pub seed: String,
     /// The stream number.
@@ -228,7 +228,7 @@ impl RngFile {
     }
 
     /// The generator at exactly this position, or which field is wrong.
-    pub fn to_rng(&self) -> Result<ChaCha8Rng, (&'static str, String)> {
+    pub(crate) fn to_rng(&self) -> Result<ChaCha8Rng, (&'static str, String)> {
         let bytes = self.seed.as_bytes();
         if bytes.len() != 64 {
             return Err(("seed", "expected 64 hex digits".into()));
@@ -297,7 +297,7 @@ pub struct PersonaSave {
 
 /// Borrowed views of one persona, for encoding without cloning its memory.
 #[derive(Debug, Clone, Copy)]
-pub struct PersonaRef<'a> {
+pub(crate) struct PersonaRef<'a> {
     /// Name.
     pub name: &'a str,
     /// Mind (must be home).
@@ -329,7 +329,7 @@ pub struct SaveData {
 
 impl SaveData {
     /// The borrowed views of the personas.
-    pub fn persona_refs(&self) -> Vec<PersonaRef<'_>> {
+    pub(crate) fn persona_refs(&self) -> Vec<PersonaRef<'_>> {
         self.personas
             .iter()
             .map(|p| PersonaRef {
@@ -344,7 +344,7 @@ impl SaveData {
     }
 
     /// The save's files (see [`encode`]).
-    pub fn encode(&self) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
+    pub(crate) fn encode(&self) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
         encode(
             &self.meta,
             &self.settings,
@@ -355,10 +355,10 @@ impl SaveData {
     }
 }
 
-pub use crate::persona::{MAX_PERSONA_NAME_BYTES, check_persona_name, quote_clipped};
+pub use crate::persona::{MAX_PERSONA_NAME_BYTES, check_persona_name};
 
 /// A persona's folder, relative to the save.
-pub fn persona_dir(name: &str) -> PathBuf {
+pub(crate) fn persona_dir(name: &str) -> PathBuf {
     Path::new(PERSONAS_DIR).join(name)
 }
 
@@ -374,7 +374,7 @@ fn to_json<T: Serialize + ?Sized>(file: &Path, value: &T) -> Result<Vec<u8>, Per
 
 /// Every file of a save, paths relative to the save folder, in a fixed order (`meta.json`
 /// and then `manifest.json` last, so a partially copied folder lacks them).
-pub fn encode(
+pub(crate) fn encode(
     meta: &SaveMeta,
     settings: &AgentSettings,
     events: &EventsFile,
@@ -505,7 +505,7 @@ fn require_all_fields<T: Serialize + Default>(
 }
 
 /// Reads and validates only `meta.json` of the save at `root`.
-pub fn read_meta(root: &Path) -> Result<SaveMeta, PersistError> {
+pub(crate) fn read_meta(root: &Path) -> Result<SaveMeta, PersistError> {
     let path = root.join(META_FILE);
     let meta: SaveMeta = parse(&path, &read_file(&path)?)?;
     validate_meta(&meta, &path)?;
@@ -513,7 +513,7 @@ pub fn read_meta(root: &Path) -> Result<SaveMeta, PersistError> {
 }
 
 /// The files a save with `meta` consists of (without the manifest), relative to the save.
-pub fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
+pub(crate) fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = [SETTINGS_FILE, EVENTS_FILE, PENDING_FILE]
         .iter()
         .map(PathBuf::from)
@@ -535,7 +535,7 @@ pub fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
 }
 
 /// Reads and validates the save at `root`, and checks it against its manifest (see
-/// [`decode_with`]).
+/// `decode_with`).
 pub fn decode(root: &Path) -> Result<SaveData, PersistError> {
     decode_with(root, super::SaveIntegrity::Verify)
 }
@@ -543,7 +543,10 @@ pub fn decode(root: &Path) -> Result<SaveData, PersistError> {
 /// Reads and validates the save at `root` (see the [module docs](self)), then — unless
 /// `integrity` trusts edits — checks every file against `manifest.json`
 /// ([`manifest`](super::manifest)). Loads nothing on error.
-pub fn decode_with(root: &Path, integrity: super::SaveIntegrity) -> Result<SaveData, PersistError> {
+pub(crate) fn decode_with(
+    root: &Path,
+    integrity: super::SaveIntegrity,
+) -> Result<SaveData, PersistError> {
     let data = decode_files(root)?;
     if integrity == super::SaveIntegrity::Verify {
         super::manifest::verify(root, &save_file_paths(&data.meta))?;

@@ -1,6 +1,6 @@
 //! `manifest.json`: a SHA-256 checksum of every file of a save.
 //!
-//! The manifest is the last file of every save ([`format::encode`](super::format::encode) adds
+//! The manifest is the last file of every save (`format::encode` adds
 //! it) and is written with the rest of the folder in its atomic swap, so it always describes the
 //! files next to it. Loading checks every file the save consists of against it, *after* the
 //! files decoded (a damaged file still fails with its field), and refuses any difference naming
@@ -25,7 +25,7 @@ use super::files::read_file;
 /// The manifest's file name in a save.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// The only checksum algorithm written and read.
-pub const MANIFEST_ALGORITHM: &str = "sha256";
+pub(crate) const MANIFEST_ALGORITHM: &str = "sha256";
 /// The largest manifest read, in bytes.
 const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 
@@ -43,7 +43,7 @@ pub enum SaveIntegrity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
-    /// [`MANIFEST_ALGORITHM`].
+    /// `MANIFEST_ALGORITHM`.
     pub algorithm: String,
     /// Lower-case hex checksum per file, by path relative to the save with `/` separators.
     pub files: BTreeMap<String, String>,
@@ -66,7 +66,7 @@ pub fn checksum(bytes: &[u8]) -> String {
 }
 
 /// Appends `manifest.json` describing `files` (paths relative to the save) as the last file.
-pub fn seal(files: &mut Vec<(PathBuf, Vec<u8>)>) -> Result<(), PersistError> {
+pub(crate) fn seal(files: &mut Vec<(PathBuf, Vec<u8>)>) -> Result<(), PersistError> {
     let manifest = Manifest {
         algorithm: MANIFEST_ALGORITHM.to_owned(),
         files: files

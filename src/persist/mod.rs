@@ -34,7 +34,7 @@
 //!
 //! A save is taken **between steps when no mind is out**: no persona is
 //! [`AwaitingCognition`](crate::clock::AwaitingCognition) and no finished thought waits in
-//! [`LandedThoughts`](crate::cognition::think::LandedThoughts). In Lockstep that holds at every
+//! `LandedThoughts`. In Lockstep that holds at every
 //! step boundary after [`SimPoll`](crate::clock::SimPoll). In Realtime a [`SaveRequest`] waits:
 //! the [`PersistPlugin`] pauses the clock, lets the pending thoughts land, saves, and restores
 //! the speed. [`save_world`] itself refuses with [`PersistError::Busy`] instead of waiting.
@@ -58,8 +58,8 @@ pub mod manifest;
 mod world;
 
 pub use cache::{CacheMode, client_with_cache_mode};
-pub use files::{recover_interrupted_save, write_folder_atomic};
-pub use format::{EmbeddingInfo, PersonaSave, SaveData, SaveMeta, decode, decode_with};
+pub use files::recover_interrupted_save;
+pub use format::{EmbeddingInfo, EventsFile, PendingFile, PersonaSave, SaveData, SaveMeta, decode};
 pub use manifest::{MANIFEST_FILE, SaveIntegrity};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, apply_save,

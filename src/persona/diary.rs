@@ -61,7 +61,7 @@ pub struct Diary {
 
 impl Diary {
     /// The record of `date`, created when missing.
-    pub fn day_mut(&mut self, date: NaiveDate) -> &mut DayRecord {
+    pub(crate) fn day_mut(&mut self, date: NaiveDate) -> &mut DayRecord {
         if let Some(i) = self.days.iter().position(|d| d.date == Some(date)) {
             return &mut self.days[i];
         }

@@ -20,14 +20,15 @@ mod scratch;
 mod sheet;
 
 pub use diary::{ConversationRecord, DayRecord, Diary};
-pub use partners::{ChatPartners, ChattingWith, link_chat_partners};
+pub(crate) use partners::link_chat_partners;
+pub use partners::{ChatPartners, ChattingWith};
 
-pub use scratch::{
-    CHAT_PREDICATE, EventTriple, ScheduleItem, Scratch, is_sleep_text, round_up_to_minute,
-};
+pub(crate) use scratch::CHAT_PREDICATE;
+pub use scratch::{EventTriple, ScheduleItem, Scratch, is_sleep_text};
+pub(crate) use sheet::quote_clipped;
 pub use sheet::{
     MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, PersonaError, PersonaSheet, check_persona_name,
-    default_personas_dir, load_persona_sheets, quote_clipped,
+    default_personas_dir, load_persona_sheets,
 };
 
 use std::collections::VecDeque;
@@ -96,12 +97,12 @@ impl Mind {
     }
 
     /// Takes the state out (to move it into a task). `None` if it is already out.
-    pub fn check_out(&mut self) -> Option<Box<MindState>> {
+    pub(crate) fn check_out(&mut self) -> Option<Box<MindState>> {
         self.0.take()
     }
 
     /// Puts the state back after a task.
-    pub fn check_in(&mut self, state: Box<MindState>) {
+    pub(crate) fn check_in(&mut self, state: Box<MindState>) {
         self.0 = Some(state);
     }
 
@@ -166,7 +167,7 @@ pub struct ActionView {
 
 impl ActionView {
     /// Mirrors the action fields of `scratch`.
-    pub fn from_scratch(scratch: &Scratch) -> Self {
+    pub(crate) fn from_scratch(scratch: &Scratch) -> Self {
         let event = scratch.act_event.subject.as_ref().map(|subject| TileEvent {
             subject: subject.clone(),
             predicate: scratch.act_event.predicate.clone(),
@@ -199,7 +200,7 @@ impl ActionView {
 
 /// Builds a persona's initial mind from its sheet: identity, hyper-parameters, and a spatial
 /// memory of every place in the sectors it knows (all of them unless the sheet lists some).
-pub fn initial_mind(
+pub(crate) fn initial_mind(
     sheet: &PersonaSheet,
     map: &TownMap,
     settings: &AgentSettings,

@@ -11,7 +11,7 @@ use bevy::prelude::*;
 use super::{ActionView, Persona};
 
 /// The persona this one is chatting with. Both sides of a conversation carry one, pointing at
-/// each other. Set and removed by [`link_chat_partners`]; game code only reads it.
+/// each other. Set and removed by `link_chat_partners`; game code only reads it.
 #[derive(Component, Reflect, Debug, Clone, Copy, PartialEq, Eq)]
 #[relationship(relationship_target = ChatPartners)]
 pub struct ChattingWith(pub Entity);
@@ -42,7 +42,7 @@ type ChangedView<'a> = (Entity, &'a ActionView, Option<&'a ChattingWith>);
 /// Links each persona whose view changed to the persona it is chatting with, by name, and
 /// unlinks it when the chat is over. A partner name that matches no persona (or the persona
 /// itself) leaves no link.
-pub fn link_chat_partners(
+pub(crate) fn link_chat_partners(
     mut commands: Commands,
     changed: Query<ChangedView, (With<Persona>, Changed<ActionView>)>,
     personas: Query<(Entity, &Name), With<Persona>>,

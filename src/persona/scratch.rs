@@ -10,7 +10,7 @@ use crate::settings::PersonaDefaults;
 use crate::world::{ActionAddress, TileCoord};
 
 /// The predicate of a persona's chat event, `(name, "chat with", partner)` (SPEC §3.5).
-pub const CHAT_PREDICATE: &str = "chat with";
+pub(crate) const CHAT_PREDICATE: &str = "chat with";
 
 /// An `(subject, predicate, object)` triple; `None` parts are unknown or idle.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -242,7 +242,7 @@ pub fn is_sleep_text(text: &str) -> bool {
 }
 
 /// Rounds up to the next whole minute (an exact minute stays).
-pub fn round_up_to_minute(time: NaiveDateTime) -> NaiveDateTime {
+pub(crate) fn round_up_to_minute(time: NaiveDateTime) -> NaiveDateTime {
     use chrono::Timelike;
     if time.second() == 0 && time.nanosecond() == 0 {
         return time;

@@ -78,7 +78,7 @@ pub fn check_persona_name(name: &str) -> Result<(), String> {
 
 /// `text` quoted like `{:?}`, cut after `max` characters (with its length in bytes then), for
 /// error messages that must stay short whatever a file holds.
-pub fn quote_clipped(text: &str, max: usize) -> String {
+pub(crate) fn quote_clipped(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{:?}… ({} bytes)", &text[..cut], text.len()),
         None => format!("{text:?}"),

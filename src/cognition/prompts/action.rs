@@ -8,10 +8,10 @@ use crate::persona::EventTriple;
 use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, parse_choice};
 
 /// The emoji shown when the model gives no usable one (SPEC §3.4).
-pub const FALLBACK_EMOJI: &str = "🙂";
+pub(crate) const FALLBACK_EMOJI: &str = "🙂";
 
 /// The object "name" meaning "a random tile of the arena" (SPEC §1, §3.4).
-pub const RANDOM_OBJECT: &str = crate::world::RANDOM_MARKER;
+pub(crate) const RANDOM_OBJECT: &str = crate::world::RANDOM_MARKER;
 
 /// Options as "- name" lines, or "(none)".
 fn option_lines(options: &[String]) -> String {
@@ -162,7 +162,7 @@ impl Prompt for ActionArena {
 /// Which object of the chosen arena an action uses.
 ///
 /// Fail-safe: a known object chosen by [`ActionObject::seed`] (so the same persona and step
-/// pick the same one), or [`RANDOM_OBJECT`] when no object is known (SPEC §3.4).
+/// pick the same one), or `RANDOM_OBJECT` when no object is known (SPEC §3.4).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ActionObject {
     /// The persona's full name.
@@ -228,7 +228,7 @@ fn parse_emoji(cleaned: &str) -> Result<String, ParseError> {
 }
 
 /// The action as 1–3 emoji (`act_pronunciatio`). Text around the emoji is dropped.
-/// Fail-safe: [`FALLBACK_EMOJI`].
+/// Fail-safe: `FALLBACK_EMOJI`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ActionEmoji {
     /// The action.
@@ -258,7 +258,7 @@ impl Prompt for ActionEmoji {
     }
 }
 
-/// The used object's state as 1–3 emoji (`act_obj_pronunciatio`). Fail-safe: [`FALLBACK_EMOJI`].
+/// The used object's state as 1–3 emoji (`act_obj_pronunciatio`). Fail-safe: `FALLBACK_EMOJI`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ObjectEmoji {
     /// The object's state ("coffee machine is brewing coffee").

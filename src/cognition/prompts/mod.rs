@@ -27,7 +27,7 @@
 //! right answer usable (durations off by a few minutes), the parser repairs instead of
 //! rejecting, so small models cost fewer retries.
 //!
-//! The helpers below ([`clock_text`], [`readable_place`], …) render inputs the same way in
+//! The helpers below (`clock_text`, `readable_place`, …) render inputs the same way in
 //! every template; the offline town script (`llm::offline`) relies on those lines.
 //!
 //! [`Prompt`]: crate::prompt::Prompt
@@ -41,8 +41,8 @@ pub mod reflect;
 mod text;
 
 pub use action::{
-    ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, FALLBACK_EMOJI,
-    ObjectDescription, ObjectEmoji, ObjectEventTriple, RANDOM_OBJECT,
+    ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, ObjectDescription,
+    ObjectEmoji, ObjectEventTriple,
 };
 pub use converse::{
     ConversationSummary, DecideToReact, DecideToTalk, MemoAfterChat, NextUtterance,
@@ -52,21 +52,19 @@ pub use identity::{
     ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
     ReviseIdentityPlanNote, WhisperThought,
 };
-pub use perceive::{
-    CHAT_POIGNANCY_FAIL_SAFE, ChatPoignancy, EVENT_POIGNANCY_FAIL_SAFE, EventPoignancy,
-    THOUGHT_POIGNANCY_FAIL_SAFE, ThoughtPoignancy,
-};
+pub use perceive::{ChatPoignancy, EVENT_POIGNANCY_FAIL_SAFE, EventPoignancy, ThoughtPoignancy};
 pub use plan::{
     DailyPlan, HourlySchedule, NewDecompositionSchedule, TaskDecomposition, WakeUpHour,
     insert_into_window,
 };
 pub use reflect::{FocalPoints, Insight, InsightsWithEvidence};
 
-pub use crate::clock::{MINUTES_PER_DAY, clock_text, hour_text};
+pub(crate) use crate::clock::clock_text;
+pub use crate::clock::{MINUTES_PER_DAY, hour_text};
 
 /// The first item of every daily plan (SPEC §3.3): "wake up and complete the morning routine
 /// at 6:00 am".
-pub fn wake_up_item(hour: u32) -> String {
+pub(crate) fn wake_up_item(hour: u32) -> String {
     format!(
         "wake up and complete the morning routine at {}",
         hour_text(hour)
@@ -75,14 +73,14 @@ pub fn wake_up_item(hour: u32) -> String {
 
 /// How a decomposed step is stored in the schedule: `"{task} ({subtask})"`, so that grounding
 /// prompts see both the hourly activity and the step.
-pub fn subtask_description(task: &str, subtask: &str) -> String {
+pub(crate) fn subtask_description(task: &str, subtask: &str) -> String {
     format!("{task} ({subtask})")
 }
 
 /// An address as prompts show a place: the world is dropped and the rest joined, so
 /// `"Willowbrook:Riverside Cafe:cafe"` becomes `"Riverside Cafe, cafe"`. Text without `:` is
 /// returned trimmed.
-pub fn readable_place(address: &str) -> String {
+pub(crate) fn readable_place(address: &str) -> String {
     let parts: Vec<&str> = address
         .split(':')
         .map(str::trim)
@@ -96,7 +94,7 @@ pub fn readable_place(address: &str) -> String {
 }
 
 /// Items as numbered lines (`"1. a\n2. b"`), or `"(none)"` for an empty list.
-pub fn numbered_list<S: AsRef<str>>(items: &[S]) -> String {
+pub(crate) fn numbered_list<S: AsRef<str>>(items: &[S]) -> String {
     if items.is_empty() {
         return "(none)".to_string();
     }
@@ -122,7 +120,12 @@ pub fn transcript(lines: &[(String, String)]) -> String {
 
 /// A `(task, minutes)` schedule as `"<start> ~ <end>: task"` lines, starting at
 /// `start_minute`. Only items overlapping `[from, to)` are shown; `"(none)"` when none do.
-pub fn schedule_lines(items: &[(String, u32)], start_minute: u32, from: u32, to: u32) -> String {
+pub(crate) fn schedule_lines(
+    items: &[(String, u32)],
+    start_minute: u32,
+    from: u32,
+    to: u32,
+) -> String {
     let mut lines = Vec::new();
     let mut t = start_minute;
     for (task, minutes) in items {

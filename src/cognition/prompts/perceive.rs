@@ -13,9 +13,9 @@ use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError};
 /// Poignancy used when an event cannot be rated.
 pub const EVENT_POIGNANCY_FAIL_SAFE: u8 = 3;
 /// Poignancy used when a conversation cannot be rated.
-pub const CHAT_POIGNANCY_FAIL_SAFE: u8 = 4;
+pub(crate) const CHAT_POIGNANCY_FAIL_SAFE: u8 = 4;
 /// Poignancy used when a thought cannot be rated.
-pub const THOUGHT_POIGNANCY_FAIL_SAFE: u8 = 3;
+pub(crate) const THOUGHT_POIGNANCY_FAIL_SAFE: u8 = 3;
 
 fn rating_request(
     kind: &'static str,
@@ -65,7 +65,7 @@ impl Prompt for EventPoignancy {
 }
 
 /// The poignancy of a conversation the persona had (SPEC §3.1). Output: 1..=10; fail-safe
-/// [`CHAT_POIGNANCY_FAIL_SAFE`].
+/// `CHAT_POIGNANCY_FAIL_SAFE`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatPoignancy {
     /// The identity summary.
@@ -101,7 +101,7 @@ impl Prompt for ChatPoignancy {
 }
 
 /// The poignancy of a thought (reflection insights, plans, chat memos; SPEC §3.7, §3.8).
-/// Output: 1..=10; fail-safe [`THOUGHT_POIGNANCY_FAIL_SAFE`].
+/// Output: 1..=10; fail-safe `THOUGHT_POIGNANCY_FAIL_SAFE`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ThoughtPoignancy {
     /// The identity summary.

@@ -79,7 +79,7 @@ impl Prompt for WakeUpHour {
 // ---------------------------------------------------------------------------------------------
 
 /// The day in broad strokes (SPEC §3.3, first day). Output: 5–8 items with times, **without** the
-/// wake-up item — the caller prepends [`wake_up_item`](super::wake_up_item). An answer that
+/// wake-up item — the caller prepends `wake_up_item`. An answer that
 /// restates the wake-up item has it dropped before counting.
 ///
 /// Fail-safe: a generic 7-item day around the workplace (when there is one).
@@ -360,7 +360,7 @@ impl Prompt for HourlySchedule {
 /// Answers whose durations are slightly off are repaired deterministically (see the module
 /// docs of `text`): rounded to 5 minutes, scaled when far off, then the tail trimmed or the
 /// last step lengthened. Callers store steps as
-/// [`subtask_description`](super::subtask_description)`(task, step)`.
+/// `subtask_description``(task, step)`.
 ///
 /// Fail-safe: the block itself as a single step.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
