@@ -377,7 +377,67 @@ fn shareable_path(path: &Path) -> PathBuf {
 
 /// Runs the simulation described by `options` and writes its files. See the [module
 /// docs](self).
+///
+/// The run is told in five steps: `open_run` checks everything and builds the app,
+/// `drive_steps` runs the clock to its end (checkpointing and saving on the way),
+/// `drain_thoughts` lets the last thoughts land, `final_save` writes the save, and
+/// `write_outputs` the summary, `usage.json` and the report.
 pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
+    let mut opened = open_run(options)?;
+    let driven = drive_steps(&mut opened, options)?;
+    let minds_out = drain_thoughts(&mut opened.app, options, &driven.progress);
+    let (save_path, save_error) = final_save(&mut opened, minds_out, driven.save_error);
+    write_outputs(
+        opened,
+        options,
+        driven.result,
+        minds_out,
+        save_path,
+        save_error,
+    )
+}
+
+/// The files of a run folder.
+struct RunFiles {
+    movement: PathBuf,
+    summary: PathBuf,
+    usage: PathBuf,
+    save: PathBuf,
+}
+
+/// A run ready to drive: its app, where its files go and what earlier runs left.
+struct OpenRun {
+    app: App,
+    files: RunFiles,
+    seed: u64,
+    map_path: PathBuf,
+    provenance: PromptProvenance,
+    /// Spend recorded by earlier runs into this folder (a resumed run adds to it).
+    earlier_usage: Option<UsageReport>,
+    /// The step of the last save (the start, for a fresh run).
+    last_save_step: u64,
+}
+
+/// What driving the clock produced.
+struct Driven<'a> {
+    result: DrivenSteps,
+    progress: Watch<'a>,
+    /// A save that failed stops the run; its outputs are still written.
+    save_error: Option<PersistError>,
+}
+
+/// The clock's part of the summary.
+struct DrivenSteps {
+    first_step: u64,
+    start: NaiveDateTime,
+    wall: Duration,
+    final_frames: BTreeMap<String, PersonaFrame>,
+}
+
+/// Checks the options, builds the app (fresh or from a save) and creates the run folder with
+/// its movement log. Nothing is written before the town, personas, prompts and backend are
+/// known to work.
+fn open_run(options: &RunOptions) -> Result<OpenRun, RunError> {
     if !cfg!(feature = "local-llm") && options.llm.resolved_backend() == BackendChoice::Local {
         return Err(RunError::LocalBackendUnavailable);
     }
@@ -389,14 +449,46 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     // Edited prompts are checked before the backend starts or anything is written.
     let prompts =
         PromptLibrary::load(options.llm.prompts.as_deref()).map_err(HeadlessError::from)?;
-    let demo = DemoOptions {
-        hours: options.hours,
-        personas: options.personas,
-        seed: options.seed,
-        map: options.map.clone(),
-        personas_dir: options.personas_dir.clone(),
-        llm: options.llm.clone(),
+    let (mut app, seed, map_path) = build_run_app(options)?;
+    let provenance = prompts.provenance();
+    app.insert_resource(prompts);
+    let last_save_step = app.world().resource::<SimClock>().step();
+    // The folder is created only once the town, personas and backend are known to work.
+    std::fs::create_dir_all(&options.out).map_err(|source| RunError::Io {
+        path: options.out.clone(),
+        source,
+    })?;
+    let files = RunFiles {
+        movement: options.out.join(MOVEMENT_FILE),
+        summary: options.out.join(SUMMARY_FILE),
+        usage: options.out.join(USAGE_FILE),
+        save: options.out.join(RUN_SAVE_DIR),
     };
+    // Plugins cannot be added to a finished app; the system is what `MovementLogPlugin` adds.
+    app.add_systems(SimStep, record_movement.after(AgentSystems::Last));
+    // A resumed run continues the folder's log (cut back to the save's step).
+    let log = match &options.from {
+        Some(_) => MovementLog::continue_at(&files.movement, last_save_step)?,
+        None => MovementLog::create(&files.movement)?,
+    };
+    app.insert_resource(log);
+    let earlier_usage = match &options.from {
+        Some(_) => read_usage(&files.usage),
+        None => None,
+    };
+    Ok(OpenRun {
+        app,
+        files,
+        seed,
+        map_path,
+        provenance,
+        earlier_usage,
+        last_save_step,
+    })
+}
+
+/// The app of a run, its seed and its map: a fresh town, or the one a save holds.
+fn build_run_app(options: &RunOptions) -> Result<(App, u64, PathBuf), RunError> {
     let client_seed = match &options.from {
         Some(dir) => {
             crate::persist::recover_interrupted_save(dir)?;
@@ -405,58 +497,43 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         None => options.seed,
     };
     let client = client_with_cache_mode(&options.llm, &options.cache, client_seed)?;
-    let (mut app, seed, map_path) = match &options.from {
-        Some(dir) => {
-            let (app, meta) = build_app_from_save_with(
-                dir,
-                &options.llm,
-                client,
-                options.map.as_deref(),
-                options.log,
-                options.integrity,
-            )?;
-            let map = options.map.clone().unwrap_or(meta.map);
-            (app, meta.seed, map)
-        }
-        None => {
-            let mut app = build_headless_app(&demo, options.log)?;
-            if let Some(client) = client {
-                app.insert_resource(client);
-            }
-            app.insert_resource(SimSeed(options.seed));
-            let map = options
-                .map
-                .clone()
-                .unwrap_or_else(TownMap::default_town_path);
-            (app, options.seed, map)
-        }
+    if let Some(dir) = &options.from {
+        let (app, meta) = build_app_from_save_with(
+            dir,
+            &options.llm,
+            client,
+            options.map.as_deref(),
+            options.log,
+            options.integrity,
+        )?;
+        let map = options.map.clone().unwrap_or(meta.map);
+        return Ok((app, meta.seed, map));
+    }
+    let demo = DemoOptions {
+        hours: options.hours,
+        personas: options.personas,
+        seed: options.seed,
+        map: options.map.clone(),
+        personas_dir: options.personas_dir.clone(),
+        llm: options.llm.clone(),
     };
-    let provenance = prompts.provenance();
-    app.insert_resource(prompts);
-    let save_path = options.out.join(RUN_SAVE_DIR);
-    let mut last_save_step = app.world().resource::<SimClock>().step();
-    // The folder is created only once the town, personas and backend are known to work.
-    std::fs::create_dir_all(&options.out).map_err(|source| RunError::Io {
-        path: options.out.clone(),
-        source,
-    })?;
-    let movement_path = options.out.join(MOVEMENT_FILE);
-    let summary_path = options.out.join(SUMMARY_FILE);
-    let usage_path = options.out.join(USAGE_FILE);
-    // Plugins cannot be added to a finished app; the system is what `MovementLogPlugin` adds.
-    app.add_systems(SimStep, record_movement.after(AgentSystems::Last));
-    // A resumed run continues the folder's log (cut back to the save's step).
-    let log = match &options.from {
-        Some(_) => MovementLog::continue_at(&movement_path, last_save_step)?,
-        None => MovementLog::create(&movement_path)?,
-    };
-    app.insert_resource(log);
-    // Spend recorded by earlier runs into this folder (a resumed run adds to it).
-    let earlier_usage = match &options.from {
-        Some(_) => read_usage(&usage_path),
-        None => None,
-    };
+    let mut app = build_headless_app(&demo, options.log)?;
+    if let Some(client) = client {
+        app.insert_resource(client);
+    }
+    app.insert_resource(SimSeed(options.seed));
+    let map = options
+        .map
+        .clone()
+        .unwrap_or_else(TownMap::default_town_path);
+    Ok((app, options.seed, map))
+}
 
+/// Runs the clock until it reaches the last step: checkpoints the log and spend every
+/// [`CHECKPOINT_EVERY`], saves every `save_every` steps, and parks while every step waits on
+/// the model. A run with no step for the stall timeout ends with [`RunError::Stalled`].
+fn drive_steps<'a>(opened: &mut OpenRun, options: &'a RunOptions) -> Result<Driven<'a>, RunError> {
+    let app = &mut opened.app;
     let (first_step, start, total) = {
         let mut clock = app.world_mut().resource_mut::<SimClock>();
         clock.mode = options.time_mode;
@@ -466,7 +543,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         clock.stop_at_step = Some(first + total);
         (first, clock.now(), total)
     };
-
+    let usage_path = opened.files.usage.clone();
     let speed = options.effective_speed();
     let progress = Watch(options.progress.as_ref());
     progress.started(total);
@@ -476,7 +553,6 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let mut last_progress = Instant::now();
     let mut park = Park::default();
     let mut last_checkpoint = Instant::now();
-    // A save that failed stops the run; its outputs are still written.
     let mut save_error: Option<PersistError> = None;
     loop {
         let (step, now, finished) = {
@@ -489,7 +565,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             park.reset();
         } else if last_progress.elapsed() >= stall_timeout {
             progress.finished();
-            checkpoint(&mut app, &usage_path, earlier_usage.as_ref())?;
+            checkpoint(app, &usage_path, opened.earlier_usage.as_ref())?;
             return Err(RunError::Stalled {
                 step,
                 waited: last_progress.elapsed(),
@@ -503,12 +579,12 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
         app.update();
         if let Some(every) = options.save_every {
             let step = app.world().resource::<SimClock>().step();
-            if step >= last_save_step.saturating_add(every) {
+            if step >= opened.last_save_step.saturating_add(every) {
                 // The log first: a save of step N always has the log's lines before N on disk.
-                checkpoint(&mut app, &usage_path, earlier_usage.as_ref())?;
+                checkpoint(app, &usage_path, opened.earlier_usage.as_ref())?;
                 last_checkpoint = Instant::now();
-                match save_world(app.world_mut(), &save_path) {
-                    Ok(_) => last_save_step = step,
+                match save_world(app.world_mut(), &opened.files.save) {
+                    Ok(_) => opened.last_save_step = step,
                     // Thoughts in flight (Realtime): try again at the next frame.
                     Err(PersistError::Busy(_)) => {}
                     Err(err) => {
@@ -520,7 +596,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
             }
         }
         if last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
-            checkpoint(&mut app, &usage_path, earlier_usage.as_ref())?;
+            checkpoint(app, &usage_path, opened.earlier_usage.as_ref())?;
             last_checkpoint = Instant::now();
         }
         if speed != SimSpeed::Max {
@@ -535,39 +611,70 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     }
     let wall = began.elapsed();
     let final_frames = persona_frames(app.world_mut());
+    Ok(Driven {
+        result: DrivenSteps {
+            first_step,
+            start,
+            wall,
+            final_frames,
+        },
+        progress,
+        save_error,
+    })
+}
 
-    // Let thoughts still in flight land so every mind is home to be summarised. No step runs:
-    // the clock paused itself at `stop_at_step`.
+/// Lets thoughts still in flight land (for at most the model timeout) so every mind is home
+/// to be summarised and saved; no step runs, the clock paused itself at `stop_at_step`.
+/// Returns how many minds are still out.
+fn drain_thoughts(app: &mut App, options: &RunOptions, progress: &Watch<'_>) -> usize {
     progress.note("waiting for the last thoughts to land");
     let drain_start = Instant::now();
     let client = app.world().resource::<LlmClient>().clone();
-    park.reset();
+    let mut park = Park::default();
     while minds_out(app.world_mut()) > 0 && drain_start.elapsed() < options.llm.timeout {
         app.update();
         park.wait(&client);
     }
     progress.finished();
-    let minds_out = minds_out(app.world_mut());
-    if minds_out > 0 {
-        warn!("{minds_out} persona(s) still thinking at the end: their memory counts are omitted");
+    let out = minds_out(app.world_mut());
+    if out > 0 {
+        warn!("{out} persona(s) still thinking at the end: their memory counts are omitted");
     }
+    out
+}
 
-    let saved = if save_error.is_some() {
-        None
-    } else if minds_out == 0 {
-        // A failed final save must not lose the run's other files: they are written first.
-        match save_world(app.world_mut(), &save_path) {
-            Ok(_) => Some(save_path),
-            Err(err) => {
-                save_error = Some(err);
-                None
-            }
-        }
-    } else {
+/// Writes the run's final save, unless a save already failed or minds are still out. Returns
+/// where it went and the save error to report once the other files are written.
+fn final_save(
+    opened: &mut OpenRun,
+    minds_out: usize,
+    save_error: Option<PersistError>,
+) -> (Option<PathBuf>, Option<PersistError>) {
+    if save_error.is_some() {
+        return (None, save_error);
+    }
+    if minds_out > 0 {
         warn!("no final save: {minds_out} persona(s) still thinking");
-        None
-    };
+        return (None, None);
+    }
+    // A failed final save must not lose the run's other files: they are written after it.
+    match save_world(opened.app.world_mut(), &opened.files.save) {
+        Ok(_) => (Some(opened.files.save.clone()), None),
+        Err(err) => (None, Some(err)),
+    }
+}
 
+/// Finishes the movement log and writes `summary.json`, `usage.json` and (if asked) the
+/// report; a save error is returned only after those are on disk.
+fn write_outputs(
+    mut opened: OpenRun,
+    options: &RunOptions,
+    driven: DrivenSteps,
+    minds_out: usize,
+    save_path: Option<PathBuf>,
+    save_error: Option<PersistError>,
+) -> Result<RunReport, RunError> {
+    let app = &mut opened.app;
     let log = app
         .world_mut()
         .remove_resource::<MovementLog>()
@@ -577,7 +684,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let (usage, backend, model) = {
         let client = app.world().resource::<LlmClient>();
         (
-            with_earlier_usage(client.usage(), earlier_usage.as_ref()),
+            with_earlier_usage(client.usage(), opened.earlier_usage.as_ref()),
             client.backend_name().to_owned(),
             client.model().to_owned(),
         )
@@ -587,27 +694,26 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let summary = RunSummary {
         run: RunMetadata {
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            seed,
+            seed: opened.seed,
             hours: options.hours,
-            steps: clock.step() - first_step,
-            start,
+            steps: clock.step() - driven.first_step,
+            start: driven.start,
             end: clock.now(),
             personas: personas.keys().cloned().collect(),
             backend,
             model,
-            map: shareable_path(&map_path),
+            map: shareable_path(&opened.map_path),
             time_mode: options.time_mode,
-            wall_seconds: wall.as_secs_f64(),
+            wall_seconds: driven.wall.as_secs_f64(),
         },
         personas,
     };
-    write_json(&summary_path, &summary)?;
+    write_json(&opened.files.summary, &summary)?;
     let usage_file = UsageFile {
         usage,
-        prompts: Some(provenance.clone()),
+        prompts: Some(opened.provenance.clone()),
     };
-    write_json(&usage_path, &usage_file)?;
-    let usage = usage_file.usage;
+    write_json(&opened.files.usage, &usage_file)?;
     if let Some(err) = save_error {
         return Err(err.into());
     }
@@ -624,16 +730,16 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     };
 
     Ok(RunReport {
-        movement_path,
-        summary_path,
-        usage_path,
+        movement_path: opened.files.movement,
+        summary_path: opened.files.summary,
+        usage_path: opened.files.usage,
         steps: summary.run.steps,
-        wall,
-        final_frames,
+        wall: driven.wall,
+        final_frames: driven.final_frames,
         minds_out,
-        usage,
-        prompts: provenance,
-        save_path: saved,
+        usage: usage_file.usage,
+        prompts: opened.provenance,
+        save_path,
         report_path,
     })
 }
