@@ -15,7 +15,7 @@ use chrono::{Duration, NaiveDateTime, Timelike};
 
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
-use crate::persona::{DayRecord, MindState, ScheduleItem};
+use crate::persona::{DayRecord, MindState, ScheduleItem, Scratch};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
 use crate::world::{ActionAddress, Address, AddressLevel};
@@ -241,81 +241,14 @@ pub(crate) async fn ground_action(
     seed: u64,
 ) -> Grounding {
     let world = book.world.clone();
-    let name = mind.scratch.name.clone();
-    let living: Vec<String> = mind
-        .scratch
-        .living_area
-        .split(':')
-        .map(str::to_string)
-        .collect();
-    let living_sector = living.get(1).cloned().unwrap_or_default();
-    let living_arena = living.get(2).cloned().unwrap_or_default();
-    let workplace_sector = mind
-        .scratch
-        .workplace
-        .as_deref()
-        .and_then(|w| w.split(':').nth(1))
-        .map(str::to_string);
-
-    let sectors = mind.spatial.accessible_sectors(&world);
-    let sector = if sectors.is_empty() {
-        living_sector.clone()
-    } else {
-        run_prompt(
-            ctx,
-            &ActionSector {
-                name: name.clone(),
-                action: task.to_string(),
-                living_sector: living_sector.clone(),
-                workplace_sector,
-                current_sector: current_sector.unwrap_or(&living_sector).to_string(),
-                options: sectors.clone(),
-            },
-        )
-        .await
-        .value
-    };
-    let sector = if sectors.contains(&sector) {
-        sector
-    } else {
-        living_sector.clone()
-    };
-
-    let arenas = mind.spatial.accessible_arenas(&world, &sector);
-    let arena = if arenas.is_empty() {
-        String::new()
-    } else {
-        run_prompt(
-            ctx,
-            &ActionArena {
-                name: name.clone(),
-                action: task.to_string(),
-                sector: sector.clone(),
-                living_arena: living_arena.clone(),
-                options: arenas.clone(),
-            },
-        )
-        .await
-        .value
-    };
-    let arena = if arenas.contains(&arena) {
-        arena
-    } else if sector == living_sector || arenas.is_empty() {
-        living_arena.clone()
-    } else {
-        arenas.first().cloned().unwrap_or_default()
-    };
-    let sector = if arena == living_arena && !arenas.contains(&arena) {
-        living_sector.clone()
-    } else {
-        sector
-    };
-
+    let home = HomePlaces::of(&mind.scratch);
+    let sector = choose_sector(mind, ctx, &world, &home, current_sector, task).await;
+    let (sector, arena) = choose_arena(mind, ctx, &world, &home, sector, task).await;
     let objects = mind.spatial.accessible_objects(&world, &sector, &arena);
     let object = run_prompt(
         ctx,
         &ActionObject {
-            name,
+            name: mind.scratch.name.clone(),
             action: task.to_string(),
             place: format!("{sector}, {arena}"),
             options: objects.clone(),
@@ -324,8 +257,118 @@ pub(crate) async fn ground_action(
     )
     .await
     .value;
-    let arena_address = format!("{world}:{sector}:{arena}");
-    if objects.contains(&object) {
+    let object = objects.contains(&object).then_some(object);
+    settle_address(mind, book, &format!("{world}:{sector}:{arena}"), object)
+}
+
+/// The persona's own places, as grounding falls back to them.
+struct HomePlaces {
+    living_sector: String,
+    living_arena: String,
+    workplace_sector: Option<String>,
+}
+
+impl HomePlaces {
+    fn of(scratch: &Scratch) -> Self {
+        let mut living = scratch.living_area.split(':').skip(1).map(str::to_string);
+        Self {
+            living_sector: living.next().unwrap_or_default(),
+            living_arena: living.next().unwrap_or_default(),
+            workplace_sector: scratch
+                .workplace
+                .as_deref()
+                .and_then(|w| w.split(':').nth(1))
+                .map(str::to_string),
+        }
+    }
+}
+
+/// The sector of `task`, among those the persona knows; an unknown answer (or knowing none)
+/// falls back to the living area's sector.
+async fn choose_sector(
+    mind: &MindState,
+    ctx: &PromptContext,
+    world: &str,
+    home: &HomePlaces,
+    current_sector: Option<&str>,
+    task: &str,
+) -> String {
+    let sectors = mind.spatial.accessible_sectors(world);
+    if sectors.is_empty() {
+        return home.living_sector.clone();
+    }
+    let sector = run_prompt(
+        ctx,
+        &ActionSector {
+            name: mind.scratch.name.clone(),
+            action: task.to_string(),
+            living_sector: home.living_sector.clone(),
+            workplace_sector: home.workplace_sector.clone(),
+            current_sector: current_sector.unwrap_or(&home.living_sector).to_string(),
+            options: sectors.clone(),
+        },
+    )
+    .await
+    .value;
+    if sectors.contains(&sector) {
+        sector
+    } else {
+        home.living_sector.clone()
+    }
+}
+
+/// The arena of `task` in `sector`, with the SPEC's fall-backs: an unknown answer goes to the
+/// living arena when in the living sector (or when the sector has no known arena), else to the
+/// sector's first arena. Falling back to the living arena also moves the sector home.
+async fn choose_arena(
+    mind: &MindState,
+    ctx: &PromptContext,
+    world: &str,
+    home: &HomePlaces,
+    sector: String,
+    task: &str,
+) -> (String, String) {
+    let arenas = mind.spatial.accessible_arenas(world, &sector);
+    let arena = if arenas.is_empty() {
+        String::new()
+    } else {
+        run_prompt(
+            ctx,
+            &ActionArena {
+                name: mind.scratch.name.clone(),
+                action: task.to_string(),
+                sector: sector.clone(),
+                living_arena: home.living_arena.clone(),
+                options: arenas.clone(),
+            },
+        )
+        .await
+        .value
+    };
+    let arena = if arenas.contains(&arena) {
+        arena
+    } else if sector == home.living_sector || arenas.is_empty() {
+        home.living_arena.clone()
+    } else {
+        arenas.first().cloned().unwrap_or_default()
+    };
+    let sector = if arena == home.living_arena && !arenas.contains(&arena) {
+        home.living_sector.clone()
+    } else {
+        sector
+    };
+    (sector, arena)
+}
+
+/// The grounded address: the object in the arena if the map has it, else a random tile of the
+/// arena, else the living area.
+fn settle_address(
+    mind: &MindState,
+    book: &AddressBook,
+    arena_address: &str,
+    object: Option<String>,
+) -> Grounding {
+    if let Some(object) = object {
         let address = format!("{arena_address}:{object}");
         // The book holds the map's canonical keys, so a key it contains parses back to itself.
         if book.contains(&address)
@@ -337,8 +380,8 @@ pub(crate) async fn ground_action(
             };
         }
     }
-    if book.contains(&arena_address)
-        && let Ok(arena) = Address::parse(&arena_address)
+    if book.contains(arena_address)
+        && let Ok(arena) = Address::parse(arena_address)
     {
         return Grounding {
             address: ActionAddress::RandomInArena(arena),
@@ -346,7 +389,11 @@ pub(crate) async fn ground_action(
         };
     }
     Grounding {
-        address: living_area_action(&mind.scratch.living_area, &world, mind.scratch.curr_tile),
+        address: living_area_action(
+            &mind.scratch.living_area,
+            &book.world,
+            mind.scratch.curr_tile,
+        ),
         object: None,
     }
 }
