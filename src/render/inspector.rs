@@ -290,20 +290,14 @@ fn draw_inspector(
             egui::ScrollArea::vertical().show(ui, |ui| {
                 ui.heading("Personas");
                 for (entity, name, view, mind, _, _, (_, replayed)) in &list {
-                    let thinking = if mind.is_home() || *replayed {
-                        ""
-                    } else {
-                        " 💭"
-                    };
-                    let label = format!("{} {}{thinking}", view.emoji, name.as_str());
-                    if ui
-                        .selectable_label(selected.entity == Some(*entity), label)
-                        .on_hover_text(&view.description)
-                        .clicked()
-                    {
-                        selected.entity = Some(*entity);
-                        selected.follow = true;
-                    }
+                    persona_row(
+                        ui,
+                        &mut selected,
+                        *entity,
+                        name,
+                        view,
+                        mind.is_home() || *replayed,
+                    );
                 }
                 ui.separator();
                 let Some((_, name, view, mind, snapshot, diary, (body, replayed))) =
@@ -325,174 +319,201 @@ fn draw_inspector(
                 }
                 let empty = MindSnapshot::default();
                 let snap = snapshot.unwrap_or(&empty);
-                if !mind.is_home() {
-                    let when = snap
-                        .taken_at
-                        .map(|t| t.format("%H:%M").to_string())
-                        .unwrap_or_else(|| "never".into());
-                    ui.colored_label(
-                        egui::Color32::LIGHT_BLUE,
-                        format!("💭 thinking… (mind as of {when})"),
-                    );
-                }
-                ui.label(egui::RichText::new("Currently").strong());
-                ui.label(if snap.currently.is_empty() {
-                    "—"
-                } else {
-                    snap.currently.as_str()
-                });
+                mind_lines(ui, mind, snap, view);
 
-                doing(ui, view);
-                if let (Some(start), Some(minutes)) = (snap.action_start, snap.action_minutes) {
-                    ui.label(
-                        egui::RichText::new(format!(
-                            "since {} for {minutes} min",
-                            start.format("%H:%M")
-                        ))
-                        .small(),
-                    );
-                }
-
-                if let Some(partner) = &view.chatting_with {
-                    ui.separator();
-                    ui.label(egui::RichText::new(format!("Talking with {partner}")).strong());
-                    for (speaker, line) in &view.chat {
-                        ui.label(format!("{speaker}: {line}"));
-                    }
-                } else if let Some((me, stream)) = live {
-                    let partner = if stream.speaker == me {
-                        stream.listener
-                    } else {
-                        stream.speaker
-                    };
-                    ui.separator();
-                    ui.label(
-                        egui::RichText::new(format!("Talking with {} …", name_of(partner)))
-                            .strong(),
-                    );
-                    for (speaker, line) in &stream.lines {
-                        ui.label(format!("{speaker}: {line}"));
-                    }
-                    if !stream.partial.is_empty() {
-                        ui.label(
-                            egui::RichText::new(format!(
-                                "{}: {}…",
-                                name_of(stream.speaker),
-                                stream.partial
-                            ))
-                            .italics(),
-                        );
-                    }
-                }
+                conversation(ui, view, live, name_of);
 
                 ui.separator();
-                egui::CollapsingHeader::new(format!(
-                    "Today's schedule ({} items)",
-                    snap.schedule.len()
-                ))
-                .default_open(true)
-                .show(ui, |ui| {
-                    let minute = clock.minute_of_day();
-                    let current = current_schedule_index(&snap.schedule, minute);
-                    let shown = schedule_window(snap.schedule.len(), current, 2, 9);
-                    if shown.start > 0 {
-                        ui.label(egui::RichText::new(format!("… {} earlier", shown.start)).small());
-                    }
-                    let mut start: u32 = snap
-                        .schedule
-                        .iter()
-                        .take(shown.start)
-                        .map(|item| item.minutes)
-                        .sum();
-                    for (i, ScheduleItem { task, minutes }) in snap
-                        .schedule
-                        .iter()
-                        .enumerate()
-                        .skip(shown.start)
-                        .take(shown.len())
-                    {
-                        let text = format!("{} {task} ({minutes}m)", clock_label(start));
-                        start = start.saturating_add(*minutes);
-                        if Some(i) == current {
-                            ui.label(
-                                egui::RichText::new(format!("▶ {text}"))
-                                    .strong()
-                                    .color(egui::Color32::YELLOW),
-                            );
-                        } else {
-                            ui.label(egui::RichText::new(text).small());
-                        }
-                    }
-                    let later = snap.schedule.len().saturating_sub(shown.end);
-                    if later > 0 {
-                        ui.label(egui::RichText::new(format!("… {later} later")).small());
-                    }
-                    if snap.schedule.is_empty() {
-                        ui.label("(no plan yet)");
-                    }
-                });
-                egui::CollapsingHeader::new("Hourly plan (before decomposition)")
-                    .default_open(false)
-                    .show(ui, |ui| {
-                        let mut start = 0u32;
-                        for ScheduleItem { task, minutes } in &snap.hourly {
-                            ui.label(
-                                egui::RichText::new(format!("{} {task}", clock_label(start)))
-                                    .small(),
-                            );
-                            start = start.saturating_add(*minutes);
-                        }
-                    });
-
-                egui::CollapsingHeader::new(format!(
-                    "Recent memories ({} total)",
-                    snap.memory_count
-                ))
-                .default_open(true)
-                .show(ui, |ui| {
-                    for m in &snap.memories {
-                        ui.horizontal_wrapped(|ui| {
-                            ui.label(
-                                egui::RichText::new(format!("{} p{}", m.kind, m.poignancy))
-                                    .small()
-                                    .color(kind_colour(m.kind)),
-                            );
-                            ui.label(
-                                egui::RichText::new(m.created.format("%H:%M").to_string())
-                                    .small()
-                                    .monospace(),
-                            );
-                            ui.label(egui::RichText::new(&m.description).small());
-                        });
-                    }
-                    if snap.memories.is_empty() {
-                        ui.label("(nothing yet)");
-                    }
-                });
-
-                egui::CollapsingHeader::new("Has talked to")
-                    .default_open(true)
-                    .show(ui, |ui| {
-                        let rel = relationships(diary);
-                        for (who, n, summary, when) in &rel {
-                            ui.label(
-                                egui::RichText::new(format!(
-                                    "{who} — {n}× (last {})",
-                                    when.format("%a %H:%M")
-                                ))
-                                .strong(),
-                            );
-                            if !summary.is_empty() {
-                                ui.label(egui::RichText::new(summary).small());
-                            }
-                        }
-                        if rel.is_empty() {
-                            ui.label("(no conversations yet)");
-                        }
-                    });
+                schedule_sections(ui, snap, clock.minute_of_day());
+                memories_section(ui, snap);
+                relationships_section(ui, diary);
             });
         });
     Ok(())
+}
+
+/// A row of the persona list: emoji, name, 💭 while its mind is out; a click selects it.
+fn persona_row(
+    ui: &mut egui::Ui,
+    selected: &mut Selected,
+    entity: Entity,
+    name: &Name,
+    view: &ActionView,
+    home: bool,
+) {
+    let thinking = if home { "" } else { " 💭" };
+    let label = format!("{} {}{thinking}", view.emoji, name.as_str());
+    if ui
+        .selectable_label(selected.entity == Some(entity), label)
+        .on_hover_text(&view.description)
+        .clicked()
+    {
+        selected.entity = Some(entity);
+        selected.follow = true;
+    }
+}
+
+/// "Thinking…" while the mind is out, then what the persona is currently about and doing.
+fn mind_lines(ui: &mut egui::Ui, mind: &Mind, snap: &MindSnapshot, view: &ActionView) {
+    if !mind.is_home() {
+        let when = snap
+            .taken_at
+            .map(|t| t.format("%H:%M").to_string())
+            .unwrap_or_else(|| "never".into());
+        ui.colored_label(
+            egui::Color32::LIGHT_BLUE,
+            format!("💭 thinking… (mind as of {when})"),
+        );
+    }
+    ui.label(egui::RichText::new("Currently").strong());
+    ui.label(if snap.currently.is_empty() {
+        "—"
+    } else {
+        snap.currently.as_str()
+    });
+
+    doing(ui, view);
+    if let (Some(start), Some(minutes)) = (snap.action_start, snap.action_minutes) {
+        ui.label(
+            egui::RichText::new(format!("since {} for {minutes} min", start.format("%H:%M")))
+                .small(),
+        );
+    }
+}
+
+/// The conversation the persona is in: the finished transcript, or the one still being
+/// spoken (with the line being written).
+fn conversation<'a>(
+    ui: &mut egui::Ui,
+    view: &ActionView,
+    live: Option<(Entity, &ChatStream)>,
+    name_of: impl Fn(Entity) -> &'a str,
+) {
+    if let Some(partner) = &view.chatting_with {
+        ui.separator();
+        ui.label(egui::RichText::new(format!("Talking with {partner}")).strong());
+        for (speaker, line) in &view.chat {
+            ui.label(format!("{speaker}: {line}"));
+        }
+    } else if let Some((me, stream)) = live {
+        let partner = if stream.speaker == me {
+            stream.listener
+        } else {
+            stream.speaker
+        };
+        ui.separator();
+        ui.label(egui::RichText::new(format!("Talking with {} …", name_of(partner))).strong());
+        for (speaker, line) in &stream.lines {
+            ui.label(format!("{speaker}: {line}"));
+        }
+        if !stream.partial.is_empty() {
+            ui.label(
+                egui::RichText::new(format!("{}: {}…", name_of(stream.speaker), stream.partial))
+                    .italics(),
+            );
+        }
+    }
+}
+
+/// Today's schedule around the current item, and the hourly plan before decomposition.
+fn schedule_sections(ui: &mut egui::Ui, snap: &MindSnapshot, minute: u32) {
+    egui::CollapsingHeader::new(format!("Today's schedule ({} items)", snap.schedule.len()))
+        .default_open(true)
+        .show(ui, |ui| {
+            let current = current_schedule_index(&snap.schedule, minute);
+            let shown = schedule_window(snap.schedule.len(), current, 2, 9);
+            if shown.start > 0 {
+                ui.label(egui::RichText::new(format!("… {} earlier", shown.start)).small());
+            }
+            let mut start: u32 = snap
+                .schedule
+                .iter()
+                .take(shown.start)
+                .map(|item| item.minutes)
+                .sum();
+            for (i, ScheduleItem { task, minutes }) in snap
+                .schedule
+                .iter()
+                .enumerate()
+                .skip(shown.start)
+                .take(shown.len())
+            {
+                let text = format!("{} {task} ({minutes}m)", clock_label(start));
+                start = start.saturating_add(*minutes);
+                if Some(i) == current {
+                    ui.label(
+                        egui::RichText::new(format!("▶ {text}"))
+                            .strong()
+                            .color(egui::Color32::YELLOW),
+                    );
+                } else {
+                    ui.label(egui::RichText::new(text).small());
+                }
+            }
+            let later = snap.schedule.len().saturating_sub(shown.end);
+            if later > 0 {
+                ui.label(egui::RichText::new(format!("… {later} later")).small());
+            }
+            if snap.schedule.is_empty() {
+                ui.label("(no plan yet)");
+            }
+        });
+    egui::CollapsingHeader::new("Hourly plan (before decomposition)")
+        .default_open(false)
+        .show(ui, |ui| {
+            let mut start = 0u32;
+            for ScheduleItem { task, minutes } in &snap.hourly {
+                ui.label(egui::RichText::new(format!("{} {task}", clock_label(start))).small());
+                start = start.saturating_add(*minutes);
+            }
+        });
+}
+
+/// The newest memories with kind, poignancy and time.
+fn memories_section(ui: &mut egui::Ui, snap: &MindSnapshot) {
+    egui::CollapsingHeader::new(format!("Recent memories ({} total)", snap.memory_count))
+        .default_open(true)
+        .show(ui, |ui| {
+            for m in &snap.memories {
+                ui.horizontal_wrapped(|ui| {
+                    ui.label(
+                        egui::RichText::new(format!("{} p{}", m.kind, m.poignancy))
+                            .small()
+                            .color(kind_colour(m.kind)),
+                    );
+                    ui.label(
+                        egui::RichText::new(m.created.format("%H:%M").to_string())
+                            .small()
+                            .monospace(),
+                    );
+                    ui.label(egui::RichText::new(&m.description).small());
+                });
+            }
+            if snap.memories.is_empty() {
+                ui.label("(nothing yet)");
+            }
+        });
+}
+
+/// Whom the persona has talked to, how often, and the last summary.
+fn relationships_section(ui: &mut egui::Ui, diary: &Diary) {
+    egui::CollapsingHeader::new("Has talked to")
+        .default_open(true)
+        .show(ui, |ui| {
+            let rel = relationships(diary);
+            for (who, n, summary, when) in &rel {
+                ui.label(
+                    egui::RichText::new(format!("{who} — {n}× (last {})", when.format("%a %H:%M")))
+                        .strong(),
+                );
+                if !summary.is_empty() {
+                    ui.label(egui::RichText::new(summary).small());
+                }
+            }
+            if rel.is_empty() {
+                ui.label("(no conversations yet)");
+            }
+        });
 }
 
 /// The "Doing" lines: emoji and action, and the address it happens at.
