@@ -69,11 +69,16 @@ cargo test
 step "the README's first command (scripts/play.sh) in screenshot mode, under Xvfb"
 play_png="$(mktemp -d)/play.png"
 SMALLVILLE_PROFILE=dev WGPU_BACKEND=vulkan xvfb-run -a -s "-screen 0 1600x1000x24" \
-  bash scripts/play.sh --screenshot "$play_png" --frames 120
+  bash scripts/play.sh --screenshot "$play_png" --screenshot-after 60
 if [ ! -s "$play_png" ]; then
   echo "error: scripts/play.sh --screenshot wrote no picture" >&2
   exit 1
 fi
+# What the first minute showed (the state written beside the picture), for the log.
+python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+up = [p["name"] for p in s["personas"] if p["out_of_bed"]]
+print("first minute:", s["time"], "step", s["step"], "up:", len(up), "of", len(s["personas"]), up)' "${play_png%.png}.json"
 
 echo
 echo "all checks passed"

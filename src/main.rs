@@ -49,6 +49,10 @@ struct GameArgs {
     /// Frames to render before the screenshot.
     #[arg(long, default_value_t = 120, requires = "screenshot")]
     frames: u32,
+    /// Real seconds to run before the screenshot (on top of `--frames`): what a player sees
+    /// after that long.
+    #[arg(long, value_name = "SECONDS", requires = "screenshot", value_parser = parse_seconds)]
+    screenshot_after: Option<std::time::Duration>,
     /// Select and follow the persona whose name starts with this.
     #[arg(long, value_name = "NAME")]
     follow: Option<String>,
@@ -72,6 +76,15 @@ struct GameArgs {
 fn parse_start(text: &str) -> Result<chrono::NaiveTime, String> {
     chrono::NaiveTime::parse_from_str(text.trim(), "%H:%M")
         .map_err(|_| format!("expected a time of day as HH:MM (e.g. 07:00), got {text:?}"))
+}
+
+/// `--screenshot-after`: real seconds, 0 to one hour.
+#[cfg(feature = "render")]
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    match text.trim().parse::<f64>() {
+        Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(std::time::Duration::from_secs_f64(secs)),
+        _ => Err(format!("expected seconds between 0 and 3600, got {text:?}")),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -122,6 +135,10 @@ struct ReplayArgs {
     /// Frames to render before the screenshot.
     #[arg(long, default_value_t = 120, requires = "screenshot")]
     frames: u32,
+    /// Real seconds to run before the screenshot (on top of `--frames`): what a player sees
+    /// after that long.
+    #[arg(long, value_name = "SECONDS", requires = "screenshot", value_parser = parse_seconds)]
+    screenshot_after: Option<std::time::Duration>,
     /// Select and follow the persona whose name starts with this.
     #[arg(long, value_name = "NAME", conflicts_with = "check")]
     follow: Option<String>,
@@ -282,6 +299,7 @@ fn play_replay(args: &ReplayArgs) -> ExitCode {
         screenshot: args.screenshot.clone().map(|path| ScreenshotRequest {
             path,
             frames: args.frames,
+            after: args.screenshot_after,
         }),
     };
     match run_replay(&options) {
@@ -386,6 +404,7 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
         screenshot: game.screenshot.clone().map(|path| ScreenshotRequest {
             path,
             frames: game.frames,
+            after: game.screenshot_after,
         }),
         load,
         save_dir: game

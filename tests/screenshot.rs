@@ -180,6 +180,43 @@ fn screenshot_mode_writes_a_png_of_the_drawn_town() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The first moments of a fresh game at the default speed (1×) and start (07:00) show the town
+/// living: after 20 real seconds with the offline stand-in, someone is up — the state written
+/// beside the picture says who does what.
+#[test]
+fn the_first_seconds_of_a_game_show_someone_up() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("first-seconds");
+    let out = dir.join("first.png");
+    if let Err(log) = run_window(
+        &out,
+        &["--screenshot-after", "20", "--llm-backend", "scripted"],
+    ) {
+        panic!("{log}");
+    }
+    assert_drawn_town(&out);
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.with_extension("json")).expect("the state beside the PNG"),
+    )
+    .expect("the state is JSON");
+    let personas = state["personas"].as_array().expect("a persona list");
+    assert!(!personas.is_empty(), "{state}");
+    let up: Vec<&str> = personas
+        .iter()
+        .filter(|p| p["out_of_bed"] == true)
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(!up.is_empty(), "nobody is up after 20 s: {state}");
+    let time = state["time"].as_str().unwrap_or_default();
+    assert!(
+        time.ends_with("07:0") || time.contains(" 07:"),
+        "the game starts at 07:00: {time}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_replay_plays_the_movement_log_in_the_window_without_a_model() {
     if skip_window_tests() {

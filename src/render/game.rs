@@ -40,7 +40,7 @@ use crate::output::{ReplayPlayback, ReplayPlugin, load_replay};
 use crate::persist::{
     PersistError, SaveData, SimSeed, apply_save, check_save, decode, recover_interrupted_save,
 };
-use crate::persona::{default_personas_dir, load_persona_sheets, spawn_persona};
+use crate::persona::{ActionView, default_personas_dir, load_persona_sheets, spawn_persona};
 use crate::prompt::PromptLibrary;
 use crate::settings::AgentSettings;
 use crate::world::TownMap;
@@ -48,13 +48,17 @@ use crate::world::TownMap;
 /// The window's size in logical pixels.
 pub const WINDOW_SIZE: (u32, u32) = (1280, 720);
 
-/// Render `frames` frames, then save the window to `path` (PNG) and exit.
+/// Render `frames` frames (and run for `after`, if set), then save the window to `path` (PNG)
+/// with the town's state beside it ([`ScreenshotState`], `path` with `.json`) and exit.
 #[derive(Resource, Debug, Clone, PartialEq, Eq)]
 pub struct ScreenshotRequest {
     /// Where the PNG goes.
     pub path: PathBuf,
     /// Frames to render before the capture (at least 1).
     pub frames: u32,
+    /// Real time to run before the capture, on top of `frames` (`--screenshot-after`): what a
+    /// player sees after that long at the chosen settings.
+    pub after: Option<std::time::Duration>,
 }
 
 /// What the game runs.
@@ -190,8 +194,8 @@ fn add_game_ui(app: &mut App, follow: Option<&str>, screenshot: Option<&Screensh
     }
     if let Some(request) = screenshot {
         app.insert_resource(ScreenshotRequest {
-            path: request.path.clone(),
             frames: request.frames.max(1),
+            ..request.clone()
         })
         .init_resource::<ScreenshotProgress>()
         .add_systems(Last, drive_screenshot);
@@ -482,13 +486,15 @@ fn drive_screenshot(
     mut progress: ResMut<ScreenshotProgress>,
     clock: Res<SimClock>,
     sim_time: Res<SimFrameTime>,
-    personas: Query<(), With<crate::persona::Persona>>,
+    personas: Query<(&Name, &ActionView, &crate::persona::Body), With<crate::persona::Persona>>,
     mut exit: MessageWriter<AppExit>,
 ) {
     progress.frames += 1;
     let started = *progress.started.get_or_insert_with(Instant::now);
     let frames = progress.frames;
-    if frames == request.frames {
+    let due =
+        frames >= request.frames && request.after.is_none_or(|after| started.elapsed() >= after);
+    if due && progress.requested_at.is_none() {
         if let Some(dir) = request.path.parent()
             && !dir.as_os_str().is_empty()
             && let Err(err) = std::fs::create_dir_all(dir)
@@ -505,6 +511,13 @@ fn drive_screenshot(
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
             });
         progress.requested_at = Some(frames);
+        let state = screenshot_state(&clock, &personas);
+        let state_path = request.path.with_extension("json");
+        if let Err(err) = write_screenshot_state(&state_path, &state) {
+            error!("cannot write {}: {err}", state_path.display());
+            exit.write(AppExit::error());
+            return;
+        }
         let secs = started.elapsed().as_secs_f64();
         info!(
             "screenshot mode: {frames} frames in {secs:.1} s ({:.1} fps); {} personas, sim CPU \
@@ -541,6 +554,64 @@ fn drive_screenshot(
         error!("screenshot not captured after {CAPTURE_TIMEOUT_FRAMES} frames");
         exit.write(AppExit::error());
     }
+}
+
+/// What the town was doing when a screenshot was taken, written beside the PNG (same name,
+/// `.json`) so a test can check what the picture shows.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ScreenshotState {
+    /// The sim clock, `YYYY-MM-DD HH:MM`.
+    pub time: String,
+    /// The sim step.
+    pub step: u64,
+    /// Every persona, by name.
+    pub personas: Vec<PersonaShot>,
+}
+
+/// One persona in a [`ScreenshotState`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct PersonaShot {
+    /// The persona's name.
+    pub name: String,
+    /// What it is doing.
+    pub action: String,
+    /// Whether that is sleeping.
+    pub sleeping: bool,
+    /// Whether the persona is up: it has an action (its first plan has landed) and the action
+    /// is not sleeping.
+    pub out_of_bed: bool,
+    /// Its tile.
+    pub tile: (i32, i32),
+}
+
+fn screenshot_state(
+    clock: &SimClock,
+    personas: &Query<(&Name, &ActionView, &crate::persona::Body), With<crate::persona::Persona>>,
+) -> ScreenshotState {
+    let mut list: Vec<PersonaShot> = personas
+        .iter()
+        .map(|(name, view, body)| {
+            let sleeping = crate::persona::is_sleep_text(&view.description);
+            PersonaShot {
+                name: name.as_str().to_owned(),
+                action: view.description.clone(),
+                sleeping,
+                out_of_bed: !sleeping && !view.description.trim().is_empty(),
+                tile: (body.tile.x, body.tile.y),
+            }
+        })
+        .collect();
+    list.sort_by(|a, b| a.name.cmp(&b.name));
+    ScreenshotState {
+        time: clock.now().format("%Y-%m-%d %H:%M").to_string(),
+        step: clock.step(),
+        personas: list,
+    }
+}
+
+fn write_screenshot_state(path: &std::path::Path, state: &ScreenshotState) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(state).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
 }
 
 #[cfg(test)]

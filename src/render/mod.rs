@@ -45,8 +45,9 @@ pub use art::{Canvas, Facing, HairStyle, Look, bubble_frame, character_sheet, dr
 pub use bubbles::{BubblesPlugin, ChatPlayback, EmojiFont, chat_playback};
 pub use camera::{CameraState, GameCamera, GameCameraPlugin};
 pub use game::{
-    DEFAULT_GAME_START, GameError, GameOptions, GameSim, ReplayOptions, ScreenshotRequest,
-    SimFrameTime, WINDOW_SIZE, build_game_app, build_replay_app, parse_speed, run_game, run_replay,
+    DEFAULT_GAME_START, GameError, GameOptions, GameSim, PersonaShot, ReplayOptions,
+    ScreenshotRequest, ScreenshotState, SimFrameTime, WINDOW_SIZE, build_game_app,
+    build_replay_app, parse_speed, run_game, run_replay,
 };
 pub use hud::{CONTROLS_HINT, HudPlugin, HudToast, SpeedShortcut, replay_status, speed_for_key};
 pub use inspector::{InspectorPlugin, MindSnapshot, current_schedule_index};
