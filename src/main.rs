@@ -79,7 +79,6 @@ fn parse_start(text: &str) -> Result<chrono::NaiveTime, String> {
 }
 
 /// `--screenshot-after`: real seconds, 0 to one hour.
-#[cfg(feature = "render")]
 fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
     match text.trim().parse::<f64>() {
         Ok(secs) if (0.0..=3600.0).contains(&secs) => Ok(std::time::Duration::from_secs_f64(secs)),

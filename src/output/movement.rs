@@ -551,6 +551,22 @@ impl MovementLog {
         Ok(log)
     }
 
+    /// Records the frames at `step` only when something changed since the last line: the
+    /// state a run ends on when thoughts landed after its last step (Realtime), so the log
+    /// ends where the final save (taken at `step`) begins. Returns whether a line was written.
+    pub(crate) fn record_if_changed(
+        &mut self,
+        step: u64,
+        time: NaiveDateTime,
+        current: BTreeMap<String, PersonaFrame>,
+    ) -> bool {
+        if diff_frames(&self.last, &current).is_empty() {
+            return false;
+        }
+        self.record(step, time, current);
+        true
+    }
+
     /// Appends the line of `step` at `time` for the personas' `current` frames.
     pub fn record(
         &mut self,

@@ -134,9 +134,11 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
         }
     }
 
-    // A run's final save is taken after the last step: its clock is one step past the log.
+    // A run's final save is taken after the last step: its clock is one step past the log's
+    // steps, or at the log's last line when thoughts landed after the last step (that line
+    // records them).
     let matches_save = match &save {
-        Some(save) if save.meta.step == last + 1 => {
+        Some(save) if save.meta.step == last + 1 || save.meta.step == last => {
             let saved: BTreeMap<String, PersonaFrame> = save
                 .personas
                 .iter()
@@ -151,7 +153,17 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
                 let who = saved
                     .iter()
                     .find(|(name, frame)| replay.frame(name) != Some(*frame))
-                    .map_or_else(|| "the persona list".to_owned(), |(n, _)| n.clone());
+                    .map_or_else(
+                        || "the persona list".to_owned(),
+                        |(name, frame)| {
+                            let logged = replay.frame(name);
+                            format!(
+                                "{name} (log: {}; save: {})",
+                                logged.map_or_else(|| "absent".to_owned(), frame_text),
+                                frame_text(frame)
+                            )
+                        },
+                    );
                 return Err(invalid(
                     &path,
                     format!(
@@ -178,4 +190,12 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
         map: town,
         sec_per_step: save.as_ref().map(|s| s.meta.sec_per_step),
     })
+}
+
+/// A frame as an error message shows it: tile, emoji and action.
+fn frame_text(frame: &PersonaFrame) -> String {
+    format!(
+        "({}, {}) {} {:?}",
+        frame.tile.x, frame.tile.y, frame.emoji, frame.description
+    )
 }

@@ -341,8 +341,8 @@ pub struct RunReport {
     pub steps: u64,
     /// Real time the simulation took (without writing the reports).
     pub wall: Duration,
-    /// Every persona's frame as the ECS held it after the last step (what a replay of the
-    /// movement log must end on).
+    /// Every persona's frame as the ECS held it at the end, after the last thoughts landed
+    /// (what a replay of the movement log ends on).
     pub final_frames: BTreeMap<String, PersonaFrame>,
     /// Personas whose thought was still in flight when the run ended (their memory counts are
     /// missing from the summary).
@@ -431,7 +431,6 @@ struct DrivenSteps {
     first_step: u64,
     start: NaiveDateTime,
     wall: Duration,
-    final_frames: BTreeMap<String, PersonaFrame>,
 }
 
 /// Checks the options, builds the app (fresh or from a save) and creates the run folder with
@@ -610,30 +609,45 @@ fn drive_steps<'a>(opened: &mut OpenRun, options: &'a RunOptions) -> Result<Driv
         }
     }
     let wall = began.elapsed();
-    let final_frames = persona_frames(app.world_mut());
     Ok(Driven {
         result: DrivenSteps {
             first_step,
             start,
             wall,
-            final_frames,
         },
         progress,
         save_error,
     })
 }
 
-/// Lets thoughts still in flight land (for at most the model timeout) so every mind is home
-/// to be summarised and saved; no step runs, the clock paused itself at `stop_at_step`.
-/// Returns how many minds are still out.
+/// Lets thoughts still in flight land so every mind is home to be summarised and saved; no
+/// step runs, the clock paused itself at `stop_at_step`. A thought may still have several calls
+/// to make, so the run waits as long as answers keep coming: it gives up once no call has
+/// ended for one call's worth of attempts (`timeout × (retries + 2)`), or after the stall
+/// timeout in all. Returns how many minds are still out.
 fn drain_thoughts(app: &mut App, options: &RunOptions, progress: &Watch<'_>) -> usize {
     progress.note("waiting for the last thoughts to land");
     let drain_start = Instant::now();
     let client = app.world().resource::<LlmClient>().clone();
+    let quiet_limit = options
+        .llm
+        .timeout
+        .saturating_mul(options.llm.max_retries.saturating_add(2));
+    let overall_limit = stall_timeout(&options.llm);
+    let mut answers = client.answers_so_far();
+    let mut quiet_since = Instant::now();
     let mut park = Park::default();
-    while minds_out(app.world_mut()) > 0 && drain_start.elapsed() < options.llm.timeout {
+    while minds_out(app.world_mut()) > 0
+        && quiet_since.elapsed() < quiet_limit
+        && drain_start.elapsed() < overall_limit
+    {
         app.update();
         park.wait(&client);
+        let now = client.answers_so_far();
+        if now != answers {
+            answers = now;
+            quiet_since = Instant::now();
+        }
     }
     progress.finished();
     let out = minds_out(app.world_mut());
@@ -675,10 +689,18 @@ fn write_outputs(
     save_error: Option<PersistError>,
 ) -> Result<RunReport, RunError> {
     let app = &mut opened.app;
-    let log = app
+    let final_frames = persona_frames(app.world_mut());
+    let (step, now) = {
+        let clock = app.world().resource::<SimClock>();
+        (clock.step(), clock.now())
+    };
+    let mut log = app
         .world_mut()
         .remove_resource::<MovementLog>()
         .ok_or_else(|| RunError::Invalid("the movement log went missing".into()))?;
+    // Thoughts that landed after the last step (Realtime) changed what personas do: the log's
+    // last line, at the save's step, says so.
+    log.record_if_changed(step, now, final_frames.clone());
     log.finish()?;
 
     let (usage, backend, model) = {
@@ -735,7 +757,7 @@ fn write_outputs(
         usage_path: opened.files.usage,
         steps: summary.run.steps,
         wall: driven.wall,
-        final_frames: driven.final_frames,
+        final_frames,
         minds_out,
         usage: usage_file.usage,
         prompts: opened.provenance,
