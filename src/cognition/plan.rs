@@ -245,18 +245,23 @@ pub(crate) async fn ground_action(
     let sector = choose_sector(mind, ctx, &world, &home, current_sector, task).await;
     let (sector, arena) = choose_arena(mind, ctx, &world, &home, sector, task).await;
     let objects = mind.spatial.accessible_objects(&world, &sector, &arena);
-    let object = run_prompt(
-        ctx,
-        &ActionObject {
-            name: mind.scratch.name.clone(),
-            action: task.to_string(),
-            place: format!("{sector}, {arena}"),
-            options: objects.clone(),
-            seed,
-        },
-    )
-    .await
-    .value;
+    // An arena without objects (a lawn, a corridor) leaves nothing to ask: any of its tiles.
+    let object = if objects.is_empty() {
+        String::new()
+    } else {
+        run_prompt(
+            ctx,
+            &ActionObject {
+                name: mind.scratch.name.clone(),
+                action: task.to_string(),
+                place: format!("{sector}, {arena}"),
+                options: objects.clone(),
+                seed,
+            },
+        )
+        .await
+        .value
+    };
     let object = objects.contains(&object).then_some(object);
     settle_address(mind, book, &format!("{world}:{sector}:{arena}"), object)
 }

@@ -307,4 +307,12 @@ pub trait LlmBackend: Send + Sync + 'static {
     fn set_retry_hook(&self, hook: RetryHook) {
         let _ = hook;
     }
+
+    /// Installs the hook through which a scripted backend reports answers it had to guess
+    /// (called with the prompt kind), so `usage.json` can say how often the offline stand-in
+    /// guessed. Real models never guess in this sense and ignore it (the default); wrappers
+    /// forward it to the backend they wrap.
+    fn set_guess_hook(&self, hook: RetryHook) {
+        let _ = hook;
+    }
 }

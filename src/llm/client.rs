@@ -203,6 +203,9 @@ impl LlmClientBuilder {
         self.backend.set_retry_hook(Arc::new(move |kind: &str| {
             hook_usage.record_transport_retry(kind)
         }));
+        let guess_usage = Arc::clone(&usage);
+        self.backend
+            .set_guess_hook(Arc::new(move |kind: &str| guess_usage.record_guess(kind)));
         LlmClient {
             inner: Arc::new(ClientInner {
                 backend: self.backend,

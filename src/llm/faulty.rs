@@ -299,6 +299,10 @@ impl LlmBackend for FaultyBackend {
     fn set_retry_hook(&self, hook: RetryHook) {
         self.inner.set_retry_hook(hook);
     }
+
+    fn set_guess_hook(&self, hook: RetryHook) {
+        self.inner.set_guess_hook(hook);
+    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,7 @@ pub use replay::ReplayBackend;
 pub(crate) use scripted::word_overlap_scores;
 pub(crate) use scripted::word_tokens;
 pub use scripted::{
-    Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptRng, ScriptedBackend, hashed_bow_embedding,
+    Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptGuesses, ScriptRng, ScriptedBackend,
+    hashed_bow_embedding,
 };
 pub use usage::{EMBED_KIND, KindUsage, UsageReport};

@@ -177,6 +177,12 @@ impl LlmBackend for ReplayBackend {
             fallback.set_retry_hook(hook);
         }
     }
+
+    fn set_guess_hook(&self, hook: RetryHook) {
+        if let Some(fallback) = &self.fallback {
+            fallback.set_guess_hook(hook);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,12 +14,14 @@
 //!
 //! The backend counts its calls (for "zero backend calls" tests) and the maximum number of
 //! calls in flight at once; optional artificial latency (a sleep on a helper thread, no async
-//! runtime needed) makes concurrency observable.
+//! runtime needed) makes concurrency observable. Responders that had to guess (no rule or word
+//! of the prompt decided their answer) say so through the backend's [`ScriptGuesses`]; an
+//! [`LlmClient`](super::LlmClient) counts them per prompt kind as `guesses` in `usage.json`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rand::{Rng, RngCore, SeedableRng};
@@ -27,8 +29,8 @@ use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 
 use super::backend::{
-    BoxFuture, ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError, TokenUsage,
-    estimate_tokens,
+    BoxFuture, ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError, RetryHook,
+    TokenUsage, estimate_tokens,
 };
 
 /// The default embedding dimension of the scripted backend.
@@ -87,6 +89,50 @@ pub struct ScriptedBackend {
     embedding_dim: usize,
     latency: Option<Duration>,
     counters: Counters,
+    guesses: Arc<ScriptGuesses>,
+}
+
+/// Where scripted responders record that they had to guess: no rule or word of the prompt
+/// decided the answer, so a documented tie-break picked it. Shared between a
+/// [`ScriptedBackend`] and the responders that capture it ([`ScriptedBackend::guess_log`]);
+/// the client's hook (installed through [`LlmBackend::set_guess_hook`]) counts each guess
+/// under its prompt kind.
+#[derive(Default)]
+pub struct ScriptGuesses {
+    total: AtomicU64,
+    hook: Mutex<Option<RetryHook>>,
+}
+
+impl fmt::Debug for ScriptGuesses {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptGuesses")
+            .field("total", &self.total())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptGuesses {
+    /// Records one guess made while answering a prompt of `kind`.
+    pub fn record(&self, kind: &str) {
+        self.total.fetch_add(1, Ordering::SeqCst);
+        let hook = self
+            .hook
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(hook) = hook {
+            hook(kind);
+        }
+    }
+
+    /// Guesses recorded so far, over all kinds.
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::SeqCst)
+    }
+
+    fn set_hook(&self, hook: RetryHook) {
+        *self.hook.lock().unwrap_or_else(PoisonError::into_inner) = Some(hook);
+    }
 }
 
 #[derive(Default)]
@@ -147,6 +193,7 @@ impl ScriptedBackend {
             embedding_dim: SCRIPTED_EMBEDDING_DIM,
             latency: None,
             counters: Counters::default(),
+            guesses: Arc::default(),
         }
     }
 
@@ -226,6 +273,16 @@ impl ScriptedBackend {
     /// Every call of any kind.
     pub fn total_calls(&self) -> u64 {
         self.chat_calls() + self.embed_calls() + self.score_calls()
+    }
+
+    /// The log that responders capture to record their guesses (see [`ScriptGuesses`]).
+    pub fn guess_log(&self) -> Arc<ScriptGuesses> {
+        Arc::clone(&self.guesses)
+    }
+
+    /// Guesses the responders recorded so far.
+    pub fn guesses(&self) -> u64 {
+        self.guesses.total()
     }
 
     /// The most calls that were ever in flight at once.
@@ -353,6 +410,10 @@ impl LlmBackend for ScriptedBackend {
         })
     }
 
+    fn set_guess_hook(&self, hook: RetryHook) {
+        self.guesses.set_hook(hook);
+    }
+
     fn supports_choice_scoring(&self) -> bool {
         true
     }
@@ -381,7 +442,7 @@ pub(crate) fn word_tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 /// 64-bit FNV-1a: stable across platforms and Rust versions (unlike `DefaultHasher`).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {
         hash ^= u64::from(*byte);

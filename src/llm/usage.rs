@@ -46,6 +46,10 @@ pub struct KindUsage {
     pub cache_hits: u64,
     /// Backend calls that ended in an error.
     pub errors: u64,
+    /// Answers the offline town script had to guess (no word of the prompt decided them; a
+    /// documented tie-break picked one). Always 0 for real models.
+    #[serde(default)]
+    pub guesses: u64,
 }
 
 impl KindUsage {
@@ -70,6 +74,7 @@ impl KindUsage {
         self.fail_safes += other.fail_safes;
         self.cache_hits += other.cache_hits;
         self.errors += other.errors;
+        self.guesses += other.guesses;
     }
 
     fn record_latency(&mut self, latency: Duration) {
@@ -147,6 +152,11 @@ impl UsageCounters {
     /// Records a fail-safe being used.
     pub fn record_fail_safe(&self, kind: &str) {
         self.update(kind, |u| u.fail_safes += 1);
+    }
+
+    /// Records an answer the scripted backend had to guess.
+    pub fn record_guess(&self, kind: &str) {
+        self.update(kind, |u| u.guesses += 1);
     }
 
     /// A snapshot of every counter, labelled with the backend it measured.
