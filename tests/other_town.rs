@@ -233,7 +233,7 @@ fn check_town(label: &str, map: &TownMap, sheets: &[PersonaSheet], seed: u64, fo
         let sectors: BTreeSet<String> = days
             .iter()
             .filter_map(|s| map.tile_address(s.tile, AddressLevel::Sector))
-            .map(|a| a.to_string())
+            .filter_map(|a| a.sector_name().map(str::to_string))
             .collect();
         assert!(
             sectors.len() >= 3,

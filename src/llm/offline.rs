@@ -351,6 +351,11 @@ fn choice_scores(
         .collect();
     if let Some(pick) = choose(&prompt, &request.options) {
         if pick.guessed {
+            bevy::log::debug!(
+                kind,
+                activity = activity_line(&prompt),
+                "the town script guessed"
+            );
             guesses.record(kind);
         }
         if let Some(slot) = scores.get_mut(pick.index) {
@@ -368,6 +373,11 @@ fn answer_choice(text: &str, choose: Choose, guesses: &ScriptGuesses, kind: &str
         return String::new();
     };
     if pick.guessed {
+        bevy::log::debug!(
+            kind,
+            activity = activity_line(text),
+            "the town script guessed"
+        );
         guesses.record(kind);
     }
     options.get(pick.index).cloned().unwrap_or_default()
@@ -1561,7 +1571,7 @@ const ARENA_KEYWORDS: &[(&[&str], &[&str])] = &[
     ),
     (
         &["baking", "pastries", "cups", "dishes"],
-        &["cafe kitchen", "bakehouse", "kitchen"],
+        &["cafe kitchen", "bakehouse", "kitchen", "galley"],
     ),
     (
         &[
@@ -1572,7 +1582,7 @@ const ARENA_KEYWORDS: &[(&[&str], &[&str])] = &[
             "refrigerator",
             "meal",
         ],
-        &["kitchen", "dining", "scullery"],
+        &["kitchen", "galley", "dining", "scullery"],
     ),
     (
         &["lunch", "coffee", "customers", "serving", "counter"],
@@ -1665,7 +1675,14 @@ const OBJECT_KEYWORDS: &[(&[&str], &[&str])] = &[
     ),
     (
         &["reading", "books", "book", "studying"],
-        &["reading table", "bookshelf", "desk", "armchair"],
+        &[
+            "reading table",
+            "bookshelf",
+            "desk",
+            "armchair",
+            "table",
+            "chair",
+        ],
     ),
     (&["piano", "song", "music"], &["piano"]),
     (&["drink", "pint"], &["bar counter", "bar", "counter"]),
@@ -1680,15 +1697,15 @@ const OBJECT_KEYWORDS: &[(&[&str], &[&str])] = &[
     ),
     (
         &["groceries", "stocking", "goods", "shelf"],
-        &["shelf", "shelves", "stand"],
+        &["shelf", "shelves", "stand", "stall"],
     ),
     (
         &["paying", "register"],
-        &["cash register", "register", "till"],
+        &["cash register", "register", "till", "scales", "counter"],
     ),
     (
         &["vegetables", "fruit", "produce"],
-        &["produce stand", "stand", "crate"],
+        &["produce stand", "stand", "stall", "crate"],
     ),
     (
         &["work", "working", "shift", "opening", "tools"],
@@ -1817,10 +1834,10 @@ fn ground(
     })
 }
 
-/// Whether an option is a dwelling (by its words).
+/// Whether an option is a dwelling (by its whole words: a lighthouse is no house).
 fn is_dwelling(option: &str) -> bool {
     let words = tokens(option);
-    DWELLING_WORDS.iter().any(|w| names_word(&words, w))
+    DWELLING_WORDS.iter().any(|w| contains_words(&words, w))
 }
 
 fn choose_sector(text: &str, options: &[String]) -> Option<Pick> {

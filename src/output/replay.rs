@@ -3,7 +3,8 @@
 //! [`check_replay`] reads `DIR/movement.jsonl` with the log's own validator (JSON shape,
 //! consecutive steps, increasing times, complete first entries), then replays it and checks
 //! what a window replay relies on: every tile is on the map, nobody moves more than one tile
-//! per step, and — when the run left a save in `DIR/save` at the log's end — the replay ends
+//! per step, every tile is walkable on the map (a log made on another map fails here, or
+//! earlier when the run's save names another world than the map given with `--map`), and — when the run left a save in `DIR/save` at the log's end — the replay ends
 //! exactly where the simulation did (tile, emoji, action and chat of every persona).
 //!
 //! [`load_replay`] does the same checks and also hands back what it read — the log, the map and
@@ -39,6 +40,11 @@ pub struct ReplayCheck {
     pub chat_updates: u64,
     /// Whether the log's end was compared with a save at the same step (and matched).
     pub matches_save: Option<bool>,
+}
+
+/// A name in quotes for a message, clipped.
+fn quote(name: &str) -> String {
+    crate::persona::quote_clipped(name, 60)
 }
 
 fn invalid(file: &Path, message: String) -> PersistError {
@@ -87,6 +93,22 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
         (None, None) => TownMap::default_town_path(),
     };
     let town = TownMap::load_tmx(&map_path)?;
+    if let Some(save) = &save
+        && save.meta.world != town.world_name()
+    {
+        return Err(invalid(
+            &path,
+            format!(
+                "this log was made in {} (map {}, as {} records), not in {} ({}); check it \
+                 against its own map: leave out --map or pass that file",
+                quote(&save.meta.world),
+                save.meta.map.display(),
+                save_dir.join(crate::persist::format::META_FILE).display(),
+                quote(town.world_name()),
+                map_path.display()
+            ),
+        ));
+    }
 
     let mut replay = MovementReplay::new();
     let mut moves = 0u64;
@@ -108,6 +130,24 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
                             tile.y,
                             town.width(),
                             town.height()
+                        ),
+                    ));
+                }
+                if !town.is_walkable(tile) {
+                    return Err(invalid(
+                        &path,
+                        format!(
+                            "line {number}: {name} stands at [{}, {}], which is {} in {} ({}): \
+                             the log was made on another map",
+                            tile.x,
+                            tile.y,
+                            town.tile_path_string(tile, crate::world::AddressLevel::GameObject)
+                                .map_or_else(
+                                    || "blocked".to_owned(),
+                                    |place| format!("blocked ({place})")
+                                ),
+                            quote(town.world_name()),
+                            map_path.display()
                         ),
                     ));
                 }

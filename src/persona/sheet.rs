@@ -85,6 +85,67 @@ pub(crate) fn quote_clipped(text: &str, max: usize) -> String {
     }
 }
 
+/// The map's addresses with as many parts as `wanted` (`w:s:a` → every arena).
+fn addresses_like<'a>(map: &'a TownMap, wanted: &str) -> impl Iterator<Item = &'a str> + 'a {
+    let depth = wanted.split(':').count();
+    map.address_keys()
+        .into_iter()
+        .filter(move |key| !key.starts_with('<') && key.split(':').count() == depth)
+}
+
+/// Names compared by [`edit_distance`] are cut to this many characters (a hostile sheet's
+/// megabyte-long name costs no more than a short one).
+const MAX_COMPARED_CHARS: usize = 120;
+
+/// Levenshtein distance between `a` and `b`, ignoring ASCII case, over their first
+/// [`MAX_COMPARED_CHARS`] characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a
+        .chars()
+        .take(MAX_COMPARED_CHARS)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let b: Vec<char> = b
+        .chars()
+        .take(MAX_COMPARED_CHARS)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// Up to three of `candidates` nearest to `wanted` by [`edit_distance`] (ties by name).
+fn nearest_names<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut scored: Vec<(usize, &str)> = candidates
+        .into_iter()
+        .map(|c| (edit_distance(wanted, c), c))
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+/// "; the nearest names in the map are "a", "b"" (empty when the map has none of that kind).
+fn nearest_hint<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    let nearest = nearest_names(wanted, candidates);
+    if nearest.is_empty() {
+        return "; the map has none of that kind".to_string();
+    }
+    let listed: Vec<String> = nearest.iter().map(|n| quote_clipped(n, 60)).collect();
+    format!("; the nearest names in the map are {}", listed.join(", "))
+}
+
 /// The largest persona sheet file read, in bytes.
 pub const MAX_SHEET_BYTES: u64 = 1 << 20;
 
@@ -168,22 +229,25 @@ impl PersonaSheet {
         self.check_name().map_err(unfit)?;
         let tile = map.spawn_location(&self.spawn).ok_or_else(|| {
             unfit(format!(
-                "spawn location {} is not in the map",
-                quote_clipped(&self.spawn, 60)
+                "spawn location {} is not in the map{}",
+                quote_clipped(&self.spawn, 60),
+                nearest_hint(&self.spawn, map.spawn_locations().map(|(name, _)| name))
             ))
         })?;
         if map.address_tiles(&self.living_area).is_none() {
             return Err(unfit(format!(
-                "living area {} is not in the map",
-                quote_clipped(&self.living_area, 60)
+                "living area {} is not in the map{}",
+                quote_clipped(&self.living_area, 60),
+                nearest_hint(&self.living_area, addresses_like(map, &self.living_area))
             )));
         }
         if let Some(work) = &self.workplace
             && map.address_tiles(work).is_none()
         {
             return Err(unfit(format!(
-                "workplace {} is not in the map",
-                quote_clipped(work, 60)
+                "workplace {} is not in the map{}",
+                quote_clipped(work, 60),
+                nearest_hint(work, addresses_like(map, work))
             )));
         }
         Ok(tile)
@@ -348,5 +412,50 @@ mod tests {
             .to_string();
         assert!(err.len() < 500, "{} bytes", err.len());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_sheet_naming_an_unknown_place_lists_the_nearest_names() {
+        let map = TownMap::load_tmx(TownMap::default_town_path()).unwrap();
+        let mira = load_persona_sheets(default_personas_dir())
+            .unwrap()
+            .into_iter()
+            .find(|s| s.first_name == "Mira")
+            .unwrap();
+        assert!(mira.validate(&map).is_ok());
+        for (field, value, nearest) in [
+            (
+                "living_area",
+                "Willowbrook:Okafor hose:bedroom",
+                "\"Willowbrook:Okafor house:bedroom\"",
+            ),
+            (
+                "workplace",
+                "Willowbrook:Riverside Caffe:cafe",
+                "\"Willowbrook:Riverside Cafe:cafe\"",
+            ),
+            ("spawn", "okafor_bed", "\"okafor-bed\""),
+        ] {
+            let mut sheet = mira.clone();
+            match field {
+                "living_area" => sheet.living_area = value.into(),
+                "workplace" => sheet.workplace = Some(value.into()),
+                _ => sheet.spawn = value.into(),
+            }
+            let err = sheet.validate(&map).map(|_| ()).unwrap_err().to_string();
+            let hint = err
+                .split("nearest names in the map are ")
+                .nth(1)
+                .unwrap_or("");
+            assert!(hint.starts_with(nearest), "{field}: {err}");
+            assert_eq!(hint.matches(", ").count(), 2, "three names: {err}");
+            assert!(!err.contains("TileCoord"), "{err}");
+        }
+        let mut far = mira.clone();
+        far.living_area = "x".repeat(100_000);
+        let err = far.validate(&map).map(|_| ()).unwrap_err().to_string();
+        assert!(err.len() < 600, "a short error: {} bytes", err.len());
+        assert_eq!(edit_distance("Okafor hose", "okafor house"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 }

@@ -48,6 +48,19 @@ pub enum AddressLevel {
     GameObject,
 }
 
+/// The level's name as the address format spells it (`world`, `sector`, `arena`,
+/// `game_object`).
+impl fmt::Display for AddressLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::World => "world",
+            Self::Sector => "sector",
+            Self::Arena => "arena",
+            Self::GameObject => "game_object",
+        })
+    }
+}
+
 impl AddressLevel {
     /// Number of parts an address of this level has (1–4).
     pub const fn depth(self) -> usize {
@@ -75,7 +88,7 @@ pub enum AddressError {
         parts: usize,
     },
     /// A part is empty but a later one is not (`w::a`).
-    #[error("address {input:?} has an empty {level:?} part before a non-empty one")]
+    #[error("address {input:?} has an empty {level} part before a non-empty one")]
     Hole {
         /// The offending input.
         input: String,

@@ -218,7 +218,7 @@ pub enum MapProblem {
     },
     /// A tile refers to an id its tileset does not have.
     #[error(
-        "tile layer `{layer}` at {tile:?} uses tile {id} which tileset `{tileset}` does not have"
+        "tile layer `{layer}` at {tile} uses tile {id} which tileset `{tileset}` does not have"
     )]
     UnknownTile {
         /// Layer name.
@@ -287,7 +287,7 @@ pub enum MapProblem {
         name: String,
     },
     /// Two different areas of the same layer overlap on a tile.
-    #[error("{layer} `{first}` and `{second}` overlap at tile {tile:?}")]
+    #[error("{layer} `{first}` and `{second}` overlap at tile {tile}")]
     Overlap {
         /// Object layer.
         layer: String,
@@ -299,7 +299,7 @@ pub enum MapProblem {
         tile: TileCoord,
     },
     /// An arena or game object is not inside the area that must contain it.
-    #[error("{layer} object {id} `{name}` is not inside any {container} (tile {tile:?})")]
+    #[error("{layer} object {id} `{name}` is not inside any {container} (tile {tile})")]
     NotContained {
         /// Object layer.
         layer: String,
@@ -347,7 +347,7 @@ pub enum MapProblem {
         actual: String,
     },
     /// A spawning location is on a blocked tile.
-    #[error("spawn `{name}` is on blocked tile {tile:?}")]
+    #[error("spawn `{name}` is on blocked tile {tile}")]
     SpawnBlocked {
         /// Spawn name.
         name: String,
@@ -355,7 +355,7 @@ pub enum MapProblem {
         tile: TileCoord,
     },
     /// A coordinate given to a builder is outside the map.
-    #[error("tile {0:?} is outside the map")]
+    #[error("tile {0} is outside the map")]
     TileOutOfBounds(TileCoord),
     /// An address given to a builder belongs to another world.
     #[error("address `{address}` is not in world `{world}`")]
@@ -379,7 +379,7 @@ pub enum MapProblem {
         expected: usize,
     },
     /// An ASCII map uses a symbol missing from the legend.
-    #[error("ASCII symbol {symbol:?} at {tile:?} is not in the legend")]
+    #[error("ASCII symbol {symbol:?} at {tile} is not in the legend")]
     UnknownSymbol {
         /// The symbol.
         symbol: char,

@@ -45,6 +45,13 @@ impl TileCoord {
     }
 }
 
+/// `[x, y]`, as error messages and the movement log show tiles.
+impl std::fmt::Display for TileCoord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}, {}]", self.x, self.y)
+    }
+}
+
 impl From<[i32; 2]> for TileCoord {
     fn from([x, y]: [i32; 2]) -> Self {
         Self { x, y }
