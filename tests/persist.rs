@@ -573,6 +573,30 @@ fn replay_check_and_report_describe_the_run() {
         String::from_utf8_lossy(&ok.stderr)
     );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("ends exactly where the save does"));
+    // Checked against another town's map, the log is refused: its save names another world…
+    let saltmere = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/maps/saltmere.tmx");
+    let other = Command::new(BIN)
+        .args(["replay", "--check"])
+        .arg(&out)
+        .arg("--map")
+        .arg(&saltmere)
+        .output()
+        .expect("spawn");
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        err.contains("made in \"Willowbrook\"") && err.contains("not in \"Saltmere\""),
+        "{err}"
+    );
+    // … and without the save, its first tile blocked on that map gives it away.
+    let bare = root.join("bare");
+    std::fs::create_dir_all(&bare).expect("mkdir");
+    std::fs::copy(out.join("movement.jsonl"), bare.join("movement.jsonl")).expect("copy");
+    let err = check_replay(&bare, Some(&saltmere))
+        .expect_err("a Willowbrook log on the Saltmere map")
+        .to_string();
+    assert!(err.contains("the log was made on another map"), "{err}");
+    assert!(!err.contains("TileCoord"), "{err}");
     let log = out.join("movement.jsonl");
     let mut text = std::fs::read_to_string(&log).expect("log");
     text = text.replacen("\"step\":5,", "\"step\":6,", 1);

@@ -1653,7 +1653,7 @@ const OBJECT_KEYWORDS: &[(&[&str], &[&str])] = &[
     ),
     (
         &["eating", "meal", "breakfast", "dinner", "lunch"],
-        &["dining table", "table"],
+        &["dining table", "table", "counter", "desk"],
     ),
     (&["coffee"], &["coffee machine", "coffee", "counter"]),
     (
@@ -1752,7 +1752,7 @@ fn tie_break(key: &str, options: &[String], candidates: &[usize]) -> Option<usiz
 }
 
 /// The options whose names contain the best-ranked place word of the first rule that matches
-/// `text` and has any such option.
+/// `text` and has any such option; of those, the ones with the fewest words.
 fn rule_candidates(text: &str, rules: &[(&[&str], &[&str])], options: &[String]) -> Vec<usize> {
     let words = tokens(text);
     let option_words: Vec<Vec<String>> = options.iter().map(|o| tokens(o)).collect();
@@ -1767,8 +1767,13 @@ fn rule_candidates(text: &str, rules: &[(&[&str], &[&str])], options: &[String])
                 .filter(|(_, ow)| names_word(ow, target))
                 .map(|(i, _)| i)
                 .collect();
-            if !found.is_empty() {
-                return found;
+            // The plainest names first: "cafe" over "cafe kitchen" for a coffee.
+            let plainest = found.iter().map(|&i| option_words[i].len()).min();
+            if let Some(plainest) = plainest {
+                return found
+                    .into_iter()
+                    .filter(|&i| option_words[i].len() == plainest)
+                    .collect();
             }
         }
     }
@@ -1920,6 +1925,14 @@ fn choose_arena(text: &str, options: &[String]) -> Option<Pick> {
     let activity = activity_line(text);
     if let Some(i) = ground(&key, activity, ARENA_KEYWORDS, options) {
         return Some(Pick::sure(i));
+    }
+    // At home in a place without the room the activity names (a dorm has no kitchen): one's
+    // own room, the one slept in.
+    if contains_words(&tokens(activity), "home") {
+        let own = rule_candidates("sleeping", ARENA_KEYWORDS, options);
+        if let Some(i) = tie_break(&key, options, &own) {
+            return Some(Pick::sure(i));
+        }
     }
     let all: Vec<usize> = (0..options.len()).collect();
     tie_break(&key, options, &all).map(Pick::guess)
