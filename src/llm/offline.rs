@@ -3818,7 +3818,7 @@ mod tests {
         assert_eq!(
             currently,
             format!(
-                "{previous} Today, Mira wants to follow up with Priya Natarajan about studying for a chemistry exam at lunch at Riverside Cafe."
+                "{previous} Today, Mira wants to follow up with Priya Natarajan about studying for a chemistry exam at lunch at the cafe."
             )
         );
         // A quiet day still changes the status, and the status does not grow day after day.
