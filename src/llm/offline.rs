@@ -3930,4 +3930,109 @@ mod tests {
         );
         assert_eq!(best_mention("the bedroom", &strings(&["bed"])), None);
     }
+
+    /// A choice prompt's answer through the scored path of a client over the town script.
+    fn chosen<P: Prompt<Output = String>>(ctx: &PromptContext, prompt: &P) -> String {
+        run(ctx, prompt)
+    }
+
+    #[test]
+    fn choices_use_the_maps_own_words_whatever_the_option_order() {
+        let ctx = context();
+        let object = |action: &str, options: &[&str]| ActionObject {
+            name: "Bram Visser".into(),
+            action: action.into(),
+            place: "Visser cottage, bedroom".into(),
+            options: strings(options),
+            seed: 0,
+        };
+        // Sleeping goes to the bed by any name, never to the last option.
+        for options in [
+            ["washstand", "cot", "wardrobe"],
+            ["wardrobe", "washstand", "cot"],
+            ["cot", "wardrobe", "washstand"],
+        ] {
+            assert_eq!(chosen(&ctx, &object("sleeping", &options)), "cot");
+            assert_eq!(generated(&object("sleeping", &options)), "cot");
+        }
+        // Lunch goes to the place named most like a cafe, by the rule's order, not the list's.
+        let sector = |options: &[&str]| ActionSector {
+            name: "Bram Visser".into(),
+            action: "having lunch at the cafe".into(),
+            living_sector: "Visser cottage".into(),
+            workplace_sector: Some("Fish Market".into()),
+            current_sector: "Fish Market".into(),
+            options: strings(options),
+        };
+        let town = [
+            "Visser cottage",
+            "Harbour Bakery",
+            "Gull Tearoom",
+            "Fish Market",
+        ];
+        let mut reversed = town;
+        reversed.reverse();
+        assert_eq!(chosen(&ctx, &sector(&town)), "Gull Tearoom");
+        assert_eq!(chosen(&ctx, &sector(&reversed)), "Gull Tearoom");
+        // A tie (two bakeries) is broken by name, so the order does not matter either.
+        let twins = ["Harbour Bakery", "Visser cottage", "Mill Bakery"];
+        let mut twins_reversed = twins;
+        twins_reversed.reverse();
+        let pick = chosen(&ctx, &sector(&twins));
+        assert!(pick.ends_with("Bakery"), "{pick}");
+        assert_eq!(chosen(&ctx, &sector(&twins_reversed)), pick);
+        // A walk never ends in somebody's house, and a lighthouse is no house.
+        let walk = ActionSector {
+            action: "taking a walk in the park".into(),
+            ..sector(&["Quill cottage", "Lighthouse Green", "Fish Market"])
+        };
+        assert_eq!(chosen(&ctx, &walk), "Lighthouse Green");
+        assert_eq!(ctx.client.usage().totals.guesses, 0);
+        assert_clean(&ctx);
+    }
+
+    #[test]
+    fn a_guess_is_counted_and_still_an_option() {
+        let ctx = context();
+        let prompt = ActionObject {
+            name: "Bram Visser".into(),
+            action: "sleeping".into(),
+            place: "Visser cottage, bedroom".into(),
+            options: strings(&["zorvel", "quimp"]),
+            seed: 0,
+        };
+        let first = chosen(&ctx, &prompt);
+        assert!(prompt.options.contains(&first));
+        let swapped = ActionObject {
+            options: strings(&["quimp", "zorvel"]),
+            ..prompt.clone()
+        };
+        assert_eq!(chosen(&ctx, &swapped), first);
+        assert_eq!(ctx.client.usage().kind("action_object").guesses, 2);
+        let backend = town_script_backend(1);
+        let request = prompt.request(&PromptLibrary::default()).expect("template");
+        assert!(prompt.options.contains(&backend.answer(&request)));
+        assert_eq!(backend.guesses(), 1);
+    }
+
+    #[test]
+    fn the_job_is_the_personas_own_not_the_familys() {
+        let identity = "Name: Bram Visser\nLearned traits: Bram Visser is a fishmonger who sells \
+                        the catch. His wife Anna Visser is a teacher at the school.\n\
+                        Daily plan requirement: Bram Visser sells fish until 1 pm.\n\
+                        Home: Visser cottage, bedroom\nWorkplace: Fish Market, market hall\n";
+        let bram = Profile::read(identity, "Bram");
+        assert_eq!(bram.job, Job::Trade("fishmonger".into()));
+        assert_eq!(bram.home_arena, "bedroom");
+        let hour = activity_at(&bram, DayChoices::draw(1, &bram, DATE), 10);
+        assert_eq!(
+            hour.ing,
+            "working as a fishmonger in the market hall at Fish Market"
+        );
+        assert_eq!(
+            trade_of("Otto is a retired sailor who mends nets."),
+            Some("sailor".into())
+        );
+        assert_eq!(trade_of("Otto mends nets."), None);
+    }
 }
