@@ -152,7 +152,58 @@ impl TownMap {
 }
 
 /// Converts a parsed Tiled map into a [`TownMap`], validating the convention.
+/// Turns a parsed Tiled map into a [`TownMap`], in four steps: the map's frame and world name
+/// ([`map_frame`]), its layers sorted into collision, visuals and the four area layers
+/// ([`read_layers`]), the areas painted onto tiles sector → arena → object → spawn, each inside
+/// its container ([`paint_areas`]), and the tilesets the renderer needs.
 fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
+    let frame = map_frame(map)?;
+    let layers = read_layers(map, &frame)?;
+    check_name_memory(
+        u64::from(frame.width) * u64::from(frame.height),
+        &frame.world,
+        [
+            &layers.sectors,
+            &layers.arenas,
+            &layers.objects,
+            &layers.spawns,
+        ],
+    )?;
+    let tiles = paint_areas(&frame, &layers)?;
+    Ok(TownMap::from_parts(MapParts {
+        world: frame.world,
+        width: frame.width,
+        height: frame.height,
+        tile_width: frame.tile_width,
+        tile_height: frame.tile_height,
+        tiles,
+        visual_layers: layers.visual_layers,
+        tilesets: tileset_infos(map),
+        source: None,
+    }))
+}
+
+/// A map's size and world name.
+struct MapFrame {
+    world: String,
+    width: u32,
+    height: u32,
+    tile_width: u32,
+    tile_height: u32,
+}
+
+/// The layers a town is made of.
+struct TownLayers {
+    collision: Vec<bool>,
+    visual_layers: Vec<VisualLayer>,
+    sectors: Vec<Area>,
+    arenas: Vec<Area>,
+    objects: Vec<Area>,
+    spawns: Vec<Area>,
+}
+
+/// Checks the map is a finite orthogonal grid of tiles and reads its world name.
+fn map_frame(map: &tiled::Map) -> Result<MapFrame, MapProblem> {
     if map.orientation != tiled::Orientation::Orthogonal {
         return Err(MapProblem::NotOrthogonal(format!("{:?}", map.orientation)));
     }
@@ -182,7 +233,21 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
         });
     }
     Address::world(&world).map_err(MapProblem::Address)?;
+    Ok(MapFrame {
+        world,
+        width,
+        height,
+        tile_width: tw,
+        tile_height: th,
+    })
+}
 
+/// Sorts the layers: the collision tile layer, the visual tile layers, and the four reserved
+/// object layers read as areas; a reserved name on the wrong kind of layer, a duplicate or a
+/// missing one is an error.
+fn read_layers(map: &tiled::Map, frame: &MapFrame) -> Result<TownLayers, MapProblem> {
+    let (width, height) = (frame.width, frame.height);
+    let (tw, th) = (frame.tile_width, frame.tile_height);
     let mut layers = Vec::new();
     flatten_layers(map.layers(), &mut layers);
 
@@ -255,16 +320,29 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
             kind: "object",
         })
     };
-    let sectors = take(SECTORS_LAYER)?;
-    let arenas = take(ARENAS_LAYER)?;
-    let objects = take(OBJECTS_LAYER)?;
-    let spawns = take(SPAWNS_LAYER)?;
-    check_name_memory(
-        u64::from(width) * u64::from(height),
-        &world,
-        [&sectors, &arenas, &objects, &spawns],
-    )?;
+    Ok(TownLayers {
+        sectors: take(SECTORS_LAYER)?,
+        arenas: take(ARENAS_LAYER)?,
+        objects: take(OBJECTS_LAYER)?,
+        spawns: take(SPAWNS_LAYER)?,
+        collision,
+        visual_layers,
+    })
+}
 
+/// Paints the areas onto the tiles: sectors, then arenas (each inside one sector), objects
+/// (inside one arena), spawn points (on walkable tiles); two areas of a level may not overlap.
+fn paint_areas(frame: &MapFrame, layers: &TownLayers) -> Result<Vec<Tile>, MapProblem> {
+    let world = &frame.world;
+    let width = frame.width;
+    let TownLayers {
+        collision,
+        sectors,
+        arenas,
+        objects,
+        spawns,
+        ..
+    } = layers;
     let w = width as usize;
     let mut tiles: Vec<Tile> = collision
         .iter()
@@ -276,7 +354,7 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
         .collect();
     let at = |c: TileCoord| c.y as usize * w + c.x as usize;
 
-    for area in &sectors {
+    for area in sectors {
         for &c in &area.tiles {
             let Some(tile) = tiles.get_mut(at(c)) else {
                 continue;
@@ -289,7 +367,7 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
             }
         }
     }
-    for area in &arenas {
+    for area in arenas {
         let sector = container(area, &tiles, w, "sector", |t| t.sector.as_ref())?;
         check_claim(area, "sector", &sector)?;
         for &c in &area.tiles {
@@ -302,7 +380,7 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
             }
         }
     }
-    for area in &objects {
+    for area in objects {
         let arena = container(area, &tiles, w, "arena", |t| t.arena.as_ref())?;
         check_claim(area, "arena", &arena)?;
         let sector = container(area, &tiles, w, "sector", |t| t.sector.as_ref())?;
@@ -317,7 +395,7 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
             }
         }
     }
-    for area in &spawns {
+    for area in spawns {
         for &c in &area.tiles {
             let Some(tile) = tiles.get_mut(at(c)) else {
                 continue;
@@ -334,9 +412,12 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
             }
         }
     }
+    Ok(tiles)
+}
 
-    let tilesets = map
-        .tilesets()
+/// What the renderer needs to know of each tileset.
+fn tileset_infos(map: &tiled::Map) -> Vec<TilesetInfo> {
+    map.tilesets()
         .iter()
         .map(|ts| TilesetInfo {
             name: ts.name.clone(),
@@ -348,19 +429,7 @@ fn convert(map: &tiled::Map) -> Result<TownMap, MapProblem> {
             margin: ts.margin,
             spacing: ts.spacing,
         })
-        .collect();
-
-    Ok(TownMap::from_parts(MapParts {
-        world,
-        width,
-        height,
-        tile_width: tw,
-        tile_height: th,
-        tiles,
-        visual_layers,
-        tilesets,
-        source: None,
-    }))
+        .collect()
 }
 
 /// Refuses maps whose names, copied onto every tile they cover (and the idle event of every
