@@ -646,9 +646,12 @@ impl LlmClient {
     /// A snapshot of the usage counters.
     pub fn usage(&self) -> UsageReport {
         let backend = &self.inner.backend;
-        self.inner
-            .usage
-            .report(backend.name(), backend.model(), backend.embedding_model())
+        let mut report =
+            self.inner
+                .usage
+                .report(backend.name(), backend.model(), backend.embedding_model());
+        report.endpoints = backend.endpoint_usage();
+        report
     }
 
     /// How many backend calls have ended so far (answered, failed or cancelled); pair it with

@@ -299,6 +299,14 @@ impl LlmBackend for FaultyBackend {
     fn set_retry_hook(&self, hook: RetryHook) {
         self.inner.set_retry_hook(hook);
     }
+
+    fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {
+        self.inner.probe()
+    }
+
+    fn endpoint_usage(&self) -> Vec<super::usage::EndpointUsage> {
+        self.inner.endpoint_usage()
+    }
 }
 
 #[cfg(test)]
