@@ -117,7 +117,10 @@ fn configuration_errors_name_the_entry_and_never_the_key() {
         result.expect_err(json).to_string()
     };
     let text = err(r#"{"endpoints": []}"#, &[]);
-    assert!(text.contains("endpoints") && text.contains("empty"), "{text}");
+    assert!(
+        text.contains("endpoints") && text.contains("empty"),
+        "{text}"
+    );
     let text = err(
         r#"{"endpoints": [{"url": "http://127.0.0.1:1/v1"}, {"url": "127.0.0.1:2/v1"}]}"#,
         &[],
@@ -143,29 +146,45 @@ fn configuration_errors_name_the_entry_and_never_the_key() {
         r#"{"endpoints": [{"url": "http://a/v1", "weight": -1}]}"#,
         &[],
     );
-    assert!(text.contains("entry 1 (http://a/v1)") && text.contains("weight"), "{text}");
+    assert!(
+        text.contains("entry 1 (http://a/v1)") && text.contains("weight"),
+        "{text}"
+    );
     // A key variable that is not set names the variable, a URL's credentials are not shown.
     let text = err(
         r#"{"endpoints": [{"url": "http://user:hunter2-pass@a/v1", "api_key_env": "NOPE_KEY"}]}"#,
         &[],
     );
-    assert!(text.contains("NOPE_KEY") && !text.contains("hunter2"), "{text}");
+    assert!(
+        text.contains("NOPE_KEY") && !text.contains("hunter2"),
+        "{text}"
+    );
     // The environment's list names itself.
     let env_err = LlmConfig::from_env_with(env(&[("GA_LLM_BASE_URLS", "http://a/v1, ftp://b")]))
         .expect_err("bad url");
     assert!(
-        matches!(&env_err, ConfigError::Endpoint { pool: "GA_LLM_BASE_URLS", index: 2, .. }),
+        matches!(
+            &env_err,
+            ConfigError::Endpoint {
+                pool: "GA_LLM_BASE_URLS",
+                index: 2,
+                ..
+            }
+        ),
         "{env_err}"
     );
     let env_err = LlmConfig::from_env_with(env(&[("GA_LLM_BASE_URLS", " , ")])).expect_err("empty");
     assert!(env_err.to_string().contains("empty"), "{env_err}");
-    let env_err = LlmConfig::from_env_with(env(&[("GA_LLM_AFFINITY", "sometimes")]))
-        .expect_err("switch");
+    let env_err =
+        LlmConfig::from_env_with(env(&[("GA_LLM_AFFINITY", "sometimes")])).expect_err("switch");
     assert!(env_err.to_string().contains("GA_LLM_AFFINITY"), "{env_err}");
 
     // A good list from the environment: two servers, the global model, affinity off.
     let config = LlmConfig::from_env_with(env(&[
-        ("GA_LLM_BASE_URLS", "http://127.0.0.1:1/v1,http://127.0.0.1:2/v1"),
+        (
+            "GA_LLM_BASE_URLS",
+            "http://127.0.0.1:1/v1,http://127.0.0.1:2/v1",
+        ),
         ("GA_LLM_MODEL", "qwen"),
         ("GA_LLM_AFFINITY", "off"),
     ]))
@@ -285,10 +304,9 @@ fn affinity_keeps_each_key_on_one_server_and_spreads_the_keys() {
     }
     assert_eq!(per_server, [4, 4, 4], "homes are spread evenly");
     let usage = client.usage();
-    let (hits, calls) = usage
-        .endpoints
-        .iter()
-        .fold((0, 0), |(h, c), e| (h + e.affinity_hits, c + e.affinity_calls));
+    let (hits, calls) = usage.endpoints.iter().fold((0, 0), |(h, c), e| {
+        (h + e.affinity_hits, c + e.affinity_calls)
+    });
     assert_eq!((hits, calls), (96, 96));
 }
 
@@ -319,10 +337,11 @@ fn a_failing_server_is_ejected_retried_elsewhere_and_readmitted_by_a_probe() {
     assert!(b.healthy);
     assert!(b.calls > b.errors, "it answers again: {b:?}");
     // The probe was a GET of the model list.
-    assert!(bad
-        .requests()
-        .iter()
-        .any(|r| r.method == "GET" && r.path.ends_with("/models")));
+    assert!(
+        bad.requests()
+            .iter()
+            .any(|r| r.method == "GET" && r.path.ends_with("/models"))
+    );
 }
 
 #[test]
@@ -341,14 +360,21 @@ fn a_429_slows_only_that_server() {
     );
     let usage = client.usage().endpoints;
     let l = endpoint(&usage, &limited);
-    assert!(l.rate_limited >= 1 && l.ejections == 0 && l.healthy, "{l:?}");
+    assert!(
+        l.rate_limited >= 1 && l.ejections == 0 && l.healthy,
+        "{l:?}"
+    );
     assert!(endpoint(&usage, &other).calls >= 10);
     // Paused for its Retry-After: the next calls all go to the other server.
     let before = l.calls;
     let results = burst(&client, 10, |i| format!("s{i} x"), |_| None);
     assert!(results.iter().all(Result::is_ok));
     let usage = client.usage().endpoints;
-    assert_eq!(endpoint(&usage, &limited).calls, before, "paused after its 429");
+    assert_eq!(
+        endpoint(&usage, &limited).calls,
+        before,
+        "paused after its 429"
+    );
     assert!(endpoint(&usage, &other).calls >= 20);
 }
 
@@ -408,10 +434,7 @@ fn kill_one_of_three(mode: TimeMode, speed: Option<SimSpeed>, hours: f64) {
         last_step: Mutex::new(None),
         longest_gap: Mutex::new(Duration::ZERO),
     });
-    let out = std::env::temp_dir().join(format!(
-        "bga-pool-kill-{mode:?}-{}",
-        std::process::id()
-    ));
+    let out = std::env::temp_dir().join(format!("bga-pool-kill-{mode:?}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let mut options = RunOptions::new(hours, &out).with_personas(5);
     options.time_mode = mode;
@@ -430,11 +453,7 @@ fn kill_one_of_three(mode: TimeMode, speed: Option<SimSpeed>, hours: f64) {
         report.steps,
         report.wall,
         report.usage.totals.calls,
-        watcher
-            .killed_at
-            .lock()
-            .expect("lock")
-            .map(|t| t - started)
+        watcher.killed_at.lock().expect("lock").map(|t| t - started)
     );
 
     assert!(
@@ -443,7 +462,10 @@ fn kill_one_of_three(mode: TimeMode, speed: Option<SimSpeed>, hours: f64) {
     );
     assert!(watcher.restarted.load(Ordering::SeqCst), "and came back");
     let gap = *watcher.longest_gap.lock().expect("lock");
-    assert!(gap <= timeout, "a step waited {gap:?}, longer than the timeout");
+    assert!(
+        gap <= timeout,
+        "a step waited {gap:?}, longer than the timeout"
+    );
     // Every call was answered or fell back to its fail-safe: nothing is left hanging.
     assert_eq!(report.minds_out, 0);
     let totals = report.usage.totals;

@@ -34,8 +34,9 @@ use serde::Deserialize;
 use super::backend::LlmBackend;
 use super::client::{DEFAULT_CONCURRENCY, LlmClient};
 pub use super::endpoint::{
-    ApiKey, EndpointEntry, MAX_WEIGHT, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
-    DEFAULT_MODEL, DEFAULT_TIMEOUT, MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT,
+    ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
+    DEFAULT_MODEL, DEFAULT_TIMEOUT, EndpointEntry, MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT,
+    MAX_WEIGHT, MIN_TIMEOUT,
 };
 use super::offline::town_script_backend;
 
@@ -347,7 +348,9 @@ fn resolve_pool(
         });
     }
     if resolved.iter().all(|e| e.weight == 0.0) {
-        return Err(whole("every weight is 0: give at least one server a weight"));
+        return Err(whole(
+            "every weight is 0: give at least one server a weight",
+        ));
     }
     Ok(resolved)
 }
@@ -961,7 +964,12 @@ fn build_pool(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     };
     let describe = |list: &[ResolvedEndpoint]| {
         list.iter()
-            .map(|e| format!("{} ({}, weight {}, limit {})", e.display_url, e.model, e.weight, e.concurrency))
+            .map(|e| {
+                format!(
+                    "{} ({}, weight {}, limit {})",
+                    e.display_url, e.model, e.weight, e.concurrency
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };

@@ -73,8 +73,7 @@ pub use config::{
     DEFAULT_EMBED_MODEL, DEFAULT_LOCAL_THREADS, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
     DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, EndpointEntry, LlmConfig, LlmConfigLayer,
     MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT, MAX_WEIGHT, MIN_TIMEOUT, ResolvedEndpoint,
-    build_client, check_call_limits,
-    fetch_default_model_if_missing, model_cache_dir,
+    build_client, check_call_limits, fetch_default_model_if_missing, model_cache_dir,
 };
 pub use faulty::{Fault, FaultyBackend};
 #[cfg(feature = "http")]

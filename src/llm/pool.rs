@@ -197,9 +197,11 @@ impl Pool {
         let mut state = self.lock();
         let state = &mut *state;
         // Back-offs that ran out: the first call to see one probes it.
-        if let Some(index) = state.members.iter().position(
-            |m| matches!(m.health, Health::Ejected { until } if until <= now),
-        ) {
+        if let Some(index) = state
+            .members
+            .iter()
+            .position(|m| matches!(m.health, Health::Ejected { until } if until <= now))
+        {
             state.members[index].health = Health::Probing;
             state.members[index].outstanding += 1;
             return Pick::Go { index, probe: true };
@@ -228,12 +230,11 @@ impl Pool {
         };
 
         let mut chosen = None;
-        if let Some(key) = key {
-            if let Some(home) = self.home_of(state, key, now)
-                && eligible.contains(&home)
-            {
-                chosen = Some((home, true));
-            }
+        if let Some(key) = key
+            && let Some(home) = self.home_of(state, key, now)
+            && eligible.contains(&home)
+        {
+            chosen = Some((home, true));
         }
         if chosen.is_none() && !eligible.is_empty() {
             chosen = self.least_loaded(state, &eligible).map(|i| (i, false));
@@ -304,8 +305,11 @@ impl Pool {
         let fewest = candidates.iter().copied().min_by(|&a, &b| {
             let ka = (state.members[a].homes as f64 + 1.0) / weight(a);
             let kb = (state.members[b].homes as f64 + 1.0) / weight(b);
-            ka.total_cmp(&kb)
-                .then(state.members[a].outstanding.cmp(&state.members[b].outstanding))
+            ka.total_cmp(&kb).then(
+                state.members[a]
+                    .outstanding
+                    .cmp(&state.members[b].outstanding),
+            )
         })?;
         let current = state.homes.get(key).copied();
         let keep = current.filter(|&home| {
@@ -345,11 +349,7 @@ impl Pool {
         let score = |i: usize| {
             let w = self.members[i].weight;
             let load = (state.members[i].outstanding + 1) as f64;
-            if w > 0.0 {
-                (0, load / w)
-            } else {
-                (1, load)
-            }
+            if w > 0.0 { (0, load / w) } else { (1, load) }
         };
         eligible.iter().copied().min_by(|&a, &b| {
             let (ca, la) = score(a);
@@ -412,7 +412,13 @@ impl Pool {
     }
 
     /// Records an attempt's outcome on member `index`, ejecting or pausing it as it deserves.
-    fn record(&self, index: usize, outcome: Result<(), &LlmError>, latency: Duration, settings: &PoolSettings) {
+    fn record(
+        &self,
+        index: usize,
+        outcome: Result<(), &LlmError>,
+        latency: Duration,
+        settings: &PoolSettings,
+    ) {
         let mut state = self.lock();
         let Some(member) = state.members.get_mut(index) else {
             return;
@@ -434,15 +440,11 @@ impl Pool {
                     .min(settings.retry_after_cap);
                 member.paused_until = Some(Instant::now() + pause);
             }
-            LlmError::Connection(_) | LlmError::Timeout(_) => {
-                if member.health == Health::Up {
-                    Self::eject(member, settings);
-                }
+            LlmError::Connection(_) | LlmError::Timeout(_) if member.health == Health::Up => {
+                Self::eject(member, settings);
             }
-            LlmError::Status { status, .. } if *status >= 500 => {
-                if member.health == Health::Up {
-                    Self::eject(member, settings);
-                }
+            LlmError::Status { status, .. } if *status >= 500 && member.health == Health::Up => {
+                Self::eject(member, settings);
             }
             _ => {}
         }
@@ -528,7 +530,9 @@ impl PoolBackend {
     ) -> Result<Self, LlmError> {
         let check = |members: &[PoolMember]| {
             if members.is_empty() {
-                return Err(LlmError::Malformed("a pool needs at least one server".into()));
+                return Err(LlmError::Malformed(
+                    "a pool needs at least one server".into(),
+                ));
             }
             if members
                 .iter()
@@ -550,7 +554,9 @@ impl PoolBackend {
             .thread_name("ga-llm-pool")
             .enable_all()
             .build()
-            .map_err(|err| LlmError::Connection(format!("could not start the pool runtime: {err}")))?;
+            .map_err(|err| {
+                LlmError::Connection(format!("could not start the pool runtime: {err}"))
+            })?;
         let model = joined(chat.iter().map(|m| m.backend.model().to_owned()));
         let embed_model = joined(
             embed

@@ -392,10 +392,7 @@ impl FakeOpenAi {
     /// Serves again on the same address after [`FakeOpenAi::kill`] (nothing happens while it
     /// is running).
     pub fn restart(&self) -> std::io::Result<()> {
-        let mut runtime = self
-            .runtime
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut runtime = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
         if runtime.is_none() {
             let (started, _) = serve(self.addr, &self.shared)?;
             *runtime = Some(started);
