@@ -654,6 +654,13 @@ impl LlmClient {
         report
     }
 
+    /// Per-server counters when the backend routes over a pool of servers (empty otherwise):
+    /// calls, errors, latency, ejections and re-admissions per endpoint — what a HUD shows,
+    /// without the per-kind snapshot of [`usage`](Self::usage).
+    pub fn endpoint_usage(&self) -> Vec<super::usage::EndpointUsage> {
+        self.inner.backend.endpoint_usage()
+    }
+
     /// How many backend calls have ended so far (answered, failed or cancelled); pair it with
     /// [`wait_for_answer`](Self::wait_for_answer).
     pub(crate) fn answers_so_far(&self) -> u64 {

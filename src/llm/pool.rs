@@ -862,3 +862,144 @@ impl LlmBackend for PoolBackend {
         usage
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ScriptedBackend;
+
+    fn pool(weights: &[f64], limit: usize) -> Pool {
+        Pool::new(
+            "chat",
+            weights
+                .iter()
+                .enumerate()
+                .map(|(i, &weight)| PoolMember {
+                    backend: Arc::new(ScriptedBackend::new(i as u64)),
+                    url: format!("http://s{i}/v1"),
+                    weight,
+                    concurrency: limit,
+                })
+                .collect(),
+        )
+    }
+
+    fn go(pick: Pick) -> usize {
+        match pick {
+            Pick::Go {
+                index,
+                probe: false,
+            } => index,
+            Pick::Go { index, .. } => panic!("probe of {index}"),
+            Pick::Wait { .. } => panic!("wait"),
+            Pick::AllDown { index } => panic!("all down, {index}"),
+        }
+    }
+
+    #[test]
+    fn homes_spread_by_weight_and_come_back_after_an_ejection() {
+        let pool = pool(&[1.0, 1.0, 2.0], 100);
+        let now = Instant::now();
+        let mut homes = [0usize; 3];
+        for k in 0..8 {
+            let i = go(pool.pick(Some(&format!("p{k}")), None, now));
+            pool.release(i);
+            homes[i] += 1;
+        }
+        assert_eq!(homes, [2, 2, 4], "homes follow the weights");
+        // The same key keeps its home.
+        let home = go(pool.pick(Some("p0"), None, now));
+        pool.release(home);
+        assert_eq!(go(pool.pick(Some("p0"), None, now)), home);
+        pool.release(home);
+
+        // Member 2 goes down: its keys move; when it is back, keys drift back one at a time.
+        pool.record(
+            2,
+            Err(&LlmError::Connection("refused".into())),
+            Duration::ZERO,
+            &PoolSettings::default(),
+        );
+        for k in 0..8 {
+            let i = go(pool.pick(Some(&format!("p{k}")), None, now));
+            assert_ne!(i, 2);
+            pool.release(i);
+        }
+        pool.probed(2, true, &PoolSettings::default());
+        let later = Instant::now();
+        let mut homes = [0usize; 3];
+        for _ in 0..3 {
+            homes = [0; 3];
+            for k in 0..8 {
+                let i = go(pool.pick(Some(&format!("p{k}")), None, later));
+                pool.release(i);
+                homes[i] += 1;
+            }
+        }
+        assert_eq!(homes, [2, 2, 4], "rebalanced after the re-admission");
+        let usage = pool.usage();
+        assert_eq!((usage[2].ejections, usage[2].readmissions), (1, 1));
+    }
+
+    #[test]
+    fn least_loaded_respects_limits_weights_and_standbys() {
+        let pool = pool(&[1.0, 0.0], 2);
+        let now = Instant::now();
+        // The standby (weight 0) takes calls only when the weighted member is full.
+        let a = go(pool.pick(None, None, now));
+        let b = go(pool.pick(None, None, now));
+        assert_eq!((a, b), (0, 0));
+        assert_eq!(go(pool.pick(None, None, now)), 1);
+        assert_eq!(go(pool.pick(None, None, now)), 1);
+        assert!(matches!(pool.pick(None, None, now), Pick::Wait { .. }));
+        pool.release(0);
+        assert_eq!(go(pool.pick(None, None, now)), 0);
+        // A retry avoids the member that failed when another can take it.
+        let pool = self::pool(&[1.0, 1.0], 4);
+        assert_eq!(go(pool.pick(None, Some(0), now)), 1);
+        assert_eq!(go(pool.pick(None, Some(0), now)), 1);
+    }
+
+    #[test]
+    fn ejection_backs_off_and_a_429_only_pauses() {
+        let settings = PoolSettings::default();
+        let pool = pool(&[1.0, 1.0], 4);
+        let err = LlmError::Status {
+            status: 503,
+            message: String::new(),
+        };
+        pool.record(0, Err(&err), Duration::ZERO, &settings);
+        let now = Instant::now();
+        assert_eq!(go(pool.pick(None, None, now)), 1);
+        pool.release(1);
+        // Due for a probe once the back-off ran out; a failed probe doubles it.
+        let due = now + settings.eject_base + Duration::from_millis(10);
+        assert!(matches!(
+            pool.pick(None, None, due),
+            Pick::Go {
+                index: 0,
+                probe: true
+            }
+        ));
+        pool.probed(0, false, &settings);
+        pool.release(0);
+        let state = pool.lock();
+        let Health::Ejected { until } = state.members[0].health else {
+            panic!("ejected again");
+        };
+        assert!(until >= Instant::now() + settings.eject_base * 2 - Duration::from_millis(50));
+        drop(state);
+
+        let limited = LlmError::RateLimited {
+            retry_after: Some(Duration::from_secs(5)),
+        };
+        pool.record(1, Err(&limited), Duration::ZERO, &settings);
+        let usage = pool.usage();
+        assert!(usage[1].healthy && usage[1].ejections == 0 && usage[1].rate_limited == 1);
+        // Member 0 is ejected and member 1 paused: wait for the pause to end.
+        assert!(matches!(
+            pool.pick(None, None, Instant::now()),
+            Pick::Wait { until: Some(_) }
+        ));
+    }
+}
