@@ -168,7 +168,8 @@ pub(crate) struct CheckedUrl {
 /// `url` without any `user:password@`, for error messages about an entry that may not even
 /// parse.
 pub(crate) fn display_url(url: &str) -> String {
-    let url = url.trim();
+    // A query string may carry a key (`?api-key=…`): never shown.
+    let url = url.trim().split(['?', '#']).next().unwrap_or_default();
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let (authority, path) = rest.split_at(authority_end);
@@ -270,6 +271,13 @@ mod tests {
             assert!(check_url(bad).is_err(), "{bad}");
         }
         assert_eq!(display_url("http://a:b@h/x"), "http://h/x");
+        assert_eq!(display_url("http://h/v1?api-key=SECRET"), "http://h/v1");
+        assert!(
+            !check_url("http://h/v1?key=SECRET")
+                .expect("valid")
+                .display
+                .contains("SECRET")
+        );
         assert!(is_env_name("GPU_2_KEY") && !is_env_name("2KEY") && !is_env_name("A-B"));
     }
 }
