@@ -486,7 +486,12 @@ struct Shared {
     retry_hook: Mutex<Option<RetryHook>>,
 }
 
-/// A backend that routes each call over a pool of servers. See the [module docs](self).
+/// A backend that routes each call over a pool of servers: weighted least outstanding
+/// requests under per-server limits, prefix affinity by [`ChatRequest::affinity`], ejection on
+/// connect errors, 5xx and timeouts with a doubling back-off and re-admission by a probe, a
+/// 429 pausing only its server, and failed attempts retried on another server within
+/// [`PoolSettings::max_retries`] (README "Several model servers"). Per-server counters come
+/// back through [`LlmBackend::endpoint_usage`].
 pub struct PoolBackend {
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
