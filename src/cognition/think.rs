@@ -167,7 +167,9 @@ pub(crate) async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> Thou
         walking,
     } = input;
     let log = FailureLog::default();
-    let ctx = ctx.with_failure_log(log.clone());
+    let ctx = ctx
+        .with_failure_log(log.clone())
+        .with_affinity(&mind.scratch.name);
     let mut events = Vec::new();
     let day = day_change(mind.scratch.curr_time, now);
 
@@ -701,7 +703,10 @@ async fn converse_task(
     stream: Option<ChatStreamSink>,
 ) -> ConversationDone {
     let log = FailureLog::default();
-    let ctx = ctx.with_failure_log(log.clone());
+    // Both sides' lines go to the initiator's server: one conversation, one prefix cache.
+    let ctx = ctx
+        .with_failure_log(log.clone())
+        .with_affinity(&a.scratch.name);
     let outcome =
         hold_conversation(&mut a, &mut b, views, &ctx, &settings, now, stream.as_ref()).await;
     let a_event = conversation_record(&b.scratch.name, &outcome, now, step);

@@ -90,6 +90,11 @@ pub struct ChatRequest {
     pub json_schema: Option<serde_json::Value>,
     /// Seed for backends that sample.
     pub seed: Option<u64>,
+    /// The routing key for prefix affinity (the persona whose thought asks): a pool of servers
+    /// sends the same key to the same healthy server, so its prefix cache hits. Not sent to a
+    /// server and not part of the cache key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<String>,
 }
 
 impl ChatRequest {
@@ -105,7 +110,14 @@ impl ChatRequest {
             stop: Vec::new(),
             json_schema: None,
             seed: None,
+            affinity: None,
         }
+    }
+
+    /// Sets the routing key for prefix affinity (see [`ChatRequest::affinity`]).
+    pub fn with_affinity(mut self, key: impl Into<String>) -> Self {
+        self.affinity = Some(key.into());
+        self
     }
 
     /// Sets `max_tokens`.
@@ -314,5 +326,17 @@ pub trait LlmBackend: Send + Sync + 'static {
     /// forward it to the backend they wrap.
     fn set_guess_hook(&self, hook: RetryHook) {
         let _ = hook;
+    }
+
+    /// A cheap check that the backend answers at all (a pool probes an ejected server with it
+    /// before putting it back). The default says yes.
+    fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Per-endpoint counters, for a backend that routes over several servers (empty by
+    /// default). [`LlmClient::usage`](super::LlmClient::usage) puts them in the report.
+    fn endpoint_usage(&self) -> Vec<super::usage::EndpointUsage> {
+        Vec::new()
     }
 }

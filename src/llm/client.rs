@@ -649,9 +649,19 @@ impl LlmClient {
     /// A snapshot of the usage counters.
     pub fn usage(&self) -> UsageReport {
         let backend = &self.inner.backend;
-        self.inner
-            .usage
-            .report(backend.name(), backend.model(), backend.embedding_model())
+        let mut report =
+            self.inner
+                .usage
+                .report(backend.name(), backend.model(), backend.embedding_model());
+        report.endpoints = backend.endpoint_usage();
+        report
+    }
+
+    /// Per-server counters when the backend routes over a pool of servers (empty otherwise):
+    /// calls, errors, latency, ejections and re-admissions per endpoint — what a HUD shows,
+    /// without the per-kind snapshot of [`usage`](Self::usage).
+    pub fn endpoint_usage(&self) -> Vec<super::usage::EndpointUsage> {
+        self.inner.backend.endpoint_usage()
     }
 
     /// How many backend calls have ended so far (answered, failed or cancelled); pair it with

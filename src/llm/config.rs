@@ -35,7 +35,8 @@ use super::backend::LlmBackend;
 use super::client::{DEFAULT_CONCURRENCY, LlmClient};
 pub use super::endpoint::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
-    DEFAULT_MODEL, DEFAULT_TIMEOUT, MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT,
+    DEFAULT_MODEL, DEFAULT_TIMEOUT, EndpointEntry, MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT,
+    MAX_WEIGHT, MIN_TIMEOUT,
 };
 use super::offline::town_script_backend;
 
@@ -134,6 +135,19 @@ pub enum ConfigError {
         /// Why the value was rejected.
         reason: String,
     },
+    /// An entry of a pool of model servers is unusable (or the pool as a whole is).
+    #[error("{pool} entry {index} ({url}): {reason}")]
+    Endpoint {
+        /// The list: `endpoints`, `embed_endpoints`, `GA_LLM_BASE_URLS` or
+        /// `GA_LLM_EMBED_BASE_URLS`.
+        pool: &'static str,
+        /// The entry's position, from 1 (0: the list as a whole).
+        index: usize,
+        /// The entry's URL without credentials (empty for the list as a whole).
+        url: String,
+        /// Why it was rejected (secret-free).
+        reason: String,
+    },
     /// The chosen backend was compiled out.
     #[error("the {backend} backend needs the `{feature}` cargo feature")]
     FeatureDisabled {
@@ -194,6 +208,20 @@ pub struct LlmConfig {
     /// A folder of prompt template overrides (`--prompts`, `GA_PROMPTS`, `prompts`); `None`
     /// uses the compiled-in templates.
     pub prompts: Option<PathBuf>,
+    /// A pool of chat servers (`endpoints`, `GA_LLM_BASE_URLS`); empty: the single server of
+    /// `base_url`. See the README's "Several model servers".
+    pub endpoints: Vec<EndpointEntry>,
+    /// Which list `endpoints` came from, for error messages.
+    pub endpoints_source: &'static str,
+    /// A separate pool for embeddings (`embed_endpoints`, `GA_LLM_EMBED_BASE_URLS`); empty:
+    /// embeddings go to the chat servers.
+    pub embed_endpoints: Vec<EndpointEntry>,
+    /// Which list `embed_endpoints` came from, for error messages.
+    pub embed_endpoints_source: &'static str,
+    /// Prefix affinity in a pool: each persona's calls go to the same healthy server, so its
+    /// prefix cache hits (`affinity`, `GA_LLM_AFFINITY`; default on). Off: plain weighted
+    /// least-outstanding-requests.
+    pub affinity: bool,
 }
 
 impl Default for LlmConfig {
@@ -214,7 +242,139 @@ impl Default for LlmConfig {
             model_cache: None,
             local_threads: DEFAULT_LOCAL_THREADS,
             prompts: None,
+            endpoints: Vec::new(),
+            endpoints_source: "endpoints",
+            embed_endpoints: Vec::new(),
+            embed_endpoints_source: "embed_endpoints",
+            affinity: true,
         }
+    }
+}
+
+/// One server of a pool, resolved: URL checked, model and key filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedEndpoint {
+    /// The base URL to call.
+    pub url: String,
+    /// The URL without credentials, for logs and reports.
+    pub display_url: String,
+    /// The model asked for there.
+    pub model: String,
+    /// The key sent there, if any.
+    pub api_key: Option<ApiKey>,
+    /// The routing weight (≥ 0; not all 0).
+    pub weight: f64,
+    /// Calls in flight there at most at once (≥ 1).
+    pub concurrency: usize,
+}
+
+/// Checks every entry of a pool list, and the list as a whole. `lookup` reads the variables
+/// named by `api_key_env`; `default_key` is the key of entries that name none.
+fn resolve_pool(
+    pool: &'static str,
+    entries: &[EndpointEntry],
+    default_model: &str,
+    default_key: Option<&ApiKey>,
+    default_concurrency: usize,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<ResolvedEndpoint>, ConfigError> {
+    let whole = |reason: &str| ConfigError::Endpoint {
+        pool,
+        index: 0,
+        url: String::new(),
+        reason: reason.to_owned(),
+    };
+    if entries.is_empty() {
+        return Err(whole("the list is empty: name at least one server"));
+    }
+    if entries.len() > 256 {
+        return Err(whole("more than 256 servers"));
+    }
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut resolved = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let bad = |reason: String| ConfigError::Endpoint {
+            pool,
+            index: i + 1,
+            url: super::endpoint::display_url(&entry.url),
+            reason,
+        };
+        let url = super::endpoint::check_url(&entry.url).map_err(&bad)?;
+        let model = entry
+            .model
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or(default_model)
+            .to_owned();
+        if model.is_empty() {
+            return Err(bad("the model name is empty".into()));
+        }
+        let identity = (url.identity.clone(), model.clone());
+        if let Some(first) = seen.iter().position(|s| *s == identity) {
+            return Err(bad(format!(
+                "duplicate of entry {} (same URL and model)",
+                first + 1
+            )));
+        }
+        seen.push(identity);
+        let weight = entry.weight.unwrap_or(1.0);
+        if !(weight.is_finite() && (0.0..=MAX_WEIGHT).contains(&weight)) {
+            return Err(bad(format!(
+                "the weight must be between 0 and {MAX_WEIGHT}, got {weight}"
+            )));
+        }
+        let concurrency = entry.concurrency.unwrap_or(default_concurrency);
+        if concurrency == 0 {
+            return Err(bad("the concurrency must be at least 1".into()));
+        }
+        let api_key = match entry.api_key_env.as_deref().map(str::trim) {
+            None => default_key.cloned(),
+            Some(var) if !super::endpoint::is_env_name(var) => {
+                return Err(bad("api_key_env is not an environment variable name".into()));
+            }
+            Some(_) if entry.api_key.is_some() => entry.api_key.clone(),
+            Some(var) => match lookup(var).filter(|v| !v.trim().is_empty()) {
+                Some(key) => Some(ApiKey::new(key.trim())),
+                None => return Err(bad(format!("api_key_env names {var}, which is not set"))),
+            },
+        };
+        resolved.push(ResolvedEndpoint {
+            url: url.url,
+            display_url: url.display,
+            model,
+            api_key,
+            weight,
+            concurrency,
+        });
+    }
+    if resolved.iter().all(|e| e.weight == 0.0) {
+        return Err(whole(
+            "every weight is 0: give at least one server a weight",
+        ));
+    }
+    Ok(resolved)
+}
+
+/// The URLs of a `GA_LLM_BASE_URLS`-style variable as entries (an empty list when the value
+/// holds only commas and spaces, which the pool check then rejects).
+fn url_list(value: &str) -> Vec<EndpointEntry> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(EndpointEntry::new)
+        .collect()
+}
+
+/// `on`/`off`, `true`/`false`, `1`/`0`, `yes`/`no`.
+fn parse_switch(var: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        other => Err(ConfigError::Env {
+            var,
+            reason: format!("`{other}` is not on or off"),
+        }),
     }
 }
 
@@ -256,6 +416,15 @@ pub struct LlmConfigLayer {
     pub model_cache: Option<PathBuf>,
     /// A folder of prompt template overrides.
     pub prompts: Option<PathBuf>,
+    /// A pool of chat servers (see [`EndpointEntry`]).
+    pub endpoints: Option<Vec<EndpointEntry>>,
+    /// A pool of embedding servers (default: the chat servers).
+    pub embed_endpoints: Option<Vec<EndpointEntry>>,
+    /// Prefix affinity in a pool (default on).
+    pub affinity: Option<bool>,
+    /// Which lists the pools came from (the environment's names, else the file's).
+    #[serde(skip)]
+    pub pool_sources: Option<(&'static str, &'static str)>,
 }
 
 impl LlmConfigLayer {
@@ -276,8 +445,16 @@ impl LlmConfigLayer {
             })?),
             None => None,
         };
+        let affinity = match get("GA_LLM_AFFINITY") {
+            Some(value) => Some(parse_switch("GA_LLM_AFFINITY", &value)?),
+            None => None,
+        };
         Ok(Self {
             backend,
+            endpoints: get("GA_LLM_BASE_URLS").map(|v| url_list(&v)),
+            embed_endpoints: get("GA_LLM_EMBED_BASE_URLS").map(|v| url_list(&v)),
+            affinity,
+            pool_sources: Some(("GA_LLM_BASE_URLS", "GA_LLM_EMBED_BASE_URLS")),
             local_model: get("GA_LOCAL_MODEL").map(|v| PathBuf::from(v.trim())),
             prompts: get("GA_PROMPTS").map(|v| PathBuf::from(v.trim())),
             local_threads,
@@ -399,6 +576,36 @@ impl LlmConfig {
         if let Some(dir) = layer.prompts {
             self.prompts = Some(dir);
         }
+        let (source, embed_source) = layer
+            .pool_sources
+            .unwrap_or(("endpoints", "embed_endpoints"));
+        if let Some(endpoints) = layer.endpoints {
+            if endpoints.is_empty() {
+                return Err(ConfigError::Endpoint {
+                    pool: source,
+                    index: 0,
+                    url: String::new(),
+                    reason: "the list is empty: name at least one server".into(),
+                });
+            }
+            self.endpoints = endpoints;
+            self.endpoints_source = source;
+        }
+        if let Some(endpoints) = layer.embed_endpoints {
+            if endpoints.is_empty() {
+                return Err(ConfigError::Endpoint {
+                    pool: embed_source,
+                    index: 0,
+                    url: String::new(),
+                    reason: "the list is empty: name at least one server".into(),
+                });
+            }
+            self.embed_endpoints = endpoints;
+            self.embed_endpoints_source = embed_source;
+        }
+        if let Some(affinity) = layer.affinity {
+            self.affinity = affinity;
+        }
         if let Some(threads) = layer.local_threads {
             if threads == 0 {
                 return Err(ConfigError::Invalid {
@@ -435,9 +642,66 @@ impl LlmConfig {
         if let Some(path) = file {
             config.apply(LlmConfigLayer::from_json_file(path)?)?;
         }
-        config.apply(LlmConfigLayer::from_env_with(lookup)?)?;
+        config.apply(LlmConfigLayer::from_env_with(&lookup)?)?;
         config.apply(cli)?;
+        // A broken pool is an error now, naming its entry, not when the backend starts; the
+        // keys the entries name are read now, like the global one.
+        if config.has_pool() {
+            config.pools_with(&lookup)?;
+            for entry in config
+                .endpoints
+                .iter_mut()
+                .chain(config.embed_endpoints.iter_mut())
+            {
+                if let Some(var) = entry.api_key_env.as_deref() {
+                    entry.api_key = lookup(var.trim())
+                        .filter(|v| !v.trim().is_empty())
+                        .map(|v| ApiKey::new(v.trim()));
+                }
+            }
+        }
         Ok(config)
+    }
+
+    /// Whether a pool of servers is configured (`endpoints` or `embed_endpoints`).
+    pub fn has_pool(&self) -> bool {
+        !self.endpoints.is_empty() || !self.embed_endpoints.is_empty()
+    }
+
+    /// The chat pool and, when configured separately, the embedding pool, checked and
+    /// resolved: keys read through `lookup` from the variables the entries name. Without
+    /// `endpoints`, the chat pool is the single server of `base_url`.
+    pub fn pools_with(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<(Vec<ResolvedEndpoint>, Option<Vec<ResolvedEndpoint>>), ConfigError> {
+        let single = [EndpointEntry::new(self.effective_base_url())];
+        let (chat_entries, chat_source) = if self.endpoints.is_empty() {
+            (&single[..], "base_url")
+        } else {
+            (&self.endpoints[..], self.endpoints_source)
+        };
+        let chat = resolve_pool(
+            chat_source,
+            chat_entries,
+            &self.model,
+            self.api_key.as_ref(),
+            self.concurrency,
+            &lookup,
+        )?;
+        let embed = if self.embed_endpoints.is_empty() {
+            None
+        } else {
+            Some(resolve_pool(
+                self.embed_endpoints_source,
+                &self.embed_endpoints,
+                &self.embed_model,
+                self.api_key.as_ref(),
+                self.concurrency,
+                &lookup,
+            )?)
+        };
+        Ok((chat, embed))
     }
 
     /// Defaults overlaid with the environment read through `lookup`.
@@ -452,7 +716,7 @@ impl LlmConfig {
 
     /// Whether an HTTP server is configured (a base URL or an API key).
     pub fn has_http_config(&self) -> bool {
-        self.base_url.is_some() || self.api_key.is_some()
+        self.base_url.is_some() || self.api_key.is_some() || self.has_pool()
     }
 
     /// The base URL the HTTP backend uses: the configured one, or [`DEFAULT_BASE_URL`].
@@ -615,6 +879,9 @@ pub fn build_client(config: &LlmConfig) -> Result<LlmClient, ConfigError> {
 
 #[cfg(feature = "http")]
 fn build_http(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+    if config.has_pool() {
+        return build_pool(config);
+    }
     let http = http_config(config);
     let backend = super::http::HttpBackend::new(http).map_err(|err| ConfigError::Startup {
         backend: "http",
@@ -646,6 +913,78 @@ fn http_config(config: &LlmConfig) -> super::http::HttpConfig {
         embedding_dim: config.embedding_dim,
         ..super::http::HttpConfig::new(config.effective_base_url(), config.model.clone())
     }
+}
+
+/// The pool of servers `config` names: one single-attempt HTTP backend per server, routed by a
+/// [`PoolBackend`](super::PoolBackend).
+#[cfg(feature = "http")]
+fn build_pool(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+    let (chat, embed) = config.pools_with(|var| std::env::var(var).ok())?;
+    let startup = |reason: String| ConfigError::Startup {
+        backend: "http",
+        reason,
+    };
+    let member = |endpoint: &ResolvedEndpoint, chat_model: &str, embed_model: &str| {
+        let http = super::http::HttpConfig {
+            embed_model: embed_model.to_owned(),
+            api_key: endpoint.api_key.clone(),
+            timeout: config.timeout,
+            connect_timeout: config.connect_timeout,
+            // The pool retries, on another server when it can.
+            max_retries: 0,
+            embedding_dim: config.embedding_dim,
+            worker_threads: 1,
+            ..super::http::HttpConfig::new(endpoint.url.clone(), chat_model.to_owned())
+        };
+        let backend = super::http::HttpBackend::new(http)
+            .map_err(|err| startup(format!("{}: {err}", endpoint.display_url)))?;
+        Ok::<_, ConfigError>(super::pool::PoolMember {
+            backend: Arc::new(backend),
+            url: endpoint.display_url.clone(),
+            weight: endpoint.weight,
+            concurrency: endpoint.concurrency,
+        })
+    };
+    let chat_members = chat
+        .iter()
+        .map(|e| member(e, &e.model, &config.embed_model))
+        .collect::<Result<Vec<_>, _>>()?;
+    let embed_members = embed
+        .as_ref()
+        .map(|list| {
+            list.iter()
+                .map(|e| member(e, &config.model, &e.model))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let settings = super::pool::PoolSettings {
+        max_retries: config.max_retries,
+        affinity: config.affinity,
+        ..super::pool::PoolSettings::default()
+    };
+    let describe = |list: &[ResolvedEndpoint]| {
+        list.iter()
+            .map(|e| {
+                format!(
+                    "{} ({}, weight {}, limit {})",
+                    e.display_url, e.model, e.weight, e.concurrency
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    bevy::log::info!(
+        "LLM backend: a pool of {} chat server(s): {}; embeddings on {}; affinity {}",
+        chat.len(),
+        describe(&chat),
+        embed
+            .as_deref()
+            .map_or_else(|| "the chat servers".to_owned(), describe),
+        if config.affinity { "on" } else { "off" }
+    );
+    let pool = super::pool::PoolBackend::new(chat_members, embed_members, settings)
+        .map_err(|err| startup(err.to_string()))?;
+    Ok(Arc::new(pool))
 }
 
 #[cfg(not(feature = "http"))]

@@ -303,6 +303,14 @@ impl LlmBackend for FaultyBackend {
     fn set_guess_hook(&self, hook: RetryHook) {
         self.inner.set_guess_hook(hook);
     }
+
+    fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {
+        self.inner.probe()
+    }
+
+    fn endpoint_usage(&self) -> Vec<super::usage::EndpointUsage> {
+        self.inner.endpoint_usage()
+    }
 }
 
 #[cfg(test)]

@@ -126,6 +126,7 @@ struct Shared {
     display_base: String,
     chat_url: String,
     embed_url: String,
+    models_url: String,
     format_level: AtomicU8,
     stream_usage: AtomicBool,
     embedding_dim: AtomicUsize,
@@ -213,6 +214,7 @@ impl HttpBackend {
             client,
             chat_url: format!("{base}/chat/completions"),
             embed_url: format!("{base}/embeddings"),
+            models_url: format!("{base}/models"),
             display_base,
             format_level: AtomicU8::new(FORMAT_STRICT_SCHEMA),
             stream_usage: AtomicBool::new(true),
@@ -733,6 +735,28 @@ impl Shared {
         Ok(ChatResponse { text, usage })
     }
 
+    /// `GET {base}/models` within the connect timeout: any answer but a 5xx or a 429 means the
+    /// server is up (a server without that route answers 404, which is fine).
+    async fn probe_once(&self) -> Result<(), LlmError> {
+        let limit = self.config.connect_timeout.min(self.config.timeout);
+        let mut request = self.client.get(&self.models_url).timeout(limit);
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key.expose_secret());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e, true))?;
+        let status = response.status().as_u16();
+        if status >= 500 || status == 429 {
+            return Err(LlmError::Status {
+                status,
+                message: "the health probe failed".into(),
+            });
+        }
+        Ok(())
+    }
+
     async fn embed_once(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, AttemptError> {
         // Some servers reject empty inputs; a space embeds as "nothing" everywhere.
         let input: Vec<&str> = texts
@@ -1045,6 +1069,11 @@ impl LlmBackend for HttpBackend {
 
     fn embedding_dim(&self) -> usize {
         self.shared.embedding_dim.load(Ordering::SeqCst)
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {
+        let shared = Arc::clone(&self.shared);
+        self.spawn(async move { shared.probe_once().await })
     }
 
     fn set_retry_hook(&self, hook: RetryHook) {

@@ -23,6 +23,9 @@
 //!      dedicated inference thread — the default when nothing else is configured and the model
 //!      file is in the cache. Closed sets by batched log-likelihood scoring, JSON and shaped
 //!      answers by grammars, embeddings mean-pooled from the model.
+//!    * `PoolBackend` (feature `http`): routes each call over a pool of OpenAI-compatible
+//!      servers — weighted least outstanding requests, per-server limits, prefix affinity per
+//!      persona, ejection with back-off and probes, retries on another server.
 //! 3. **The client** — [`LlmClient`], the cheap-to-clone `Resource` that prompt functions call:
 //!    a global concurrency limit, the content-addressed response cache and embedding cache
 //!    ([`ResponseCache`], optionally persisted as JSON lines), and usage accounting per prompt
@@ -50,6 +53,8 @@ mod http;
 mod local;
 pub mod offline;
 mod plugin;
+#[cfg(feature = "http")]
+mod pool;
 mod replay;
 mod scripted;
 mod usage;
@@ -66,9 +71,9 @@ pub(crate) use config::build_backend;
 pub use config::{
     ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_EMBED_MODEL, DEFAULT_LOCAL_THREADS, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
-    DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, LlmConfig, LlmConfigLayer, MAX_CONNECT_TIMEOUT,
-    MAX_RETRIES, MAX_TIMEOUT, MIN_TIMEOUT, build_client, check_call_limits,
-    fetch_default_model_if_missing, model_cache_dir,
+    DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, EndpointEntry, LlmConfig, LlmConfigLayer,
+    MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT, MAX_WEIGHT, MIN_TIMEOUT, ResolvedEndpoint,
+    build_client, check_call_limits, fetch_default_model_if_missing, model_cache_dir,
 };
 pub use faulty::{Fault, FaultyBackend};
 #[cfg(feature = "http")]
@@ -80,6 +85,8 @@ pub use local::{
 };
 pub use offline::{town_script_backend, town_script_client};
 pub use plugin::LlmPlugin;
+#[cfg(feature = "http")]
+pub use pool::{PoolBackend, PoolMember, PoolSettings};
 pub use replay::ReplayBackend;
 pub(crate) use scripted::word_overlap_scores;
 pub(crate) use scripted::word_tokens;
@@ -87,4 +94,4 @@ pub use scripted::{
     Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptGuesses, ScriptRng, ScriptedBackend,
     hashed_bow_embedding,
 };
-pub use usage::{EMBED_KIND, KindUsage, UsageReport};
+pub use usage::{EMBED_KIND, EndpointUsage, KindUsage, UsageReport};

@@ -177,6 +177,7 @@ impl UsageCounters {
             embedding_model: embedding_model.into(),
             kinds,
             totals,
+            endpoints: Vec::new(),
         }
     }
 }
@@ -196,6 +197,63 @@ pub struct UsageReport {
     pub kinds: BTreeMap<String, KindUsage>,
     /// The sum over all kinds.
     pub totals: KindUsage,
+    /// Per endpoint of a pool of model servers (empty for a single endpoint and for offline
+    /// backends): calls, errors, latency, ejections and re-admissions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointUsage>,
+}
+
+/// The counters of one endpoint of a pool of OpenAI-compatible servers (see the README's
+/// "Several model servers"): what the routing sent there and how the endpoint's health went.
+///
+/// Every attempt counts, so a call retried on another endpoint counts once on each. The URL is
+/// shown without credentials; the key is never part of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointUsage {
+    /// The pool: `"chat"` or `"embed"`.
+    pub pool: String,
+    /// The base URL, without credentials.
+    pub url: String,
+    /// The model asked for there.
+    pub model: String,
+    /// The routing weight.
+    pub weight: f64,
+    /// Calls in flight there at most at once.
+    pub concurrency: usize,
+    /// Attempts sent there (answered or failed).
+    pub calls: u64,
+    /// Attempts that failed.
+    pub errors: u64,
+    /// Of the errors, answers 429 (the endpoint was slowed down, not ejected).
+    pub rate_limited: u64,
+    /// Sum of attempt latencies, in milliseconds.
+    pub total_latency_ms: u64,
+    /// The slowest attempt, in milliseconds.
+    pub max_latency_ms: u64,
+    /// Times the endpoint was taken out of the rotation (connect error, 5xx, timeout, failed
+    /// probe).
+    pub ejections: u64,
+    /// Times a probe found it answering again and it was put back.
+    pub readmissions: u64,
+    /// Calls with an affinity key (a persona) routed here.
+    pub affinity_calls: u64,
+    /// Of those, calls that went to the key's home endpoint (this one).
+    pub affinity_hits: u64,
+    /// Whether it was in the rotation when the snapshot was taken.
+    pub healthy: bool,
+    /// Calls in flight there when the snapshot was taken.
+    pub in_flight: usize,
+}
+
+impl EndpointUsage {
+    /// Mean attempt latency in milliseconds (0 without calls).
+    pub fn mean_latency_ms(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.total_latency_ms as f64 / self.calls as f64
+        }
+    }
 }
 
 impl UsageReport {

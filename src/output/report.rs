@@ -297,6 +297,9 @@ pub struct RunReportData {
     pub llm_kinds: BTreeMap<String, KindNumbers>,
     /// Model use in total.
     pub llm_totals: KindNumbers,
+    /// Per server of a pool of model servers (empty for one server or an offline backend).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub llm_endpoints: Vec<crate::llm::EndpointUsage>,
     /// Conversations, oldest first.
     pub conversations: Vec<ConversationRow>,
     /// The images, relative to the run folder.
@@ -409,6 +412,7 @@ pub fn write_report(dir: &Path) -> Result<RunReportData, PersistError> {
             .map(|(k, u)| (k.clone(), numbers(u)))
             .collect(),
         llm_totals: numbers(&usage.totals),
+        llm_endpoints: usage.endpoints.clone(),
         conversations,
         images,
         labelled,
@@ -633,6 +637,42 @@ fn html_model_calls(h: &mut String, data: &RunReportData) {
             n.prompt_tokens,
             n.completion_tokens,
             n.fail_safes
+        );
+    }
+    h.push_str("</table>\n");
+    html_endpoints(h, data);
+}
+
+/// Calls, errors, latency and health per model server, when the run used a pool.
+fn html_endpoints(h: &mut String, data: &RunReportData) {
+    use std::fmt::Write as _;
+    if data.llm_endpoints.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Model servers</h2>\n");
+    h.push_str(
+        "<table><tr><th>pool</th><th>server</th><th>model</th><th>weight</th><th>calls</th>\
+         <th>errors</th><th>429s</th><th>mean ms</th><th>max ms</th><th>ejections</th>\
+         <th>re-admissions</th><th>affinity hits</th></tr>\n",
+    );
+    for e in &data.llm_endpoints {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{}</td></tr>",
+            escape_html(&e.pool),
+            escape_html(&e.url),
+            escape_html(&e.model),
+            e.weight,
+            e.calls,
+            e.errors,
+            e.rate_limited,
+            e.mean_latency_ms(),
+            e.max_latency_ms,
+            e.ejections,
+            e.readmissions,
+            e.affinity_hits,
+            e.affinity_calls
         );
     }
     h.push_str("</table>\n");

@@ -98,6 +98,9 @@ pub struct PromptContext {
     pub retries: u32,
     /// Where prompts that fell back to their fail-safe are written down, if anywhere.
     failures: Option<FailureLog>,
+    /// The routing key every request made through this context carries (the persona whose
+    /// thought it is): a pool of servers keeps it on one server ([`ChatRequest::affinity`]).
+    affinity: Option<Arc<str>>,
 }
 
 impl PromptContext {
@@ -108,7 +111,15 @@ impl PromptContext {
             library,
             retries: 3,
             failures: None,
+            affinity: None,
         }
+    }
+
+    /// This context, tagging each request with `key` for prefix affinity (a thought tags its
+    /// persona's name).
+    pub fn with_affinity(mut self, key: &str) -> Self {
+        self.affinity = Some(Arc::from(key));
+        self
     }
 
     /// Sets the retries (builder style).
@@ -264,7 +275,12 @@ async fn run_prompt_inner<P: Prompt>(
 ) -> PromptOutcome<P::Output> {
     let kind = prompt.kind();
     let request = match prompt.request(&ctx.library) {
-        Ok(request) => request,
+        Ok(mut request) => {
+            if request.affinity.is_none() {
+                request.affinity = ctx.affinity.as_deref().map(str::to_owned);
+            }
+            request
+        }
         Err(error) => {
             error!(kind, %error, "prompt template unusable; using the fail-safe");
             ctx.client.record_fail_safe(kind);

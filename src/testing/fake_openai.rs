@@ -14,7 +14,12 @@
 //! * `GET …/models` — a one-model list.
 //!
 //! Every call waits a fixed, configurable latency before it is answered, which is what the
-//! concurrency benchmark measures against. The server counts calls, the calls in flight and
+//! concurrency benchmark measures against; [`FakeOpenAiConfig::with_slots`] makes it serve only
+//! so many calls at once, like an inference server with that many parallel slots. For pools of
+//! servers, a server can be killed and restarted on the same port ([`FakeOpenAi::kill`],
+//! [`FakeOpenAi::restart`]), made to fail every call with a 5xx or a 429
+//! ([`FakeOpenAi::fail_with`], [`FakeOpenAi::rate_limit`]), and count its requests per persona
+//! ([`FakeOpenAiConfig::with_tagger`]). The server counts calls, the calls in flight and
 //! their peak, and the time it spent serving them, and records every request for tests to
 //! inspect. Tests that need a misbehaving server install a *script*
 //! ([`FakeOpenAiConfig::with_script`]) that can take over any request with a raw
@@ -46,6 +51,9 @@ pub type AnswerFn = dyn Fn(&Value) -> String + Send + Sync;
 
 /// Produces the embedding of one input text.
 pub type EmbedFn = dyn Fn(&str) -> Vec<f32> + Send + Sync;
+
+/// Names the persona (or any group) a request belongs to, for [`FakeOpenAi::tag_counts`].
+pub type TagFn = dyn Fn(&RecordedRequest) -> Option<String> + Send + Sync;
 
 /// Takes over request number `n` (0-based, in arrival order) with a raw reply, or returns
 /// `None` to let the server answer normally.
@@ -200,8 +208,10 @@ pub struct FakeOpenAiConfig {
     answer: Arc<AnswerFn>,
     embed: Arc<EmbedFn>,
     script: Option<Arc<ScriptFn>>,
+    tagger: Option<Arc<TagFn>>,
     latency: Duration,
     sse_pause: Duration,
+    slots: Option<usize>,
 }
 
 impl fmt::Debug for FakeOpenAiConfig {
@@ -210,6 +220,7 @@ impl fmt::Debug for FakeOpenAiConfig {
             .field("latency", &self.latency)
             .field("sse_pause", &self.sse_pause)
             .field("script", &self.script.is_some())
+            .field("slots", &self.slots)
             .finish_non_exhaustive()
     }
 }
@@ -222,9 +233,29 @@ impl FakeOpenAiConfig {
             answer: Arc::new(answer),
             embed: Arc::new(|text| hashed_bow_embedding(text, SCRIPTED_EMBEDDING_DIM)),
             script: None,
+            tagger: None,
             latency: Duration::ZERO,
             sse_pause: Duration::ZERO,
+            slots: None,
         }
+    }
+
+    /// Serves at most `slots` calls at once, like an inference server with that many parallel
+    /// slots (`llama-server -np`); the others queue, and their latency starts when a slot
+    /// frees. Default: no limit.
+    pub fn with_slots(mut self, slots: usize) -> Self {
+        self.slots = Some(slots.max(1));
+        self
+    }
+
+    /// Counts requests per tag (see [`FakeOpenAi::tag_counts`]), e.g. per persona named in
+    /// the prompt.
+    pub fn with_tagger(
+        mut self,
+        tagger: impl Fn(&RecordedRequest) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.tagger = Some(Arc::new(tagger));
+        self
     }
 
     /// Waits `latency` before answering each call (of any route, scripted or not).
@@ -269,6 +300,12 @@ struct Shared {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     busy_nanos: AtomicU64,
+    /// 0: answer normally; else answer every request with this status.
+    failing: std::sync::atomic::AtomicU16,
+    /// The `Retry-After` seconds of a 429 mode.
+    retry_after: AtomicU64,
+    slots: Option<tokio::sync::Semaphore>,
+    tags: Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 /// Counts a call in flight from the moment its request is read until its reply is written
@@ -301,7 +338,7 @@ impl Drop for CallGuard<'_> {
 pub struct FakeOpenAi {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
 }
 
 impl fmt::Debug for FakeOpenAi {
@@ -317,14 +354,8 @@ impl fmt::Debug for FakeOpenAi {
 impl FakeOpenAi {
     /// Binds `127.0.0.1:0` and starts serving on a runtime thread of its own.
     pub fn start(config: FakeOpenAiConfig) -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("fake-openai")
-            .enable_all()
-            .build()?;
-        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0"))?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
+            slots: config.slots.map(tokio::sync::Semaphore::new),
             config,
             requests: Mutex::new(Vec::new()),
             calls: AtomicUsize::new(0),
@@ -333,28 +364,73 @@ impl FakeOpenAi {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             busy_nanos: AtomicU64::new(0),
+            failing: std::sync::atomic::AtomicU16::new(0),
+            retry_after: AtomicU64::new(0),
+            tags: Mutex::new(std::collections::BTreeMap::new()),
         });
-        let accepting = Arc::clone(&shared);
-        runtime.spawn(async move {
-            loop {
-                match listener.accept().await {
-                    Ok((stream, _)) => {
-                        let shared = Arc::clone(&accepting);
-                        tokio::spawn(async move {
-                            // A client that goes away mid-request is not the server's problem.
-                            let _ = serve_connection(stream, &shared).await;
-                        });
-                    }
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-                }
-            }
-        });
+        let (runtime, addr) = serve(SocketAddr::from(([127, 0, 0, 1], 0)), &shared)?;
         Ok(Self {
             addr,
             shared,
-            runtime: Some(runtime),
+            runtime: Mutex::new(Some(runtime)),
         })
+    }
+
+    /// Stops the server like a crashed process: the listener closes (new connections are
+    /// refused) and every open connection drops, calls in flight included. Counters stay.
+    pub fn kill(&self) {
+        let runtime = self
+            .runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(runtime) = runtime {
+            runtime.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+
+    /// Serves again on the same address after [`FakeOpenAi::kill`] (nothing happens while it
+    /// is running).
+    pub fn restart(&self) -> std::io::Result<()> {
+        let mut runtime = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
+        if runtime.is_none() {
+            let (started, _) = serve(self.addr, &self.shared)?;
+            *runtime = Some(started);
+        }
+        Ok(())
+    }
+
+    /// Whether the server is serving (not killed).
+    pub fn is_running(&self) -> bool {
+        self.runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// Answers every request with `status` (a 5xx, say) until [`FakeOpenAi::heal`].
+    pub fn fail_with(&self, status: u16) {
+        self.shared.failing.store(status, Ordering::SeqCst);
+    }
+
+    /// Answers every request with 429 and `Retry-After: seconds` until [`FakeOpenAi::heal`].
+    pub fn rate_limit(&self, seconds: u64) {
+        self.shared.retry_after.store(seconds, Ordering::SeqCst);
+        self.shared.failing.store(429, Ordering::SeqCst);
+    }
+
+    /// Answers normally again.
+    pub fn heal(&self) {
+        self.shared.failing.store(0, Ordering::SeqCst);
+    }
+
+    /// Requests per tag of the configured tagger ([`FakeOpenAiConfig::with_tagger`]).
+    pub fn tag_counts(&self) -> std::collections::BTreeMap<String, usize> {
+        self.shared
+            .tags
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The socket address the server listens on.
@@ -416,10 +492,46 @@ impl FakeOpenAi {
 impl Drop for FakeOpenAi {
     fn drop(&mut self) {
         // Does not block, so it is safe even when dropped inside another async runtime.
-        if let Some(runtime) = self.runtime.take() {
+        let runtime = self
+            .runtime
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(runtime) = runtime {
             runtime.shutdown_background();
         }
     }
+}
+
+/// Binds `addr` and serves `shared` on a new one-thread runtime.
+fn serve(
+    addr: SocketAddr,
+    shared: &Arc<Shared>,
+) -> std::io::Result<(tokio::runtime::Runtime, SocketAddr)> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("fake-openai")
+        .enable_all()
+        .build()?;
+    let listener = runtime.block_on(TcpListener::bind(addr))?;
+    let addr = listener.local_addr()?;
+    let accepting = Arc::clone(shared);
+    runtime.spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    let shared = Arc::clone(&accepting);
+                    tokio::spawn(async move {
+                        // A client that goes away mid-request is not the server's problem.
+                        let _ = serve_connection(stream, &shared).await;
+                    });
+                }
+                // Out of file descriptors and the like: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    });
+    Ok((runtime, addr))
 }
 
 /// Serves requests on one connection until the client closes it or a reply ends it.
@@ -444,11 +556,28 @@ async fn serve_connection(mut stream: TcpStream, shared: &Shared) -> std::io::Re
         let client_keeps_alive = !request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let reply = match &shared.config.script {
-            Some(script) => script(index, &request),
-            None => None,
+        if let Some(tag) = shared.config.tagger.as_ref().and_then(|t| t(&request)) {
+            *shared
+                .tags
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(tag)
+                .or_default() += 1;
         }
-        .unwrap_or_else(|| route(shared, &request));
+        // A busy server: wait for one of its slots (the permit is held until the reply).
+        let _slot = match &shared.slots {
+            Some(slots) => slots.acquire().await.ok(),
+            None => None,
+        };
+        let reply = match shared.failing.load(Ordering::SeqCst) {
+            0 => match &shared.config.script {
+                Some(script) => script(index, &request),
+                None => None,
+            }
+            .unwrap_or_else(|| route(shared, &request)),
+            429 => FakeReply::rate_limited(shared.retry_after.load(Ordering::SeqCst)),
+            status => FakeReply::error(status, "the server is failing on purpose"),
+        };
         if !shared.config.latency.is_zero() {
             tokio::time::sleep(shared.config.latency).await;
         }
