@@ -58,7 +58,7 @@
 //! | --- | --- |
 //! | ground | [`settings`], [`clock`], [`world`], [`memory`] |
 //! | models | [`llm`] (backends, the offline town script, the client) → [`prompt`] |
-//! | agents | [`persona`] → [`cognition`] |
+//! | agents | [`persona`] → [`cognition`] → [`dialogue`] (talking to a persona, tools, the control API) |
 //! | apps | [`headless`], [`eval`] → [`output`] (the run folder), [`persist`] (saves) → `render` |
 //! | test support | [`testing`] |
 //!
@@ -72,6 +72,7 @@
 //! | [`LlmPlugin`](llm::LlmPlugin) | the [`LlmClient`](llm::LlmClient) (from config/env unless the game inserts one) |
 //! | [`PromptPlugin`](prompt::PromptPlugin) | the prompt templates |
 //! | [`CognitionPlugin`](cognition::CognitionPlugin) | the loop: percepts, thoughts (perceive → retrieve → plan → reflect), conversations, execution, outcome events |
+//! | [`DialoguePlugin`](dialogue::DialoguePlugin) | talking to a persona (SPEC §7): messages, whispers, interviews, tools, appointments |
 //!
 //! [`GenerativeAgentsPlugins::new`] puts the driver in another schedule (`PostUpdate`, or the
 //! game's own).
@@ -92,6 +93,7 @@
 
 pub mod clock;
 pub mod cognition;
+pub mod dialogue;
 pub mod eval;
 pub mod headless;
 pub mod llm;
@@ -163,6 +165,7 @@ impl PluginGroup for GenerativeAgentsPlugins {
             .add(llm::LlmPlugin::default())
             .add(prompt::PromptPlugin)
             .add(cognition::CognitionPlugin)
+            .add(dialogue::DialoguePlugin)
     }
 }
 
@@ -176,6 +179,10 @@ pub mod prelude {
     pub use crate::cognition::{
         ActionStarted, ConversationEnded, ConversationStarted, ModelCallFailed, NewDay,
         PlanUpdated, ReflectionCompleted,
+    };
+    pub use crate::dialogue::{
+        DialoguePlugin, DialogueReplied, DialogueRequest, DialogueSettings, DialogueStream,
+        ToolCalled, ToolRefused,
     };
     pub use crate::llm::{LlmBackend, LlmClient, LlmPlugin};
     pub use crate::llm::{ScriptedBackend, town_script_client};

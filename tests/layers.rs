@@ -22,6 +22,8 @@ const LAYERS: &[&[&str]] = &[
     // Personas and the loop that moves them.
     &["persona"],
     &["cognition"],
+    // Talking to personas: the dialogue, its tools and the control API.
+    &["dialogue"],
     // Building apps, evaluating decisions.
     &["headless", "eval"],
     // What a run leaves behind, and saves.

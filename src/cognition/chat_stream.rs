@@ -364,7 +364,8 @@ pub(crate) fn open_chat_stream(
 pub struct ChatStream {
     /// The persona speaking (the entity this is on).
     pub speaker: Entity,
-    /// The persona spoken to.
+    /// The persona spoken to; the persona itself when it answers someone who is no persona
+    /// (the player, through [`dialogue`](crate::dialogue) — which owns such a stream).
     pub listener: Entity,
     /// The lines finished so far, `(speaker, line)` (validated: these are what the chat will
     /// hold).
@@ -403,6 +404,9 @@ pub(crate) fn drain_chat_streams(
             Some(next) => {
                 stream.set_if_neq(next);
             }
+            // A stream whose listener is the persona itself is a dialogue with someone who is
+            // no persona (the player): the dialogue owns it.
+            None if stream.listener == entity => {}
             // Over, cancelled, or moved to the other speaker.
             None => {
                 commands.entity(entity).remove::<ChatStream>();

@@ -164,6 +164,9 @@ embedded_templates![
     "revise_identity_currently",
     "revise_identity_daily_req",
     "whisper_thought",
+    "dialogue_planner",
+    "dialogue_final",
+    "dialogue_speaker_profile",
 ];
 
 /// All prompt templates by name. Cheap to clone.

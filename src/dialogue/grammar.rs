@@ -1,0 +1,204 @@
+//! A GBNF grammar for the planner's answer, made from the tools' JSON schemas (SPEC §7.2: with
+//! the embedded model the planner decodes under it, so a tiny model still produces a valid
+//! call). Pure; the local backend uses it for `dialogue_planner` requests.
+//!
+//! The grammar allows exactly `{"action": "finish", "message": "…"}` or, per tool,
+//! `{"action": "tool", "tool": "<name>", "args": {…}}` with the tool's required arguments in
+//! schema order. Supported argument schemas: `string` (with `enum`, `const`, or the `HH:MM`
+//! pattern the built-ins use), `integer` (digits), `number`, `boolean`, and nested `object`s of
+//! those; anything else falls back to any JSON value. The arguments are still validated against
+//! the schema before a tool runs.
+
+use serde_json::Value;
+
+use super::tools::ToolSpec;
+
+/// The shared rules: strings, numbers, whitespace, any JSON value.
+const COMMON: &str = r#"ws ::= [ \t\n]{0,4}
+str ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\/bfnrt] ){0,300} "\""
+int ::= "-"? [0-9]{1,9}
+num ::= "-"? [0-9]{1,9} ("." [0-9]{1,6})?
+bool ::= "true" | "false"
+hhmm ::= "\"" [01] [0-9] ":" [0-5] [0-9] "\"" | "\"" "2" [0-3] ":" [0-5] [0-9] "\""
+value ::= str | num | bool | "null" | "{" ws ( str ws ":" ws value ( ws "," ws str ws ":" ws value ){0,16} )? ws "}" | "[" ws ( value ( ws "," ws value ){0,16} )? ws "]"
+"#;
+
+/// A GBNF literal for `text` (a JSON string literal of it, quoted again for GBNF).
+fn literal(text: &str) -> String {
+    let json = Value::String(text.to_string()).to_string();
+    let mut out = String::from("\"");
+    for c in json.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The rule body for a value matching `schema`, at nesting `depth`.
+pub fn value_rule(schema: &Value, depth: usize) -> String {
+    if depth > 4 {
+        return "value".into();
+    }
+    if let Some(c) = schema.get("const") {
+        return literal_value(c);
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        let alts: Vec<String> = options.iter().map(literal_value).collect();
+        if !alts.is_empty() {
+            return format!("( {} )", alts.join(" | "));
+        }
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("string") => {
+            let pattern = schema.get("pattern").and_then(Value::as_str).unwrap_or("");
+            if pattern.contains("[0-5][0-9]$") && pattern.contains(':') {
+                "hhmm".into()
+            } else {
+                "str".into()
+            }
+        }
+        Some("integer") => "int".into(),
+        Some("number") => "num".into(),
+        Some("boolean") => "bool".into(),
+        Some("object") => object_rule(schema, depth),
+        _ => "value".into(),
+    }
+}
+
+/// A literal JSON value as GBNF.
+fn literal_value(value: &Value) -> String {
+    // The JSON text of the value, as one GBNF string literal.
+    let json = value.to_string();
+    let mut out = String::from("\"");
+    for c in json.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// An object with the schema's required properties, in the order `properties` lists them.
+fn object_rule(schema: &Value, depth: usize) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let mut keys: Vec<&str> = match properties {
+        Some(props) => props
+            .keys()
+            .map(String::as_str)
+            .filter(|k| required.contains(k))
+            .collect(),
+        None => Vec::new(),
+    };
+    // Required keys without a property schema still appear, as any value.
+    for key in &required {
+        if !keys.contains(key) {
+            keys.push(key);
+        }
+    }
+    if keys.is_empty() {
+        return "\"{\" ws \"}\"".into();
+    }
+    let members: Vec<String> = keys
+        .iter()
+        .map(|key| {
+            let sub = properties
+                .and_then(|p| p.get(*key))
+                .map_or_else(|| "value".to_string(), |s| value_rule(s, depth + 1));
+            format!("{} ws \":\" ws {sub}", literal(key))
+        })
+        .collect();
+    format!("\"{{\" ws {} ws \"}}\"", members.join(" ws \",\" ws "))
+}
+
+/// The grammar of a planner answer for `tools` (root rule `root`).
+pub fn tool_call_grammar(tools: &[ToolSpec]) -> String {
+    let mut rules = Vec::new();
+    let mut alternatives = vec!["finish".to_string()];
+    rules.push(format!(
+        "finish ::= \"{{\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws str ws \"}}\"",
+        literal("action"),
+        literal("finish"),
+        literal("message")
+    ));
+    for (i, tool) in tools.iter().enumerate() {
+        let name = format!("tool{i}");
+        rules.push(format!(
+            "{name} ::= \"{{\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws {} ws \"}}\"",
+            literal("action"),
+            literal("tool"),
+            literal("tool"),
+            literal(&tool.name),
+            literal("args"),
+            value_rule(&tool.schema, 0)
+        ));
+        alternatives.push(name);
+    }
+    format!(
+        "root ::= ws ( {} ) ws\n{}\n{COMMON}",
+        alternatives.join(" | "),
+        rules.join("\n")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialogue::tools::built_in_specs;
+
+    #[test]
+    fn the_grammar_names_every_tool_and_its_arguments() {
+        let grammar = tool_call_grammar(&built_in_specs());
+        assert!(grammar.starts_with("root ::= ws ( finish | tool0 |"));
+        for tool in built_in_specs() {
+            assert!(grammar.contains(&literal(&tool.name)), "{}", tool.name);
+        }
+        // add_to_schedule: its four required keys in order, the time as HH:MM, minutes digits.
+        let line = grammar
+            .lines()
+            .find(|l| l.contains("add_to_schedule"))
+            .unwrap_or_default();
+        let at = |k: &str| line.find(&literal(k)).unwrap_or(usize::MAX);
+        assert!(at("task") < at("place") && at("place") < at("time") && at("time") < at("minutes"));
+        assert!(line.contains("hhmm") && line.contains("int"));
+        // No-argument tools take exactly {}.
+        assert!(grammar.contains(r#""{" ws "}""#));
+        // Every rule referenced is defined.
+        let defined: Vec<&str> = grammar
+            .lines()
+            .filter_map(|l| l.split_once(" ::= ").map(|(n, _)| n))
+            .collect();
+        for rule in ["ws", "str", "int", "num", "bool", "hhmm", "value", "finish"] {
+            assert!(defined.contains(&rule), "{rule}");
+        }
+    }
+
+    #[test]
+    fn schemas_map_to_rules() {
+        assert_eq!(value_rule(&serde_json::json!({"type": "integer"}), 0), "int");
+        assert_eq!(
+            value_rule(&serde_json::json!({"enum": ["a", "b"]}), 0),
+            r#"( "\"a\"" | "\"b\"" )"#
+        );
+        assert_eq!(value_rule(&serde_json::json!({"anyOf": []}), 0), "value");
+        // Deep nesting stops at any value.
+        let mut schema = serde_json::json!({"type": "integer"});
+        for _ in 0..10 {
+            schema = serde_json::json!({"type": "object", "properties": {"a": schema}, "required": ["a"]});
+        }
+        assert!(value_rule(&schema, 0).contains("value"));
+    }
+}

@@ -1,0 +1,751 @@
+//! The ECS side of dialogue turns: requests queued, turns started when the persona's mind is
+//! home, their world requests served (retrieval, tools, storage), streams drained, outcomes
+//! sent. Everything runs in [`SimPoll`](crate::clock::SimPoll), between steps.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bevy::platform::cell::SyncCell;
+use bevy::prelude::*;
+use bevy::tasks::futures_lite::future::{block_on, poll_once};
+use bevy::tasks::{AsyncComputeTaskPool, Task};
+use chrono::Duration;
+use serde_json::{Value, json};
+
+use crate::clock::{AwaitingCognition, SimClock};
+use crate::cognition::ChatStream;
+use crate::cognition::ModelCallFailed;
+use crate::cognition::vocabulary::retrieval_params;
+use crate::llm::LlmClient;
+use crate::memory::{ChatLine, NewMemory, new_retrieve, score_breakdown};
+use crate::persona::{ActionView, Mind, Percepts, Persona};
+use crate::prompt::{PromptContext, PromptLibrary};
+use crate::settings::AgentSettings;
+
+use super::control::book_appointment;
+use super::prompts::{MAX_PROFILE_CHARS, truncate_chars};
+use super::tools::{ADD_TO_SCHEDULE, ToolAllowList, ToolCall, ToolHandler, ToolRegistry};
+use super::turn::{
+    Keep, Prepared, ScheduleFit, StreamUpdate, ToolAnswer, TurnInput, TurnOutcome, WorldLink,
+    WorldReply, WorldRequest, minute_of, run_turn,
+};
+use super::{
+    DialogueMode, DialogueReplied, DialogueRequest, DialogueSettings, RefusalReason,
+    SpeakerProfiles, ToolCalled, ToolRefused,
+};
+
+/// One finished turn of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionTurn {
+    /// The message (neutralised).
+    pub message: String,
+    /// The reply.
+    pub reply: String,
+    /// Pre-start results kept in history (`<prestart keep="true">` blocks).
+    pub kept_prestart: String,
+}
+
+/// Every (persona, speaker) conversation's turns, oldest first. Interviews and whispers are no
+/// session turns.
+#[derive(Resource, Debug, Default)]
+pub struct DialogueSessions(pub HashMap<(Entity, String), Vec<SessionTurn>>);
+
+impl DialogueSessions {
+    /// The turns of `persona` with `speaker`.
+    pub fn turns(&self, persona: Entity, speaker: &str) -> &[SessionTurn] {
+        self.0
+            .get(&(persona, speaker.to_string()))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The dialogue a persona is having, for display: who, the exchange so far, the reply as it is
+/// written, and the tool lines of the current turn.
+#[derive(Component, Reflect, Debug, Clone, Default, PartialEq, Eq)]
+#[reflect(Component)]
+pub struct DialogueStream {
+    /// Who speaks to the persona.
+    pub speaker: String,
+    /// The message being answered.
+    pub message: String,
+    /// The reply so far (the whole reply once the turn is over).
+    pub partial: String,
+    /// One line per tool call of this turn ("📅 added: …").
+    pub tool_lines: Vec<String>,
+    /// Whether the turn is still running.
+    pub running: bool,
+}
+
+/// Requests not yet started, in arrival order.
+#[derive(Resource, Debug, Default)]
+pub(super) struct DialogueQueue(VecDeque<DialogueRequest>);
+
+type BoxedTurn = Pin<Box<dyn std::future::Future<Output = TurnOutcome> + Send>>;
+
+/// A turn's future: polled in place while it only waits on the world, a task once it waits on
+/// a model.
+enum Running {
+    Here(SyncCell<BoxedTurn>),
+    Task(Task<TurnOutcome>),
+}
+
+struct ActiveTurn {
+    request: DialogueRequest,
+    running: Running,
+    requests: async_channel::Receiver<(WorldRequest, async_channel::Sender<WorldReply>)>,
+    stream: async_channel::Receiver<StreamUpdate>,
+    name: String,
+}
+
+/// Turns in flight, by persona.
+#[derive(Resource, Default)]
+pub(super) struct ActiveTurns(HashMap<Entity, ActiveTurn>);
+
+/// Moves new requests into the queue.
+pub(super) fn queue_requests(
+    mut requests: MessageReader<DialogueRequest>,
+    mut queue: ResMut<DialogueQueue>,
+) {
+    queue.0.extend(requests.read().cloned());
+}
+
+/// How often a turn is polled and served per frame at most (a scripted backend finishes a whole
+/// turn in one frame; a real one waits on the network anyway).
+const MAX_ROUNDS: usize = 256;
+
+/// Starts, serves and lands dialogue turns (see the module docs).
+pub(super) fn drive_dialogues(world: &mut World) {
+    start_turns(world);
+    let Some(mut active) = world.remove_resource::<ActiveTurns>() else {
+        return;
+    };
+    let mut finished = Vec::new();
+    let mut entities: Vec<Entity> = active.0.keys().copied().collect();
+    entities.sort();
+    for entity in entities {
+        let Some(turn) = active.0.get_mut(&entity) else {
+            continue;
+        };
+        if world.get_entity(entity).is_err() {
+            // The persona is gone: dropping the turn cancels it.
+            active.0.remove(&entity);
+            continue;
+        }
+        let mut done = None;
+        for _ in 0..MAX_ROUNDS {
+            let outcome = match &mut turn.running {
+                Running::Here(future) => block_on(poll_once(future.get())),
+                Running::Task(task) => block_on(poll_once(task)),
+            };
+            if let Some(outcome) = outcome {
+                done = Some(outcome);
+                break;
+            }
+            let mut served = false;
+            while let Ok((request, reply)) = turn.requests.try_recv() {
+                let answer = serve(world, entity, &turn.request, request);
+                let _ = reply.try_send(answer);
+                served = true;
+            }
+            if !served {
+                break;
+            }
+        }
+        drain_stream(world, entity, turn);
+        if let Some(outcome) = done {
+            finished.push((entity, outcome));
+        } else if let Running::Here(_) = turn.running {
+            // Waiting on a model: continue on the task pool.
+            let placeholder: BoxedTurn = Box::pin(async { TurnOutcome::default() });
+            let Running::Here(future) =
+                std::mem::replace(&mut turn.running, Running::Here(SyncCell::new(placeholder)))
+            else {
+                continue;
+            };
+            turn.running = Running::Task(AsyncComputeTaskPool::get().spawn(SyncCell::to_inner(future)));
+        }
+    }
+    for (entity, outcome) in finished {
+        if let Some(turn) = active.0.remove(&entity) {
+            land(world, entity, turn, outcome);
+        }
+    }
+    world.insert_resource(active);
+}
+
+/// Starts queued requests whose persona is free: mind home, no thought or turn running.
+fn start_turns(world: &mut World) {
+    let queue = std::mem::take(&mut world.resource_mut::<DialogueQueue>().0);
+    if queue.is_empty() {
+        return;
+    }
+    let (Some(client), Some(library)) = (
+        world.get_resource::<LlmClient>().cloned(),
+        world.get_resource::<PromptLibrary>().cloned(),
+    ) else {
+        warn!("no model client or prompt library: dialogue requests dropped");
+        return;
+    };
+    let retries = world
+        .get_resource::<AgentSettings>()
+        .map_or(3, |s| s.prompt_retries);
+    let ctx = PromptContext::new(client, library).with_retries(retries);
+    let settings = Arc::new(
+        world
+            .get_resource::<DialogueSettings>()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let (step, time) = world
+        .get_resource::<SimClock>()
+        .map(|c| (c.step(), c.now()))
+        .unwrap_or_default();
+    let mut waiting = VecDeque::new();
+    let mut started: Vec<Entity> = Vec::new();
+    for request in queue {
+        let persona = request.persona;
+        let Ok(entity) = world.get_entity(persona) else {
+            warn!("dialogue request for an entity that does not exist");
+            continue;
+        };
+        if !entity.contains::<Persona>() {
+            warn!("dialogue request for an entity that is no persona");
+            continue;
+        }
+        let busy = entity.contains::<AwaitingCognition>()
+            || !entity.get::<Mind>().is_some_and(Mind::is_home)
+            || started.contains(&persona)
+            || world.resource::<ActiveTurns>().0.contains_key(&persona);
+        if busy {
+            waiting.push_back(request);
+            continue;
+        }
+        let name = entity
+            .get::<Name>()
+            .map(|n| n.as_str().to_string())
+            .unwrap_or_default();
+        let recent: Vec<(String, String, String)> = world
+            .resource::<DialogueSessions>()
+            .turns(persona, &request.speaker)
+            .iter()
+            .rev()
+            .take(settings.history_turns)
+            .rev()
+            .map(|t| (t.message.clone(), t.reply.clone(), t.kept_prestart.clone()))
+            .collect();
+        let profile = entity
+            .get::<SpeakerProfiles>()
+            .and_then(|p| p.0.get(&request.speaker).cloned())
+            .unwrap_or_default();
+        let (req_tx, req_rx) = async_channel::bounded(4);
+        let (stream_tx, stream_rx) = async_channel::bounded(32);
+        let input = TurnInput {
+            ctx: ctx.clone(),
+            settings: settings.clone(),
+            speaker: request.speaker.clone(),
+            mode: request.mode.clone(),
+            recent,
+            profile,
+            seed: step ^ persona.to_bits().rotate_left(17),
+        };
+        let link = WorldLink {
+            requests: req_tx,
+            stream: stream_tx,
+        };
+        let span = debug_span!("dialogue", persona = name.as_str(), step);
+        let future: BoxedTurn = Box::pin(bevy::log::tracing::Instrument::instrument(
+            run_turn(input, link),
+            span,
+        ));
+        let message = match &request.mode {
+            DialogueMode::Say(t) | DialogueMode::Whisper(t) | DialogueMode::Interview(t) => {
+                truncate_chars(t, 2_000).to_string()
+            }
+        };
+        world.entity_mut(persona).insert((
+            AwaitingCognition::new(step),
+            DialogueStream {
+                speaker: request.speaker.clone(),
+                message,
+                partial: String::new(),
+                tool_lines: Vec::new(),
+                running: true,
+            },
+        ));
+        started.push(persona);
+        let _ = time;
+        world.resource_mut::<ActiveTurns>().0.insert(
+            persona,
+            ActiveTurn {
+                request,
+                running: Running::Here(SyncCell::new(future)),
+                requests: req_rx,
+                stream: stream_rx,
+                name,
+            },
+        );
+    }
+    world.resource_mut::<DialogueQueue>().0.extend(waiting);
+}
+
+/// Moves the turn's streamed reply into its [`DialogueStream`] and the bubble.
+fn drain_stream(world: &mut World, entity: Entity, turn: &ActiveTurn) {
+    let mut latest = None;
+    for _ in 0..1024 {
+        match turn.stream.try_recv() {
+            Ok(StreamUpdate::Partial(text)) => latest = Some(text),
+            Err(_) => break,
+        }
+    }
+    let Some(text) = latest else { return };
+    show(world, entity, &turn.request.speaker, &turn.name, text);
+}
+
+/// Sets the partial reply and mirrors it into the persona's bubble ([`ChatStream`] with the
+/// persona as both speaker and listener: no conversation of the town owns it).
+fn show(world: &mut World, entity: Entity, speaker: &str, name: &str, text: String) {
+    let Ok(mut e) = world.get_entity_mut(entity) else {
+        return;
+    };
+    let message = match e.get_mut::<DialogueStream>() {
+        Some(mut stream) => {
+            stream.partial.clone_from(&text);
+            stream.message.clone()
+        }
+        None => return,
+    };
+    let in_conversation = e
+        .get::<ChatStream>()
+        .is_some_and(|c| c.speaker != c.listener);
+    if !in_conversation {
+        e.insert(ChatStream {
+            speaker: entity,
+            listener: entity,
+            lines: vec![(speaker.to_string(), message)],
+            partial: format!("{name}: {text}"),
+        });
+    }
+}
+
+/// Serves one world request of `persona`'s turn.
+fn serve(
+    world: &mut World,
+    persona: Entity,
+    request: &DialogueRequest,
+    asked: WorldRequest,
+) -> WorldReply {
+    match asked {
+        WorldRequest::Prepare { focal, stateless } => {
+            WorldReply::Prepared(Box::new(prepare(world, persona, focal, stateless)))
+        }
+        WorldRequest::Tool {
+            tool,
+            args,
+            prestart,
+        } => WorldReply::Tool(run_tool(world, persona, request, &tool, args, prestart)),
+        WorldRequest::StepLimit { tool } => {
+            refuse(world, persona, request, &tool, RefusalReason::StepLimit);
+            WorldReply::Done
+        }
+        WorldRequest::ApplySchedule {
+            before,
+            after,
+            fit,
+            args,
+        } => WorldReply::Tool(ToolAnswer::Ran(apply_schedule(
+            world, persona, request, before, after, fit, args,
+        ))),
+        WorldRequest::Store(keep) => {
+            store(world, persona, &request.speaker, keep);
+            WorldReply::Done
+        }
+    }
+}
+
+/// Identity, memories (retrieved now; an interview only reads), place and the allowed tools.
+fn prepare(
+    world: &mut World,
+    persona: Entity,
+    focal: Option<Vec<f32>>,
+    stateless: bool,
+) -> Prepared {
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    let agent = world
+        .get_resource::<AgentSettings>()
+        .cloned()
+        .unwrap_or_default();
+    let n = world
+        .get_resource::<DialogueSettings>()
+        .map_or(8, |s| s.memories);
+    let allow = world.get::<ToolAllowList>(persona).cloned();
+    let tools = world
+        .get_resource::<ToolRegistry>()
+        .map(|registry| {
+            registry
+                .iter()
+                .filter(|t| ToolAllowList::allows(allow.as_ref(), &t.spec.name))
+                .filter(|t| !stateless || t.spec.read_only)
+                .map(|t| t.spec.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let here = world
+        .get::<Percepts>(persona)
+        .map(|p| p.arena.clone())
+        .unwrap_or_default();
+    let doing = world
+        .get::<ActionView>(persona)
+        .map(|v| v.description.clone())
+        .unwrap_or_default();
+    let Some(mut mind) = world.get_mut::<Mind>(persona) else {
+        return Prepared::default();
+    };
+    let Some(state) = mind.get_mut() else {
+        return Prepared::default();
+    };
+    let mut memories = Vec::new();
+    if let Some(focal) = focal {
+        let params = retrieval_params(state, &agent);
+        let ids = if stateless {
+            score_breakdown(&state.associative, &focal, now, &params)
+                .map(|scored| scored.into_iter().take(n).map(|s| s.id).collect())
+        } else {
+            new_retrieve(&mut state.associative, &focal, now, n, &params)
+        };
+        match ids {
+            Ok(ids) => {
+                memories = ids
+                    .iter()
+                    .filter_map(|id| state.associative.node(*id))
+                    .map(|node| node.description.clone())
+                    .collect();
+            }
+            Err(error) => warn!(%error, "dialogue retrieval failed"),
+        }
+    }
+    Prepared {
+        name: state.scratch.name.clone(),
+        first_name: state.scratch.first_name.clone(),
+        identity: state.scratch.identity_summary(),
+        memories,
+        here,
+        doing,
+        tools,
+        now,
+    }
+}
+
+fn refuse(
+    world: &mut World,
+    persona: Entity,
+    request: &DialogueRequest,
+    tool: &str,
+    reason: RefusalReason,
+) {
+    let event = ToolRefused {
+        persona,
+        speaker: request.speaker.clone(),
+        tool: truncate_chars(tool, 64).to_string(),
+        reason,
+    };
+    world.trigger(event.clone());
+    world.write_message(event);
+}
+
+/// Checks a call (known, allowed, arguments valid) and runs its handler.
+fn run_tool(
+    world: &mut World,
+    persona: Entity,
+    request: &DialogueRequest,
+    name: &str,
+    args: Value,
+    prestart: bool,
+) -> ToolAnswer {
+    let Some(tool) = world
+        .get_resource::<ToolRegistry>()
+        .and_then(|r| r.get(name).cloned())
+    else {
+        refuse(world, persona, request, name, RefusalReason::Unknown);
+        return ToolAnswer::Refused(RefusalReason::Unknown);
+    };
+    let interview = matches!(request.mode, DialogueMode::Interview(_));
+    let allowed = prestart
+        || ToolAllowList::allows(world.get::<ToolAllowList>(persona), name)
+            && (!interview || tool.spec.read_only);
+    if !allowed {
+        refuse(world, persona, request, name, RefusalReason::NotAllowed);
+        return ToolAnswer::Refused(RefusalReason::NotAllowed);
+    }
+    if let Err(why) = tool.check_args(&args) {
+        let reason = RefusalReason::BadArguments(why);
+        refuse(world, persona, request, name, reason.clone());
+        return ToolAnswer::Refused(reason);
+    }
+    let result = match tool.handler {
+        ToolHandler::System(id) => {
+            let call = ToolCall {
+                persona,
+                speaker: request.speaker.clone(),
+                args: args.clone(),
+            };
+            match world.run_system_with(id, call) {
+                Ok(result) => result,
+                Err(error) => Err(truncate_chars(&error.to_string(), 200).to_string()),
+            }
+        }
+        ToolHandler::AddToSchedule => match schedule_fit(world, persona, &args) {
+            Ok(fit) => return ToolAnswer::Fit(fit),
+            Err(error) => Err(error),
+        },
+    };
+    called(world, persona, request, name, args, result.clone());
+    ToolAnswer::Ran(result)
+}
+
+fn called(
+    world: &mut World,
+    persona: Entity,
+    request: &DialogueRequest,
+    tool: &str,
+    args: Value,
+    result: Result<Value, String>,
+) {
+    let line = tool_line(tool, &args, &result);
+    if let Some(mut stream) = world.get_mut::<DialogueStream>(persona) {
+        stream.tool_lines.push(line.clone());
+    }
+    let event = ToolCalled {
+        persona,
+        speaker: request.speaker.clone(),
+        tool: tool.to_string(),
+        args,
+        result,
+        line,
+    };
+    world.trigger(event.clone());
+    world.write_message(event);
+}
+
+/// A tool call as a player reads it.
+pub fn tool_line(tool: &str, args: &Value, result: &Result<Value, String>) -> String {
+    let s = |key: &str| {
+        truncate_chars(args.get(key).and_then(Value::as_str).unwrap_or(""), 80).to_string()
+    };
+    if let Err(error) = result {
+        return format!("⚠️ {tool} failed: {}", truncate_chars(error, 120));
+    }
+    match tool {
+        super::tools::ADD_TO_SCHEDULE => format!(
+            "📅 added: {} at {}, {}",
+            s("task"),
+            result
+                .as_ref()
+                .ok()
+                .and_then(|r| r.get("place"))
+                .and_then(Value::as_str)
+                .unwrap_or(&s("place")),
+            s("time")
+        ),
+        super::tools::WALK_TO => format!("🚶 walking to {}", s("place")),
+        super::tools::WHERE_IS => format!("🗺️ looked up where {} is", s("place")),
+        super::tools::RECALL => format!("💭 remembered: {}", s("about")),
+        super::tools::WHAT_DO_YOU_SEE => "👀 looked around".to_string(),
+        super::tools::WHAT_TIME => "🕒 checked the time".to_string(),
+        other => format!("🔧 {other}"),
+    }
+}
+
+/// The checks of `add_to_schedule` in the world: a known place, a time later today.
+fn schedule_fit(world: &mut World, persona: Entity, args: &Value) -> Result<ScheduleFit, String> {
+    let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let minutes = args
+        .get("minutes")
+        .and_then(Value::as_u64)
+        .and_then(|m| u32::try_from(m).ok())
+        .unwrap_or(30);
+    let minute = minute_of(&text("time")).ok_or("the time must be HH:MM")?;
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    let now_minute = crate::cognition::vocabulary::minute_of_day(now);
+    if minute <= now_minute {
+        return Err("that time has already passed today".into());
+    }
+    let map = world
+        .get_resource::<crate::world::TownMap>()
+        .ok_or("there is no town")?;
+    let place = text("place");
+    let address = super::tools::resolve_place(map, world.get::<Mind>(persona), &place)
+        .ok_or_else(|| format!("no place called `{}` in town", truncate_chars(&place, 60)))?;
+    let mind = world
+        .get::<Mind>(persona)
+        .and_then(Mind::get)
+        .ok_or("the persona is busy")?;
+    let task = super::prompts::neutralise(&text("task"), 80);
+    Ok(ScheduleFit {
+        schedule: mind.scratch.f_daily_schedule.clone(),
+        hourly: mind.scratch.f_daily_schedule_hourly_org.clone(),
+        first_name: mind.scratch.first_name.clone(),
+        now,
+        task: format!("{task} at {}", address.last_name()),
+        arena: super::tools::arena_string(&address),
+        minute,
+        minutes,
+    })
+}
+
+/// Applies a fitted schedule when today's schedule has not changed meanwhile, and books the
+/// appointment so the persona is there when it starts.
+fn apply_schedule(
+    world: &mut World,
+    persona: Entity,
+    request: &DialogueRequest,
+    before: Vec<crate::persona::ScheduleItem>,
+    after: Vec<crate::persona::ScheduleItem>,
+    fit: ScheduleFit,
+    args: Value,
+) -> Result<Value, String> {
+    let result = (|| {
+        let mut mind = world.get_mut::<Mind>(persona).ok_or("not a persona")?;
+        let state = mind.get_mut().ok_or("the persona is busy")?;
+        if state.scratch.f_daily_schedule != before {
+            return Err("the schedule changed meanwhile; try again".to_string());
+        }
+        if crate::cognition::schedule::total_minutes(&after) != crate::clock::MINUTES_PER_DAY {
+            return Err("the schedule would not fit the day".to_string());
+        }
+        state.scratch.f_daily_schedule = after;
+        let start = fit.now.date().and_time(chrono::NaiveTime::MIN)
+            + Duration::minutes(i64::from(fit.minute));
+        book_appointment(world, persona, &fit.task, &fit.arena, start, fit.minutes)
+            .map_err(|e| e.to_string())?;
+        Ok(json!({
+            "added": fit.task,
+            "place": fit.arena,
+            "time": start.format("%H:%M").to_string(),
+            "minutes": fit.minutes
+        }))
+    })();
+    called(world, persona, request, ADD_TO_SCHEDULE, args, result.clone());
+    result
+}
+
+/// Stores a turn's memories and the speaker's profile.
+fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    if let Some(profile) = keep.profile {
+        let profile = truncate_chars(&profile, MAX_PROFILE_CHARS).to_string();
+        if let Ok(mut entity) = world.get_entity_mut(persona) {
+            let mut profiles = entity.entry::<SpeakerProfiles>().or_default().into_mut();
+            if !profile.is_empty() {
+                profiles.0.insert(speaker.to_string(), profile);
+            }
+        }
+    }
+    let Some(mut mind) = world.get_mut::<Mind>(persona) else {
+        return;
+    };
+    let Some(state) = mind.get_mut() else { return };
+    let name = state.scratch.name.clone();
+    let mut stored = Vec::new();
+    if let Some((description, lines, poignancy, embedding)) = keep.chat {
+        let lines = lines
+            .into_iter()
+            .map(|(speaker, line)| ChatLine { speaker, line })
+            .collect();
+        let memory = NewMemory::new(now, (name.clone(), "chat with", speaker), description)
+            .keywords([name.to_lowercase(), speaker.to_lowercase()])
+            .poignancy(poignancy)
+            .embedding(embedding);
+        match state.associative.add_chat(memory, lines) {
+            Ok(_) => stored.push(poignancy),
+            Err(error) => warn!(%error, "could not store the dialogue"),
+        }
+    }
+    if let Some((description, poignancy, embedding, days)) = keep.thought {
+        let memory = NewMemory::new(now, (name.clone(), "thinks", "whisper"), description)
+            .keywords([name.to_lowercase()])
+            .poignancy(poignancy)
+            .embedding(embedding)
+            .expires(now + Duration::days(days));
+        match state.associative.add_thought(memory, Vec::new()) {
+            Ok(_) => stored.push(poignancy),
+            Err(error) => warn!(%error, "could not store the whisper"),
+        }
+    }
+    // Reflection through the normal trigger (SPEC §3.8).
+    for poignancy in stored {
+        state.scratch.importance_trigger_curr -= i32::from(poignancy);
+        state.scratch.importance_ele_n += 1;
+    }
+}
+
+/// A finished turn: the session grows, the stream shows the reply, the game hears it.
+fn land(world: &mut World, persona: Entity, turn: ActiveTurn, outcome: TurnOutcome) {
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    if let Ok(mut entity) = world.get_entity_mut(persona) {
+        entity.remove::<AwaitingCognition>();
+    }
+    if matches!(turn.request.mode, DialogueMode::Say(_)) {
+        world
+            .resource_mut::<DialogueSessions>()
+            .0
+            .entry((persona, turn.request.speaker.clone()))
+            .or_default()
+            .push(SessionTurn {
+                message: outcome.message.clone(),
+                reply: outcome.reply.clone(),
+                kept_prestart: outcome.kept_prestart.clone(),
+            });
+    }
+    show(
+        world,
+        persona,
+        &turn.request.speaker,
+        &turn.name,
+        outcome.reply.clone(),
+    );
+    if let Some(mut stream) = world.get_mut::<DialogueStream>(persona) {
+        stream.running = false;
+    }
+    for failure in &outcome.failures {
+        let event = ModelCallFailed {
+            persona,
+            name: turn.name.clone(),
+            time: now,
+            prompt_kind: failure.kind,
+            reason: failure.reason,
+            attempts: failure.attempts,
+        };
+        world.trigger(event.clone());
+        world.write_message(event);
+    }
+    let event = DialogueReplied {
+        persona,
+        name: if turn.name.is_empty() {
+            outcome.name
+        } else {
+            turn.name
+        },
+        speaker: turn.request.speaker,
+        time: now,
+        mode: turn.request.mode,
+        reply: outcome.reply,
+        tool_calls: outcome.tool_calls,
+        planner_calls: outcome.planner_calls,
+        final_output: outcome.final_output,
+    };
+    world.trigger(event.clone());
+    world.write_message(event);
+}
