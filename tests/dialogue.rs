@@ -364,6 +364,30 @@ fn a_message_adds_to_the_schedule_and_the_persona_goes_there() {
         assert!(chats.iter().any(|c| c.description.contains("conversation with Player")));
     }
 
+    // Profiles and appointments are kept in saves (format version 2); a version 1 save (no
+    // dialogue file) still loads, with none.
+    let dir = std::env::temp_dir().join(format!("ga-dialogue-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    bevy_generative_agents::persist::save_world(town.app.world_mut(), &dir).expect("saved");
+    let data = bevy_generative_agents::persist::decode(&dir).expect("loads");
+    let kept = &data.personas[0].dialogue;
+    assert!(kept.profiles.0.contains_key("Player"));
+    assert_eq!(kept.appointments.0.len(), 1);
+    assert_eq!(kept.appointments.0[0].arena, format!("{WORLD}:Riverside Cafe:cafe"));
+    let meta_path = dir.join("meta.json");
+    let mut meta: Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).expect("meta")).expect("json");
+    meta["format_version"] = json!(1);
+    std::fs::write(&meta_path, meta.to_string()).expect("meta written");
+    std::fs::remove_file(dir.join("personas/Ada Lee/dialogue.json")).expect("removed");
+    let old = bevy_generative_agents::persist::decode_with(
+        &dir,
+        bevy_generative_agents::persist::SaveIntegrity::TrustEdited,
+    )
+    .expect("a version 1 save loads");
+    assert!(old.personas[0].dialogue.profiles.0.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+
     // In Lockstep, at 01:00 (step 360) Ada stands in the cafe.
     step_to(&mut town.app, 360);
     let tile = town.app.world().get::<Body>(town.ada).expect("body").tile;

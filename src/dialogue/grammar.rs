@@ -4,7 +4,7 @@
 //!
 //! The grammar allows exactly `{"action": "finish", "message": "…"}` or, per tool,
 //! `{"action": "tool", "tool": "<name>", "args": {…}}` with the tool's required arguments in
-//! schema order. Supported argument schemas: `string` (with `enum`, `const`, or the `HH:MM`
+//! the order of its `required` list. Supported argument schemas: `string` (with `enum`, `const`, or the `HH:MM`
 //! pattern the built-ins use), `integer` (digits), `number`, `boolean`, and nested `object`s of
 //! those; anything else falls back to any JSON value. The arguments are still validated against
 //! the schema before a tool runs.
@@ -87,7 +87,7 @@ fn literal_value(value: &Value) -> String {
     out
 }
 
-/// An object with the schema's required properties, in the order `properties` lists them.
+/// An object with the schema's required properties, in the order `required` lists them.
 fn object_rule(schema: &Value, depth: usize) -> String {
     let required: Vec<&str> = schema
         .get("required")
@@ -95,17 +95,10 @@ fn object_rule(schema: &Value, depth: usize) -> String {
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let properties = schema.get("properties").and_then(Value::as_object);
-    let mut keys: Vec<&str> = match properties {
-        Some(props) => props
-            .keys()
-            .map(String::as_str)
-            .filter(|k| required.contains(k))
-            .collect(),
-        None => Vec::new(),
-    };
-    // Required keys without a property schema still appear, as any value.
-    for key in &required {
-        if !keys.contains(key) {
+    // The order of `required` (an array keeps its order; an object's keys may not).
+    let mut keys: Vec<&str> = Vec::new();
+    for key in required {
+        if !keys.contains(&key) {
             keys.push(key);
         }
     }

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::files::read_file;
-use super::{FORMAT_NAME, FORMAT_VERSION, PersistError};
+use super::{FORMAT_NAME, FORMAT_VERSION, OLDEST_FORMAT_VERSION, PersistError};
 use crate::clock::TimeMode;
 use crate::memory::{
     AssociativeMemory, AssociativeMemoryJson, EMBEDDINGS_FILE, KW_STRENGTH_FILE, NODES_FILE,
@@ -50,6 +50,18 @@ pub(crate) const ACTION_FILE: &str = "action.json";
 pub(crate) const DIARY_FILE: &str = "diary.json";
 /// A persona's random stream.
 pub(crate) const RNG_FILE: &str = "rng.json";
+/// A persona's dialogue state: speaker profiles and appointments (format version 2 on).
+pub(crate) const DIALOGUE_FILE: &str = "dialogue.json";
+
+/// `dialogue.json`: what a persona keeps from being talked to (SPEC §7.4).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DialogueFile {
+    /// What it knows of each speaker.
+    pub profiles: crate::dialogue::SpeakerProfiles,
+    /// Places it agreed to be at.
+    pub appointments: crate::dialogue::Appointments,
+}
 
 /// The embedding model the memories were embedded with (SPEC §5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -293,6 +305,8 @@ pub struct PersonaSave {
     pub diary: Diary,
     /// The tile its percepts were last gathered from.
     pub perceived_from: Option<TileCoord>,
+    /// Speaker profiles and appointments.
+    pub dialogue: DialogueFile,
 }
 
 /// Borrowed views of one persona, for encoding without cloning its memory.
@@ -310,6 +324,8 @@ pub(crate) struct PersonaRef<'a> {
     pub diary: &'a Diary,
     /// The tile its percepts were last gathered from.
     pub perceived_from: Option<TileCoord>,
+    /// Speaker profiles and appointments.
+    pub dialogue: &'a DialogueFile,
 }
 
 /// A whole save in memory, validated.
@@ -339,6 +355,7 @@ impl SaveData {
                 view: &p.view,
                 diary: &p.diary,
                 perceived_from: p.perceived_from,
+                dialogue: &p.dialogue,
             })
             .collect()
     }
@@ -448,6 +465,10 @@ pub(crate) fn encode(
             file(RNG_FILE),
             to_json(&file(RNG_FILE), &RngFile::of(&persona.mind.rng))?,
         );
+        push(
+            file(DIALOGUE_FILE),
+            to_json(&file(DIALOGUE_FILE), persona.dialogue)?,
+        );
     }
     push(META_FILE.into(), to_json(Path::new(META_FILE), meta)?);
     super::manifest::seal(&mut files)?;
@@ -529,6 +550,9 @@ pub(crate) fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
         for file in [BODY_FILE, ACTION_FILE, DIARY_FILE, RNG_FILE] {
             paths.push(dir.join(file));
         }
+        if meta.format_version >= 2 {
+            paths.push(dir.join(DIALOGUE_FILE));
+        }
     }
     paths.push(META_FILE.into());
     paths
@@ -585,7 +609,7 @@ fn decode_files(root: &Path) -> Result<SaveData, PersistError> {
 
     let mut personas = Vec::with_capacity(meta.personas.len());
     for name in &meta.personas {
-        personas.push(decode_persona(root, name, &meta.embedding)?);
+        personas.push(decode_persona(root, name, &meta.embedding, meta.format_version)?);
     }
     Ok(SaveData {
         meta,
@@ -608,11 +632,11 @@ fn validate_meta(meta: &SaveMeta, path: &Path) -> Result<(), PersistError> {
             format!("expected {FORMAT_NAME:?}, found {:?}", meta.format),
         ));
     }
-    if meta.format_version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&meta.format_version) {
         return Err(invalid(
             "format_version",
             format!(
-                "this build reads version {FORMAT_VERSION}, the save is version {}",
+                "this build reads versions {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION}, the save is version {}",
                 meta.format_version
             ),
         ));
@@ -654,6 +678,7 @@ fn decode_persona(
     root: &Path,
     name: &str,
     embedding: &EmbeddingInfo,
+    format_version: u32,
 ) -> Result<PersonaSave, PersistError> {
     let dir = root.join(persona_dir(name));
     let path = |file: &str| dir.join(file);
@@ -712,6 +737,12 @@ fn decode_persona(
     let action: ActionFile = parse(&path(ACTION_FILE), &read_file(&path(ACTION_FILE))?)?;
     let diary: Diary = parse(&path(DIARY_FILE), &read_file(&path(DIARY_FILE))?)?;
     let rng_file: RngFile = parse(&path(RNG_FILE), &read_file(&path(RNG_FILE))?)?;
+    // Version 1 saves have no dialogue file: nothing was kept then.
+    let dialogue: DialogueFile = if format_version >= 2 {
+        parse(&path(DIALOGUE_FILE), &read_file(&path(DIALOGUE_FILE))?)?
+    } else {
+        DialogueFile::default()
+    };
     let rng = rng_file
         .to_rng()
         .map_err(|(field, message)| PersistError::Invalid {
@@ -738,6 +769,7 @@ fn decode_persona(
         view: action.into_view(),
         diary,
         perceived_from: body.perceived_from,
+        dialogue,
     })
 }
 

@@ -71,8 +71,13 @@ use std::path::PathBuf;
 
 /// The `format` field of every `meta.json`.
 pub const FORMAT_NAME: &str = "bevy_generative_agents/save";
-/// The save format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The save format version this build writes. Version 2 added each persona's `dialogue.json`
+/// (speaker profiles and appointments, SPEC §7.4); version 1 saves still load (as having
+/// none), and are written back as version 2.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest save format version this build reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// Why a save, load, fork or report failed. Every variant about a file names it.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use bevy::prelude::*;
 
 use super::files::{SaveFiles, recover_interrupted_save, write_folder_atomic};
 use super::format::{
-    EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta, TileEvents,
+    DialogueFile, EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta, TileEvents,
     decode_with, encode,
 };
 use super::{FORMAT_NAME, FORMAT_VERSION, PersistError, SaveIntegrity};
@@ -252,13 +252,26 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         &ActionView,
         &Diary,
         Option<&Percepts>,
+        (
+            Option<&crate::dialogue::SpeakerProfiles>,
+            Option<&crate::dialogue::Appointments>,
+        ),
     ), With<Persona>>();
     let mut rows: Vec<_> = query.iter(world).collect();
     // Spawn order, so a loaded world iterates its personas as the original did.
     rows.sort_by_key(|row| row.0.index_u32());
     let mut names_by_entity: HashMap<Entity, String> = HashMap::new();
+    let dialogues: Vec<DialogueFile> = rows
+        .iter()
+        .map(|row| DialogueFile {
+            profiles: row.7.0.cloned().unwrap_or_default(),
+            appointments: row.7.1.cloned().unwrap_or_default(),
+        })
+        .collect();
     let mut personas = Vec::with_capacity(rows.len());
-    for (entity, name, mind, body, view, diary, percepts) in &rows {
+    for ((entity, name, mind, body, view, diary, percepts, _), dialogue) in
+        rows.iter().zip(&dialogues)
+    {
         let Some(state) = mind.get() else {
             return Err(PersistError::Busy(format!("the mind of {name} is out")));
         };
@@ -270,6 +283,7 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
             view,
             diary,
             perceived_from: percepts.and_then(|p| p.tile),
+            dialogue,
         });
     }
     let embedding = embedding_info(client_embedding, &personas);
@@ -497,6 +511,8 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
                 p.view,
                 p.diary,
                 percepts,
+                p.dialogue.profiles,
+                p.dialogue.appointments,
             ))
             .id();
         by_name.insert(p.name, entity);
