@@ -108,6 +108,8 @@ enum Command {
     },
     /// Run a JSON-lines decision eval and print accuracy per kind.
     EvalDecisions(cli::args::EvalArgs),
+    /// Ask a persona of a save questions (one JSON line per answer); the save is left untouched.
+    Interview(cli::interview::InterviewArgs),
     /// Measure the embedded local model's speed beside llama.cpp's own.
     #[cfg(feature = "local-llm")]
     BenchLocal(cli::args::BenchArgs),
@@ -192,6 +194,7 @@ fn main() -> ExitCode {
         Some(Command::EvalDecisions(args)) => {
             return cli::eval::eval_command(&args);
         }
+        Some(Command::Interview(args)) => return cli::interview::interview_command(&args),
         #[cfg(feature = "local-llm")]
         Some(Command::BenchLocal(args)) => {
             return cli::eval::bench_command(&args);

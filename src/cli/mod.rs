@@ -3,4 +3,5 @@
 
 pub mod args;
 pub mod eval;
+pub mod interview;
 pub mod progress;
