@@ -41,6 +41,31 @@ fn run(mut command: Command) -> (String, String) {
 }
 
 #[test]
+fn talk_to_persona_adds_to_the_day_whispers_and_interviews() {
+    let (stdout, _) = run(Command::new(example("talk_to_persona")));
+    let lines: Vec<&str> = stdout.lines().collect();
+    // The message: one tool line a player reads, then the reply; the whisper's thought; the
+    // interview's answer; the bubble shows the last reply.
+    assert!(
+        lines
+            .iter()
+            .any(|l| *l == "  tool: 📅 added: meet the player at Riverside Cafe:cafe, 15:00"),
+        "{stdout}"
+    );
+    assert!(
+        lines.iter().any(|l| l.ends_with(": See you at the cafe at three!")),
+        "{stdout}"
+    );
+    assert!(lines.iter().any(|l| l.contains("fresh bread")), "{stdout}");
+    assert!(
+        lines.iter().any(|l| l.ends_with(": At three I'm meeting someone at the cafe.")),
+        "{stdout}"
+    );
+    assert_eq!(lines.iter().filter(|l| l.starts_with("> ")).count(), 3, "{stdout}");
+    assert!(lines.last().is_some_and(|l| l.starts_with("bubble: ")), "{stdout}");
+}
+
+#[test]
 fn headless_town_prints_what_everyone_does_each_hour() {
     let mut command = Command::new(example("headless_town"));
     command.arg("2");

@@ -539,17 +539,17 @@ pub fn tool_line(tool: &str, args: &Value, result: &Result<Value, String>) -> St
         return format!("⚠️ {tool} failed: {}", truncate_chars(error, 120));
     }
     match tool {
-        super::tools::ADD_TO_SCHEDULE => format!(
-            "📅 added: {} at {}, {}",
-            s("task"),
-            result
+        super::tools::ADD_TO_SCHEDULE => {
+            // The arena without the world's name: "Riverside Cafe:cafe".
+            let place = result
                 .as_ref()
                 .ok()
                 .and_then(|r| r.get("place"))
                 .and_then(Value::as_str)
-                .unwrap_or(&s("place")),
-            s("time")
-        ),
+                .map(|p| p.split_once(':').map_or(p, |(_, rest)| rest).to_string())
+                .unwrap_or_else(|| s("place"));
+            format!("📅 added: {} at {place}, {}", s("task"), s("time"))
+        }
         super::tools::WALK_TO => format!("🚶 walking to {}", s("place")),
         super::tools::WHERE_IS => format!("🗺️ looked up where {} is", s("place")),
         super::tools::RECALL => format!("💭 remembered: {}", s("about")),
