@@ -1,155 +1,53 @@
-//! A GBNF grammar for the planner's answer, made from the tools' JSON schemas (SPEC §7.2: with
-//! the embedded model the planner decodes under it, so a tiny model still produces a valid
-//! call). Pure; the local backend uses it for `dialogue_planner` requests.
-//!
-//! The grammar allows exactly `{"action": "finish", "message": "…"}` or, per tool,
-//! `{"action": "tool", "tool": "<name>", "args": {…}}` with the tool's required arguments in
-//! the order of its `required` list. Supported argument schemas: `string` (with `enum`, `const`, or the `HH:MM`
-//! pattern the built-ins use), `integer` (digits), `number`, `boolean`, and nested `object`s of
-//! those; anything else falls back to any JSON value. The arguments are still validated against
-//! the schema before a tool runs.
+//! The planner's answer schema and grammar (SPEC §7.2): the JSON schema a planner answer must
+//! match — one of the persona's tool calls, or finish — and the GBNF grammar the embedded
+//! model decodes it under ([`crate::llm::grammar`], where the local backend can reach it).
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+pub use crate::llm::grammar::{planner_grammar, value_rule};
 
 use super::tools::ToolSpec;
 
-/// The shared rules: strings, numbers, whitespace, any JSON value.
-const COMMON: &str = r#"ws ::= [ \t\n]{0,4}
-str ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\/bfnrt] ){0,300} "\""
-int ::= "-"? [0-9]{1,9}
-num ::= "-"? [0-9]{1,9} ("." [0-9]{1,6})?
-bool ::= "true" | "false"
-hhmm ::= "\"" [01] [0-9] ":" [0-5] [0-9] "\"" | "\"" "2" [0-3] ":" [0-5] [0-9] "\""
-value ::= str | num | bool | "null" | "{" ws ( str ws ":" ws value ( ws "," ws str ws ":" ws value ){0,16} )? ws "}" | "[" ws ( value ( ws "," ws value ){0,16} )? ws "]"
-"#;
-
-/// A GBNF literal for `text` (a JSON string literal of it, quoted again for GBNF).
-fn literal(text: &str) -> String {
-    let json = Value::String(text.to_string()).to_string();
-    let mut out = String::from("\"");
-    for c in json.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+/// The grammar of a planner answer for these tools (root rule `root`).
+pub fn tool_call_grammar(tools: &[ToolSpec]) -> String {
+    crate::llm::grammar::tool_call_grammar(tools.iter().map(|t| (t.name.as_str(), &t.schema)))
 }
 
-/// The rule body for a value matching `schema`, at nesting `depth`.
-pub fn value_rule(schema: &Value, depth: usize) -> String {
-    if depth > 4 {
-        return "value".into();
-    }
-    if let Some(c) = schema.get("const") {
-        return literal_value(c);
-    }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        let alts: Vec<String> = options.iter().map(literal_value).collect();
-        if !alts.is_empty() {
-            return format!("( {} )", alts.join(" | "));
-        }
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some("string") => {
-            let pattern = schema.get("pattern").and_then(Value::as_str).unwrap_or("");
-            if pattern.contains("[0-5][0-9]$") && pattern.contains(':') {
-                "hhmm".into()
-            } else {
-                "str".into()
-            }
-        }
-        Some("integer") => "int".into(),
-        Some("number") => "num".into(),
-        Some("boolean") => "bool".into(),
-        Some("object") => object_rule(schema, depth),
-        _ => "value".into(),
-    }
-}
-
-/// A literal JSON value as GBNF.
-fn literal_value(value: &Value) -> String {
-    // The JSON text of the value, as one GBNF string literal.
-    let json = value.to_string();
-    let mut out = String::from("\"");
-    for c in json.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An object with the schema's required properties, in the order `required` lists them.
-fn object_rule(schema: &Value, depth: usize) -> String {
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let properties = schema.get("properties").and_then(Value::as_object);
-    // The order of `required` (an array keeps its order; an object's keys may not).
-    let mut keys: Vec<&str> = Vec::new();
-    for key in required {
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    if keys.is_empty() {
-        return "\"{\" ws \"}\"".into();
-    }
-    let members: Vec<String> = keys
+/// The JSON schema of a planner answer for these tools: one of the tool calls (each with its
+/// argument schema) or finish with a message. Backends with structured output or grammars
+/// decode under it (the local backend turns it into [`tool_call_grammar`]'s grammar).
+pub fn planner_answer_schema(tools: &[ToolSpec]) -> Value {
+    let mut options: Vec<Value> = tools
         .iter()
-        .map(|key| {
-            let sub = properties
-                .and_then(|p| p.get(*key))
-                .map_or_else(|| "value".to_string(), |s| value_rule(s, depth + 1));
-            format!("{} ws \":\" ws {sub}", literal(key))
+        .map(|tool| {
+            json!({
+                "type": "object",
+                "properties": {
+                    "action": {"const": "tool"},
+                    "tool": {"const": tool.name},
+                    "args": tool.schema,
+                },
+                "required": ["action", "tool", "args"],
+                "additionalProperties": false
+            })
         })
         .collect();
-    format!("\"{{\" ws {} ws \"}}\"", members.join(" ws \",\" ws "))
-}
-
-/// The grammar of a planner answer for `tools` (root rule `root`).
-pub fn tool_call_grammar(tools: &[ToolSpec]) -> String {
-    let mut rules = Vec::new();
-    let mut alternatives = vec!["finish".to_string()];
-    rules.push(format!(
-        "finish ::= \"{{\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws str ws \"}}\"",
-        literal("action"),
-        literal("finish"),
-        literal("message")
-    ));
-    for (i, tool) in tools.iter().enumerate() {
-        let name = format!("tool{i}");
-        rules.push(format!(
-            "{name} ::= \"{{\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws {} ws \",\" ws {} ws \":\" ws {} ws \"}}\"",
-            literal("action"),
-            literal("tool"),
-            literal("tool"),
-            literal(&tool.name),
-            literal("args"),
-            value_rule(&tool.schema, 0)
-        ));
-        alternatives.push(name);
-    }
-    format!(
-        "root ::= ws ( {} ) ws\n{}\n{COMMON}",
-        alternatives.join(" | "),
-        rules.join("\n")
-    )
+    options.push(json!({
+        "type": "object",
+        "properties": {
+            "action": {"const": "finish"},
+            "message": {"type": "string", "minLength": 1, "maxLength": 600}
+        },
+        "required": ["action", "message"],
+        "additionalProperties": false
+    }));
+    json!({ "oneOf": options })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::grammar::literal;
     use crate::dialogue::tools::built_in_specs;
 
     #[test]
@@ -177,6 +75,16 @@ mod tests {
         for rule in ["ws", "str", "int", "num", "bool", "hhmm", "value", "finish"] {
             assert!(defined.contains(&rule), "{rule}");
         }
+    }
+
+    #[test]
+    fn the_planner_schema_gives_the_same_grammar() {
+        let tools = built_in_specs();
+        assert_eq!(
+            planner_grammar(&planner_answer_schema(&tools)),
+            Some(tool_call_grammar(&tools))
+        );
+        assert_eq!(planner_grammar(&json!({"type": "object"})), None);
     }
 
     #[test]

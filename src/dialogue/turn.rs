@@ -23,6 +23,7 @@ use super::prompts::{
     DialogueFinal, DialoguePlanner, MAX_REPLY_CHARS, PlannerStep, SpeakerProfileUpdate,
     neutralise, spoken_text, truncate_chars,
 };
+use super::grammar::planner_answer_schema;
 use super::tools::ToolSpec;
 use super::{DialogueMode, DialogueSettings, RefusalReason, ToolCallRecord};
 
@@ -236,37 +237,6 @@ fn substitute(args: &Value, question: &str) -> Value {
         ),
         other => other.clone(),
     }
-}
-
-/// The JSON schema of a planner answer for these tools: one of the tool calls (each with its
-/// argument schema) or finish with a message. Backends with structured output or grammars
-/// decode under it (the local backend turns it into a grammar).
-pub fn planner_answer_schema(tools: &[ToolSpec]) -> Value {
-    let mut options: Vec<Value> = tools
-        .iter()
-        .map(|tool| {
-            json!({
-                "type": "object",
-                "properties": {
-                    "action": {"const": "tool"},
-                    "tool": {"const": tool.name},
-                    "args": tool.schema,
-                },
-                "required": ["action", "tool", "args"],
-                "additionalProperties": false
-            })
-        })
-        .collect();
-    options.push(json!({
-        "type": "object",
-        "properties": {
-            "action": {"const": "finish"},
-            "message": {"type": "string", "minLength": 1, "maxLength": 600}
-        },
-        "required": ["action", "message"],
-        "additionalProperties": false
-    }));
-    json!({ "oneOf": options })
 }
 
 fn recent_text(recent: &[(String, String, String)], speaker: &str, name: &str) -> String {

@@ -24,7 +24,8 @@
 //!   (`wake_up_hour`, the `*_poignancy` ratings, the `*_event_triple`s, `daily_plan`,
 //!   `hourly_schedule`,
 //!   `task_decomposition`, `new_decomposition_schedule`) get a built-in grammar
-//!   ([`kind_grammar`]), so durations and hours always parse. Validation and fail-safes in the
+//!   ([`kind_grammar`]), so durations and hours always parse. A `dialogue_planner` request
+//!   decodes under the grammar of its tool calls ([`planner_grammar`](super::grammar::planner_grammar)). Validation and fail-safes in the
 //!   prompt layer still apply.
 //!
 //! The chat template is the model's own (from the GGUF metadata), falling back to ChatML.
@@ -540,6 +541,10 @@ impl<'m> Engine<'m> {
     fn sampler(&self, request: &ChatRequest) -> Result<LlamaSampler, LlmError> {
         let mut chain = Vec::new();
         let grammar = match &request.json_schema {
+            // A dialogue planner decodes under the grammar of its tools' calls (SPEC §7.2).
+            Some(schema) if request.kind == "dialogue_planner" => {
+                Some(super::grammar::planner_grammar(schema).unwrap_or_else(|| schema_grammar(schema)))
+            }
             Some(schema) => Some(schema_grammar(schema)),
             None => kind_grammar(&request.kind).map(str::to_owned),
         };

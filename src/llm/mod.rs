@@ -51,6 +51,7 @@ mod faulty;
 mod http;
 #[cfg(feature = "local-llm")]
 mod local;
+pub mod grammar;
 pub mod offline;
 mod plugin;
 #[cfg(feature = "http")]
