@@ -41,7 +41,9 @@ fn setup(memories: usize) -> (App, Entity) {
     }
     app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Paused;
     let now = app.world().resource::<SimClock>().now();
-    let topics = ["bread", "coffee", "garden", "music", "library", "market", "river", "school"];
+    let topics = [
+        "bread", "coffee", "garden", "music", "library", "market", "river", "school",
+    ];
     {
         let mut mind = app.world_mut().get_mut::<Mind>(persona).expect("mind");
         let state = mind.get_mut().expect("home");

@@ -49,7 +49,9 @@ fn main() {
     });
     let mut app = App::new();
     app.add_plugins(MinimalPlugins.set(simulation_task_pools()))
-        .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_millis(16)))
+        .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_millis(
+            16,
+        )))
         .insert_resource(LlmClient::new(std::sync::Arc::new(backend)))
         .insert_resource(SimClock::default().with_mode(TimeMode::Lockstep))
         .add_plugins(GenerativeAgentsPlugins)
@@ -77,7 +79,11 @@ fn main() {
     app.update();
 
     let turns = [
-        DialogueRequest::say(persona, "Player", "Could we meet at the cafe at 3 pm today?"),
+        DialogueRequest::say(
+            persona,
+            "Player",
+            "Could we meet at the cafe at 3 pm today?",
+        ),
         DialogueRequest::whisper(persona, "you love the smell of fresh bread"),
         DialogueRequest::interview(persona, "What are you doing this afternoon?"),
     ];

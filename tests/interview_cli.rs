@@ -14,7 +14,9 @@ use bevy_generative_agents::llm::{HttpBackend, HttpConfig, LlmClient, town_scrip
 use bevy_generative_agents::persist::save_world;
 use bevy_generative_agents::prompt::PromptLibrary;
 use bevy_generative_agents::testing::create_test_app;
-use bevy_generative_agents::testing::fake_openai::{FakeOpenAi, FakeOpenAiConfig, scripted_answers};
+use bevy_generative_agents::testing::fake_openai::{
+    FakeOpenAi, FakeOpenAiConfig, scripted_answers,
+};
 use bevy_generative_agents::testing::spawn_default_town;
 
 fn files(dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
@@ -51,7 +53,12 @@ fn an_interview_answers_from_memory_and_leaves_the_save_untouched() {
         .stop_at_step = Some(1);
     for _ in 0..10_000 {
         app.update();
-        if app.world().resource::<bevy_generative_agents::clock::SimClock>().step() >= 1 {
+        if app
+            .world()
+            .resource::<bevy_generative_agents::clock::SimClock>()
+            .step()
+            >= 1
+        {
             break;
         }
     }
@@ -71,7 +78,12 @@ fn an_interview_answers_from_memory_and_leaves_the_save_untouched() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(app.world().resource::<Replies>().0, 1, "the whisper landed");
-    let name = app.world().get::<Name>(persona).expect("name").as_str().to_owned();
+    let name = app
+        .world()
+        .get::<Name>(persona)
+        .expect("name")
+        .as_str()
+        .to_owned();
     let dir = std::env::temp_dir().join(format!("ga-interview-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     save_world(app.world_mut(), &dir).expect("saved");
@@ -84,7 +96,12 @@ fn an_interview_answers_from_memory_and_leaves_the_save_untouched() {
         .arg(&dir)
         .args(["--persona", &name.to_lowercase()[..4]])
         .args(["--question", "Where did you bury the silver compass?"])
-        .args(["--llm-backend", "http", "--llm-base-url", &server.base_url()])
+        .args([
+            "--llm-backend",
+            "http",
+            "--llm-base-url",
+            &server.base_url(),
+        ])
         .args(["--llm-model", "test-model", "--llm-embed-model", "embedder"])
         .env_remove("GA_PROMPTS")
         .output()
@@ -113,7 +130,11 @@ fn an_interview_answers_from_memory_and_leaves_the_save_untouched() {
         .filter(|b| b.contains("You plan the next step of a persona"))
         .collect();
     assert_eq!(planner.len(), 1);
-    assert!(planner[0].contains("silver compass beneath the old oak"), "{}", planner[0]);
+    assert!(
+        planner[0].contains("silver compass beneath the old oak"),
+        "{}",
+        planner[0]
+    );
 
     let mut after = BTreeMap::new();
     files(&dir, &mut after);

@@ -27,7 +27,11 @@ pub struct InterviewArgs {
     #[arg(long)]
     pub persona: String,
     /// One question.
-    #[arg(long, conflicts_with = "questions", required_unless_present = "questions")]
+    #[arg(
+        long,
+        conflicts_with = "questions",
+        required_unless_present = "questions"
+    )]
     pub question: Option<String>,
     /// A file with one question per line (blank lines skipped).
     #[arg(long, value_name = "FILE")]
@@ -61,7 +65,9 @@ fn questions(args: &InterviewArgs) -> Result<Vec<String>, String> {
         return Err(format!("at most {MAX_QUESTIONS} questions"));
     }
     if list.iter().any(|q| q.chars().count() > MAX_QUESTION_CHARS) {
-        return Err(format!("a question is longer than {MAX_QUESTION_CHARS} characters"));
+        return Err(format!(
+            "a question is longer than {MAX_QUESTION_CHARS} characters"
+        ));
     }
     Ok(list)
 }
@@ -95,7 +101,9 @@ pub fn interview_command(args: &InterviewArgs) -> ExitCode {
     app.init_resource::<Answers>()
         .add_observer(|e: On<DialogueReplied>, mut a: ResMut<Answers>| a.0.push(e.clone()));
     let wanted = args.persona.to_lowercase();
-    let mut query = app.world_mut().query_filtered::<(Entity, &Name), With<Persona>>();
+    let mut query = app
+        .world_mut()
+        .query_filtered::<(Entity, &Name), With<Persona>>();
     let matches: Vec<(Entity, String)> = query
         .iter(app.world())
         .filter(|(_, n)| {

@@ -255,7 +255,9 @@ pub fn book_appointment(
     minutes: u32,
 ) -> Result<(), ControlError> {
     let (tile, sec_per_step) = {
-        let body = world.get::<Body>(persona).ok_or(ControlError::NotAPersona)?;
+        let body = world
+            .get::<Body>(persona)
+            .ok_or(ControlError::NotAPersona)?;
         let sec = world
             .get_resource::<SimClock>()
             .map_or(10, SimClock::sec_per_step);

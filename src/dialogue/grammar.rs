@@ -47,8 +47,8 @@ pub fn planner_answer_schema(tools: &[ToolSpec]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::grammar::literal;
     use crate::dialogue::tools::built_in_specs;
+    use crate::llm::grammar::literal;
 
     #[test]
     fn the_grammar_names_every_tool_and_its_arguments() {
@@ -89,7 +89,10 @@ mod tests {
 
     #[test]
     fn schemas_map_to_rules() {
-        assert_eq!(value_rule(&serde_json::json!({"type": "integer"}), 0), "int");
+        assert_eq!(
+            value_rule(&serde_json::json!({"type": "integer"}), 0),
+            "int"
+        );
         assert_eq!(
             value_rule(&serde_json::json!({"enum": ["a", "b"]}), 0),
             r#"( "\"a\"" | "\"b\"" )"#

@@ -56,7 +56,9 @@ pub fn spoken_text(raw: &str) -> String {
     let cleaned = clean_response(raw);
     let without = strip_prestart(&cleaned);
     // Whatever tag survives (an unclosed one, a stray close) is neutralised.
-    neutralise(without.trim(), MAX_REPLY_CHARS).trim().to_string()
+    neutralise(without.trim(), MAX_REPLY_CHARS)
+        .trim()
+        .to_string()
 }
 
 /// Removes `<prestart …>…</prestart>` blocks (an unclosed one drops the rest).

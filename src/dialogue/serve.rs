@@ -163,7 +163,8 @@ pub(super) fn drive_dialogues(world: &mut World) {
             else {
                 continue;
             };
-            turn.running = Running::Task(AsyncComputeTaskPool::get().spawn(SyncCell::to_inner(future)));
+            turn.running =
+                Running::Task(AsyncComputeTaskPool::get().spawn(SyncCell::to_inner(future)));
         }
     }
     for (entity, outcome) in finished {
@@ -561,7 +562,12 @@ pub fn tool_line(tool: &str, args: &Value, result: &Result<Value, String>) -> St
 
 /// The checks of `add_to_schedule` in the world: a known place, a time later today.
 fn schedule_fit(world: &mut World, persona: Entity, args: &Value) -> Result<ScheduleFit, String> {
-    let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let text = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let minutes = args
         .get("minutes")
         .and_then(Value::as_u64)
@@ -631,7 +637,14 @@ fn apply_schedule(
             "minutes": fit.minutes
         }))
     })();
-    called(world, persona, request, ADD_TO_SCHEDULE, args, result.clone());
+    called(
+        world,
+        persona,
+        request,
+        ADD_TO_SCHEDULE,
+        args,
+        result.clone(),
+    );
     result
 }
 
@@ -656,28 +669,35 @@ fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
     let Some(state) = mind.get_mut() else { return };
     let name = state.scratch.name.clone();
     let mut stored = Vec::new();
-    if let Some((description, lines, poignancy, embedding)) = keep.chat {
-        let lines = lines
+    if let Some(chat) = keep.chat {
+        let lines = chat
+            .lines
             .into_iter()
             .map(|(speaker, line)| ChatLine { speaker, line })
             .collect();
-        let memory = NewMemory::new(now, (name.clone(), "chat with", speaker), description)
+        let memory = NewMemory::new(now, (name.clone(), "chat with", speaker), chat.description)
             .keywords([name.to_lowercase(), speaker.to_lowercase()])
-            .poignancy(poignancy)
-            .embedding(embedding);
+            .poignancy(chat.poignancy)
+            .embedding(chat.embedding);
         match state.associative.add_chat(memory, lines) {
-            Ok(_) => stored.push(poignancy),
+            Ok(_) => stored.push(chat.poignancy),
             Err(error) => warn!(%error, "could not store the dialogue"),
         }
     }
-    if let Some((description, poignancy, embedding, days)) = keep.thought {
-        let memory = NewMemory::new(now, (name.clone(), "thinks", "whisper"), description)
-            .keywords([name.to_lowercase()])
-            .poignancy(poignancy)
-            .embedding(embedding)
-            .expires(now + Duration::days(days));
+    if let Some(thought) = keep.thought {
+        let mut memory = NewMemory::new(
+            now,
+            (name.clone(), "thinks", "whisper"),
+            thought.description,
+        )
+        .keywords([name.to_lowercase()])
+        .poignancy(thought.poignancy)
+        .embedding(thought.embedding);
+        if let Some(days) = thought.days {
+            memory = memory.expires(now + Duration::days(days));
+        }
         match state.associative.add_thought(memory, Vec::new()) {
-            Ok(_) => stored.push(poignancy),
+            Ok(_) => stored.push(thought.poignancy),
             Err(error) => warn!(%error, "could not store the whisper"),
         }
     }

@@ -145,7 +145,10 @@ impl Tool {
         match self.validator.iter_errors(args).next() {
             None => Ok(()),
             Some(error) => Err(truncate_chars(
-                &format!("arguments do not match the schema at `{}`", error.instance_path()),
+                &format!(
+                    "arguments do not match the schema at `{}`",
+                    error.instance_path()
+                ),
                 200,
             )
             .to_string()),
@@ -320,7 +323,13 @@ pub fn built_in_specs() -> Vec<ToolSpec> {
             json!({}),
         )
         .read_only(),
-        ToolSpec::new(WHAT_TIME, "The current date and time.", no_args(), json!({})).read_only(),
+        ToolSpec::new(
+            WHAT_TIME,
+            "The current date and time.",
+            no_args(),
+            json!({}),
+        )
+        .read_only(),
         ToolSpec::new(
             ADD_TO_SCHEDULE,
             "Add something to do today to your schedule, at a place and a time; you go there when it starts.",
@@ -450,11 +459,7 @@ pub fn resolve_place(map: &TownMap, known: Option<&Mind>, text: &str) -> Option<
 }
 
 /// Where a place is: its address, or that the persona does not know it.
-pub fn where_is(
-    call: In<ToolCall>,
-    map: Option<Res<TownMap>>,
-    minds: Query<&Mind>,
-) -> ToolResult {
+pub fn where_is(call: In<ToolCall>, map: Option<Res<TownMap>>, minds: Query<&Mind>) -> ToolResult {
     let map = map.ok_or("there is no town")?;
     let place = arg(&call, "place");
     match resolve_place(&map, minds.get(call.persona).ok(), place) {

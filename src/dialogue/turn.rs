@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use chrono::NaiveDateTime;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::cognition::chat_stream::partial_string_field;
-use crate::cognition::prompts::{ChatPoignancy, NewDecompositionSchedule, ThoughtPoignancy, WhisperThought};
+use crate::cognition::prompts::{
+    ChatPoignancy, NewDecompositionSchedule, ThoughtPoignancy, WhisperThought,
+};
 use crate::cognition::schedule::{reaction_window, schedule_pairs, total_minutes};
 use crate::cognition::vocabulary::date_text;
 use crate::persona::ScheduleItem;
@@ -19,11 +21,11 @@ use crate::prompt::{
 };
 
 use super::control::{has_item_at, insert_item};
-use super::prompts::{
-    DialogueFinal, DialoguePlanner, MAX_REPLY_CHARS, PlannerStep, SpeakerProfileUpdate,
-    neutralise, spoken_text, truncate_chars,
-};
 use super::grammar::planner_answer_schema;
+use super::prompts::{
+    DialogueFinal, DialoguePlanner, MAX_REPLY_CHARS, PlannerStep, SpeakerProfileUpdate, neutralise,
+    spoken_text, truncate_chars,
+};
 use super::tools::ToolSpec;
 use super::{DialogueMode, DialogueSettings, RefusalReason, ToolCallRecord};
 
@@ -94,12 +96,24 @@ pub(super) enum WorldRequest {
 /// What a turn leaves in the persona's memory.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Keep {
-    /// The exchange as a chat memory: description, lines, poignancy, embedding.
-    pub chat: Option<(String, Vec<(String, String)>, u8, Vec<f32>)>,
-    /// A thought: description, poignancy, embedding, days.
-    pub thought: Option<(String, u8, Vec<f32>, i64)>,
+    /// The exchange as a chat memory.
+    pub chat: Option<KeptMemory>,
+    /// A thought (a whisper).
+    pub thought: Option<KeptMemory>,
     /// The speaker's new profile.
     pub profile: Option<String>,
+}
+
+/// One memory to store.
+#[derive(Debug, Clone, Default)]
+pub(super) struct KeptMemory {
+    pub description: String,
+    /// The lines of a chat (empty for a thought).
+    pub lines: Vec<(String, String)>,
+    pub poignancy: u8,
+    pub embedding: Vec<f32>,
+    /// Days until it expires (`None`: never).
+    pub days: Option<i64>,
 }
 
 /// The world's answers.
@@ -133,7 +147,9 @@ impl WorldLink {
 
     fn show(&self, text: &str) {
         // A full channel drops it: the next update carries the whole reply again.
-        let _ = self.stream.try_send(StreamUpdate::Partial(text.to_string()));
+        let _ = self
+            .stream
+            .try_send(StreamUpdate::Partial(text.to_string()));
     }
 }
 
@@ -229,7 +245,9 @@ fn result_text(result: &Result<Value, String>) -> String {
 fn substitute(args: &Value, question: &str) -> Value {
     match args {
         Value::String(s) => Value::String(s.replace("{{question}}", question)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, question)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| substitute(v, question)).collect())
+        }
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| (k.clone(), substitute(v, question)))
@@ -356,7 +374,11 @@ async fn whisper(
         .value,
     );
     let thought = if thought.is_empty() {
-        format!("{} thinks: {}", prepared.name, truncate_chars(&whisper, 300))
+        format!(
+            "{} thinks: {}",
+            prepared.name,
+            truncate_chars(&whisper, 300)
+        )
     } else {
         thought
     };
@@ -372,12 +394,13 @@ async fn whisper(
     .value;
     if let Some(embedding) = embed(ctx, &thought).await {
         let keep = Keep {
-            thought: Some((
-                thought.clone(),
+            thought: Some(KeptMemory {
+                description: thought.clone(),
                 poignancy,
                 embedding,
-                input.settings.whisper_days,
-            )),
+                days: Some(input.settings.whisper_days),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         link.ask(WorldRequest::Store(keep)).await;
@@ -418,7 +441,10 @@ async fn converse(
     let profile = if input.profile.is_empty() {
         format!("{} does not know {speaker} yet.", prepared.first_name)
     } else {
-        format!("What {} knows of {speaker}: {}", prepared.first_name, input.profile)
+        format!(
+            "What {} knows of {speaker}: {}",
+            prepared.first_name, input.profile
+        )
     };
     let observations = format!(
         "{profile}\n{} is at {} and is {}.\nNow: {}",
@@ -486,7 +512,11 @@ async fn converse(
     let tool_list = if tools.is_empty() {
         "(no tools)".to_string()
     } else {
-        tools.iter().map(|t| t.listing()).collect::<Vec<_>>().join("\n")
+        tools
+            .iter()
+            .map(|t| t.listing())
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     let answer_schema = planner_answer_schema(&prepared.tools);
     let recent = recent_text(&input.recent, &speaker, &prepared.name);
@@ -522,7 +552,9 @@ async fn converse(
             json: true,
             shown: String::new(),
         };
-        let step = run_prompt_watched(ctx, &planner, Some(&mut watcher)).await.value;
+        let step = run_prompt_watched(ctx, &planner, Some(&mut watcher))
+            .await
+            .value;
         planner_calls += 1;
         let (tool, args) = match step {
             PlannerStep::Finish { message } => {
@@ -566,7 +598,11 @@ async fn converse(
                 RefusalReason::Unknown => format!(
                     "unknown tool `{}`; the tools are: {}",
                     neutralise(&tool, 64),
-                    tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+                    tools
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 RefusalReason::NotAllowed => "you may not use this tool".to_string(),
                 RefusalReason::BadArguments(why) => why,
@@ -688,9 +724,13 @@ async fn converse(
             prepared.now.format("%H:%M"),
             truncate_chars(&reply, 160)
         );
-        let chat = embed(ctx, &description)
-            .await
-            .map(|embedding| (description, lines, poignancy, embedding));
+        let chat = embed(ctx, &description).await.map(|embedding| KeptMemory {
+            description,
+            lines,
+            poignancy,
+            embedding,
+            days: None,
+        });
         link.ask(WorldRequest::Store(Keep {
             chat,
             thought: None,
@@ -713,6 +753,7 @@ async fn converse(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn helpers_format_and_substitute() {

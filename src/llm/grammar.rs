@@ -13,7 +13,6 @@
 
 use serde_json::Value;
 
-
 /// The shared rules: strings, numbers, whitespace, any JSON value.
 const COMMON: &str = r#"ws ::= [ \t\n]{0,4}
 str ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\/bfnrt] ){0,300} "\""
@@ -158,7 +157,10 @@ pub fn planner_grammar(answer_schema: &Value) -> Option<String> {
     let mut finish = false;
     for option in options {
         let properties = option.get("properties")?;
-        match properties.pointer("/action/const").and_then(Value::as_str)? {
+        match properties
+            .pointer("/action/const")
+            .and_then(Value::as_str)?
+        {
             "tool" => {
                 let name = properties.pointer("/tool/const").and_then(Value::as_str)?;
                 tools.push((name, properties.get("args")?));

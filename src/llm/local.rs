@@ -542,9 +542,9 @@ impl<'m> Engine<'m> {
         let mut chain = Vec::new();
         let grammar = match &request.json_schema {
             // A dialogue planner decodes under the grammar of its tools' calls (SPEC §7.2).
-            Some(schema) if request.kind == "dialogue_planner" => {
-                Some(super::grammar::planner_grammar(schema).unwrap_or_else(|| schema_grammar(schema)))
-            }
+            Some(schema) if request.kind == "dialogue_planner" => Some(
+                super::grammar::planner_grammar(schema).unwrap_or_else(|| schema_grammar(schema)),
+            ),
             Some(schema) => Some(schema_grammar(schema)),
             None => kind_grammar(&request.kind).map(str::to_owned),
         };

@@ -47,11 +47,11 @@ mod client;
 mod config;
 mod endpoint;
 mod faulty;
+pub mod grammar;
 #[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "local-llm")]
 mod local;
-pub mod grammar;
 pub mod offline;
 mod plugin;
 #[cfg(feature = "http")]

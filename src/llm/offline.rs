@@ -212,7 +212,9 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         .with_responder("whisper_thought", |req, _| whisper(&req.prompt_text()))
         .with_responder("generic_json", |req, _| generic_json(&req.prompt_text()))
         // Talking to a persona (SPEC §7): answer at once, no tools.
-        .with_responder("dialogue_planner", |req, _| dialogue_reply(&req.prompt_text()))
+        .with_responder("dialogue_planner", |req, _| {
+            dialogue_reply(&req.prompt_text())
+        })
         .with_responder("dialogue_final", |req, _| {
             serde_json::from_str::<serde_json::Value>(&dialogue_reply(&req.prompt_text()))
                 .ok()
@@ -228,8 +230,12 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
 
 /// The offline stand-in's reply to a message: who the persona is and what it is doing.
 fn dialogue_reply(text: &str) -> String {
-    let doing = between(text, " and is ", ".\nNow:").unwrap_or("busy").trim();
-    let who = between(text, "\nYou are ", ", talking with").unwrap_or("I").trim();
+    let doing = between(text, " and is ", ".\nNow:")
+        .unwrap_or("busy")
+        .trim();
+    let who = between(text, "\nYou are ", ", talking with")
+        .unwrap_or("I")
+        .trim();
     let reply = format!("Hello! I'm {who}, and right now I'm {doing}.");
     serde_json::json!({"action": "finish", "message": reply}).to_string()
 }

@@ -609,7 +609,12 @@ fn decode_files(root: &Path) -> Result<SaveData, PersistError> {
 
     let mut personas = Vec::with_capacity(meta.personas.len());
     for name in &meta.personas {
-        personas.push(decode_persona(root, name, &meta.embedding, meta.format_version)?);
+        personas.push(decode_persona(
+            root,
+            name,
+            &meta.embedding,
+            meta.format_version,
+        )?);
     }
     Ok(SaveData {
         meta,

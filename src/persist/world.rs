@@ -9,8 +9,8 @@ use bevy::prelude::*;
 
 use super::files::{SaveFiles, recover_interrupted_save, write_folder_atomic};
 use super::format::{
-    DialogueFile, EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta, TileEvents,
-    decode_with, encode,
+    DialogueFile, EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta,
+    TileEvents, decode_with, encode,
 };
 use super::{FORMAT_NAME, FORMAT_VERSION, PersistError, SaveIntegrity};
 use crate::clock::{AwaitingCognition, SimClock, SimSpeed, TimeMode};
