@@ -396,12 +396,20 @@ fn a_message_adds_to_the_schedule_and_the_persona_goes_there() {
     meta["format_version"] = json!(1);
     std::fs::write(&meta_path, meta.to_string()).expect("meta written");
     std::fs::remove_file(dir.join("personas/Ada Lee/dialogue.json")).expect("removed");
-    let old = bevy_generative_agents::persist::decode_with(
+    let mut fresh = World::new();
+    fresh.insert_resource(self::town());
+    bevy_generative_agents::persist::load_into_world_with(
+        &mut fresh,
         &dir,
         bevy_generative_agents::persist::SaveIntegrity::TrustEdited,
     )
     .expect("a version 1 save loads");
-    assert!(old.personas[0].dialogue.profiles.0.is_empty());
+    let mut profiles = fresh
+        .query_filtered::<Option<&SpeakerProfiles>, With<bevy_generative_agents::persona::Persona>>(
+        );
+    let loaded: Vec<_> = profiles.iter(&fresh).collect();
+    assert_eq!(loaded.len(), 1);
+    assert!(loaded[0].is_none_or(|p| p.0.is_empty()));
     let _ = std::fs::remove_dir_all(&dir);
 
     // In Lockstep, at 01:00 (step 360) Ada stands in the cafe.
