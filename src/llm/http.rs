@@ -238,28 +238,41 @@ impl HttpBackend {
         &self.shared.config
     }
 
-    /// Runs `job` on the backend's runtime; the result comes back over a channel. Dropping
-    /// the returned future aborts the job.
+    /// Runs `job` on the backend's runtime (see [`spawn_on`]).
     fn spawn<T, F>(&self, job: F) -> BoxFuture<'_, Result<T, LlmError>>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, LlmError>> + Send + 'static,
     {
-        let (tx, rx) = async_channel::bounded(1);
-        let handle = self.runtime.as_ref().map(|runtime| {
-            runtime.spawn(async move {
-                // The receiver is gone only if the caller stopped waiting.
-                let _ = tx.send(job.await).await;
-            })
-        });
-        Box::pin(async move {
-            let Some(handle) = handle else {
-                return Err(LlmError::Closed);
-            };
-            let _abort = AbortOnDrop(handle);
-            rx.recv().await.unwrap_or(Err(LlmError::Closed))
-        })
+        spawn_on(self.runtime.as_ref(), job)
     }
+}
+
+/// Runs `job` on `runtime`; the result comes back over a channel, so the caller's executor
+/// (Bevy's task pools) need not be a tokio runtime. Dropping the returned future aborts the
+/// job; no runtime (shut down) is [`LlmError::Closed`].
+pub(super) fn spawn_on<'a, T, F>(
+    runtime: Option<&tokio::runtime::Runtime>,
+    job: F,
+) -> BoxFuture<'a, Result<T, LlmError>>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T, LlmError>> + Send + 'static,
+{
+    let (tx, rx) = async_channel::bounded(1);
+    let handle = runtime.map(|runtime| {
+        runtime.spawn(async move {
+            // The receiver is gone only if the caller stopped waiting.
+            let _ = tx.send(job.await).await;
+        })
+    });
+    Box::pin(async move {
+        let Some(handle) = handle else {
+            return Err(LlmError::Closed);
+        };
+        let _abort = AbortOnDrop(handle);
+        rx.recv().await.unwrap_or(Err(LlmError::Closed))
+    })
 }
 
 /// Aborts a spawned request when the caller's future is dropped (or finishes).

@@ -593,27 +593,7 @@ impl PoolBackend {
         T: Send + 'static,
         F: Future<Output = Result<T, LlmError>> + Send + 'static,
     {
-        let (tx, rx) = async_channel::bounded(1);
-        let handle = self.runtime.as_ref().map(|runtime| {
-            runtime.spawn(async move {
-                let _ = tx.send(job.await).await;
-            })
-        });
-        Box::pin(async move {
-            let Some(handle) = handle else {
-                return Err(LlmError::Closed);
-            };
-            let _abort = AbortOnDrop(handle);
-            rx.recv().await.unwrap_or(Err(LlmError::Closed))
-        })
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+        super::http::spawn_on(self.runtime.as_ref(), job)
     }
 }
 
