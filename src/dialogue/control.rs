@@ -154,20 +154,28 @@ pub fn walk_to(
     place: &str,
     description: Option<&str>,
 ) -> Result<String, ControlError> {
-    let address = {
-        let map = world.get_resource::<TownMap>().ok_or(ControlError::NoMap)?;
-        resolve_place(map, world.get::<Mind>(persona), place)
-            .ok_or_else(|| ControlError::UnknownPlace(place.to_string()))?
-    };
-    let now = world
-        .get_resource::<SimClock>()
-        .map(SimClock::now)
-        .unwrap_or_default();
+    let (address, now) = place_and_now(world, persona, place)?;
     let description = description
         .map(str::to_string)
         .unwrap_or_else(|| format!("going to {}", address.last_name()));
     start_going(world, persona, &address, now, 30, &description)?;
     Ok(arena_string(&address))
+}
+
+/// The arena `place` names for `persona` (see [`resolve_place`]) and the sim time now.
+fn place_and_now(
+    world: &World,
+    persona: Entity,
+    place: &str,
+) -> Result<(Address, NaiveDateTime), ControlError> {
+    let map = world.get_resource::<TownMap>().ok_or(ControlError::NoMap)?;
+    let address = resolve_place(map, world.get::<Mind>(persona), place)
+        .ok_or_else(|| ControlError::UnknownPlace(place.to_string()))?;
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    Ok((address, now))
 }
 
 /// Sets the action "description at arena" from `now` for `minutes` and resets the path.
@@ -218,15 +226,7 @@ pub fn add_schedule_item(
     at: NaiveDateTime,
     minutes: u32,
 ) -> Result<String, ControlError> {
-    let address = {
-        let map = world.get_resource::<TownMap>().ok_or(ControlError::NoMap)?;
-        resolve_place(map, world.get::<Mind>(persona), place)
-            .ok_or_else(|| ControlError::UnknownPlace(place.to_string()))?
-    };
-    let now = world
-        .get_resource::<SimClock>()
-        .map(SimClock::now)
-        .unwrap_or_default();
+    let (address, now) = place_and_now(world, persona, place)?;
     if at.date() != now.date() || at < now {
         return Err(ControlError::BadTime);
     }
