@@ -1,6 +1,6 @@
 //! The embedded local model (feature `local-llm`) against the **real** GGUF file: choice
-//! scoring, grammar-constrained JSON and shaped answers, streaming, prefix reuse, embeddings,
-//! and a headless run of the town on it.
+//! scoring, grammar-constrained JSON and shaped answers, the dialogue planner's tool-call
+//! grammar, streaming, prefix reuse, embeddings, and a headless run of the town on it.
 //!
 //! The model is `GA_LOCAL_MODEL` or the first default file in the model cache
 //! (`scripts/fetch-model.sh` puts it there). Without it these tests print why and pass —
@@ -134,6 +134,106 @@ fn grammar_constrained_json_always_parses() {
         assert_eq!(value.as_object().map(|o| o.len()), Some(2), "{value}");
         assert!(response.usage.completion_tokens > 0);
     }
+}
+
+/// The dialogue planner (SPEC §7.2) on the real model with two tools — the built-in
+/// `add_to_schedule` and a game's own `ring_bell` — decodes under the tools' grammar: every
+/// answer parses as a planner step, and every tool call names one of the two tools with
+/// arguments that pass that tool's JSON schema. The same prompts with only the two tool calls
+/// allowed (a step that must call a tool) check the calls themselves, whatever the model would
+/// have preferred.
+#[test]
+fn the_dialogue_planner_calls_its_two_tools_with_schema_valid_arguments() {
+    use bevy_generative_agents::dialogue::ToolSpec;
+    use bevy_generative_agents::dialogue::grammar::planner_answer_schema;
+    use bevy_generative_agents::dialogue::prompts::{DialoguePlanner, PlannerStep};
+    use bevy_generative_agents::dialogue::tools::built_in_specs;
+    use bevy_generative_agents::prompt::{Prompt, PromptLibrary, clean_response};
+
+    let Some(llm) = backend() else { return };
+    let add = built_in_specs()
+        .into_iter()
+        .find(|t| t.name == "add_to_schedule")
+        .expect("the built-in add_to_schedule");
+    let bell = ToolSpec::new(
+        "ring_bell",
+        "Ring the cafe bell a number of times.",
+        serde_json::json!({"type": "object",
+            "properties": {"times": {"type": "integer", "minimum": 1, "maximum": 3}},
+            "required": ["times"], "additionalProperties": false}),
+        serde_json::json!({"times": 2}),
+    );
+    let tools = [add, bell];
+    let listing: String = tools.iter().map(|t| t.listing() + "\n").collect();
+    let validators: Vec<(String, jsonschema::Validator)> = tools
+        .iter()
+        .map(|t| {
+            let v = jsonschema::validator_for(&t.schema).expect("a tool schema compiles");
+            (t.name.clone(), v)
+        })
+        .collect();
+    let check_call = |tool: &str, args: &serde_json::Value, context: &str| {
+        let Some((_, validator)) = validators.iter().find(|(name, _)| name == tool) else {
+            panic!("{context}: a tool that is not one of the two: {tool:?}");
+        };
+        let errors: Vec<String> = validator.iter_errors(args).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{context}: {tool} {args}: {errors:?}");
+    };
+    let library = PromptLibrary::default();
+    let full = planner_answer_schema(&tools);
+    // Only the tool calls: the `oneOf` without its finish option.
+    let mut calls_only = full.clone();
+    if let Some(options) = calls_only["oneOf"].as_array_mut() {
+        options.retain(|o| o.pointer("/properties/action/const") == Some(&"tool".into()));
+    }
+    assert_eq!(calls_only["oneOf"].as_array().map(Vec::len), Some(2));
+    let messages = [
+        "Could you put lunch with me at the cafe at 12:30 into your plans for today?",
+        "Ring the bell twice so everyone knows the bread is ready!",
+        "Please add a walk by the river at 17:00 for half an hour.",
+        "Hello! How are you today?",
+    ];
+    let (mut calls, mut finishes) = (0, 0);
+    for (i, message) in messages.iter().enumerate() {
+        for (schema, must_call) in [(&full, false), (&calls_only, true)] {
+            let planner = DialoguePlanner {
+                speaker: "Player".into(),
+                message: (*message).into(),
+                persona: "You are Ada Brook, who runs the Riverside Cafe in Brookside. You are \
+                          friendly and busy."
+                    .into(),
+                observations: "Ada is at the Riverside Cafe, serving coffee.".into(),
+                tools: listing.clone(),
+                answer_schema: Some(schema.clone()),
+                seed: i as u64,
+                ..DialoguePlanner::default()
+            };
+            let request = planner
+                .request(&library)
+                .expect("the planner template fills");
+            let response = block_on(llm.chat(request)).expect("chat");
+            let context = format!("{message:?} (calls only: {must_call}): {:?}", response.text);
+            let step = planner
+                .parse(&clean_response(&response.text))
+                .unwrap_or_else(|e| panic!("{context}: {e}"));
+            match step {
+                PlannerStep::Tool { tool, args } => {
+                    check_call(&tool, &args, &context);
+                    calls += 1;
+                }
+                PlannerStep::Finish { message } => {
+                    assert!(
+                        !must_call,
+                        "{context}: finished where only calls were allowed"
+                    );
+                    assert!(message.is_some_and(|m| !m.trim().is_empty()), "{context}");
+                    finishes += 1;
+                }
+            }
+        }
+    }
+    eprintln!("dialogue planner on the real model: {calls} tool calls, {finishes} finishes");
+    assert!(calls >= messages.len(), "every calls-only step is a call");
 }
 
 #[test]

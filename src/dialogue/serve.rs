@@ -300,31 +300,36 @@ fn drain_stream(world: &mut World, entity: Entity, turn: &ActiveTurn) {
         }
     }
     let Some(text) = latest else { return };
-    show(world, entity, &turn.request.speaker, &turn.name, text);
+    show(world, entity, &turn.name, text, false);
 }
 
 /// Sets the partial reply and mirrors it into the persona's bubble ([`ChatStream`] with the
-/// persona as both speaker and listener: no conversation of the town owns it).
-fn show(world: &mut World, entity: Entity, speaker: &str, name: &str, text: String) {
+/// persona as both speaker and listener: no conversation of the town owns it). While the turn
+/// runs the reply is the stream's partial line; once `finished` it is its one finished line, so
+/// the bubble types it out, holds it and closes. A conversation of the town the persona is in
+/// keeps its own stream.
+fn show(world: &mut World, entity: Entity, name: &str, text: String, finished: bool) {
     let Ok(mut e) = world.get_entity_mut(entity) else {
         return;
     };
-    let message = match e.get_mut::<DialogueStream>() {
-        Some(mut stream) => {
-            stream.partial.clone_from(&text);
-            stream.message.clone()
-        }
+    match e.get_mut::<DialogueStream>() {
+        Some(mut stream) => stream.partial.clone_from(&text),
         None => return,
-    };
+    }
     let in_conversation = e
         .get::<ChatStream>()
         .is_some_and(|c| c.speaker != c.listener);
     if !in_conversation {
+        let (lines, partial) = if finished {
+            (vec![(name.to_string(), text)], String::new())
+        } else {
+            (Vec::new(), text)
+        };
         e.insert(ChatStream {
             speaker: entity,
             listener: entity,
-            lines: vec![(speaker.to_string(), message)],
-            partial: format!("{name}: {text}"),
+            lines,
+            partial,
         });
     }
 }
@@ -729,13 +734,7 @@ fn land(world: &mut World, persona: Entity, turn: ActiveTurn, outcome: TurnOutco
                 kept_prestart: outcome.kept_prestart.clone(),
             });
     }
-    show(
-        world,
-        persona,
-        &turn.request.speaker,
-        &turn.name,
-        outcome.reply.clone(),
-    );
+    show(world, persona, &turn.name, outcome.reply.clone(), true);
     if let Some(mut stream) = world.get_mut::<DialogueStream>(persona) {
         stream.running = false;
     }

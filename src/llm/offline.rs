@@ -230,8 +230,14 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
 
 /// The offline stand-in's reply to a message: who the persona is and what it is doing.
 fn dialogue_reply(text: &str) -> String {
-    let doing = between(text, " and is ", ".\nNow:")
-        .unwrap_or("busy")
+    // The observation line just before "Now:": "<name> is at <place> and is <doing>." (the
+    // persona's own description earlier in the prompt may say " and is " too).
+    let doing = text
+        .find(".\nNow:")
+        .and_then(|end| text.get(..end))
+        .and_then(|head| head.rsplit('\n').next())
+        .and_then(|line| line.rsplit_once(" and is "))
+        .map_or("busy", |(_, doing)| doing)
         .trim();
     let who = between(text, "\nYou are ", ", talking with")
         .unwrap_or("I")
@@ -2834,6 +2840,25 @@ mod tests {
     use bevy::tasks::block_on;
 
     use super::*;
+
+    #[test]
+    fn the_stand_ins_reply_says_who_and_what_from_the_observation_line_only() {
+        let prompt = "Identity: Elena Reyes is stuck on her novel and is looking for ideas.\n\
+                      You are Elena Reyes, talking with Player.\n\
+                      Elena does not know Player yet.\n\
+                      Elena is at Town:Reyes house:bedroom and is sleeping.\n\
+                      Now: Monday February 13, 07:09";
+        let reply: serde_json::Value = serde_json::from_str(&dialogue_reply(prompt)).expect("JSON");
+        assert_eq!(
+            reply["message"],
+            "Hello! I'm Elena Reyes, and right now I'm sleeping."
+        );
+        // Without the observation line: a short stand-in, never the prompt.
+        let reply: serde_json::Value =
+            serde_json::from_str(&dialogue_reply("You are Ada, talking with Player.\n"))
+                .expect("JSON");
+        assert_eq!(reply["message"], "Hello! I'm Ada, and right now I'm busy.");
+    }
     use crate::cognition::prompts::*;
     use crate::llm::{ChatRequest, LlmClient};
     use crate::persona::{EventTriple, PersonaSheet, default_personas_dir, load_persona_sheets};

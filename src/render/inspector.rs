@@ -9,7 +9,10 @@
 //! ([`ReplayActor`]) have no mind at all: for them the panel shows what the movement log
 //! recorded — the action, its address, the chat — and says that is all there is.
 //!
-//! Keyboard: `Tab` next persona · `Esc` deselect · `F` follow on/off.
+//! Under them, the talk box ([`TalkBox`](super::TalkBox)): type to the selected persona and read its
+//! answer as it is written.
+//!
+//! Keyboard: `Tab` next persona · `Esc` deselect · `F` follow on/off · `Enter` talk.
 
 use std::collections::BTreeMap;
 
@@ -20,8 +23,10 @@ use chrono::NaiveDateTime;
 
 use super::hud::{GameUiSystems, HudState};
 use super::sprites::Selected;
+use super::talk::{Talk, TalkBox, TalkView};
 use crate::clock::SimClock;
 use crate::cognition::ChatStream;
+use crate::dialogue::DialogueSessions;
 use crate::memory::NodeKind;
 use crate::output::ReplayActor;
 use crate::persona::{ActionView, Body, Diary, Mind, Persona, ScheduleItem};
@@ -124,14 +129,17 @@ pub struct InspectorPlugin;
 
 impl Plugin for InspectorPlugin {
     fn build(&self, app: &mut App) {
-        app.add_systems(
-            Update,
-            (attach_snapshots, refresh_snapshots, selection_keys),
-        )
-        .add_systems(
-            EguiPrimaryContextPass,
-            draw_inspector.in_set(GameUiSystems::Panels),
-        );
+        app.init_resource::<TalkBox>()
+            .init_resource::<TalkView>()
+            .init_resource::<DialogueSessions>()
+            .add_systems(
+                Update,
+                (attach_snapshots, refresh_snapshots, selection_keys),
+            )
+            .add_systems(
+                EguiPrimaryContextPass,
+                draw_inspector.in_set(GameUiSystems::Panels),
+            );
     }
 }
 
@@ -261,8 +269,16 @@ fn draw_inspector(
         With<Persona>,
     >,
     streams: Query<&ChatStream>,
+    mut talk: Talk,
 ) -> Result {
     let ctx = contexts.ctx_mut()?.clone();
+    // Only a text field keeps the keyboard: a button or checkbox focused by a click or by
+    // egui's own `Tab` navigation would hide every game shortcut from the player.
+    if !ctx.text_edit_focused()
+        && let Some(focused) = ctx.memory(|m| m.focused())
+    {
+        ctx.memory_mut(|m| m.surrender_focus(focused));
+    }
     let mut rect = ctx.viewport_rect();
     rect.min.y += hud.bar_height;
     let mut root = egui::Ui::new(
@@ -275,9 +291,13 @@ fn draw_inspector(
     let mut list: Vec<_> = personas.iter().collect();
     list.sort_by(|a, b| a.1.as_str().cmp(b.1.as_str()));
     // The conversation the selected persona is in while it is still being spoken.
-    let live = selected
-        .entity
-        .and_then(|e| streams.iter().find(|s| s.involves(e)).map(|s| (e, s)));
+    let live = selected.entity.and_then(|e| {
+        streams
+            // A persona's answer to the player is its own stream: the talk box shows it.
+            .iter()
+            .find(|s| s.involves(e) && s.speaker != s.listener)
+            .map(|s| (e, s))
+    });
     let name_of = |entity: Entity| {
         list.iter()
             .find(|p| p.0 == entity)
@@ -300,10 +320,11 @@ fn draw_inspector(
                     );
                 }
                 ui.separator();
-                let Some((_, name, view, mind, snapshot, diary, (body, replayed))) =
+                let Some((selected_entity, name, view, mind, snapshot, diary, (body, replayed))) =
                     selected.entity.and_then(|e| list.iter().find(|p| p.0 == e))
                 else {
                     ui.label("Click a persona in the town or in this list (Tab cycles).");
+                    talk.clear();
                     return;
                 };
                 ui.horizontal(|ui| {
@@ -315,6 +336,7 @@ fn draw_inspector(
                 });
                 if *replayed {
                     replayed_persona(ui, view, body);
+                    talk.clear();
                     return;
                 }
                 let empty = MindSnapshot::default();
@@ -322,6 +344,9 @@ fn draw_inspector(
                 mind_lines(ui, mind, snap, view);
 
                 conversation(ui, view, live, name_of);
+
+                ui.separator();
+                talk.section(ui, *selected_entity, name.as_str());
 
                 ui.separator();
                 schedule_sections(ui, snap, clock.minute_of_day());

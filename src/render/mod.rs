@@ -15,7 +15,7 @@
 //! | [`BubblesPlugin`] | colour emoji of the current action, typewriter dialogue bubbles, 💭 while thinking |
 //! | [`GameCameraPlugin`] | pan (drag, WASD/arrows), zoom (wheel, +/-), follow the selected persona |
 //! | [`HudPlugin`] | date and time, speed controls and their shortcuts, LLM status or replay progress, messages |
-//! | [`InspectorPlugin`] | the selected persona: plan, action, memories, chat, relationships |
+//! | [`InspectorPlugin`] | the selected persona: plan, action, memories, chat, relationships; the talk box ([`TalkBox`]) |
 //!
 //! [`GameRenderPlugins`] holds them all; [`run_game`] builds the whole windowed app (also in
 //! screenshot mode, see [`GameOptions::screenshot`]), from a fresh town or a save
@@ -40,9 +40,12 @@ mod map;
 mod night;
 mod saves;
 mod sprites;
+mod talk;
 
 pub use art::{Canvas, Facing, HairStyle, Look, bubble_frame, character_sheet, draw_character};
-pub use bubbles::{BubblesPlugin, ChatPlayback, EmojiFont, chat_playback};
+pub use bubbles::{
+    BubblesPlugin, ChatBubble, ChatLine, ChatPlayback, ChatText, EmojiFont, chat_playback,
+};
 pub use camera::{CameraState, GameCamera, GameCameraPlugin};
 pub use game::{
     DEFAULT_GAME_START, GameError, GameOptions, GameSim, PersonaShot, ReplayOptions,
@@ -58,6 +61,7 @@ pub use saves::{
     save_shortcut_for_key,
 };
 pub use sprites::{PersonaSprite, PersonaSpritesPlugin, Selected, WalkState, approach, reselect};
+pub use talk::{MAX_MESSAGE_CHARS, PLAYER, TalkBox, TalkLine, TalkView, talk_lines, talk_request};
 
 use bevy::app::plugin_group;
 use bevy::prelude::*;
