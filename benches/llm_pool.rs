@@ -20,7 +20,10 @@
 //! ```
 //!
 //! `BGA_PERSONAS` (25), `BGA_LATENCY_MS` (200), `BGA_SLOTS` (4), `BGA_PER_SERVER` (8) and
-//! `BGA_SAMPLES` (10) override the set-up.
+//! `BGA_SAMPLES` (10) override the set-up. `BGA_TRACE=1` prints, on stderr, a line every
+//! 100 ms of each burst (step, personas awaiting a thought, calls in flight in the client and
+//! at each server, calls served) and, per burst, the chat calls per persona and the chat and
+//! embedding calls per server: where the wall time goes.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -170,9 +173,37 @@ fn burst(setup: Setup, p: &Params, seed: u64) -> Result<Burst, Box<dyn std::erro
 
     let start = Instant::now();
     let timeout = Duration::from_secs(600);
+    let trace = std::env::var_os("BGA_TRACE").is_some();
+    let mut next_sample = Duration::ZERO;
     let planned = loop {
         app.update();
         let (done, total) = planned(&mut app);
+        if trace && start.elapsed() >= next_sample {
+            next_sample += Duration::from_millis(100);
+            let awaiting = app
+                .world_mut()
+                .query_filtered::<(), With<bevy_generative_agents::clock::AwaitingCognition>>()
+                .iter(app.world())
+                .count();
+            let step = app
+                .world()
+                .resource::<bevy_generative_agents::clock::SimClock>()
+                .step();
+            let per: Vec<usize> = servers.iter().map(FakeOpenAi::in_flight).collect();
+            let calls: Vec<usize> = servers.iter().map(FakeOpenAi::calls).collect();
+            eprintln!(
+                "TRACE {:?} t={:.2} step={} awaiting={} planned={}/{} client_in_flight={} server_in_flight={:?} calls={:?}",
+                setup,
+                start.elapsed().as_secs_f64(),
+                step,
+                awaiting,
+                done,
+                total,
+                client.in_flight(),
+                per,
+                calls
+            );
+        }
         if done == total || start.elapsed() > timeout {
             break (done, total);
         }
@@ -186,6 +217,22 @@ fn burst(setup: Setup, p: &Params, seed: u64) -> Result<Burst, Box<dyn std::erro
                 .entry(name)
                 .or_insert_with(|| vec![0; servers_n])[s] = count;
         }
+    }
+    if std::env::var_os("BGA_TRACE").is_some() {
+        let mut chains: Vec<usize> = per_persona.values().map(|c| c.iter().sum()).collect();
+        chains.sort_unstable();
+        eprintln!(
+            "TRACE {setup:?} wall={:.2} chat calls per persona {chains:?}; embedding calls {:?}; chat {:?}",
+            wall.as_secs_f64(),
+            servers
+                .iter()
+                .map(FakeOpenAi::embedding_calls)
+                .collect::<Vec<_>>(),
+            servers
+                .iter()
+                .map(FakeOpenAi::chat_calls)
+                .collect::<Vec<_>>(),
+        );
     }
     let usage = client.usage();
     let pool_affinity = usage.endpoints.iter().fold((0, 0), |(h, c), e| {

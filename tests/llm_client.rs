@@ -548,3 +548,109 @@ fn cache_file_persists_across_clients_and_feeds_replay() {
     assert!(ReplayBackend::open(dir.join("absent.jsonl")).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A backend whose chat calls each wait for the test to hand them their outcome.
+struct GatedBackend {
+    calls: AtomicU64,
+    gate: async_channel::Receiver<Result<ChatResponse, LlmError>>,
+}
+
+impl LlmBackend for GatedBackend {
+    fn name(&self) -> &str {
+        "gated"
+    }
+    fn model(&self) -> &str {
+        "gated"
+    }
+    fn chat(&self, _request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.gate
+                .recv()
+                .await
+                .unwrap_or_else(|_| Err(LlmError::Connection("gate closed".into())))
+        })
+    }
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        Box::pin(async move { Ok(vec![vec![1.0]; texts.len()]) })
+    }
+    fn embedding_model(&self) -> &str {
+        "gated"
+    }
+    fn embedding_dim(&self) -> usize {
+        1
+    }
+}
+
+#[test]
+fn an_identical_deterministic_request_in_flight_is_asked_once() {
+    use bevy::tasks::futures_lite::future::poll_once;
+    let (open, gate) = async_channel::unbounded();
+    let backend = Arc::new(GatedBackend {
+        calls: AtomicU64::new(0),
+        gate,
+    });
+    let client = LlmClient::new(backend.clone());
+    let answer = |text: &str| ChatResponse {
+        text: text.into(),
+        usage: TokenUsage::default(),
+    };
+    let same = ChatRequest::new("k", "where is the cafe?").with_temperature(0.0);
+    let sampled = ChatRequest::new("k", "where is the cafe?").with_temperature(0.9);
+
+    let mut first = Box::pin(client.ask(same.clone()));
+    let mut second = Box::pin(client.ask(same.clone()));
+    let mut free = Box::pin(client.ask(sampled));
+    for pending in [first.as_mut(), second.as_mut(), free.as_mut()] {
+        assert!(block_on(poll_once(pending)).is_none());
+    }
+    assert_eq!(
+        backend.calls.load(Ordering::SeqCst),
+        2,
+        "the second copy waits; a sampled request always asks"
+    );
+    open.try_send(Ok(answer("by the park"))).expect("gate");
+    open.try_send(Ok(answer("sampled"))).expect("gate");
+    let first = block_on(first).expect("answer");
+    let second = block_on(second).expect("answer");
+    assert_eq!(first.response.text, "by the park");
+    assert_eq!(second.response, first.response);
+    assert!(!first.from_cache() && second.from_cache());
+    assert_eq!(block_on(free).expect("answer").response.text, "sampled");
+    let usage = client.usage().kind("k");
+    assert_eq!((usage.calls, usage.cache_hits), (2, 1));
+
+    // The leader fails: its follower asks the backend itself (and gets its own answer).
+    let other = ChatRequest::new("k", "who runs the cafe?").with_temperature(0.0);
+    let mut leader = Box::pin(client.ask(other.clone()));
+    let mut follower = Box::pin(client.ask(other));
+    assert!(block_on(poll_once(leader.as_mut())).is_none());
+    assert!(block_on(poll_once(follower.as_mut())).is_none());
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 3);
+    open.try_send(Err(LlmError::Status {
+        status: 500,
+        message: "oops".into(),
+    }))
+    .expect("gate");
+    open.try_send(Ok(answer("Isabella"))).expect("gate");
+    assert!(block_on(leader).is_err());
+    assert_eq!(
+        block_on(follower).expect("asked again").response.text,
+        "Isabella"
+    );
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 4);
+
+    // A cancelled leader does not strand its follower either.
+    let third = ChatRequest::new("k", "when does it open?").with_temperature(0.0);
+    let mut leader = Box::pin(client.ask(third.clone()));
+    let mut follower = Box::pin(client.ask(third));
+    assert!(block_on(poll_once(leader.as_mut())).is_none());
+    assert!(block_on(poll_once(follower.as_mut())).is_none());
+    drop(leader);
+    open.try_send(Ok(answer("at eight"))).expect("gate");
+    assert_eq!(
+        block_on(follower).expect("answer").response.text,
+        "at eight"
+    );
+    assert_eq!(client.in_flight(), 0);
+}

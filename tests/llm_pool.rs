@@ -509,3 +509,96 @@ fn killing_one_of_three_servers_mid_run_in_lockstep() {
 fn killing_one_of_three_servers_mid_run_in_realtime() {
     kill_one_of_three(TimeMode::Realtime, Some(SimSpeed::Max), 10.0);
 }
+
+/// `smallville run --llm-base-urls A,B`: both servers answer the run, `usage.json` lists them
+/// (host and port, no key), the pool settings of `--llm-config` apply, and a bad list is a
+/// clear error naming the flag and the entry.
+#[cfg(feature = "cli")]
+#[test]
+fn the_run_command_takes_a_pool_from_its_flag() {
+    use std::process::Command;
+    const BIN: &str = env!("CARGO_BIN_EXE_smallville");
+    let library = PromptLibrary::default();
+    let servers: Vec<FakeOpenAi> = (0..2)
+        .map(|i| {
+            FakeOpenAi::start(FakeOpenAiConfig::new(scripted_answers(
+                town_script_backend(i),
+                &library,
+            )))
+            .expect("server")
+        })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("bga-pool-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("llm.json");
+    std::fs::write(
+        &config,
+        r#"{"pool": {"eject_base_secs": 0.5, "eject_max_secs": 5}}"#,
+    )
+    .expect("config");
+    let urls = format!("{},{}", servers[0].base_url(), servers[1].base_url());
+    let out = dir.join("run");
+    let output = Command::new(BIN)
+        .args(["run", "--hours", "0.25", "--personas", "3", "--no-progress"])
+        .args(["--llm-backend", "http", "--llm-base-urls", &urls])
+        .arg("--llm-config")
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .env("GA_LLM_API_KEY", KEY_A)
+        .env_remove("GA_LLM_BASE_URLS")
+        .env_remove("GA_LLM_BASE_URL")
+        .output()
+        .expect("spawn smallville");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "run failed: {}",
+        &stderr[stderr.len().saturating_sub(3000)..]
+    );
+    assert!(
+        servers.iter().all(|s| s.chat_calls() > 0),
+        "both servers answered"
+    );
+    let usage = std::fs::read_to_string(out.join("usage.json")).expect("usage.json");
+    let report: bevy_generative_agents::llm::UsageReport =
+        serde_json::from_str(&usage).expect("usage parses");
+    let chat: Vec<&EndpointUsage> = report
+        .endpoints
+        .iter()
+        .filter(|e| e.pool == "chat")
+        .collect();
+    assert_eq!(chat.len(), 2, "{usage}");
+    for server in &servers {
+        let entry = endpoint(&report.endpoints, server);
+        assert!(entry.calls > 0 && entry.healthy, "{entry:?}");
+    }
+    assert!(!usage.contains(KEY_A));
+    let lines = bevy_generative_agents::llm::endpoint_lines(&report.endpoints);
+    assert_eq!(lines.len(), 2);
+    for (line, server) in lines.iter().zip(&servers) {
+        assert!(
+            line.starts_with(&format!("chat {} ", server.addr())) && line.ends_with("healthy"),
+            "{line}"
+        );
+    }
+
+    let bad = Command::new(BIN)
+        .args(["run", "--hours", "0.1", "--personas", "1", "--no-progress"])
+        .args([
+            "--llm-base-urls",
+            "http://127.0.0.1:9/v1,ftp://elsewhere/v1",
+        ])
+        .arg("--out")
+        .arg(dir.join("bad"))
+        .output()
+        .expect("spawn smallville");
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(
+        stderr.contains("--llm-base-urls entry 2 (ftp://elsewhere/v1)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

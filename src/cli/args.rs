@@ -24,6 +24,10 @@ pub struct LlmArgs {
     /// OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1.
     #[arg(long = "llm-base-url", value_name = "URL")]
     pub base_url: Option<String>,
+    /// A pool of OpenAI-compatible chat servers, comma-separated (same rules as
+    /// `GA_LLM_BASE_URLS`; beats it and the config file's "endpoints").
+    #[arg(long = "llm-base-urls", value_name = "URL,URL")]
+    pub base_urls: Option<String>,
     /// Chat model name.
     #[arg(long = "llm-model", value_name = "MODEL")]
     pub model: Option<String>,
@@ -59,7 +63,7 @@ pub struct LlmArgs {
 impl LlmArgs {
     /// The flags as a config layer.
     pub fn layer(&self) -> LlmConfigLayer {
-        LlmConfigLayer {
+        let layer = LlmConfigLayer {
             backend: self.backend,
             base_url: self.base_url.clone(),
             model: self.model.clone(),
@@ -72,6 +76,10 @@ impl LlmArgs {
             local_threads: self.local_threads,
             prompts: self.prompts.clone(),
             ..LlmConfigLayer::default()
+        };
+        match &self.base_urls {
+            Some(list) => layer.with_base_urls("--llm-base-urls", list),
+            None => layer,
         }
     }
 
@@ -399,6 +407,27 @@ mod tests {
         let config = cli.llm.resolve_with(env).expect("config");
         assert_eq!(config.backend, BackendChoice::Scripted);
         assert_eq!(config.concurrency, 2);
+
+        // --llm-base-urls beats GA_LLM_BASE_URLS, and its errors name the flag and the entry.
+        let env = |var: &str| (var == "GA_LLM_BASE_URLS").then(|| "http://env:1/v1".to_owned());
+        let cli =
+            Cli::try_parse_from(["x", "--llm-base-urls", "http://a:8080/v1, http://b:8081/v1"])
+                .expect("parse");
+        let config = cli.llm.resolve_with(env).expect("config");
+        let urls: Vec<&str> = config.endpoints.iter().map(|e| e.url.as_str()).collect();
+        assert_eq!(urls, ["http://a:8080/v1", "http://b:8081/v1"]);
+        assert_eq!(config.resolved_backend(), BackendChoice::Http);
+        let cli =
+            Cli::try_parse_from(["x", "--llm-base-urls", "http://a/v1,ftp://b"]).expect("parse");
+        let err = cli.llm.resolve_with(env).expect_err("bad URL");
+        assert!(
+            err.to_string()
+                .starts_with("--llm-base-urls entry 2 (ftp://b)"),
+            "{err}"
+        );
+        let cli = Cli::try_parse_from(["x", "--llm-base-urls", " , "]).expect("parse");
+        let err = cli.llm.resolve_with(env).expect_err("empty");
+        assert!(err.to_string().contains("--llm-base-urls"), "{err}");
     }
 
     #[test]

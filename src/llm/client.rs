@@ -1,8 +1,10 @@
 //! [`LlmClient`]: the handle every prompt function and stage task calls the model through.
 //!
 //! It wraps one backend with the three things every call needs: a global concurrency limit
-//! (an async semaphore, so waiting never blocks a thread), the response and embedding cache,
-//! and usage accounting per prompt kind. Cloning it is cheap (one `Arc`), so each task gets
+//! (an async semaphore, so waiting never blocks a thread, handing permits out first come,
+//! first served), the response and embedding cache (a cacheable chat request identical to one
+//! in flight waits for that one's answer instead of asking again), and usage accounting per
+//! prompt kind. Cloning it is cheap (one `Arc`), so each task gets
 //! its own handle; it is a Bevy `Resource` so systems can hand it to the tasks they spawn.
 
 use std::fmt;
@@ -11,7 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use async_lock::{Semaphore, SemaphoreGuard};
 use bevy::prelude::Resource;
 
 use super::backend::{ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError};
@@ -19,6 +20,7 @@ use super::cache::{
     CacheEntry, CacheError, CacheKey, CacheLimits, CachedAnswer, ResponseCache, chat_cache_key,
     choice_cache_key, embedding_cache_key,
 };
+use super::permits::{FairPermit, FairSemaphore};
 use super::usage::{EMBED_KIND, UsageCounters, UsageReport};
 
 /// The default number of backend calls in flight at once. High enough that a town's personas
@@ -94,7 +96,7 @@ impl ChatAnswer {
 
 struct ClientInner {
     backend: Arc<dyn LlmBackend>,
-    semaphore: Semaphore,
+    semaphore: FairSemaphore,
     concurrency: usize,
     in_flight: AtomicUsize,
     bell: AnswerBell,
@@ -102,6 +104,76 @@ struct ClientInner {
     policy: CachePolicy,
     usage: Arc<UsageCounters>,
     embed_batch: usize,
+    flights: Flights,
+}
+
+/// Cacheable chat requests in flight, by cache key, with the callers waiting for the same
+/// answer. Several personas often ask the very same deterministic question at once (the same
+/// place, the same event); the first asks the backend, the others wait for its answer instead
+/// of each sending a copy — what the cache would have given them a moment later.
+#[derive(Default)]
+struct Flights(
+    Mutex<std::collections::HashMap<CacheKey, Vec<async_channel::Sender<ChatResponse>>>>,
+);
+
+/// What a cacheable chat request does about an identical one in flight.
+enum Flight<'a> {
+    /// None is in flight: this one asks the backend and answers the followers.
+    Lead(FlightLead<'a>),
+    /// One is: wait for its answer (a closed channel: it failed or was dropped).
+    Follow(async_channel::Receiver<ChatResponse>),
+}
+
+/// The leading request of a flight; dropping it ends the flight (followers whose leader
+/// failed or was cancelled see a closed channel and ask themselves).
+struct FlightLead<'a> {
+    flights: &'a Flights,
+    key: CacheKey,
+}
+
+impl Flights {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<CacheKey, Vec<async_channel::Sender<ChatResponse>>>,
+    > {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn join(&self, key: CacheKey) -> Flight<'_> {
+        let mut flights = self.lock();
+        match flights.get_mut(&key) {
+            Some(followers) => {
+                let (tx, rx) = async_channel::bounded(1);
+                followers.push(tx);
+                Flight::Follow(rx)
+            }
+            None => {
+                flights.insert(key, Vec::new());
+                Flight::Lead(FlightLead { flights: self, key })
+            }
+        }
+    }
+}
+
+impl FlightLead<'_> {
+    /// Hands `response` to every follower and ends the flight.
+    fn answer(self, response: &ChatResponse) {
+        let followers = self.flights.lock().remove(&self.key).unwrap_or_default();
+        for follower in followers {
+            // A follower that gave up (cancelled) simply is not listening.
+            let _ = follower.try_send(response.clone());
+        }
+    }
+}
+
+impl Drop for FlightLead<'_> {
+    fn drop(&mut self) {
+        // Ends the flight if `answer` did not (a failure or a cancellation): the followers'
+        // channels close.
+        self.flights.lock().remove(&self.key);
+    }
 }
 
 /// A cheap-to-clone handle on a backend with a concurrency limit, a cache and usage
@@ -209,7 +281,7 @@ impl LlmClientBuilder {
         LlmClient {
             inner: Arc::new(ClientInner {
                 backend: self.backend,
-                semaphore: Semaphore::new(self.concurrency),
+                semaphore: FairSemaphore::new(self.concurrency),
                 concurrency: self.concurrency,
                 in_flight: AtomicUsize::new(0),
                 bell: AnswerBell::default(),
@@ -217,6 +289,7 @@ impl LlmClientBuilder {
                 policy: self.policy,
                 usage,
                 embed_batch: self.embed_batch,
+                flights: Flights::default(),
             }),
         }
     }
@@ -277,9 +350,10 @@ fn usable_embeddings(vectors: &[Vec<f32>], known_dim: usize) -> Result<(), LlmEr
 }
 
 /// A concurrency permit plus the in-flight count, both released on drop (so a cancelled
-/// task frees its slot); dropping it rings the client's [`AnswerBell`].
+/// task frees its slot); dropping it rings the client's [`AnswerBell`]. Permits are handed out
+/// first come, first served ([`FairSemaphore`]), so no persona waits out a whole burst.
 struct Permit<'a> {
-    _guard: SemaphoreGuard<'a>,
+    _guard: FairPermit<'a>,
     in_flight: &'a AtomicUsize,
     bell: &'a AnswerBell,
 }
@@ -382,11 +456,39 @@ impl LlmClient {
             self.inner.usage.record_cache_hits(&request.kind, 1);
             return Ok(ChatAnswer::cached(response, &request.kind));
         }
+        // The same cacheable question already on its way: wait for that answer (a cache hit a
+        // moment early); if that call fails or is dropped, ask again here.
+        let lead = loop {
+            let Some(key) = key else { break None };
+            match self.inner.flights.join(key) {
+                Flight::Lead(lead) => {
+                    // The previous flight may have been kept since the first look.
+                    if let Some(response) = self.cached_chat(Some(&key)) {
+                        self.inner.usage.record_cache_hits(&request.kind, 1);
+                        return Ok(ChatAnswer::cached(response, &request.kind));
+                    }
+                    break Some(lead);
+                }
+                Flight::Follow(answer) => {
+                    if let Ok(response) = answer.recv().await {
+                        self.inner.usage.record_cache_hits(&request.kind, 1);
+                        return Ok(ChatAnswer::cached(response, &request.kind));
+                    }
+                    if let Some(response) = self.cached_chat(Some(&key)) {
+                        self.inner.usage.record_cache_hits(&request.kind, 1);
+                        return Ok(ChatAnswer::cached(response, &request.kind));
+                    }
+                }
+            }
+        };
         let kind = request.kind.clone();
         let _permit = self.permit().await;
         bevy::log::trace!(kind = %kind, "llm chat request");
         let start = Instant::now();
         let result = backend.chat(request).await;
+        if let (Some(lead), Ok(response)) = (lead, &result) {
+            lead.answer(response);
+        }
         self.finish_chat(&kind, key, start, result)
     }
 

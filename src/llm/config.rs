@@ -222,6 +222,8 @@ pub struct LlmConfig {
     /// prefix cache hits (`affinity`, `GA_LLM_AFFINITY`; default on). Off: plain weighted
     /// least-outstanding-requests.
     pub affinity: bool,
+    /// How a pool ejects, probes and backs off (config file `"pool"`).
+    pub pool: PoolTimings,
 }
 
 impl Default for LlmConfig {
@@ -247,7 +249,124 @@ impl Default for LlmConfig {
             embed_endpoints: Vec::new(),
             embed_endpoints_source: "embed_endpoints",
             affinity: true,
+            pool: PoolTimings::default(),
         }
+    }
+}
+
+/// The longest accepted pool back-off or pause (an hour).
+pub const MAX_POOL_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// How a pool of servers takes a failing server out of the rotation and backs off: the config
+/// file's `"pool"` object (README "Several model servers"). A server is probed again when its
+/// ejection runs out, so the ejection back-off is also the probe interval: `eject_base` after
+/// the first failure, doubling with each failed probe up to `eject_max`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolTimings {
+    /// First ejection (`eject_base_secs`, default 1 s).
+    pub eject_base: Duration,
+    /// Longest ejection (`eject_max_secs`, default 30 s).
+    pub eject_max: Duration,
+    /// First back-off ceiling of a retry when no other server can take it
+    /// (`backoff_base_secs`, default 0.5 s); doubles per retry.
+    pub backoff_base: Duration,
+    /// Largest back-off ceiling (`backoff_max_secs`, default 30 s).
+    pub backoff_max: Duration,
+    /// Largest `Retry-After` honoured (`retry_after_cap_secs`, default 60 s).
+    pub retry_after_cap: Duration,
+}
+
+impl Default for PoolTimings {
+    fn default() -> Self {
+        Self {
+            eject_base: Duration::from_secs(1),
+            eject_max: Duration::from_secs(30),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+            retry_after_cap: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The config file's `"pool"` object: each key in seconds (between 0.1 and 3,600), unset keys
+/// leave lower layers alone, e.g. `{"eject_base_secs": 2, "eject_max_secs": 120}`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolTimingsLayer {
+    /// First ejection.
+    pub eject_base_secs: Option<f64>,
+    /// Longest ejection.
+    pub eject_max_secs: Option<f64>,
+    /// First retry back-off ceiling.
+    pub backoff_base_secs: Option<f64>,
+    /// Largest retry back-off ceiling.
+    pub backoff_max_secs: Option<f64>,
+    /// Largest `Retry-After` honoured.
+    pub retry_after_cap_secs: Option<f64>,
+}
+
+impl PoolTimings {
+    /// These timings with `layer`'s keys applied, each checked, and every base no longer than
+    /// its maximum.
+    fn apply(mut self, layer: &PoolTimingsLayer) -> Result<Self, ConfigError> {
+        let fields = [
+            (
+                "pool.eject_base_secs",
+                layer.eject_base_secs,
+                &mut self.eject_base,
+            ),
+            (
+                "pool.eject_max_secs",
+                layer.eject_max_secs,
+                &mut self.eject_max,
+            ),
+            (
+                "pool.backoff_base_secs",
+                layer.backoff_base_secs,
+                &mut self.backoff_base,
+            ),
+            (
+                "pool.backoff_max_secs",
+                layer.backoff_max_secs,
+                &mut self.backoff_max,
+            ),
+            (
+                "pool.retry_after_cap_secs",
+                layer.retry_after_cap_secs,
+                &mut self.retry_after_cap,
+            ),
+        ];
+        for (field, secs, slot) in fields {
+            if let Some(secs) = secs {
+                *slot = seconds(field, secs, MAX_POOL_BACKOFF)?;
+            }
+        }
+        for (base, max, base_value, max_value) in [
+            (
+                "pool.eject_base_secs",
+                "pool.eject_max_secs",
+                self.eject_base,
+                self.eject_max,
+            ),
+            (
+                "pool.backoff_base_secs",
+                "pool.backoff_max_secs",
+                self.backoff_base,
+                self.backoff_max,
+            ),
+        ] {
+            if base_value > max_value {
+                return Err(ConfigError::Invalid {
+                    field: base,
+                    reason: format!(
+                        "{} s is longer than {max} ({} s)",
+                        base_value.as_secs_f64(),
+                        max_value.as_secs_f64()
+                    ),
+                });
+            }
+        }
+        Ok(self)
     }
 }
 
@@ -422,6 +541,8 @@ pub struct LlmConfigLayer {
     pub embed_endpoints: Option<Vec<EndpointEntry>>,
     /// Prefix affinity in a pool (default on).
     pub affinity: Option<bool>,
+    /// How a pool ejects, probes and backs off (see [`PoolTimingsLayer`]).
+    pub pool: Option<PoolTimingsLayer>,
     /// Which lists the pools came from (the environment's names, else the file's).
     #[serde(skip)]
     pub pool_sources: Option<(&'static str, &'static str)>,
@@ -472,6 +593,18 @@ impl LlmConfigLayer {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_env_with(|var| std::env::var(var).ok())
+    }
+
+    /// This layer with the chat pool given as comma-separated URLs, by the same rules as
+    /// `GA_LLM_BASE_URLS` (an empty list is an error when applied); `source` names the list in
+    /// error messages (a flag, e.g. `--llm-base-urls`).
+    pub fn with_base_urls(mut self, source: &'static str, list: &str) -> Self {
+        self.endpoints = Some(url_list(list));
+        let embed = self
+            .pool_sources
+            .map_or("embed_endpoints", |(_, embed)| embed);
+        self.pool_sources = Some((source, embed));
+        self
     }
 
     /// Parses JSON config text.
@@ -605,6 +738,9 @@ impl LlmConfig {
         }
         if let Some(affinity) = layer.affinity {
             self.affinity = affinity;
+        }
+        if let Some(pool) = &layer.pool {
+            self.pool = self.pool.apply(pool)?;
         }
         if let Some(threads) = layer.local_threads {
             if threads == 0 {
@@ -960,7 +1096,7 @@ fn build_pool(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     let settings = super::pool::PoolSettings {
         max_retries: config.max_retries,
         affinity: config.affinity,
-        ..super::pool::PoolSettings::default()
+        ..super::pool::PoolSettings::from(config.pool)
     };
     let describe = |list: &[ResolvedEndpoint]| {
         list.iter()
@@ -1322,5 +1458,70 @@ mod tests {
                 "/home/ada/.cache/bevy_generative_agents/models"
             ))
         );
+    }
+
+    #[test]
+    fn pool_timings_come_from_the_file_and_bad_ones_name_their_key() {
+        let mut config = LlmConfig::default();
+        assert_eq!(config.pool, PoolTimings::default());
+        config
+            .apply(
+                LlmConfigLayer::from_json_str(
+                    r#"{"pool": {"eject_base_secs": 2, "eject_max_secs": 120,
+                       "backoff_base_secs": 0.25, "retry_after_cap_secs": 10}}"#,
+                )
+                .expect("parses"),
+            )
+            .expect("valid");
+        assert_eq!(
+            config.pool,
+            PoolTimings {
+                eject_base: Duration::from_secs(2),
+                eject_max: Duration::from_secs(120),
+                backoff_base: Duration::from_millis(250),
+                backoff_max: Duration::from_secs(30),
+                retry_after_cap: Duration::from_secs(10),
+            }
+        );
+        // A later layer changes only the keys it sets; a base above its maximum is refused.
+        let err = config
+            .apply(
+                LlmConfigLayer::from_json_str(r#"{"pool": {"eject_max_secs": 1}}"#)
+                    .expect("parses"),
+            )
+            .expect_err("base above max");
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    field: "pool.eject_base_secs",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        for (text, field) in [
+            (
+                r#"{"pool": {"eject_base_secs": 0}}"#,
+                "pool.eject_base_secs",
+            ),
+            (r#"{"pool": {"eject_max_secs": -3}}"#, "pool.eject_max_secs"),
+            (
+                r#"{"pool": {"backoff_max_secs": 1e9}}"#,
+                "pool.backoff_max_secs",
+            ),
+            (
+                r#"{"pool": {"retry_after_cap_secs": 0.01}}"#,
+                "pool.retry_after_cap_secs",
+            ),
+        ] {
+            let err = LlmConfig::default()
+                .apply(LlmConfigLayer::from_json_str(text).expect("parses"))
+                .expect_err(text);
+            assert!(err.to_string().contains(field), "{text}: {err}");
+        }
+        let err = LlmConfigLayer::from_json_str(r#"{"pool": {"probe_secs": 1}}"#)
+            .expect_err("unknown key");
+        assert!(err.to_string().contains("probe_secs"), "{err}");
     }
 }

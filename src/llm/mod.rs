@@ -53,6 +53,7 @@ mod http;
 #[cfg(feature = "local-llm")]
 mod local;
 pub mod offline;
+mod permits;
 mod plugin;
 #[cfg(feature = "http")]
 mod pool;
@@ -73,8 +74,9 @@ pub use config::{
     ApiKey, BackendChoice, ConfigError, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_EMBED_MODEL, DEFAULT_LOCAL_THREADS, DEFAULT_MAX_RETRIES, DEFAULT_MODEL,
     DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, EndpointEntry, LlmConfig, LlmConfigLayer,
-    MAX_CONNECT_TIMEOUT, MAX_RETRIES, MAX_TIMEOUT, MAX_WEIGHT, MIN_TIMEOUT, ResolvedEndpoint,
-    build_client, check_call_limits, fetch_default_model_if_missing, model_cache_dir,
+    MAX_CONNECT_TIMEOUT, MAX_POOL_BACKOFF, MAX_RETRIES, MAX_TIMEOUT, MAX_WEIGHT, MIN_TIMEOUT,
+    PoolTimings, PoolTimingsLayer, ResolvedEndpoint, build_client, check_call_limits,
+    fetch_default_model_if_missing, model_cache_dir,
 };
 pub use faulty::{Fault, FaultyBackend};
 #[cfg(feature = "http")]
@@ -95,4 +97,4 @@ pub use scripted::{
     Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptGuesses, ScriptRng, ScriptedBackend,
     hashed_bow_embedding,
 };
-pub use usage::{EMBED_KIND, EndpointUsage, KindUsage, UsageReport};
+pub use usage::{EMBED_KIND, EndpointUsage, KindUsage, UsageReport, endpoint_lines};

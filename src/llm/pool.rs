@@ -12,8 +12,10 @@
 //!   or vLLM prefix cache sees the same persona preamble again. Homes are handed out to the
 //!   server with the fewest homes per unit of weight and move back one key at a time when the
 //!   spread gets uneven (after a server comes back), so affinity never piles every persona on
-//!   one server. When the home is at its limit and another server has room, the call spills
-//!   over (an affinity miss); when the home is out of the rotation, the key gets a new home.
+//!   one server. When the home is at its limit, the call spills over (an affinity miss) only to
+//!   a server with at most half its limit in flight — one that would otherwise go idle — and
+//!   otherwise waits for a slot at home: in a busy pool every spill would push another persona
+//!   off its own home in turn. When the home is out of the rotation, the key gets a new home.
 //! * **Health.** A connect error, a 5xx or a timeout ejects the server for a back-off that
 //!   doubles with each ejection in a row (1 s up to 30 s by default). When it runs out, the
 //!   next call first *probes* the server (`GET /models`, within the connect timeout); an answer
@@ -38,6 +40,7 @@ use bevy::tasks::futures_lite::future;
 use rand::Rng;
 
 use super::backend::{BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmError, RetryHook};
+use super::config::PoolTimings;
 use super::usage::{EMBED_KIND, EndpointUsage};
 
 /// The most affinity keys a pool remembers; past it, homes are handed out afresh.
@@ -68,14 +71,21 @@ pub struct PoolSettings {
 
 impl Default for PoolSettings {
     fn default() -> Self {
+        Self::from(PoolTimings::default())
+    }
+}
+
+impl From<PoolTimings> for PoolSettings {
+    /// These timings, the default retries and affinity on.
+    fn from(t: PoolTimings) -> Self {
         Self {
             max_retries: super::endpoint::DEFAULT_MAX_RETRIES,
             affinity: true,
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(30),
-            eject_base: Duration::from_secs(1),
-            eject_max: Duration::from_secs(30),
-            retry_after_cap: Duration::from_secs(60),
+            backoff_base: t.backoff_base,
+            backoff_max: t.backoff_max,
+            eject_base: t.eject_base,
+            eject_max: t.eject_max,
+            retry_after_cap: t.retry_after_cap,
         }
     }
 }
@@ -230,11 +240,23 @@ impl Pool {
         };
 
         let mut chosen = None;
+        let mut eligible = eligible;
         if let Some(key) = key
             && let Some(home) = self.home_of(state, key, now)
-            && eligible.contains(&home)
         {
-            chosen = Some((home, true));
+            if eligible.contains(&home) {
+                chosen = Some((home, true));
+            } else if Some(home) != avoid {
+                // The home is at its limit. Another server is worth the lost prefix cache
+                // only when it would otherwise go idle (at most half its limit in flight);
+                // a pool that is busy everywhere keeps the call waiting for its home, or
+                // every spill pushes another persona off its own home in turn.
+                eligible
+                    .retain(|&i| state.members[i].outstanding * 2 <= self.members[i].concurrency);
+                if eligible.is_empty() {
+                    return Pick::Wait { until: None };
+                }
+            }
         }
         if chosen.is_none() && !eligible.is_empty() {
             chosen = self.least_loaded(state, &eligible).map(|i| (i, false));
@@ -452,12 +474,23 @@ impl Pool {
 
     fn usage(&self) -> Vec<EndpointUsage> {
         let state = self.lock();
+        let now = Instant::now();
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         state
             .members
             .iter()
             .map(|m| EndpointUsage {
                 in_flight: m.outstanding,
                 healthy: m.health == Health::Up,
+                probe_in_ms: match m.health {
+                    Health::Up => None,
+                    Health::Probing => Some(0),
+                    Health::Ejected { until } => Some(ms(until.saturating_duration_since(now))),
+                },
+                paused_ms: m
+                    .paused_until
+                    .filter(|t| *t > now)
+                    .map(|t| ms(t.saturating_duration_since(now))),
                 ..m.usage.clone()
             })
             .collect()
@@ -927,6 +960,44 @@ mod tests {
     }
 
     #[test]
+    fn a_full_home_spills_only_to_a_server_that_would_go_idle() {
+        let pool = pool(&[1.0, 1.0], 4);
+        let now = Instant::now();
+        let home = go(pool.pick(Some("a"), None, now));
+        for _ in 0..3 {
+            assert_eq!(go(pool.pick(Some("a"), None, now)), home);
+        }
+        let other = 1 - home;
+        // The other server is idle: the fifth call spills there.
+        assert_eq!(go(pool.pick(Some("a"), None, now)), other);
+        // Two more calls without a key: the other server now has 3 of 4 in flight.
+        assert_eq!(go(pool.pick(None, None, now)), other);
+        assert_eq!(go(pool.pick(None, None, now)), other);
+        assert!(
+            matches!(pool.pick(Some("a"), None, now), Pick::Wait { until: None }),
+            "busy everywhere: wait for the home"
+        );
+        // A call without a key still takes the free slot.
+        assert_eq!(go(pool.pick(None, None, now)), other);
+        pool.release(other);
+        pool.release(other);
+        assert_eq!(
+            go(pool.pick(Some("a"), None, now)),
+            other,
+            "half-idle again"
+        );
+        pool.release(home);
+        assert_eq!(go(pool.pick(Some("a"), None, now)), home, "a slot at home");
+        // A retry that must avoid the home goes elsewhere even to a busy server.
+        let busy = self::pool(&[1.0, 1.0], 4);
+        let h = go(busy.pick(Some("b"), None, now));
+        for _ in 0..3 {
+            go(busy.pick(None, None, now));
+        }
+        assert_eq!(go(busy.pick(Some("b"), Some(h), now)), 1 - h);
+    }
+
+    #[test]
     fn least_loaded_respects_limits_weights_and_standbys() {
         let pool = pool(&[1.0, 0.0], 2);
         let now = Instant::now();
@@ -955,6 +1026,13 @@ mod tests {
         };
         pool.record(0, Err(&err), Duration::ZERO, &settings);
         let now = Instant::now();
+        let usage = pool.usage();
+        assert!(
+            matches!(usage[0].probe_in_ms, Some(ms) if ms > 0 && ms <= 1000),
+            "{:?}",
+            usage[0].probe_in_ms
+        );
+        assert_eq!((usage[1].probe_in_ms, usage[1].paused_ms), (None, None));
         assert_eq!(go(pool.pick(None, None, now)), 1);
         pool.release(1);
         // Due for a probe once the back-off ran out; a failed probe doubles it.
@@ -966,6 +1044,7 @@ mod tests {
                 probe: true
             }
         ));
+        assert_eq!(pool.usage()[0].probe_in_ms, Some(0), "probing");
         pool.probed(0, false, &settings);
         pool.release(0);
         let state = pool.lock();
@@ -981,6 +1060,11 @@ mod tests {
         pool.record(1, Err(&limited), Duration::ZERO, &settings);
         let usage = pool.usage();
         assert!(usage[1].healthy && usage[1].ejections == 0 && usage[1].rate_limited == 1);
+        assert!(
+            matches!(usage[1].paused_ms, Some(ms) if ms > 4000 && ms <= 5000),
+            "{:?}",
+            usage[1].paused_ms
+        );
         // Member 0 is ejected and member 1 paused: wait for the pause to end.
         assert!(matches!(
             pool.pick(None, None, Instant::now()),

@@ -243,6 +243,13 @@ pub struct EndpointUsage {
     pub healthy: bool,
     /// Calls in flight there when the snapshot was taken.
     pub in_flight: usize,
+    /// While it is out of the rotation: milliseconds until the next probe when the snapshot
+    /// was taken (0: a probe is due or under way). `None` while it is in the rotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_in_ms: Option<u64>,
+    /// While a 429 pauses it: milliseconds left of the pause when the snapshot was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_ms: Option<u64>,
 }
 
 impl EndpointUsage {
@@ -254,6 +261,104 @@ impl EndpointUsage {
             self.total_latency_ms as f64 / self.calls as f64
         }
     }
+}
+
+/// The `host:port` of a base URL, for display: no scheme, credentials, path, query or
+/// fragment, whatever the URL holds; the scheme's default port when none is written (80 for
+/// `http`, 443 for `https`).
+fn host_port(url: &str) -> String {
+    let url = url.trim();
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme.to_ascii_lowercase(), rest),
+        None => (String::new(), url),
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    // Credentials end at the last `@` of the authority.
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    let has_port = match host.rfind(']') {
+        // `[v6]` or `[v6]:port`.
+        Some(close) => host[close..].contains(':'),
+        None => host.contains(':'),
+    };
+    if has_port || host.is_empty() {
+        return host.to_owned();
+    }
+    match scheme.as_str() {
+        "http" => format!("{host}:80"),
+        "https" => format!("{host}:443"),
+        _ => host.to_owned(),
+    }
+}
+
+/// A duration in milliseconds as a short text: `850 ms`, `4.2 s`, `3 min`.
+fn short_ms(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min", ms.div_ceil(60_000)),
+    }
+}
+
+/// One short display line per endpoint of a pool, for a HUD: the pool, the server's
+/// `host:port` (never its path, credentials or key), attempts, errors, mean latency, calls in
+/// flight, and its state — `healthy`, `paused <time>` (a 429), `ejected, probe in <time>`, or
+/// `probing`. Feed it [`LlmClient::endpoint_usage`](super::LlmClient::endpoint_usage) (or
+/// [`UsageReport::endpoints`]); a single server or an offline backend gives no lines.
+///
+/// ```
+/// use bevy_generative_agents::llm::{EndpointUsage, endpoint_lines};
+///
+/// let up = EndpointUsage {
+///     pool: "chat".into(),
+///     url: "http://10.0.0.2:8000/v1".into(),
+///     calls: 412,
+///     errors: 3,
+///     total_latency_ms: 412 * 210,
+///     healthy: true,
+///     in_flight: 5,
+///     ..EndpointUsage::default()
+/// };
+/// let down = EndpointUsage {
+///     pool: "chat".into(),
+///     url: "https://gpu2.example/v1".into(),
+///     calls: 40,
+///     errors: 9,
+///     total_latency_ms: 40 * 1500,
+///     probe_in_ms: Some(4200),
+///     ..EndpointUsage::default()
+/// };
+/// assert_eq!(
+///     endpoint_lines(&[up, down]),
+///     [
+///         "chat 10.0.0.2:8000  412 calls  3 err  210 ms avg  5 busy  healthy",
+///         "chat gpu2.example:443  40 calls  9 err  1.5 s avg  0 busy  ejected, probe in 4.2 s",
+///     ]
+/// );
+/// ```
+pub fn endpoint_lines(endpoints: &[EndpointUsage]) -> Vec<String> {
+    endpoints
+        .iter()
+        .map(|e| {
+            let state = match (e.probe_in_ms, e.paused_ms) {
+                (Some(0), _) => "probing".to_owned(),
+                (Some(ms), _) => format!("ejected, probe in {}", short_ms(ms)),
+                (None, _) if !e.healthy => "ejected".to_owned(),
+                (None, Some(ms)) => format!("paused {} (429)", short_ms(ms)),
+                (None, None) => "healthy".to_owned(),
+            };
+            // The mean is a whole number of milliseconds: rounding keeps the line steady.
+            let mean = e.mean_latency_ms().round() as u64;
+            format!(
+                "{} {}  {} calls  {} err  {} avg  {} busy  {state}",
+                e.pool,
+                host_port(&e.url),
+                e.calls,
+                e.errors,
+                short_ms(mean),
+                e.in_flight,
+            )
+        })
+        .collect()
 }
 
 impl UsageReport {
@@ -333,6 +438,54 @@ mod tests {
         assert_eq!(report.totals.max_latency_ms, 100);
         assert_eq!(report.totals.total_latency_ms, 147);
         assert_eq!(report.kind("missing"), KindUsage::default());
+    }
+
+    #[test]
+    fn endpoint_lines_show_host_port_and_state_only() {
+        assert_eq!(
+            host_port("http://user:secret@10.0.0.2:8000/v1?key=sk-1"),
+            "10.0.0.2:8000"
+        );
+        assert_eq!(host_port("https://gpu.example/v1"), "gpu.example:443");
+        assert_eq!(host_port("http://[::1]:8080/v1"), "[::1]:8080");
+        assert_eq!(host_port("HTTP://[::1]/v1"), "[::1]:80");
+        assert_eq!(host_port("http://a@b@host#frag"), "host:80");
+        let base = EndpointUsage {
+            pool: "embed".into(),
+            url: "http://k:sk-secret@h:1/v1".into(),
+            calls: 2,
+            total_latency_ms: 2 * 61_000,
+            ..EndpointUsage::default()
+        };
+        let line = |e: EndpointUsage| endpoint_lines(&[e]).remove(0);
+        assert_eq!(
+            line(EndpointUsage {
+                probe_in_ms: Some(0),
+                ..base.clone()
+            }),
+            "embed h:1  2 calls  0 err  2 min avg  0 busy  probing"
+        );
+        assert_eq!(
+            line(EndpointUsage {
+                healthy: true,
+                paused_ms: Some(900),
+                ..base.clone()
+            }),
+            "embed h:1  2 calls  0 err  2 min avg  0 busy  paused 900 ms (429)"
+        );
+        // An old snapshot without the timing fields still says the server is out.
+        assert!(line(base.clone()).ends_with("  ejected"));
+        assert!(!line(base).contains("secret"));
+        assert!(endpoint_lines(&[]).is_empty());
+        // A snapshot from an older usage.json (no timing fields) still reads.
+        let old: EndpointUsage = serde_json::from_str(
+            r#"{"pool":"chat","url":"http://h:1/v1","model":"m","weight":1.0,"concurrency":4,
+            "calls":0,"errors":0,"rate_limited":0,"total_latency_ms":0,"max_latency_ms":0,
+            "ejections":0,"readmissions":0,"affinity_calls":0,"affinity_hits":0,"healthy":true,
+            "in_flight":0}"#,
+        )
+        .expect("an older snapshot");
+        assert_eq!((old.probe_in_ms, old.paused_ms), (None, None));
     }
 
     #[test]
