@@ -797,14 +797,56 @@ fn build_local(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     let mut local = super::local::LocalConfig::new(&path);
     local.threads = config.local_threads;
     let backend = super::local::LocalBackend::new(local).map_err(|err| startup(err.to_string()))?;
+    let backend = with_sentence_embedder(config, Arc::new(backend));
     bevy::log::info!(
-        "LLM backend: local model {} ({} thread{}, embeddings {}-d)",
+        "LLM backend: local model {} ({} thread{}, embeddings {}, {}-d)",
         path.display(),
         config.local_threads,
         if config.local_threads == 1 { "" } else { "s" },
+        backend.embedding_model(),
         backend.embedding_dim()
     );
-    Ok(Arc::new(backend))
+    Ok(backend)
+}
+
+/// `backend` with its embeddings from the in-process sentence embedder (all-MiniLM-L6-v2) when
+/// its files are in the model cache; otherwise `backend` as it is, with a warning that says
+/// what retrieval loses and how to get the files.
+pub fn with_sentence_embedder(
+    config: &LlmConfig,
+    backend: Arc<dyn LlmBackend>,
+) -> Arc<dyn LlmBackend> {
+    let fallback = |why: String| {
+        bevy::log::warn!(
+            "{why}; memories are embedded by {} instead, which ranks relevant memories poorly \
+             (run scripts/fetch-model.sh to fetch {})",
+            backend.embedding_model(),
+            super::minilm::MINILM_NAME
+        );
+    };
+    let Some(dir) = config
+        .model_cache
+        .as_deref()
+        .and_then(super::minilm::minilm_dir)
+    else {
+        fallback(format!(
+            "no sentence-embedding model in {}",
+            config.model_cache.as_deref().map_or_else(
+                || "the model cache".to_owned(),
+                |d| d.join(super::minilm::MINILM_DIR).display().to_string()
+            )
+        ));
+        return backend;
+    };
+    match super::minilm::MiniLmEmbedder::load(&dir) {
+        Ok(embedder) => Arc::new(super::minilm::SentenceEmbeddings::new(backend, embedder)),
+        Err(err) => {
+            fallback(format!(
+                "the sentence-embedding model could not be loaded: {err}"
+            ));
+            backend
+        }
+    }
 }
 
 #[cfg(not(feature = "local-llm"))]
