@@ -858,13 +858,19 @@ fn build_local(_config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> 
 }
 
 /// For the game binary's first run: when `auto` would fall back to the scripted backend only
-/// because no model file is cached yet, runs this source tree's `scripts/fetch-model.sh` (it
-/// prints its progress) so a newcomer's `cargo run` thinks with a real model. Does nothing
-/// without the `local-llm` feature, when anything else is configured, when the script is not
-/// there (an installed binary), or when `GA_NO_MODEL_FETCH` is set. Returns whether a model
-/// file is available afterwards.
+/// because no model file is cached yet, or the local model has no sentence embedder
+/// (all-MiniLM-L6-v2) beside it, runs this source tree's `scripts/fetch-model.sh` (it prints
+/// its progress) so a newcomer's `cargo run` thinks with a real model. Does nothing without
+/// the `local-llm` feature, when anything else is configured, when the script is not there (an
+/// installed binary), or when `GA_NO_MODEL_FETCH` is set. Returns whether a model file is
+/// available afterwards.
 pub fn fetch_default_model_if_missing(config: &LlmConfig) -> bool {
-    if config.local_model_path().is_some() {
+    let has_embedder = config
+        .model_cache
+        .as_deref()
+        .and_then(super::minilm::minilm_dir)
+        .is_some();
+    if config.local_model_path().is_some() && (has_embedder || config.local_model.is_some()) {
         return true;
     }
     let wanted = cfg!(feature = "local-llm")
@@ -877,10 +883,15 @@ pub fn fetch_default_model_if_missing(config: &LlmConfig) -> bool {
         .as_ref()
         .filter(|_| wanted && script.is_file())
     else {
-        return false;
+        return config.local_model_path().is_some();
     };
     eprintln!(
-        "no local model yet: running {} (set GA_NO_MODEL_FETCH=1 to skip)",
+        "no local {} yet: running {} (set GA_NO_MODEL_FETCH=1 to skip)",
+        if config.local_model_path().is_some() {
+            "sentence-embedding model"
+        } else {
+            "model"
+        },
         script.display()
     );
     let status = std::process::Command::new("bash")

@@ -98,7 +98,7 @@ impl WordPiece {
                     start = end;
                 }
             }
-            if out.len() - 1 >= budget {
+            if out.len() > budget {
                 out.truncate(budget + 1);
                 break 'words;
             }
