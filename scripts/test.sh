@@ -34,7 +34,7 @@ step() { printf '\n=== %s\n' "$*"; }
 step "system packages for the window test (xvfb, software Vulkan, emoji font)"
 bash scripts/install-deps.sh
 
-step "the local model (scripts/fetch-model.sh; the local-model tests load the real file)"
+step "the local models (scripts/fetch-model.sh: the chat GGUF and all-MiniLM-L6-v2; the local-model and minilm tests load the real files)"
 GA_LOCAL_MODEL="${GA_LOCAL_MODEL:-$(bash scripts/fetch-model.sh)}"
 export GA_LOCAL_MODEL
 # Tests that need the model fail instead of skipping from here on.

@@ -933,14 +933,56 @@ fn build_local(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     let mut local = super::local::LocalConfig::new(&path);
     local.threads = config.local_threads;
     let backend = super::local::LocalBackend::new(local).map_err(|err| startup(err.to_string()))?;
+    let backend = with_sentence_embedder(config, Arc::new(backend));
     bevy::log::info!(
-        "LLM backend: local model {} ({} thread{}, embeddings {}-d)",
+        "LLM backend: local model {} ({} thread{}, embeddings {}, {}-d)",
         path.display(),
         config.local_threads,
         if config.local_threads == 1 { "" } else { "s" },
+        backend.embedding_model(),
         backend.embedding_dim()
     );
-    Ok(Arc::new(backend))
+    Ok(backend)
+}
+
+/// `backend` with its embeddings from the in-process sentence embedder (all-MiniLM-L6-v2) when
+/// its files are in the model cache; otherwise `backend` as it is, with a warning that says
+/// what retrieval loses and how to get the files.
+pub fn with_sentence_embedder(
+    config: &LlmConfig,
+    backend: Arc<dyn LlmBackend>,
+) -> Arc<dyn LlmBackend> {
+    let fallback = |why: String| {
+        bevy::log::warn!(
+            "{why}; memories are embedded by {} instead, which ranks relevant memories poorly \
+             (run scripts/fetch-model.sh to fetch {})",
+            backend.embedding_model(),
+            super::minilm::MINILM_NAME
+        );
+    };
+    let Some(dir) = config
+        .model_cache
+        .as_deref()
+        .and_then(super::minilm::minilm_dir)
+    else {
+        fallback(format!(
+            "no sentence-embedding model in {}",
+            config.model_cache.as_deref().map_or_else(
+                || "the model cache".to_owned(),
+                |d| d.join(super::minilm::MINILM_DIR).display().to_string()
+            )
+        ));
+        return backend;
+    };
+    match super::minilm::MiniLmEmbedder::load(&dir) {
+        Ok(embedder) => Arc::new(super::minilm::SentenceEmbeddings::new(backend, embedder)),
+        Err(err) => {
+            fallback(format!(
+                "the sentence-embedding model could not be loaded: {err}"
+            ));
+            backend
+        }
+    }
 }
 
 #[cfg(not(feature = "local-llm"))]
@@ -952,13 +994,19 @@ fn build_local(_config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> 
 }
 
 /// For the game binary's first run: when `auto` would fall back to the scripted backend only
-/// because no model file is cached yet, runs this source tree's `scripts/fetch-model.sh` (it
-/// prints its progress) so a newcomer's `cargo run` thinks with a real model. Does nothing
-/// without the `local-llm` feature, when anything else is configured, when the script is not
-/// there (an installed binary), or when `GA_NO_MODEL_FETCH` is set. Returns whether a model
-/// file is available afterwards.
+/// because no model file is cached yet, or the local model has no sentence embedder
+/// (all-MiniLM-L6-v2) beside it, runs this source tree's `scripts/fetch-model.sh` (it prints
+/// its progress) so a newcomer's `cargo run` thinks with a real model. Does nothing without
+/// the `local-llm` feature, when anything else is configured, when the script is not there (an
+/// installed binary), or when `GA_NO_MODEL_FETCH` is set. Returns whether a model file is
+/// available afterwards.
 pub fn fetch_default_model_if_missing(config: &LlmConfig) -> bool {
-    if config.local_model_path().is_some() {
+    let has_embedder = config
+        .model_cache
+        .as_deref()
+        .and_then(super::minilm::minilm_dir)
+        .is_some();
+    if config.local_model_path().is_some() && (has_embedder || config.local_model.is_some()) {
         return true;
     }
     let wanted = cfg!(feature = "local-llm")
@@ -971,10 +1019,15 @@ pub fn fetch_default_model_if_missing(config: &LlmConfig) -> bool {
         .as_ref()
         .filter(|_| wanted && script.is_file())
     else {
-        return false;
+        return config.local_model_path().is_some();
     };
     eprintln!(
-        "no local model yet: running {} (set GA_NO_MODEL_FETCH=1 to skip)",
+        "no local {} yet: running {} (set GA_NO_MODEL_FETCH=1 to skip)",
+        if config.local_model_path().is_some() {
+            "sentence-embedding model"
+        } else {
+            "model"
+        },
         script.display()
     );
     let status = std::process::Command::new("bash")

@@ -33,7 +33,10 @@
 //! **Embeddings** are the model's own hidden states, mean-pooled over the text's tokens and
 //! L2-normalised, from a second small context on the same weights. A 135M chat model makes
 //! weak embeddings, but they are the model's, not a stand-in; the dimension is the model's
-//! width and is recorded in saves like any backend's.
+//! width and is recorded in saves like any backend's. The default built by `build_backend`
+//! embeds with the sentence-embedding model all-MiniLM-L6-v2 instead
+//! ([`SentenceEmbeddings`](super::SentenceEmbeddings)) whenever its files are in the model
+//! cache; these pooled states are the fallback.
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};

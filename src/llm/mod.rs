@@ -23,6 +23,9 @@
 //!      dedicated inference thread — the default when nothing else is configured and the model
 //!      file is in the cache. Closed sets by batched log-likelihood scoring, JSON and shaped
 //!      answers by grammars, embeddings mean-pooled from the model.
+//!    * [`SentenceEmbeddings`]: puts the in-process sentence embedder [`MiniLm`]
+//!      (all-MiniLM-L6-v2, pure Rust) in front of any backend for its embeddings; the local
+//!      default gets it whenever `scripts/fetch-model.sh` has put the model in the cache.
 //!    * `PoolBackend` (feature `http`): routes each call over a pool of OpenAI-compatible
 //!      servers — weighted least outstanding requests, per-server limits, prefix affinity per
 //!      persona, ejection with back-off and probes, retries on another server.
@@ -52,6 +55,7 @@ pub mod grammar;
 mod http;
 #[cfg(feature = "local-llm")]
 mod local;
+mod minilm;
 pub mod offline;
 mod permits;
 mod plugin;
@@ -76,7 +80,7 @@ pub use config::{
     DEFAULT_MODEL_FILES, DEFAULT_TIMEOUT, EndpointEntry, LlmConfig, LlmConfigLayer,
     MAX_CONNECT_TIMEOUT, MAX_POOL_BACKOFF, MAX_RETRIES, MAX_TIMEOUT, MAX_WEIGHT, MIN_TIMEOUT,
     PoolTimings, PoolTimingsLayer, ResolvedEndpoint, build_client, check_call_limits,
-    fetch_default_model_if_missing, model_cache_dir,
+    fetch_default_model_if_missing, model_cache_dir, with_sentence_embedder,
 };
 pub use faulty::{Fault, FaultyBackend};
 #[cfg(feature = "http")]
@@ -85,6 +89,10 @@ pub use http::{HttpBackend, HttpConfig};
 pub use local::{
     ChoiceNorm, DEFAULT_CONTEXT_SIZE, DEFAULT_THREADS, JSON_GRAMMAR, LocalBackend, LocalConfig,
     LocalError, LocalStats, RawBench, kind_grammar, raw_llama_bench,
+};
+pub use minilm::{
+    MINILM_DIR, MINILM_FILES, MINILM_MAX_TOKENS, MINILM_NAME, MiniLm, MiniLmEmbedder, MiniLmError,
+    SentenceEmbeddings, minilm_dir,
 };
 pub use offline::{town_script_backend, town_script_client};
 pub use plugin::LlmPlugin;
