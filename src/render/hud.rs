@@ -347,6 +347,20 @@ fn draw_hud(
                 });
             }
         });
+        // A pool of model servers: one line per server (calls, errors, latency, state).
+        let servers = client
+            .as_deref()
+            .map(|c| crate::llm::endpoint_lines(&c.endpoint_usage()))
+            .unwrap_or_default();
+        if !servers.is_empty() {
+            egui::CollapsingHeader::new(format!("model servers ({})", servers.len()))
+                .id_salt("model servers")
+                .show(ui, |ui| {
+                    for line in &servers {
+                        ui.label(egui::RichText::new(line).small().monospace());
+                    }
+                });
+        }
         if hud.hint_left > 0.0 {
             ui.label(
                 egui::RichText::new(CONTROLS_HINT)
