@@ -2841,24 +2841,6 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn the_stand_ins_reply_says_who_and_what_from_the_observation_line_only() {
-        let prompt = "Identity: Elena Reyes is stuck on her novel and is looking for ideas.\n\
-                      You are Elena Reyes, talking with Player.\n\
-                      Elena does not know Player yet.\n\
-                      Elena is at Town:Reyes house:bedroom and is sleeping.\n\
-                      Now: Monday February 13, 07:09";
-        let reply: serde_json::Value = serde_json::from_str(&dialogue_reply(prompt)).expect("JSON");
-        assert_eq!(
-            reply["message"],
-            "Hello! I'm Elena Reyes, and right now I'm sleeping."
-        );
-        // Without the observation line: a short stand-in, never the prompt.
-        let reply: serde_json::Value =
-            serde_json::from_str(&dialogue_reply("You are Ada, talking with Player.\n"))
-                .expect("JSON");
-        assert_eq!(reply["message"], "Hello! I'm Ada, and right now I'm busy.");
-    }
     use crate::cognition::prompts::*;
     use crate::llm::{ChatRequest, LlmClient};
     use crate::persona::{EventTriple, PersonaSheet, default_personas_dir, load_persona_sheets};
@@ -4086,5 +4068,25 @@ mod tests {
             Some("sailor".into())
         );
         assert_eq!(trade_of("Otto mends nets."), None);
+    }
+
+    #[test]
+    fn the_stand_ins_reply_says_who_and_what_from_the_observation_line_only() {
+        let prompt = "Identity: Elena Reyes is stuck on her novel and is looking for ideas.\n\
+                      You are Elena Reyes, talking with Player.\n\
+                      Elena does not know Player yet.\n\
+                      Elena is at Town:Reyes house:bedroom and is sleeping.\n\
+                      Now: Monday February 13, 07:09";
+        let reply: serde_json::Value = serde_json::from_str(&dialogue_reply(prompt)).expect("JSON");
+        assert_eq!(
+            reply["message"],
+            "Hello! I'm Elena Reyes, and right now I'm sleeping."
+        );
+        // Without the observation line: a short stand-in, never the prompt.
+        let reply: serde_json::Value = serde_json::from_str(&dialogue_reply(
+            "Identity.\nYou are Ada, talking with Player.\n",
+        ))
+        .expect("JSON");
+        assert_eq!(reply["message"], "Hello! I'm Ada, and right now I'm busy.");
     }
 }
