@@ -64,7 +64,11 @@ mod tests {
             .unwrap_or_default();
         let at = |k: &str| line.find(&literal(k)).unwrap_or(usize::MAX);
         assert!(at("task") < at("place") && at("place") < at("time") && at("time") < at("minutes"));
-        assert!(line.contains("hhmm") && line.contains("int"));
+        // Minutes 5–240 are spelled out, so a call can only name minutes the schema allows.
+        assert!(
+            line.contains("hhmm") && line.contains(r#""5" | "6""#) && line.contains(r#""240" )"#)
+        );
+        assert!(!line.contains(r#""241""#) && !line.contains(r#""4" "#));
         // No-argument tools take exactly {}.
         assert!(grammar.contains(r#""{" ws "}""#));
         // Every rule referenced is defined.

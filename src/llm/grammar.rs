@@ -62,11 +62,31 @@ pub fn value_rule(schema: &Value, depth: usize) -> String {
                 "str".into()
             }
         }
-        Some("integer") => "int".into(),
+        Some("integer") => integer_rule(schema),
         Some("number") => "num".into(),
         Some("boolean") => "bool".into(),
         Some("object") => object_rule(schema, depth),
         _ => "value".into(),
+    }
+}
+
+/// The most values a bounded integer is spelled out as alternatives for.
+const MAX_SPELLED_INTEGERS: i64 = 256;
+
+/// An integer within its schema's bounds where a grammar can say so: a small
+/// `minimum`…`maximum` range as its values, a non-negative one as digits only, else `int`.
+fn integer_rule(schema: &Value) -> String {
+    let min = schema.get("minimum").and_then(Value::as_i64);
+    let max = schema.get("maximum").and_then(Value::as_i64);
+    match (min, max) {
+        (Some(lo), Some(hi)) if lo <= hi && hi - lo < MAX_SPELLED_INTEGERS => {
+            let alts: Vec<String> = (lo..=hi).map(|n| format!("\"{n}\"")).collect();
+            format!("( {} )", alts.join(" | "))
+        }
+        // No value fits: the schema check refuses whatever comes.
+        (Some(lo), Some(hi)) if lo > hi => "int".into(),
+        (Some(lo), _) if lo >= 0 => "[0-9]{1,9}".into(),
+        _ => "int".into(),
     }
 }
 
@@ -170,4 +190,34 @@ pub fn planner_grammar(answer_schema: &Value) -> Option<String> {
         }
     }
     finish.then(|| tool_call_grammar(tools))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn integers_keep_to_their_bounds_where_a_grammar_can_say_so() {
+        let rule = |s: Value| integer_rule(&s);
+        assert_eq!(
+            rule(json!({"type": "integer", "minimum": 1, "maximum": 3})),
+            r#"( "1" | "2" | "3" )"#
+        );
+        assert_eq!(
+            rule(json!({"type": "integer", "minimum": -1, "maximum": 0})),
+            r#"( "-1" | "0" )"#
+        );
+        // Too wide to spell out: digits only when it cannot be negative, else any int.
+        assert_eq!(
+            rule(json!({"type": "integer", "minimum": 0, "maximum": 100000})),
+            "[0-9]{1,9}"
+        );
+        assert_eq!(rule(json!({"type": "integer", "minimum": 0})), "[0-9]{1,9}");
+        assert_eq!(rule(json!({"type": "integer", "maximum": 3})), "int");
+        assert_eq!(
+            rule(json!({"type": "integer", "minimum": 5, "maximum": 1})),
+            "int"
+        );
+    }
 }
