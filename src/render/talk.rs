@@ -128,7 +128,9 @@ pub(super) struct Talk<'w, 's> {
     view: ResMut<'w, TalkView>,
     sessions: Res<'w, DialogueSessions>,
     streams: Query<'w, 's, &'static DialogueStream>,
-    requests: MessageWriter<'w, DialogueRequest>,
+    /// `None` when the app has no dialogue pipeline (a replay, or a game without
+    /// `DialoguePlugin`): then there is no box to draw.
+    requests: Option<MessageWriter<'w, DialogueRequest>>,
 }
 
 impl Talk<'_, '_> {
@@ -140,6 +142,10 @@ impl Talk<'_, '_> {
     /// The talk box's section of the inspector for `persona` (`name`): the lines, the text
     /// field and the inner-voice toggle. A sent message goes out as a [`DialogueRequest`].
     pub(super) fn section(&mut self, ui: &mut egui::Ui, persona: Entity, name: &str) {
+        let Some(requests) = self.requests.as_mut() else {
+            self.clear();
+            return;
+        };
         let talk = self.draft.as_mut();
         if talk.persona != Some(persona) {
             talk.persona = Some(persona);
@@ -186,7 +192,7 @@ impl Talk<'_, '_> {
             .inner;
         if (field.lost_focus() && enter) || send_clicked {
             if let Some(request) = talk_request(persona, &talk.draft, talk.whisper) {
-                self.requests.write(request);
+                requests.write(request);
                 talk.draft.clear();
             }
         } else if enter && !field.has_focus() && !ui.ctx().egui_wants_keyboard_input() {
