@@ -236,7 +236,11 @@ fn setup() -> Town {
     app.add_dialogue_tool(vault, open_vault)
         .expect("vault tool");
 
-    let dir = std::env::temp_dir().join(format!("ga-dialogue-{}", std::process::id()));
+    // Tests run in parallel threads of one process: each setup gets its own folder, or one
+    // test reads a sheet another is halfway through writing.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("ga-dialogue-{}-{n}", std::process::id()));
     write_sheet(&dir);
     let sheets = load_persona_sheets(&dir).expect("sheets load");
     let map = town();
