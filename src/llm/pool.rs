@@ -12,10 +12,13 @@
 //!   or vLLM prefix cache sees the same persona preamble again. Homes are handed out to the
 //!   server with the fewest homes per unit of weight and move back one key at a time when the
 //!   spread gets uneven (after a server comes back), so affinity never piles every persona on
-//!   one server. When the home is at its limit, the call spills over (an affinity miss) only to
-//!   a server with at most half its limit in flight — one that would otherwise go idle — and
-//!   otherwise waits for a slot at home: in a busy pool every spill would push another persona
-//!   off its own home in turn. When the home is out of the rotation, the key gets a new home.
+//!   one server. When the home is at its limit, the call waits for a slot at home rather than
+//!   spill to another server: a spill is a cold prefix cache there, and in a busy pool every
+//!   spill pushes another persona off its own home in turn (an earlier rule that spilled to a
+//!   server about to go idle left the unluckiest persona on its home for 6 calls of 9). The
+//!   balance comes from the homes themselves. When the home is out of the rotation (ejected,
+//!   probing or paused by a 429), the key gets a new home; a retry that must avoid the home goes
+//!   to the least-loaded other server.
 //! * **Health.** A connect error, a 5xx or a timeout ejects the server for a back-off that
 //!   doubles with each ejection in a row (1 s up to 30 s by default). When it runs out, the
 //!   next call first *probes* the server (`GET /models`, within the connect timeout); an answer
@@ -240,22 +243,15 @@ impl Pool {
         };
 
         let mut chosen = None;
-        let mut eligible = eligible;
         if let Some(key) = key
             && let Some(home) = self.home_of(state, key, now)
         {
             if eligible.contains(&home) {
                 chosen = Some((home, true));
             } else if Some(home) != avoid {
-                // The home is at its limit. Another server is worth the lost prefix cache
-                // only when it would otherwise go idle (at most half its limit in flight);
-                // a pool that is busy everywhere keeps the call waiting for its home, or
-                // every spill pushes another persona off its own home in turn.
-                eligible
-                    .retain(|&i| state.members[i].outstanding * 2 <= self.members[i].concurrency);
-                if eligible.is_empty() {
-                    return Pick::Wait { until: None };
-                }
+                // The home is healthy but at its limit: wait for a slot there (see the
+                // module docs); a release wakes the waiters.
+                return Pick::Wait { until: None };
             }
         }
         if chosen.is_none() && !eligible.is_empty() {
@@ -960,7 +956,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_home_spills_only_to_a_server_that_would_go_idle() {
+    fn a_full_healthy_home_keeps_its_calls_waiting_even_beside_an_idle_server() {
         let pool = pool(&[1.0, 1.0], 4);
         let now = Instant::now();
         let home = go(pool.pick(Some("a"), None, now));
@@ -968,26 +964,21 @@ mod tests {
             assert_eq!(go(pool.pick(Some("a"), None, now)), home);
         }
         let other = 1 - home;
-        // The other server is idle: the fifth call spills there.
-        assert_eq!(go(pool.pick(Some("a"), None, now)), other);
-        // Two more calls without a key: the other server now has 3 of 4 in flight.
-        assert_eq!(go(pool.pick(None, None, now)), other);
-        assert_eq!(go(pool.pick(None, None, now)), other);
+        // The home is full and the other server idle: the keyed call still waits for home.
         assert!(
             matches!(pool.pick(Some("a"), None, now), Pick::Wait { until: None }),
-            "busy everywhere: wait for the home"
+            "a healthy home keeps its persona"
         );
-        // A call without a key still takes the free slot.
+        // A call without a key takes the idle server.
         assert_eq!(go(pool.pick(None, None, now)), other);
-        pool.release(other);
-        pool.release(other);
-        assert_eq!(
-            go(pool.pick(Some("a"), None, now)),
-            other,
-            "half-idle again"
-        );
         pool.release(home);
         assert_eq!(go(pool.pick(Some("a"), None, now)), home, "a slot at home");
+        // Every keyed call so far was a hit.
+        let usage = pool.lock().members[home].usage.clone();
+        assert_eq!((usage.affinity_hits, usage.affinity_calls), (5, 5));
+        // A 429 pause takes the home out of the rotation: the key moves to the other server.
+        pool.lock().members[home].paused_until = Some(now + Duration::from_secs(5));
+        assert_eq!(go(pool.pick(Some("a"), None, now)), other);
         // A retry that must avoid the home goes elsewhere even to a busy server.
         let busy = self::pool(&[1.0, 1.0], 4);
         let h = go(busy.pick(Some("b"), None, now));
