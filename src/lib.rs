@@ -59,7 +59,7 @@
 //! | ground | [`settings`], [`clock`], [`world`], [`memory`] |
 //! | models | [`llm`] (backends, the offline town script, the client) → [`prompt`] |
 //! | agents | [`persona`] → [`cognition`] → [`dialogue`] (talking to a persona, tools, the control API) |
-//! | apps | [`headless`], [`eval`] → [`output`] (the run folder), [`persist`] (saves) → `render` |
+//! | apps | [`headless`], [`eval`] → [`output`] (the run folder), [`persist`] (saves) → [`director`] (steering the town, SPEC §10) → `render` |
 //! | test support | [`testing`] |
 //!
 //! ## Plugins
@@ -73,6 +73,7 @@
 //! | [`PromptPlugin`](prompt::PromptPlugin) | the prompt templates |
 //! | [`CognitionPlugin`](cognition::CognitionPlugin) | the loop: percepts, thoughts (perceive → retrieve → plan → reflect), conversations, execution, outcome events |
 //! | [`DialoguePlugin`](dialogue::DialoguePlugin) | talking to a persona (SPEC §7): messages, whispers, interviews, tools, appointments |
+//! | [`DirectorPlugin`](director::DirectorPlugin) | the director (SPEC §10): directives → plans of skills → execution, validation, replanning, review; cancel rolls back |
 //!
 //! [`GenerativeAgentsPlugins::new`] puts the driver in another schedule (`PostUpdate`, or the
 //! game's own).
@@ -94,6 +95,7 @@
 pub mod clock;
 pub mod cognition;
 pub mod dialogue;
+pub mod director;
 pub mod eval;
 pub mod headless;
 pub mod llm;
@@ -166,6 +168,7 @@ impl PluginGroup for GenerativeAgentsPlugins {
             .add(prompt::PromptPlugin)
             .add(cognition::CognitionPlugin)
             .add(dialogue::DialoguePlugin)
+            .add(director::DirectorPlugin)
     }
 }
 
@@ -183,6 +186,10 @@ pub mod prelude {
     pub use crate::dialogue::{
         DialoguePlugin, DialogueReplied, DialogueRequest, DialogueSettings, DialogueStream,
         ToolCalled, ToolRefused,
+    };
+    pub use crate::director::{
+        ConfirmationPolicy, Director, DirectorCommand, DirectorPlugin, DirectorReviewed,
+        DirectorStateChanged, ExecutorState,
     };
     pub use crate::llm::{LlmBackend, LlmClient, LlmPlugin};
     pub use crate::llm::{ScriptedBackend, town_script_client};

@@ -28,6 +28,8 @@ const LAYERS: &[&[&str]] = &[
     &["headless", "eval"],
     // What a run leaves behind, and saves.
     &["output", "persist"],
+    // Steering the town: the director (its snapshot is a save held in memory).
+    &["director"],
     // The window.
     &["render"],
     // Test and benchmark support sits on top; nothing in the library imports it.

@@ -258,6 +258,13 @@ pub struct ToolRefused {
     pub reason: RefusalReason,
 }
 
+/// The dialogue's systems, for ordering against them.
+#[derive(SystemSet, Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DialogueSystems {
+    /// Requests are queued, turns started, served and landed (in [`SimPoll`]).
+    Drive,
+}
+
 /// Talking to personas: requests, turns, tools, the control API's appointments.
 #[derive(Default)]
 pub struct DialoguePlugin;
@@ -280,6 +287,7 @@ impl Plugin for DialoguePlugin {
                 SimPoll,
                 (serve::queue_requests, serve::drive_dialogues)
                     .chain()
+                    .in_set(DialogueSystems::Drive)
                     .after(PollSystems::LandThoughts)
                     .before(PollSystems::SendOutcomes),
             )

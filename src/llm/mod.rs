@@ -57,6 +57,7 @@ mod http;
 mod local;
 mod minilm;
 pub mod offline;
+mod offline_director;
 mod permits;
 mod plugin;
 #[cfg(feature = "http")]

@@ -221,6 +221,22 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
                 .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
                 .unwrap_or_default()
         })
+        // The director (SPEC §10): plans from the prompt's own lists of residents and places.
+        .with_responder("director_intent", |req, _| {
+            super::offline_director::intent(&req.prompt_text())
+        })
+        .with_responder("director_plan", |req, _| {
+            super::offline_director::plan(&req.prompt_text())
+        })
+        .with_responder("director_validate", |req, _| {
+            super::offline_director::validate(&req.prompt_text())
+        })
+        .with_responder("director_replan", |req, _| {
+            super::offline_director::replan(&req.prompt_text())
+        })
+        .with_responder("director_review", |req, _| {
+            super::offline_director::review(&req.prompt_text())
+        })
         .with_responder("dialogue_speaker_profile", |req, _| {
             let text = req.prompt_text();
             let speaker = between(&text, "Profile of ", ":").unwrap_or("They").trim();

@@ -579,6 +579,32 @@ pub(crate) fn decode_with(
 }
 
 fn decode_files(root: &Path) -> Result<SaveData, PersistError> {
+    decode_from(root, &|path: &Path| read_file(path))
+}
+
+/// Decodes a save from files held in memory (paths relative to the save, as
+/// [`capture_save`](super::capture_save) makes them).
+pub(crate) fn decode_in_memory(files: &[(PathBuf, Vec<u8>)]) -> Result<SaveData, PersistError> {
+    let by_path: std::collections::HashMap<&Path, &[u8]> = files
+        .iter()
+        .map(|(p, b)| (p.as_path(), b.as_slice()))
+        .collect();
+    decode_from(Path::new(""), &|path: &Path| {
+        by_path
+            .get(path)
+            .map(|b| b.to_vec())
+            .ok_or_else(|| PersistError::Invalid {
+                file: path.to_owned(),
+                field: String::new(),
+                message: "missing from the snapshot".into(),
+            })
+    })
+}
+
+/// Reads a file of a save (given its path under `root`).
+type ReadFile<'a> = &'a dyn Fn(&Path) -> Result<Vec<u8>, PersistError>;
+
+fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, PersistError> {
     let read =
         |relative: &Path| -> Result<Vec<u8>, PersistError> { read_file(&root.join(relative)) };
     let file_of = |relative: &Path| root.join(relative);
@@ -611,6 +637,7 @@ fn decode_files(root: &Path) -> Result<SaveData, PersistError> {
     for name in &meta.personas {
         personas.push(decode_persona(
             root,
+            read_file,
             name,
             &meta.embedding,
             meta.format_version,
@@ -681,6 +708,7 @@ fn validate_meta(meta: &SaveMeta, path: &Path) -> Result<(), PersistError> {
 
 fn decode_persona(
     root: &Path,
+    read_file: ReadFile<'_>,
     name: &str,
     embedding: &EmbeddingInfo,
     format_version: u32,

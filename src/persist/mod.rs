@@ -62,7 +62,7 @@ pub use files::recover_interrupted_save;
 pub use format::{EmbeddingInfo, EventsFile, PendingFile, PersonaSave, SaveData, SaveMeta, decode};
 pub use manifest::{MANIFEST_FILE, SaveIntegrity};
 pub use world::{
-    LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, apply_save,
+    LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, TownSnapshot, apply_save,
     build_app_from_save, build_app_from_save_with, capture_save, check_save, fork_save,
     fork_save_with, load_into_world, load_into_world_with, note_prompt_change, save_world,
 };

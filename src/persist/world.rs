@@ -643,3 +643,38 @@ pub fn fork_save_with(
     write_folder_atomic(dst, &files)?;
     Ok(data.meta)
 }
+
+/// The town held in memory: the files a save of this moment would write (see
+/// [`capture_save`]), to roll back to later without touching the disk. The director takes one
+/// before it executes a plan and restores it when the plan is cancelled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TownSnapshot {
+    meta: SaveMeta,
+    files: SaveFiles,
+}
+
+impl TownSnapshot {
+    /// Captures the world now. Fails like a save does (a mind out thinking:
+    /// [`PersistError::Busy`], try again next frame).
+    pub fn capture(world: &mut World) -> Result<Self, PersistError> {
+        let (meta, files) = capture_save(world)?;
+        Ok(Self { meta, files })
+    }
+
+    /// The snapshot's meta (step, time, personas).
+    pub fn meta(&self) -> &SaveMeta {
+        &self.meta
+    }
+
+    /// The files, as a save folder would hold them (paths relative to the folder).
+    pub fn files(&self) -> &[(std::path::PathBuf, Vec<u8>)] {
+        &self.files
+    }
+
+    /// Puts the world back as it was (personas, map events, pending intents, clock, settings):
+    /// decoded and checked first, so on error the world is untouched.
+    pub fn restore(&self, world: &mut World) -> Result<(), PersistError> {
+        let data = super::format::decode_in_memory(&self.files)?;
+        apply_save(world, data)
+    }
+}

@@ -167,6 +167,11 @@ embedded_templates![
     "dialogue_planner",
     "dialogue_final",
     "dialogue_speaker_profile",
+    "director_intent",
+    "director_plan",
+    "director_validate",
+    "director_replan",
+    "director_review",
 ];
 
 /// All prompt templates by name. Cheap to clone.
