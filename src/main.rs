@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 mod cli;
 
 use bevy_generative_agents::headless::{DemoOptions, run_demo};
-use bevy_generative_agents::output::{ProgressWatcher, run};
+use bevy_generative_agents::output::{ProgressWatcher, RunOptions, run};
 use bevy_generative_agents::persist::CacheMode;
 use cli::args::{LlmArgs, RunArgs};
 
@@ -224,6 +224,7 @@ fn main() -> ExitCode {
         map: args.map,
         personas_dir: args.personas_dir,
         llm,
+        start: None,
     };
     if let Some(warning) = options.llm.fallback_warning() {
         eprintln!("warning: {warning}");
@@ -364,6 +365,9 @@ fn run_command(args: &RunArgs) -> ExitCode {
     {
         eprintln!("warning: {warning}");
     }
+    if let Some(path) = &args.scenario {
+        return scenario_command(options, path);
+    }
     match run(&options) {
         Ok(report) => {
             println!(
@@ -383,6 +387,73 @@ fn run_command(args: &RunArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `smallville run --scenario FILE`: the run, then what the scenario measured.
+fn scenario_command(options: RunOptions, path: &std::path::Path) -> ExitCode {
+    use bevy_generative_agents::director::scenario::{Scenario, run_scenario};
+    let scenario = match Scenario::load(path) {
+        Ok(scenario) => scenario,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    match run_scenario(options, scenario) {
+        Ok((report, results)) => {
+            println!(
+                "{} steps in {:.1} s, {} LLM calls; scenario `{}`",
+                report.steps,
+                report.wall.as_secs_f64(),
+                report.usage.totals.calls,
+                results.scenario.name
+            );
+            for (topic, series) in &results.diffusion {
+                let first = series.first().map_or(0, |p| p.count);
+                if let Some(last) = series.last() {
+                    println!(
+                        "who knows of \"{topic}\": {first} at the start, {} of {} at the end ({:.0} %)",
+                        last.count,
+                        last.of,
+                        100.0 * last.count as f64 / last.of.max(1) as f64
+                    );
+                }
+            }
+            for check in &results.checks {
+                println!(
+                    "{}: {} present at {} ({} – {})",
+                    check["name"].as_str().unwrap_or_default(),
+                    check["count"],
+                    check["place"].as_str().unwrap_or_default(),
+                    check["from"].as_str().unwrap_or_default(),
+                    check["to"].as_str().unwrap_or_default()
+                );
+            }
+            println!(
+                "wrote {} and {}",
+                options_out(&report).display(),
+                report
+                    .report_path
+                    .as_deref()
+                    .map_or_else(|| "no report".into(), |p| p.display().to_string())
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            error!("{err}");
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The run folder's `scenario.json`.
+fn options_out(report: &bevy_generative_agents::output::run::RunReport) -> std::path::PathBuf {
+    report
+        .summary_path
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(bevy_generative_agents::director::scenario::SCENARIO_FILE)
 }
 
 /// The window: exit code 2 for unusable flags, 1 when the game fails.

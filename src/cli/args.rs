@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// or saved before checksums existed).
     #[arg(long = "trust-edited-save", requires = "from")]
     pub trust_edited_save: bool,
+    /// Run this scenario (JSON: timed injections, probes, checks; see `director::scenario`):
+    /// the run folder gets `scenario.json` and the report a diffusion chart and the attendance.
+    #[arg(long, value_name = "FILE", conflicts_with = "from")]
+    pub scenario: Option<PathBuf>,
     /// The LLM flags.
     #[command(flatten)]
     pub llm: LlmArgs,
@@ -207,6 +211,8 @@ impl RunArgs {
             } else {
                 SaveIntegrity::Verify
             },
+            start: None,
+            setup: None,
         })
     }
 

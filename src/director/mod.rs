@@ -67,6 +67,7 @@ pub mod plan;
 pub mod prompts;
 pub mod review;
 mod run;
+pub mod scenario;
 pub mod skills;
 
 pub use executor::{ExecutorInput, ExecutorState, Resume, TransitionError, transition};
@@ -413,7 +414,8 @@ impl Plugin for DirectorPlugin {
                     .after(PollSystems::LandThoughts)
                     .after(DialogueSystems::Drive)
                     .before(PollSystems::SendOutcomes),
-            );
+            )
+            .add_plugins(scenario::ScenarioPlugin);
         skills::register_skills(app);
     }
 }

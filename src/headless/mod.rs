@@ -65,6 +65,8 @@ pub struct DemoOptions {
     pub personas_dir: Option<PathBuf>,
     /// The model configuration.
     pub llm: LlmConfig,
+    /// When the clock starts (`None`: [`SimClock::default_start`]).
+    pub start: Option<chrono::NaiveDateTime>,
 }
 
 /// Why a headless run could not start or finish.
@@ -136,9 +138,12 @@ pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, 
     app.insert_resource(client)
         .insert_resource(prompts)
         .insert_resource(
-            SimClock::default()
-                .with_mode(TimeMode::Lockstep)
-                .with_speed(SimSpeed::Max),
+            SimClock::new(
+                options.start.unwrap_or_else(SimClock::default_start),
+                SimClock::default().sec_per_step(),
+            )
+            .with_mode(TimeMode::Lockstep)
+            .with_speed(SimSpeed::Max),
         )
         .add_plugins(
             crate::GenerativeAgentsPlugins.set(LlmPlugin::with_config(options.llm.clone())),

@@ -38,7 +38,7 @@ pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
 pub use replay::{CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, load_replay};
 pub use report::{RunReportData, write_report};
 pub use run::{
-    MAX_HOURS, ProgressWatcher, RunError, RunOptions, RunProgress, RunReport, UsageFile,
+    MAX_HOURS, ProgressWatcher, RunError, RunOptions, RunProgress, RunReport, RunSetup, UsageFile,
     parse_run_backend, parse_run_speed, parse_time_mode, run,
 };
 pub use summary::{PersonaSummary, RunMetadata, RunSummary};

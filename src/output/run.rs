@@ -148,6 +148,25 @@ pub struct RunOptions {
     pub report: bool,
     /// Check the `--from` save against its manifest, or load it even if edited by hand.
     pub integrity: SaveIntegrity,
+    /// When a fresh town's clock starts (`None`: [`SimClock::default_start`], as in
+    /// Smallville). A resumed run keeps its save's clock.
+    pub start: Option<NaiveDateTime>,
+    /// Called on the built app before anything is written (a scenario adds its systems here);
+    /// an error stops the run with nothing on disk.
+    pub setup: Option<RunSetup>,
+}
+
+/// What a [`RunSetup`] calls: adds to the app, or says why the run cannot start.
+pub type RunSetupFn = dyn Fn(&mut App) -> Result<(), String> + Send + Sync;
+
+/// A hook that adds to a run's app before it starts: see [`RunOptions::setup`].
+#[derive(Clone)]
+pub struct RunSetup(pub Arc<RunSetupFn>);
+
+impl std::fmt::Debug for RunSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunSetup")
+    }
 }
 
 impl RunOptions {
@@ -171,6 +190,8 @@ impl RunOptions {
             cache: CacheMode::Off,
             report: true,
             integrity: SaveIntegrity::Verify,
+            start: None,
+            setup: None,
         }
     }
 
@@ -449,6 +470,9 @@ fn open_run(options: &RunOptions) -> Result<OpenRun, RunError> {
     let prompts =
         PromptLibrary::load(options.llm.prompts.as_deref()).map_err(HeadlessError::from)?;
     let (mut app, seed, map_path) = build_run_app(options)?;
+    if let Some(setup) = &options.setup {
+        (setup.0)(&mut app).map_err(RunError::Invalid)?;
+    }
     let provenance = prompts.provenance();
     app.insert_resource(prompts);
     let last_save_step = app.world().resource::<SimClock>().step();
@@ -515,6 +539,7 @@ fn build_run_app(options: &RunOptions) -> Result<(App, u64, PathBuf), RunError> 
         map: options.map.clone(),
         personas_dir: options.personas_dir.clone(),
         llm: options.llm.clone(),
+        start: options.start,
     };
     let mut app = build_headless_app(&demo, options.log)?;
     if let Some(client) = client {
