@@ -75,6 +75,48 @@ fn talk_to_persona_adds_to_the_day_whispers_and_interviews() {
 }
 
 #[test]
+fn director_plans_waits_for_confirmation_runs_and_reviews() {
+    let (stdout, _) = run(Command::new(example("director")));
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting `{prefix}`:\n{stdout}"))
+    };
+    // In this order: planned (a checklist), asked, confirmed, every step done, reviewed.
+    let planned = at("planned 3 step(s):");
+    let asked = at("state: Planning -> AwaitingConfirmation");
+    let confirmed = at("> confirm");
+    let reviewed = at("review: 3 step(s) done, 0 failed.");
+    assert!(
+        planned < asked && asked < confirmed && confirmed < reviewed,
+        "{stdout}"
+    );
+    assert!(
+        lines.contains(&"  [ ] 2 add_schedule_item {\"minutes\":60,\"persona\":\"Mira Okafor\",\"place\":\"Riverside Cafe\",\"task\":\"host an open-mic evening\",\"time\":\"2023-02-13 10:00\"}"),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("  [x] ")).count(),
+        3,
+        "{stdout}"
+    );
+    assert!(lines.iter().all(|l| !l.contains("Failed")), "{stdout}");
+    // The host kept the appointment the director put in her day.
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "  check at Willowbrook:Riverside Cafe:cafe from 2023-02-13 10:00 to 2023-02-13 11:00:"
+        ) && l.contains("Mira Okafor")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.trim_end().ends_with("director Some(Completed)"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn headless_town_prints_what_everyone_does_each_hour() {
     let mut command = Command::new(example("headless_town"));
     command.arg("2");

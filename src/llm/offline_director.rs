@@ -174,6 +174,90 @@ fn topic(directive: &str, residents: &[String], place: Option<&str>) -> String {
     candidates.pop().unwrap_or_else(|| "news".into())
 }
 
+/// Where in `lower` (the lowercased directive) the words after the host's name begin: after
+/// the full name, or else after the first name as a word.
+fn after_host(lower: &str, host: &str) -> Option<usize> {
+    let full = host.to_lowercase();
+    if let Some(i) = lower.find(&full) {
+        return Some(i + full.len());
+    }
+    let first = full.split_whitespace().next()?;
+    let mut from = 0;
+    while let Some(i) = lower.get(from..)?.find(first) {
+        let at = from + i;
+        let before = lower[..at].chars().next_back();
+        let end = at + first.len();
+        let after = lower[end..].chars().next();
+        if !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric) {
+            return Some(end);
+        }
+        from = end;
+    }
+    None
+}
+
+/// What the directive has the host do, lowercased: the words after the host's name up to
+/// where the place or the time begins ("host a dinner"). `None` for other shapes.
+fn activity(directive: &str, host: &str) -> Option<String> {
+    let lower = directive.to_lowercase();
+    let rest = lower.get(after_host(&lower, host)?..)?.trim_start();
+    let rest = rest.strip_prefix("to ").unwrap_or(rest);
+    let stops = [
+        " at ",
+        " in ",
+        " on ",
+        " from ",
+        " today",
+        " tomorrow",
+        " this ",
+        " and ",
+        ",",
+        ".",
+    ];
+    let end = stops
+        .iter()
+        .filter_map(|s| rest.find(s))
+        .min()
+        .unwrap_or(rest.len());
+    let phrase = rest.get(..end)?.trim();
+    let n = phrase.split_whitespace().count();
+    // It starts with a word (the verb), right after the name.
+    let verb_first = rest.chars().next().is_some_and(char::is_alphabetic);
+    (verb_first && (2..=10).contains(&n)).then(|| phrase.to_string())
+}
+
+/// The thing the activity is about: its words after the verb and an article ("a dinner" of
+/// "host a dinner" → "dinner").
+fn object_of(activity: &str) -> Option<String> {
+    let (_, rest) = activity.split_once(' ')?;
+    let rest = [
+        "a ", "an ", "the ", "some ", "our ", "his ", "her ", "their ",
+    ]
+    .iter()
+    .find_map(|a| rest.strip_prefix(a))
+    .unwrap_or(rest)
+    .trim();
+    (!rest.is_empty()).then(|| rest.to_string())
+}
+
+/// The host's inner voice: the directive in the first person ("I will host a dinner at …")
+/// when it reads "… <host> <does something> …"; else the directive itself.
+fn whisper_text(directive: &str, host: &str) -> String {
+    let said: String = directive.chars().take(400).collect();
+    if !said.is_ascii() {
+        return said;
+    }
+    let lower = said.to_lowercase();
+    match after_host(&lower, host).and_then(|i| said.get(i..)) {
+        Some(rest) if activity(&said, host).is_some() => {
+            let rest = rest.trim_start();
+            let rest = rest.strip_prefix("to ").unwrap_or(rest);
+            format!("I will {}", rest.trim_end_matches('.'))
+        }
+        _ => said,
+    }
+}
+
 /// `director_intent`.
 pub(crate) fn intent(text: &str) -> String {
     let directive = directive(text);
@@ -215,7 +299,13 @@ pub(crate) fn plan(text: &str) -> String {
     let place = named_place(directive, &places);
     let hours = hours(directive);
     let day = date(directive, &today(text));
-    let topic = topic(directive, &residents, place.as_deref());
+    let doing = characters
+        .first()
+        .and_then(|host| activity(directive, host));
+    let topic = doing
+        .as_deref()
+        .and_then(object_of)
+        .unwrap_or_else(|| topic(directive, &residents, place.as_deref()));
     let mut steps: Vec<Value> = Vec::new();
     let mut checks: Vec<Value> = Vec::new();
     let mut id = 0;
@@ -227,11 +317,10 @@ pub(crate) fn plan(text: &str) -> String {
         id
     };
     if let Some(host) = characters.first() {
-        let text: String = directive.chars().take(400).collect();
         let whispered = push(
             &mut steps,
             "whisper",
-            json!({"persona": host, "text": text}),
+            json!({"persona": host, "text": whisper_text(directive, host)}),
             vec![],
         );
         if let (Some(place), Some(&(h, m))) = (&place, hours.first()) {
@@ -243,7 +332,8 @@ pub(crate) fn plan(text: &str) -> String {
             push(
                 &mut steps,
                 "add_schedule_item",
-                json!({"persona": host, "task": format!("the {topic} at {place}"),
+                json!({"persona": host,
+                       "task": doing.clone().unwrap_or_else(|| format!("the {topic} at {place}")),
                        "place": place, "time": start, "minutes": minutes.clamp(5, 600)}),
                 vec![whispered],
             );
@@ -391,6 +481,26 @@ mod tests {
         let intent: Value = serde_json::from_str(&intent(PROMPT)).expect("json");
         assert_eq!(intent["type"], "event");
         assert_eq!(intent["entities"]["characters"][0], "Ada Moss");
+    }
+
+    #[test]
+    fn the_host_hears_the_plan_in_the_first_person() {
+        let directive = "Have Ada host a dinner at the Copper Kettle on Feb 14, 5-7 pm";
+        assert_eq!(
+            activity(directive, "Ada Moss").as_deref(),
+            Some("host a dinner")
+        );
+        assert_eq!(object_of("host a dinner").as_deref(), Some("dinner"));
+        assert_eq!(
+            whisper_text(directive, "Ada Moss"),
+            "I will host a dinner at the Copper Kettle on Feb 14, 5-7 pm"
+        );
+        let plan: Value = serde_json::from_str(&plan(PROMPT)).expect("json");
+        assert_eq!(plan["steps"][1]["args"]["task"], "host a dinner");
+        assert_eq!(plan["steps"][2]["args"]["topic"], "dinner");
+        // "Adam" is not "Ada"; a directive of another shape is whispered as it is.
+        assert_eq!(activity("Tell Adam to sing", "Ada Moss"), None);
+        assert_eq!(whisper_text("Ada: a dinner?", "Ada Moss"), "Ada: a dinner?");
     }
 
     #[test]
