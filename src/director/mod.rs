@@ -387,6 +387,11 @@ pub struct DirectorFailed {
     pub reason: String,
 }
 
+/// Whether the director has anything to do this frame: a job under way or a command sent.
+fn director_has_work(director: Res<Director>, commands: Res<Messages<DirectorCommand>>) -> bool {
+    director.job.is_some() || !commands.is_empty()
+}
+
 /// The director: commands, the executor, the skills. Needs the
 /// [`DialoguePlugin`](crate::dialogue::DialoguePlugin) (whispers, interviews, the registry).
 #[derive(Default)]
@@ -411,6 +416,8 @@ impl Plugin for DirectorPlugin {
             .add_systems(
                 SimPoll,
                 run::drive_director
+                    // An exclusive system: skipped (no sync point) while nothing is asked or runs.
+                    .run_if(director_has_work)
                     .after(PollSystems::LandThoughts)
                     .after(DialogueSystems::Drive)
                     .before(PollSystems::SendOutcomes),
