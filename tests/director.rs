@@ -10,8 +10,7 @@
 //! In process, with the offline backend: who-knows is read from memories — a whispered fact
 //! reaches a second persona only through a conversation.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
@@ -21,7 +20,7 @@ use bevy_generative_agents::dialogue::{AppDialogueExt, ToolCall, ToolResult, Too
 use bevy_generative_agents::director::{
     ConfirmationPolicy, DirectiveRejected, Director, DirectorAsks, DirectorCommand, DirectorFailed,
     DirectorReplanned, DirectorReviewed, DirectorStateChanged, DirectorStepFinished, ExecutorState,
-    StepStatus, TownSnapshot,
+    StepStatus,
 };
 use bevy_generative_agents::llm::{LlmClient, ScriptedBackend, town_script_backend};
 use bevy_generative_agents::persona::{Mind, load_persona_sheets, spawn_persona};
@@ -224,10 +223,6 @@ fn run_until(app: &mut App, what: &str, mut done: impl FnMut(&World) -> bool) {
     }
 }
 
-fn state(app: &App) -> Option<ExecutorState> {
-    app.world().resource::<Director>().latest().map(|j| j.state)
-}
-
 fn send(app: &mut App, command: DirectorCommand) {
     app.world_mut().write_message(command);
 }
@@ -239,17 +234,6 @@ fn is(state_wanted: ExecutorState) -> impl FnMut(&World) -> bool {
             .latest()
             .is_some_and(|j| j.state == state_wanted)
     }
-}
-
-/// The states visited, in order (from the events).
-fn visited(app: &App) -> Vec<ExecutorState> {
-    let heard = app.world().resource::<Heard>();
-    let mut out = vec![];
-    if let Some((from, _)) = heard.states.first() {
-        out.push(*from);
-    }
-    out.extend(heard.states.iter().map(|(_, to)| *to));
-    out
 }
 
 // =============================================================================================
@@ -503,11 +487,30 @@ fn a_hostile_corpus_of_directives_runs_no_tool_off_the_allow_list() {
 #[cfg(feature = "http")]
 mod loopback {
     use super::*;
+    use std::collections::{BTreeMap, VecDeque};
+    use std::sync::Mutex;
+
+    use bevy_generative_agents::director::TownSnapshot;
     use bevy_generative_agents::llm::{HttpBackend, HttpConfig};
     use bevy_generative_agents::prompt::PromptLibrary;
     use bevy_generative_agents::testing::fake_openai::{
         FakeOpenAi, FakeOpenAiConfig, PromptKindMatcher, chat_request_from_body,
     };
+
+    fn state(app: &App) -> Option<ExecutorState> {
+        app.world().resource::<Director>().latest().map(|j| j.state)
+    }
+
+    /// The states visited, in order (from the events).
+    fn visited(app: &App) -> Vec<ExecutorState> {
+        let heard = app.world().resource::<Heard>();
+        let mut out = vec![];
+        if let Some((from, _)) = heard.states.first() {
+            out.push(*from);
+        }
+        out.extend(heard.states.iter().map(|(_, to)| *to));
+        out
+    }
 
     /// Director answers queued per prompt kind; anything else (and an empty queue) is
     /// answered like the offline town script.
