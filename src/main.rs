@@ -65,6 +65,10 @@ struct GameArgs {
     /// Do not fast-forward nights while the whole town sleeps.
     #[arg(long = "no-fast-forward")]
     no_fast_forward: bool,
+    /// Give the director this instruction as the game starts (its panel, F2, shows the plan
+    /// and asks before it runs).
+    #[arg(long, value_name = "TEXT")]
+    directive: Option<String>,
     /// Where F5 quick-saves and F9 quick-loads [default:
     /// $XDG_DATA_HOME/bevy_generative_agents/saves/quick, or under ~/.local/share].
     #[arg(long = "save-dir", value_name = "DIR")]
@@ -486,6 +490,7 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
             .unwrap_or_else(|| default_save_dir(|name| std::env::var(name).ok())),
         start: game.start,
         fast_forward_nights: !game.no_fast_forward,
+        directive: game.directive.clone(),
     };
     match run_game(&options) {
         Ok(()) => ExitCode::SUCCESS,

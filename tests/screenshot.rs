@@ -217,6 +217,52 @@ fn the_first_seconds_of_a_game_show_someone_up() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--directive` sends an instruction as the game starts: the director's panel is open on the
+/// plan, each step unticked, waiting for the player to confirm (`docs/director.png` is this
+/// picture, taken with `DIRECTOR_SCREENSHOT=docs/director.png`).
+#[test]
+fn the_director_panel_shows_the_plan_waiting_for_confirmation() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("director");
+    let out = std::env::var_os("DIRECTOR_SCREENSHOT")
+        .map_or_else(|| dir.join("director.png"), PathBuf::from);
+    if let Err(log) = run_window(
+        &out,
+        &[
+            "--screenshot-after",
+            "6",
+            "--llm-backend",
+            "scripted",
+            "--follow",
+            "Mira",
+            "--directive",
+            "Have Mira Okafor host an open-mic evening at Riverside Cafe today from 10:00 to 11:00",
+        ],
+    ) {
+        panic!("{log}");
+    }
+    assert_drawn_town(&out);
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.with_extension("json")).expect("the state beside the PNG"),
+    )
+    .expect("the state is JSON");
+    let director = &state["director"];
+    assert_eq!(director["panel_open"], true, "{state}");
+    assert_eq!(director["state"], "AwaitingConfirmation", "{state}");
+    let lines: Vec<&str> = director["checklist"]
+        .as_array()
+        .expect("a checklist")
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert_eq!(lines.len(), 3, "{state}");
+    assert!(lines.iter().all(|l| l.starts_with("⬜ ")), "{lines:?}");
+    assert!(lines[1].contains("add_schedule_item"), "{lines:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_replay_plays_the_movement_log_in_the_window_without_a_model() {
     if skip_window_tests() {

@@ -159,6 +159,7 @@ fn in_window() -> ExitCode {
         save_dir: std::env::temp_dir().join(format!("talk_box-saves-{}", std::process::id())),
         start: DEFAULT_GAME_START,
         fast_forward_nights: false,
+        directive: None,
     };
     let mut app = match build_game_app(&options) {
         Ok(app) => app,

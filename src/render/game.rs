@@ -89,6 +89,9 @@ pub struct GameOptions {
     pub start: chrono::NaiveTime,
     /// Fast-forward nights while the whole town sleeps ([`NightFastForward`](super::NightFastForward)).
     pub fast_forward_nights: bool,
+    /// An instruction for the director, sent as the game starts (the director's panel opens
+    /// on it, asking before it runs).
+    pub directive: Option<String>,
 }
 
 /// The game's first day starts in the morning, so the first minute shows the town living
@@ -335,6 +338,17 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
             }
         }
     }
+    if let Some(text) = &options.directive {
+        app.insert_resource(super::DirectorPanel {
+            open: true,
+            ..Default::default()
+        });
+        app.world_mut()
+            .write_message(crate::director::DirectorCommand::directive(
+                text.clone(),
+                crate::director::ConfirmationPolicy::BeforeExecute,
+            ));
+    }
     Ok(app)
 }
 
@@ -484,10 +498,13 @@ fn drive_screenshot(
     mut commands: Commands,
     request: Res<ScreenshotRequest>,
     mut progress: ResMut<ScreenshotProgress>,
-    clock: Res<SimClock>,
-    sim_time: Res<SimFrameTime>,
+    (clock, sim_time): (Res<SimClock>, Res<SimFrameTime>),
     personas: Query<(&Name, &ActionView, &crate::persona::Body), With<crate::persona::Persona>>,
     mut exit: MessageWriter<AppExit>,
+    (director, panel): (
+        Option<Res<crate::director::Director>>,
+        Option<Res<super::DirectorPanel>>,
+    ),
 ) {
     progress.frames += 1;
     let started = *progress.started.get_or_insert_with(Instant::now);
@@ -511,7 +528,18 @@ fn drive_screenshot(
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
             });
         progress.requested_at = Some(frames);
-        let state = screenshot_state(&clock, &personas);
+        let mut state = screenshot_state(&clock, &personas);
+        state.director = director
+            .as_deref()
+            .and_then(crate::director::Director::latest)
+            .map(|job| DirectorShot {
+                panel_open: panel.as_deref().is_some_and(|p| p.open),
+                state: format!("{:?}", job.state),
+                checklist: super::checklist(job)
+                    .into_iter()
+                    .map(|l| format!("{} {}", l.mark, l.text))
+                    .collect(),
+            });
         let state_path = request.path.with_extension("json");
         if let Err(err) = write_screenshot_state(&state_path, &state) {
             error!("cannot write {}: {err}", state_path.display());
@@ -566,6 +594,20 @@ pub struct ScreenshotState {
     pub step: u64,
     /// Every persona, by name.
     pub personas: Vec<PersonaShot>,
+    /// The director's latest job, if any.
+    #[serde(default)]
+    pub director: Option<DirectorShot>,
+}
+
+/// The director in a [`ScreenshotState`]: what its panel shows.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct DirectorShot {
+    /// Whether the panel is open.
+    pub panel_open: bool,
+    /// The executor's state.
+    pub state: String,
+    /// The checklist's lines (mark and text).
+    pub checklist: Vec<String>,
 }
 
 /// One persona in a [`ScreenshotState`].
@@ -606,6 +648,7 @@ fn screenshot_state(
         time: clock.now().format("%Y-%m-%d %H:%M").to_string(),
         step: clock.step(),
         personas: list,
+        director: None,
     }
 }
 

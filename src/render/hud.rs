@@ -137,7 +137,7 @@ pub struct HudState {
 
 /// The controls, in one line, shown for the first seconds of a game.
 pub const CONTROLS_HINT: &str = "Space pause · 1–6 speed, 0 max · drag or WASD to pan · wheel to \
-                                 zoom · click a persona to follow it · Enter to talk to it · F5 save, F9 load";
+                                 zoom · click a persona to follow it · Enter to talk to it · F2 director · F5 save, F9 load";
 
 impl Default for HudState {
     fn default() -> Self {

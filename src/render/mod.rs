@@ -16,6 +16,7 @@
 //! | [`GameCameraPlugin`] | pan (drag, WASD/arrows), zoom (wheel, +/-), follow the selected persona |
 //! | [`HudPlugin`] | date and time, speed controls and their shortcuts, LLM status or replay progress, messages |
 //! | [`InspectorPlugin`] | the selected persona: plan, action, memories, chat, relationships; the talk box ([`TalkBox`]) |
+//! | [`DirectorPanelPlugin`] | `F2`: the director's instruction box, the plan as a checklist, confirm / pause / cancel / answer, the review |
 //!
 //! [`GameRenderPlugins`] holds them all; [`run_game`] builds the whole windowed app (also in
 //! screenshot mode, see [`GameOptions::screenshot`]), from a fresh town or a save
@@ -33,6 +34,7 @@
 mod art;
 mod bubbles;
 mod camera;
+mod director;
 mod game;
 mod hud;
 mod inspector;
@@ -47,8 +49,12 @@ pub use bubbles::{
     BubblesPlugin, ChatBubble, ChatLine, ChatPlayback, ChatText, EmojiFont, chat_playback,
 };
 pub use camera::{CameraState, GameCamera, GameCameraPlugin};
+pub use director::{
+    ChecklistLine, DirectorPanel, DirectorPanelPlugin, MAX_DIRECTIVE_CHARS, PanelAction, checklist,
+    command_for, panel_actions,
+};
 pub use game::{
-    DEFAULT_GAME_START, GameError, GameOptions, GameSim, PersonaShot, ReplayOptions,
+    DEFAULT_GAME_START, DirectorShot, GameError, GameOptions, GameSim, PersonaShot, ReplayOptions,
     ScreenshotRequest, ScreenshotState, SimFrameTime, WINDOW_SIZE, build_game_app,
     build_replay_app, parse_speed, run_game, run_replay,
 };
@@ -106,6 +112,7 @@ plugin_group! {
         camera:::GameCameraPlugin,
         hud:::HudPlugin,
         inspector:::InspectorPlugin,
+        director:::DirectorPanelPlugin,
     }
 }
 
