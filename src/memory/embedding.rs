@@ -48,10 +48,32 @@ use super::MemoryError;
 /// copy: 2²⁰ (4 MiB of `f32`, about 2,700 rows of 384 dims).
 pub(crate) const AUTO_QUANTIZE_MIN_ELEMENTS: usize = 1 << 20;
 
+/// What the `f32` dot products and the estimate's scaling may lose to rounding, in cosine (the
+/// exact scan sums 384 products in 16 lanes: about 40 roundings of 2⁻²⁴ each, 3·10⁻⁶ at most).
+const BOUND_SLACK: f32 = 2e-5;
+
+/// Every row's relevance as an interval proven to hold the exact cosine: `estimates[r]` from
+/// the int8 scan, and `bounds[r]` such that the exact cosine (bit for bit what
+/// [`RelevancePrecision::Exact`] gives) lies within `estimates[r] ± bounds[r]`.
+///
+/// The bound is Cauchy–Schwarz on the two quantisations: with `q̂` and `r̂` the query and row
+/// the int8 kernel multiplies, `|q·r − q̂·r̂| ≤ ‖q − q̂‖‖r‖ + ‖q̂‖‖r − r̂‖`; `‖r − r̂‖` is
+/// measured once per row when it is stored, `‖q − q̂‖` once per query.
+#[derive(Debug, Clone)]
+pub(crate) struct RelevanceBounds {
+    /// The focal point, normalised: what exact cosines are taken with.
+    pub query: Vec<f32>,
+    /// Per row, the int8 estimate.
+    pub estimates: Vec<f32>,
+    /// Per row, the most the exact cosine can differ from the estimate.
+    pub bounds: Vec<f32>,
+}
+
 /// How [`EmbeddingStore::relevance`] computes cosines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Reflect, Serialize, Deserialize)]
 pub enum RelevancePrecision {
-    /// Exact below `AUTO_QUANTIZE_MIN_ELEMENTS`, quantised above.
+    /// Exact below `AUTO_QUANTIZE_MIN_ELEMENTS`; above, the int8 scan with proven bounds, and
+    /// retrieval rescores exactly the rows that could matter, so it ranks as `Exact` does.
     #[default]
     Auto,
     /// Always the exact `f32` rows.
@@ -128,6 +150,9 @@ struct Chunk {
     quantized: Vec<i8>,
     /// Per row: `vectors[r] ≈ quantized[r] * scales[r]`.
     scales: Vec<f32>,
+    /// Per row: an upper bound of `‖vectors[r] − quantized[r] · scales[r]‖₂`, what
+    /// [`EmbeddingStore::relevance_bounds`] proves its intervals with.
+    errors: Vec<f32>,
 }
 
 impl Chunk {
@@ -137,6 +162,7 @@ impl Chunk {
             vectors: Vec::with_capacity(rows * dim),
             quantized: Vec::with_capacity(rows * dim),
             scales: Vec::with_capacity(rows),
+            errors: Vec::with_capacity(rows),
         }
     }
 
@@ -150,7 +176,8 @@ impl Chunk {
     fn reserve_row(&mut self, dim: usize) {
         let fits = self.vectors.capacity() - self.vectors.len() >= dim
             && self.quantized.capacity() - self.quantized.len() >= dim
-            && self.scales.capacity() > self.scales.len();
+            && self.scales.capacity() > self.scales.len()
+            && self.errors.capacity() > self.errors.len();
         if fits {
             return;
         }
@@ -159,6 +186,7 @@ impl Chunk {
         self.vectors.reserve_exact(extra * dim);
         self.quantized.reserve_exact(extra * dim);
         self.scales.reserve_exact(extra);
+        self.errors.reserve_exact(extra);
     }
 }
 
@@ -315,7 +343,12 @@ impl EmbeddingStore {
         let normalised = &mut chunk.vectors[start..];
         normalise(normalised);
         let scale = quantize_row(normalised, &mut chunk.quantized);
+        let error = chunk
+            .quantized
+            .get(chunk.quantized.len() - dim..)
+            .map_or(f32::INFINITY, |q| quantization_error(normalised, q, scale));
         chunk.scales.push(scale);
+        chunk.errors.push(error);
         self.keys.push(text.to_owned());
         self.index.insert(text.to_owned(), row);
         Ok(row as usize)
@@ -335,11 +368,7 @@ impl EmbeddingStore {
         self.validate("<focal point>", focal)?;
         let mut query = focal.to_vec();
         normalise(&mut query);
-        let quantize = match precision {
-            RelevancePrecision::Exact => false,
-            RelevancePrecision::Quantized => true,
-            RelevancePrecision::Auto => self.elements() >= AUTO_QUANTIZE_MIN_ELEMENTS,
-        };
+        let quantize = self.scans_quantized(precision);
         let mut out = Vec::with_capacity(self.len());
         if quantize {
             self.scan_quantized(&query, &mut out, scan_threads(self.elements()));
@@ -347,6 +376,70 @@ impl EmbeddingStore {
             self.scan_exact(&query, &mut out);
         }
         Ok(out)
+    }
+
+    /// Whether `precision` reads the int8 copy for a store of this size.
+    pub(crate) fn scans_quantized(&self, precision: RelevancePrecision) -> bool {
+        match precision {
+            RelevancePrecision::Exact => false,
+            RelevancePrecision::Quantized => true,
+            RelevancePrecision::Auto => self.elements() >= AUTO_QUANTIZE_MIN_ELEMENTS,
+        }
+    }
+
+    /// Relevance as proven intervals, for retrieval that must rank exactly as
+    /// [`RelevancePrecision::Exact`] does at the cost of the int8 scan (see
+    /// [`RelevanceBounds`]). `None` when the store is empty; errors as [`Self::relevance`].
+    pub(crate) fn relevance_bounds(
+        &self,
+        focal: &[f32],
+    ) -> Result<Option<RelevanceBounds>, MemoryError> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        self.validate("<focal point>", focal)?;
+        let mut query = focal.to_vec();
+        normalise(&mut query);
+        let mut estimates = Vec::with_capacity(self.len());
+        let Some((q, query_scale)) = quantize_query(&query) else {
+            // A zero query: every cosine is exactly 0.
+            estimates.resize(self.len(), 0.0);
+            let bounds = vec![0.0; self.len()];
+            return Ok(Some(RelevanceBounds {
+                query,
+                estimates,
+                bounds,
+            }));
+        };
+        self.scan_quantized(&query, &mut estimates, scan_threads(self.elements()));
+        // ‖q − q̂‖ and ‖q̂‖, with q̂ the query the kernel multiplies by.
+        let (mut err2, mut norm2) = (0f64, 0f64);
+        for (&v, &qi) in query.iter().zip(&q) {
+            let approx = f64::from(qi >> 8) * f64::from(query_scale);
+            err2 += (f64::from(v) - approx).powi(2);
+            norm2 += approx * approx;
+        }
+        // |q·r − q̂·r̂| ≤ ‖q − q̂‖‖r‖ + ‖q̂‖‖r − r̂‖, with ‖r‖ ≤ 1 (normalised), plus the `f32`
+        // rounding of the exact scan's dot product and of the estimate.
+        let query_term = round_up(err2.sqrt() * (1.0 + 1e-5));
+        let query_norm = round_up(norm2.sqrt());
+        let bounds = self
+            .chunks
+            .iter()
+            .flat_map(|chunk| &chunk.errors)
+            .map(|&row_error| (query_term + query_norm * row_error) * (1.0 + 1e-5) + BOUND_SLACK)
+            .collect();
+        Ok(Some(RelevanceBounds {
+            query,
+            estimates,
+            bounds,
+        }))
+    }
+
+    /// The exact cosine of `row` with `query` (normalised), the very number
+    /// [`RelevancePrecision::Exact`] gives; 0 for a row that does not exist.
+    pub(crate) fn exact_relevance(&self, query: &[f32], row: usize) -> f32 {
+        self.vector(row).map_or(0.0, |v| dot_f32(v, query))
     }
 
     fn scan_exact(&self, query: &[f32], out: &mut Vec<f32>) {
@@ -491,6 +584,25 @@ fn quantize_row(row: &[f32], out: &mut Vec<i8>) -> f32 {
             .map(|v| (v / scale).round().clamp(-ROW_Q_MAX, ROW_Q_MAX) as i8),
     );
     scale
+}
+
+/// An upper bound of `‖row − quantized · scale‖₂` (computed in `f64`, rounded up).
+fn quantization_error(row: &[f32], quantized: &[i8], scale: f32) -> f32 {
+    let sum: f64 = row
+        .iter()
+        .zip(quantized)
+        .map(|(&v, &q)| {
+            let d = f64::from(v) - f64::from(q) * f64::from(scale);
+            d * d
+        })
+        .sum();
+    round_up(sum.sqrt())
+}
+
+/// `x` as an `f32` no smaller than `x`.
+fn round_up(x: f64) -> f32 {
+    let y = x as f32;
+    if f64::from(y) < x { y.next_up() } else { y }
 }
 
 /// The query as the int8 kernel reads it, and its scale; `None` for a zero query (every score

@@ -13,6 +13,11 @@
 //! [`RetrievalWeights`] value times the persona's multiplier. The top `n` are returned (score
 //! descending, ties broken newer node first) and their `last_accessed` is set to `now`.
 //!
+//! With [`RelevancePrecision::Auto`] (the default) a large store is scanned on its int8 copy
+//! and still ranked exactly as the `f32` scan ranks it: every cosine comes with a proven
+//! interval, and only the memories whose interval could change the range or the top `n` are
+//! rescored exactly (about a hundred of 100,000 in the bench; see `bounded_top_n`).
+//!
 //! The scan reads the memory's flat per-node columns and the embedding store's chunked rows
 //! (split over threads when the store is large, see [`EmbeddingStore`](super::EmbeddingStore));
 //! the recency powers are computed in one vectorised pass, and the top `n` are kept in a heap
@@ -153,10 +158,143 @@ pub fn new_retrieve(
     n: usize,
     params: &RetrievalParams,
 ) -> Result<Vec<NodeId>, MemoryError> {
-    let raw = raw_components(memory, focal, now, params)?;
-    let top = top_n(raw.scores(params.effective_weights()), n);
+    let weights = params.effective_weights();
+    let bounded = memory.embeddings().scans_quantized(params.precision)
+        && params.precision == RelevancePrecision::Auto
+        && [weights.recency, weights.relevance, weights.importance]
+            .iter()
+            .all(|w| w.is_finite());
+    let top = if bounded {
+        bounded_top_n(memory, focal, now, n, params)?
+    } else {
+        let raw = raw_components(memory, focal, now, params)?;
+        top_n(raw.scores(weights), n)
+    };
     memory.set_last_accessed(&top, now);
     Ok(top)
+}
+
+/// The exact top `n` at the cost of the int8 scan: bound, prune, rescore.
+///
+/// The int8 scan gives every row an interval proven to hold its exact cosine
+/// ([`RelevanceBounds`]). The relevance range's ends are found exactly by rescoring only the
+/// rows whose interval reaches past the best lower (worst upper) end; with the exact range,
+/// every candidate's score has a lower and an upper bound (the score rises with relevance for a
+/// non-negative weight; both ends are taken either way). The `n`-th best lower bound `L` is a
+/// score at least `n` candidates reach, so a candidate whose upper bound is below `L` cannot be
+/// among the top `n`; the rest are rescored exactly and ranked as the exact scan ranks them.
+/// Same numbers, same formula, same tie-break: the result is the exact scan's, bit for bit
+/// (`tests` compare them on random stores).
+fn bounded_top_n(
+    memory: &AssociativeMemory,
+    focal: &[f32],
+    now: NaiveDateTime,
+    n: usize,
+    params: &RetrievalParams,
+) -> Result<Vec<NodeId>, MemoryError> {
+    let store = memory.embeddings();
+    let Some(bounds) = store.relevance_bounds(focal)? else {
+        let raw = raw_components_from(memory, now, params, &[]);
+        return Ok(top_n(raw.scores(params.effective_weights()), n));
+    };
+    let raw = raw_components_from(memory, now, params, &bounds.estimates);
+    if raw.ids.is_empty() || n == 0 {
+        return Ok(Vec::new());
+    }
+    let cols = &memory.columns;
+    // The row each candidate reads, as the exact scan picks it (a missing row reads 0).
+    let rows: Vec<Option<usize>> = raw
+        .ids
+        .iter()
+        .map(|&i| {
+            let row = cols.row.get(i as usize).copied().unwrap_or_default() as usize;
+            (row < store.len()).then_some(row)
+        })
+        .collect();
+    let interval = |k: usize| -> (f32, f32) {
+        match rows[k] {
+            Some(row) => {
+                let (estimate, bound) = (
+                    bounds.estimates.get(row).copied().unwrap_or(0.0),
+                    bounds.bounds.get(row).copied().unwrap_or(f32::INFINITY),
+                );
+                (estimate - bound, estimate + bound)
+            }
+            None => (0.0, 0.0),
+        }
+    };
+    let mut exact_rows: std::collections::HashMap<usize, f32> = std::collections::HashMap::new();
+    let mut exact = |k: usize| -> f32 {
+        rows[k].map_or(0.0, |row| {
+            *exact_rows
+                .entry(row)
+                .or_insert_with(|| store.exact_relevance(&bounds.query, row))
+        })
+    };
+    let intervals: Vec<(f32, f32)> = (0..raw.ids.len()).map(interval).collect();
+    // The exact ends of the relevance range.
+    let best_low = intervals
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &(lo, _)| m.max(lo));
+    let worst_high = intervals
+        .iter()
+        .fold(f32::INFINITY, |m, &(_, hi)| m.min(hi));
+    let (mut relevance_lo, mut relevance_hi) = (f32::INFINITY, f32::NEG_INFINITY);
+    for (k, &(lo, hi)) in intervals.iter().enumerate() {
+        if hi >= best_low || lo <= worst_high {
+            let relevance = exact(k);
+            if relevance < relevance_lo {
+                relevance_lo = relevance;
+            }
+            if relevance > relevance_hi {
+                relevance_hi = relevance;
+            }
+        }
+    }
+    let w = params.effective_weights();
+    let (rec, rel, imp) = (
+        raw.recency_range(),
+        Range::new(relevance_lo, relevance_hi),
+        raw.importance_range(),
+    );
+    let score = |k: usize, relevance: f32| {
+        w.recency * rec.apply(raw.recency[k])
+            + w.relevance * rel.apply(relevance)
+            + w.importance * imp.apply(raw.importance[k])
+    };
+    // The score rises with relevance for a non-negative weight and falls for a negative one.
+    let rising = w.relevance >= 0.0;
+    let low_score = |k: usize| {
+        let (lo, hi) = intervals[k];
+        score(k, if rising { lo } else { hi })
+    };
+    let high_score = |k: usize| {
+        let (lo, hi) = intervals[k];
+        score(k, if rising { hi } else { lo })
+    };
+    // `L`: the n-th best lower bound (every candidate counts when there are at most n).
+    let threshold = if raw.ids.len() <= n {
+        f32::NEG_INFINITY
+    } else {
+        let mut best: std::collections::BinaryHeap<Ranked> =
+            std::collections::BinaryHeap::with_capacity(n + 1);
+        for (k, &id) in raw.ids.iter().enumerate() {
+            let candidate = Ranked(low_score(k), id);
+            if best.len() < n {
+                best.push(candidate);
+            } else if let Some(mut worst) = best.peek_mut()
+                && candidate < *worst
+            {
+                *worst = candidate;
+            }
+        }
+        best.peek().map_or(f32::NEG_INFINITY, |worst| worst.0)
+    };
+    let survivors: Vec<(f32, u32)> = (0..raw.ids.len())
+        .filter(|&k| high_score(k) >= threshold)
+        .map(|k| (score(k, exact(k)), raw.ids[k]))
+        .collect();
+    Ok(top_n(survivors, n))
 }
 
 /// [`new_retrieve`] for several focal points, in order, as Smallville does it: each retrieval
@@ -191,6 +329,14 @@ pub fn score_breakdown(
     now: NaiveDateTime,
     params: &RetrievalParams,
 ) -> Result<Vec<ScoredNode>, MemoryError> {
+    // Auto ranks exactly (see `bounded_top_n`), so the breakdown shows exact cosines too.
+    let params = &RetrievalParams {
+        precision: match params.precision {
+            RelevancePrecision::Auto => RelevancePrecision::Exact,
+            other => other,
+        },
+        ..*params
+    };
     let raw = raw_components(memory, focal, now, params)?;
     let weights = params.effective_weights();
     let (rec, rel, imp) = (
@@ -341,6 +487,16 @@ fn raw_components(
     params: &RetrievalParams,
 ) -> Result<Raw, MemoryError> {
     let rows = memory.embeddings().relevance(focal, params.precision)?;
+    Ok(raw_components_from(memory, now, params, &rows))
+}
+
+/// [`raw_components`] with each row's relevance given (`rows[r]`; a missing row reads 0).
+fn raw_components_from(
+    memory: &AssociativeMemory,
+    now: NaiveDateTime,
+    params: &RetrievalParams,
+    rows: &[f32],
+) -> Raw {
     let now_s = epoch_seconds(now);
     let ln_decay = params.ln_decay();
     let cols = &memory.columns;
@@ -414,7 +570,7 @@ fn raw_components(
             Range::new(f32::from(poignancy_lo), f32::from(poignancy_hi)),
         ];
     }
-    Ok(raw)
+    raw
 }
 
 /// `e^x` for `x ≤ 0` (larger `x` counts as 0), within 2 ulp of the exact value, in straight-line
@@ -517,6 +673,155 @@ mod tests {
             let expected: Vec<NodeId> = sorted.iter().take(n).map(|&(_, id)| NodeId(id)).collect();
             assert_eq!(top_n(scored.iter().copied(), n), expected, "n = {n}");
         }
+    }
+
+    /// A store of `rows` distinct vectors of `dim` numbers: `cluster` > 0 draws them near a few
+    /// centres (many cosines almost equal, wide overlapping intervals), and `dupes` repeats
+    /// texts (one row shared by several nodes: ties everywhere).
+    fn random_memory(
+        seed: u64,
+        rows: usize,
+        dim: usize,
+        cluster: usize,
+        dupes: bool,
+    ) -> (AssociativeMemory, NaiveDateTime) {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        };
+        let centres: Vec<Vec<f32>> = (0..cluster.max(1))
+            .map(|_| (0..dim).map(|_| next()).collect())
+            .collect();
+        let mut memory = AssociativeMemory::new("test", dim);
+        let mut now = at(0);
+        for i in 0..rows {
+            now += chrono::TimeDelta::seconds(30);
+            let centre = &centres[i % centres.len()];
+            let vector: Vec<f32> = centre
+                .iter()
+                .map(|&c| {
+                    if cluster > 0 {
+                        c + 0.01 * next()
+                    } else {
+                        next()
+                    }
+                })
+                .collect();
+            let text = if dupes && i % 3 == 0 {
+                format!("shared {}", i % 11)
+            } else {
+                format!("event {i}")
+            };
+            let poignancy = 1 + (next().abs() * 18.0) as u8 % 10;
+            let result = memory.add_event(
+                NewMemory::new(now, ("Ana", "is", text.clone()), text)
+                    .poignancy(poignancy)
+                    .embedding(vector),
+                vec![],
+            );
+            assert!(result.is_ok(), "{result:?}");
+            if i % 7 == 0 {
+                memory.set_last_accessed(&[NodeId(i as u32 / 2)], now);
+            }
+        }
+        (memory, now + chrono::TimeDelta::hours(1))
+    }
+
+    #[test]
+    fn auto_ranks_large_stores_exactly_as_the_exact_scan() {
+        // 2²⁰ numbers and more: Auto reads the int8 copy and must still rank exactly.
+        let dim = 64;
+        let rows = super::super::embedding::AUTO_QUANTIZE_MIN_ELEMENTS / dim * 3 / 2;
+        let weight_sets = [
+            RetrievalWeights::default(),
+            RetrievalWeights {
+                recency: 0.0,
+                relevance: 1.0,
+                importance: 0.0,
+            },
+            RetrievalWeights {
+                recency: 1.0,
+                relevance: 0.05,
+                importance: 1.0,
+            },
+            RetrievalWeights {
+                recency: 0.5,
+                relevance: -2.0,
+                importance: 1.0,
+            },
+        ];
+        for (seed, cluster, dupes) in [(1, 0, false), (2, 3, true), (3, 1, false)] {
+            let (memory, now) = random_memory(seed, rows, dim, cluster, dupes);
+            assert!(
+                memory
+                    .embeddings()
+                    .scans_quantized(RelevancePrecision::Auto)
+            );
+            let mut focal_state = seed + 99;
+            for (q, weights) in weight_sets.iter().enumerate() {
+                let focal: Vec<f32> = (0..dim)
+                    .map(|d| {
+                        focal_state = focal_state
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let noise = (focal_state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                        if q == 1 {
+                            memory.embeddings().vector(5).map_or(0.0, |v| v[d]) + 0.001 * noise
+                        } else {
+                            noise
+                        }
+                    })
+                    .collect();
+                for n in [1, 30, 200] {
+                    let exact_params = RetrievalParams {
+                        weights: *weights,
+                        precision: RelevancePrecision::Exact,
+                        ..RetrievalParams::default()
+                    };
+                    let auto_params = RetrievalParams {
+                        precision: RelevancePrecision::Auto,
+                        ..exact_params
+                    };
+                    let (mut a, mut b) = (memory.clone(), memory.clone());
+                    let exact = new_retrieve(&mut a, &focal, now, n, &exact_params).expect("exact");
+                    let auto = new_retrieve(&mut b, &focal, now, n, &auto_params).expect("auto");
+                    assert_eq!(auto, exact, "seed {seed}, weights {weights:?}, n {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_bounds_hold_the_exact_cosines() {
+        let dim = 384;
+        let (memory, _) = random_memory(5, 3_000, dim, 2, false);
+        let store = memory.embeddings();
+        let focal: Vec<f32> = store.vector(17).map(<[f32]>::to_vec).expect("a row");
+        let bounds = store
+            .relevance_bounds(&focal)
+            .expect("valid")
+            .expect("not empty");
+        let exact = store
+            .relevance(&focal, RelevancePrecision::Exact)
+            .expect("valid");
+        let mut widest = 0f32;
+        for (row, &cosine) in exact.iter().enumerate() {
+            let (estimate, bound) = (bounds.estimates[row], bounds.bounds[row]);
+            assert!(
+                (cosine - estimate).abs() <= bound,
+                "row {row}: {cosine} vs {estimate} ± {bound}"
+            );
+            assert_eq!(
+                store.exact_relevance(&bounds.query, row).to_bits(),
+                cosine.to_bits()
+            );
+            widest = widest.max(bound);
+        }
+        // Tight enough to prune: a few hundredths of a cosine at most.
+        assert!(widest < 0.05, "bound {widest}");
     }
 
     #[test]
