@@ -32,7 +32,7 @@ struct Cli {
     demo: DemoArgs,
     /// Open this save in the window instead of a fresh town (its map, personas, clock and
     /// settings; the model flags apply as for a fresh game). Needs the `render` feature.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "personas_dir", "seed"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "personas_dir", "seed", "town"])]
     load: Option<PathBuf>,
     #[cfg(feature = "render")]
     #[command(flatten)]
@@ -171,6 +171,10 @@ struct DemoArgs {
     /// Seed of every random choice.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// A shipped town by name — willowbrook (the default), saltmere or fernside (25
+    /// residents) — with its map and its people.
+    #[arg(long, value_name = "NAME", value_parser = cli::args::parse_town, conflicts_with_all = ["map", "personas_dir"])]
+    town: Option<&'static bevy_generative_agents::world::ShippedTown>,
     /// A Tiled map to use instead of the default town.
     #[arg(long)]
     map: Option<PathBuf>,
@@ -179,6 +183,20 @@ struct DemoArgs {
     personas_dir: Option<PathBuf>,
     #[command(flatten)]
     llm: LlmArgs,
+}
+
+impl DemoArgs {
+    /// The map: the town's, or `--map`.
+    fn map(&self) -> Option<PathBuf> {
+        self.town.map(|t| t.map_path()).or_else(|| self.map.clone())
+    }
+
+    /// The persona folder: the town's, or `--personas-dir`.
+    fn personas_dir(&self) -> Option<PathBuf> {
+        self.town
+            .map(|t| t.personas_dir())
+            .or_else(|| self.personas_dir.clone())
+    }
 }
 
 /// The simulation allocates many small strings (prompts, answers, memories); mimalloc keeps
@@ -225,8 +243,8 @@ fn main() -> ExitCode {
         hours: args.hours,
         personas: args.personas,
         seed: args.seed,
-        map: args.map,
-        personas_dir: args.personas_dir,
+        map: args.map(),
+        personas_dir: args.personas_dir(),
         llm,
         start: None,
     };
@@ -403,6 +421,23 @@ fn scenario_command(options: RunOptions, path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The scenario's town, unless the command line chose the map or the people.
+    let mut options = options;
+    if let Some(name) = &scenario.town
+        && options.map.is_none()
+        && options.personas_dir.is_none()
+    {
+        match bevy_generative_agents::world::ShippedTown::named(name) {
+            Ok(town) => {
+                options.map = Some(town.map_path());
+                options.personas_dir = Some(town.personas_dir());
+            }
+            Err(err) => {
+                eprintln!("error: {}: town: {err}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
     match run_scenario(options, scenario) {
         Ok((report, results)) => {
             println!(
@@ -473,8 +508,8 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
     let options = GameOptions {
         personas: args.personas,
         seed: args.seed,
-        map: args.map,
-        personas_dir: args.personas_dir,
+        map: args.map(),
+        personas_dir: args.personas_dir(),
         llm,
         speed: game.speed,
         follow: game.follow.clone(),

@@ -22,7 +22,7 @@ use bevy_generative_agents::persona::{
     ActionView, Body, Mind, Persona, PersonaSheet, is_sleep_text, load_persona_sheets,
 };
 use bevy_generative_agents::testing::{create_test_app, scripted_client};
-use bevy_generative_agents::world::{AddressLevel, TileCoord, TownMap};
+use bevy_generative_agents::world::{AddressLevel, ShippedTown, TileCoord, TownMap};
 use chrono::Timelike;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -267,6 +267,18 @@ fn saltmere_lives_a_day_in_its_own_places() {
     assert_eq!(sheets.len(), 4);
     let foreign: Vec<String> = place_names(&willowbrook()).into_iter().collect();
     check_town("Saltmere", &map, &sheets, 7, &foreign);
+}
+
+/// Fernside, the 25-resident town (`--town fernside`): the same day's checks for everyone.
+#[test]
+fn fernside_lives_a_day_in_its_own_places() {
+    let town = ShippedTown::named("fernside").expect("Fernside is shipped");
+    let map = TownMap::load_tmx(town.map_path()).expect("Fernside loads");
+    let sheets = load_persona_sheets(town.personas_dir()).expect("Fernside's sheets");
+    assert_eq!(sheets.len(), 25);
+    let mut foreign: Vec<String> = place_names(&willowbrook()).into_iter().collect();
+    foreign.extend(place_names(&saltmere().0));
+    check_town("Fernside", &map, &sheets, 11, &foreign);
 }
 
 // =============================================================================================

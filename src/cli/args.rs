@@ -10,6 +10,7 @@ use bevy_generative_agents::output::{
     RunError, RunOptions, parse_run_backend, parse_run_speed, parse_time_mode,
 };
 use bevy_generative_agents::persist::{CacheMode, SaveIntegrity};
+use bevy_generative_agents::world::ShippedTown;
 
 /// The LLM flags of every command that thinks. There is deliberately no
 /// flag for the API key.
@@ -122,6 +123,10 @@ pub struct RunArgs {
         conflicts_with = "backend"
     )]
     pub backend: Option<BackendChoice>,
+    /// A shipped town by name — willowbrook (the default), saltmere or fernside (25
+    /// residents) — with its map and its people.
+    #[arg(long, value_name = "NAME", value_parser = parse_town, conflicts_with_all = ["map", "personas_dir", "from"])]
+    pub town: Option<&'static ShippedTown>,
     /// A Tiled map to use instead of the default town.
     #[arg(long)]
     pub map: Option<PathBuf>,
@@ -190,8 +195,14 @@ impl RunArgs {
             hours: self.hours,
             personas: self.personas,
             seed: self.seed,
-            map: self.map.clone(),
-            personas_dir: self.personas_dir.clone(),
+            map: self
+                .town
+                .map(ShippedTown::map_path)
+                .or_else(|| self.map.clone()),
+            personas_dir: self
+                .town
+                .map(ShippedTown::personas_dir)
+                .or_else(|| self.personas_dir.clone()),
             time_mode: self.time_mode,
             speed: self.speed,
             out: self.out.clone(),
@@ -450,4 +461,9 @@ mod tests {
         assert_eq!(cli.eval.norm, Norm::Mean);
         assert!(Cli::try_parse_from(["x", "f.jsonl", "--strategy", "guess"]).is_err());
     }
+}
+
+/// `--town NAME`: a shipped town, or an error naming the towns.
+pub fn parse_town(text: &str) -> Result<&'static ShippedTown, String> {
+    ShippedTown::named(text).map_err(|err| err.to_string())
 }

@@ -97,6 +97,7 @@ pub(crate) mod map;
 pub mod path;
 mod tiled_map;
 mod tmx_scan;
+mod town;
 
 pub use address::{
     ADDRESS_SEPARATOR, ActionAddress, Address, AddressError, AddressLevel, PERSONA_MARKER,
@@ -118,6 +119,7 @@ pub use tmx_scan::{
     MAX_ELEMENTS, MAX_LAYER_TILES, MAX_MAP_FILE_BYTES, MAX_MAP_TILES, MAX_NAME_BYTES,
     MAX_TILESET_TILES,
 };
+pub use town::{SHIPPED_TOWNS, ShippedTown, UnknownTown};
 
 /// Registers the world's reflectable types.
 ///
