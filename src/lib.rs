@@ -58,7 +58,7 @@
 //! | --- | --- |
 //! | ground | [`settings`], [`clock`], [`world`], [`memory`] |
 //! | models | [`llm`] (backends, the offline town script, the client) → [`prompt`] |
-//! | agents | [`persona`] → [`cognition`] → [`dialogue`] (talking to a persona, tools, the control API) |
+//! | agents | [`persona`] → [`cognition`] → [`dialogue`] (talking to a persona, tools, the control API) → [`group`] (group conversations with attention, SPEC §8) |
 //! | apps | [`headless`], [`eval`] → [`output`] (the run folder), [`persist`] (saves) → [`director`] (steering the town, SPEC §10) → `render` |
 //! | test support | [`testing`] |
 //!
@@ -97,6 +97,7 @@ pub mod cognition;
 pub mod dialogue;
 pub mod director;
 pub mod eval;
+pub mod group;
 pub mod headless;
 pub mod llm;
 pub mod memory;

@@ -24,6 +24,8 @@ const LAYERS: &[&[&str]] = &[
     &["cognition"],
     // Talking to personas: the dialogue, its tools and the control API.
     &["dialogue"],
+    // Group conversations with attention (SPEC §8).
+    &["group"],
     // Building apps, evaluating decisions.
     &["headless", "eval"],
     // What a run leaves behind, and saves.
