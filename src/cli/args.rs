@@ -293,6 +293,11 @@ impl BenchArgs {
     }
 }
 
+/// `--town NAME`: a shipped town, or an error naming the towns.
+pub fn parse_town(text: &str) -> Result<&'static ShippedTown, String> {
+    ShippedTown::named(text).map_err(|err| err.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,9 +466,4 @@ mod tests {
         assert_eq!(cli.eval.norm, Norm::Mean);
         assert!(Cli::try_parse_from(["x", "f.jsonl", "--strategy", "guess"]).is_err());
     }
-}
-
-/// `--town NAME`: a shipped town, or an error naming the towns.
-pub fn parse_town(text: &str) -> Result<&'static ShippedTown, String> {
-    ShippedTown::named(text).map_err(|err| err.to_string())
 }

@@ -170,18 +170,11 @@ impl Prompt for DirectorPlan {
                 &self.town.skills,
             ],
         )?;
-        Ok(ChatRequest::new(self.kind(), prompt)
-            .with_max_tokens(900)
-            .with_temperature(0.0)
-            .with_json_schema(plan_schema(&self.town.skill_names)))
+        Ok(plan_request(self.kind(), prompt, &self.town.skill_names))
     }
 
     fn parse(&self, cleaned: &str) -> Result<Option<Value>, ParseError> {
-        let value = json_object(cleaned)?;
-        if value.get("steps").and_then(Value::as_array).is_none() {
-            return Err(ParseError::new("no `steps` list"));
-        }
-        Ok(Some(value))
+        parse_plan(cleaned)
     }
 
     fn fail_safe(&self) -> Option<Value> {
@@ -328,18 +321,11 @@ impl Prompt for DirectorReplan {
                 &self.town.skills,
             ],
         )?;
-        Ok(ChatRequest::new(self.kind(), prompt)
-            .with_max_tokens(900)
-            .with_temperature(0.0)
-            .with_json_schema(plan_schema(&self.town.skill_names)))
+        Ok(plan_request(self.kind(), prompt, &self.town.skill_names))
     }
 
     fn parse(&self, cleaned: &str) -> Result<Option<Value>, ParseError> {
-        let value = json_object(cleaned)?;
-        if value.get("steps").and_then(Value::as_array).is_none() {
-            return Err(ParseError::new("no `steps` list"));
-        }
-        Ok(Some(value))
+        parse_plan(cleaned)
     }
 
     fn fail_safe(&self) -> Option<Value> {
@@ -392,6 +378,24 @@ impl Prompt for DirectorReview {
         }
         neutralise(&text, 1_500)
     }
+}
+
+/// A plan's request (the planner's and the replanner's): up to 900 tokens, deterministic,
+/// constrained to the plan schema over `skills`.
+fn plan_request(kind: &'static str, prompt: String, skills: &[String]) -> ChatRequest {
+    ChatRequest::new(kind, prompt)
+        .with_max_tokens(900)
+        .with_temperature(0.0)
+        .with_json_schema(plan_schema(skills))
+}
+
+/// A plan answer: a JSON object with a `steps` list (checked step by step later).
+fn parse_plan(cleaned: &str) -> Result<Option<Value>, ParseError> {
+    let value = json_object(cleaned)?;
+    if value.get("steps").and_then(Value::as_array).is_none() {
+        return Err(ParseError::new("no `steps` list"));
+    }
+    Ok(Some(value))
 }
 
 #[cfg(test)]

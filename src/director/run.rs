@@ -973,6 +973,25 @@ fn review(world: &mut World, job: &mut DirectorJob) {
     }
 }
 
+/// The arena each persona stands in (`world:sector:arena`), by name; `None` without a map.
+pub(crate) fn persona_arenas(world: &mut World) -> Option<Vec<(String, String)>> {
+    let tiles: Vec<(String, crate::world::TileCoord)> = world
+        .query_filtered::<(&Name, &Body), With<Persona>>()
+        .iter(world)
+        .map(|(name, body)| (name.as_str().to_string(), body.tile))
+        .collect();
+    let map = world.get_resource::<TownMap>()?;
+    Some(
+        tiles
+            .into_iter()
+            .filter_map(|(name, tile)| {
+                map.tile_address(tile, AddressLevel::Arena)
+                    .map(|a| (name, a.to_string()))
+            })
+            .collect(),
+    )
+}
+
 /// Notes who stands in each check's arena while its window is open.
 fn observe_checks(world: &mut World) {
     let live = world
@@ -984,21 +1003,9 @@ fn observe_checks(world: &mut World) {
         return;
     }
     let now = now(world);
-    let tiles: Vec<(String, crate::world::TileCoord)> = world
-        .query_filtered::<(&Name, &Body), With<Persona>>()
-        .iter(world)
-        .map(|(name, body)| (name.as_str().to_string(), body.tile))
-        .collect();
-    let Some(map) = world.get_resource::<TownMap>() else {
+    let Some(positions) = persona_arenas(world) else {
         return;
     };
-    let positions: Vec<(String, String)> = tiles
-        .into_iter()
-        .filter_map(|(name, tile)| {
-            map.tile_address(tile, AddressLevel::Arena)
-                .map(|a| (name, a.to_string()))
-        })
-        .collect();
     if let Some(job) = world.resource_mut::<Director>().job.as_mut() {
         for check in &mut job.checks {
             check.observe(now, positions.iter().map(|(n, a)| (n.as_str(), a.as_str())));

@@ -43,7 +43,7 @@ use crate::clock::{AgentSystems, PollSystems, SimClock, SimPoll, SimStep};
 use crate::dialogue::tools::{ToolCall, resolve_place};
 use crate::dialogue::{DialogueMode, DialogueReplied, DialogueRequest, DialogueSystems};
 use crate::output::run::{RunError, RunOptions, RunReport, RunSetup, run};
-use crate::persona::{Body, Mind, Persona};
+use crate::persona::Mind;
 use crate::world::{AddressLevel, TownMap};
 
 /// The run folder's scenario results.
@@ -775,21 +775,9 @@ fn knowers(world: &mut World, topic: &str, now: NaiveDateTime) -> Option<(Vec<Kn
 }
 
 fn observe(world: &mut World, run: &mut ScenarioRun, now: NaiveDateTime, last: bool) {
-    let tiles: Vec<(String, crate::world::TileCoord)> = world
-        .query_filtered::<(&Name, &Body), With<Persona>>()
-        .iter(world)
-        .map(|(name, body)| (name.as_str().to_string(), body.tile))
-        .collect();
-    let Some(map) = world.get_resource::<TownMap>() else {
+    let Some(positions) = super::run::persona_arenas(world) else {
         return;
     };
-    let positions: Vec<(String, String)> = tiles
-        .into_iter()
-        .filter_map(|(name, tile)| {
-            map.tile_address(tile, AddressLevel::Arena)
-                .map(|a| (name, a.to_string()))
-        })
-        .collect();
     let mut closed = Vec::new();
     for (i, (_, among, check)) in run.checks.iter_mut().enumerate() {
         check.observe(
