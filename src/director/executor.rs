@@ -1,5 +1,5 @@
 //! The executor's state machine (SPEC §10, seed 001): states are an enum, transitions one pure
-//! function. The systems in [`run`](super::run) feed it inputs and act on the state it returns;
+//! function. The systems in `director::run` feed it inputs and act on the state it returns;
 //! every change is a [`DirectorStateChanged`](super::DirectorStateChanged) event.
 //!
 //! ```text
