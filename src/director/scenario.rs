@@ -11,7 +11,7 @@
 //!    characters a text), every time parses and every field is known. Then, once the town is
 //!    built and before anything is written, every persona and place it names is checked
 //!    against the town ([`Scenario::check_town`]): a typo fails the run at once, not at hour 40.
-//! 2. **Driven** ([`ScenarioPlugin`]): at the start of each step (`AgentSystems::First`, where
+//! 2. **Driven** ([`ScenarioPlugin`]): at the start of each step (before `AgentSystems::First`, where
 //!    a Lockstep clock has every mind at home) the injections and probes that are due run, and
 //!    every check notes who stands in its arena. Each thing done is a line of
 //!    `scenario_log.jsonl` in the run folder, written as it happens, so a run that stops early
@@ -603,8 +603,10 @@ impl Plugin for ScenarioPlugin {
     fn build(&self, app: &mut App) {
         app.add_systems(
             SimStep,
+            // Before the step's own sets (not inside `First`, which is the embedder's hook:
+            // an exclusive system there would be ambiguous with every hook system).
             drive_scenario
-                .in_set(AgentSystems::First)
+                .before(AgentSystems::First)
                 .run_if(resource_exists::<ScenarioRun>),
         )
         .add_systems(
