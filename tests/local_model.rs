@@ -347,3 +347,65 @@ fn two_personas_live_two_game_hours_on_the_local_model() {
     assert!(report.movement_path.is_file());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// A backend of its own (shutting it down must not disturb the shared one), answering a
+/// question that keeps it generating for about a minute.
+fn counting_request() -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            ChatMessage::user("Count from 1 to 2000, separated by commas."),
+            ChatMessage::assistant("1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"),
+        ],
+        ..ChatRequest::new("test_chat", "")
+            .with_temperature(0.0)
+            .with_max_tokens(3000)
+    }
+}
+
+#[test]
+fn shutting_down_cuts_the_answer_in_progress_and_refuses_later_calls() {
+    let Some(path) = model_path() else { return };
+    let llm = std::sync::Arc::new(LocalBackend::new(LocalConfig::new(path)).expect("loads"));
+    let (tx, rx) = async_channel::unbounded();
+    let asking = std::sync::Arc::clone(&llm);
+    let answer = std::thread::spawn(move || block_on(asking.chat_stream(counting_request(), tx)));
+    // The first delta means llama.cpp is generating on the inference thread right now.
+    let first = block_on(rx.recv()).expect("a first piece of the answer");
+    assert!(!first.is_empty());
+    llm.shut_down();
+    let cut = answer.join().expect("the asking thread");
+    assert!(
+        matches!(cut, Err(bevy_generative_agents::llm::LlmError::Closed)),
+        "the answer in progress ends with Closed: {cut:?}"
+    );
+    let later = block_on(llm.chat(ChatRequest::new("test_chat", "Hello")));
+    assert!(matches!(
+        later,
+        Err(bevy_generative_agents::llm::LlmError::Closed)
+    ));
+    assert!(block_on(llm.stats()).is_err(), "the thread is gone");
+    // Idempotent: a second shut-down (and the drop) find nothing to stop.
+    llm.shut_down();
+}
+
+#[test]
+fn the_llm_plugin_shuts_the_embedded_model_down_on_app_exit() {
+    use bevy::prelude::*;
+    use bevy_generative_agents::llm::{LlmClient, LlmPlugin};
+    let Some(path) = model_path() else { return };
+    let backend = std::sync::Arc::new(LocalBackend::new(LocalConfig::new(path)).expect("loads"));
+    let mut app = App::new();
+    app.insert_resource(LlmClient::new(backend.clone()))
+        .add_plugins(LlmPlugin::default());
+    app.update();
+    let before =
+        block_on(backend.chat(ChatRequest::new("test_chat", "Say hi.").with_max_tokens(4)));
+    assert!(before.is_ok(), "alive before the exit: {before:?}");
+    app.world_mut().write_message(AppExit::Success);
+    app.update();
+    let after = block_on(backend.chat(ChatRequest::new("test_chat", "Say hi.").with_max_tokens(4)));
+    assert!(
+        matches!(after, Err(bevy_generative_agents::llm::LlmError::Closed)),
+        "shut down in the exit frame: {after:?}"
+    );
+}

@@ -312,6 +312,13 @@ pub trait LlmBackend: Send + Sync + 'static {
         false
     }
 
+    /// Stops the backend's own threads and waits for them, so nothing runs in native code
+    /// while the process exits; calls in flight and later calls fail with
+    /// [`LlmError::Closed`]. The embedded model needs it (see `LocalBackend`); backends without
+    /// threads of their own ignore it (the default); wrappers forward it. `LlmPlugin` calls it
+    /// on `AppExit`.
+    fn shut_down(&self) {}
+
     /// Installs the hook through which the backend reports retries it makes on its own, so
     /// they show up in usage accounting (an `LlmClient` installs one when it is built). A
     /// backend keeps one hook: the latest installed wins. Backends that never retry ignore

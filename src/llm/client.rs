@@ -815,6 +815,12 @@ impl LlmClient {
         &self.inner.backend
     }
 
+    /// Stops the backend's own threads (see [`LlmBackend::shut_down`]): calls in flight and
+    /// later calls fail with [`LlmError::Closed`] and take their fail-safes.
+    pub fn shut_down(&self) {
+        self.inner.backend.shut_down();
+    }
+
     /// The response cache.
     pub fn cache(&self) -> &ResponseCache {
         &self.inner.cache

@@ -304,6 +304,10 @@ impl LlmBackend for FaultyBackend {
         self.inner.set_guess_hook(hook);
     }
 
+    fn shut_down(&self) {
+        self.inner.shut_down();
+    }
+
     fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {
         self.inner.probe()
     }

@@ -40,7 +40,8 @@
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 
 use llama_cpp_2::context::LlamaContext;
@@ -170,12 +171,21 @@ pub struct LocalStats {
     pub generation_seconds: f64,
 }
 
-/// The embedded llama.cpp backend. Cheap to share; dropping the last handle stops the thread
-/// after the job it is running.
+/// The embedded llama.cpp backend. Cheap to share (behind an `Arc`).
+///
+/// **Shutting down.** [`LlmBackend::shut_down`] (and dropping the backend) stops the
+/// inference thread within one decoded batch and waits for it, so the model is freed before
+/// the process exits. A process that returns from `main` while llama.cpp is still decoding
+/// on another thread crashes in llama.cpp's static destructors: the game's `LlmPlugin` shuts
+/// its backend down on `AppExit` for that reason.
 pub struct LocalBackend {
     jobs: async_channel::Sender<Job>,
     info: ModelInfo,
     threads: u32,
+    /// Set to make the inference thread abandon its work and return.
+    stop: Arc<AtomicBool>,
+    /// The inference thread, until it has been joined.
+    thread: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for LocalBackend {
@@ -212,9 +222,11 @@ impl LocalBackend {
         let (jobs, queue) = async_channel::unbounded::<Job>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<ModelInfo, LocalError>>();
         let threads = config.threads.max(1);
-        thread::Builder::new()
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = Arc::clone(&stop);
+        let handle = thread::Builder::new()
             .name("llm-local".into())
-            .spawn(move || inference_thread(backend, &config, &queue, &ready_tx))
+            .spawn(move || inference_thread(backend, &config, &queue, &ready_tx, &thread_stop))
             .map_err(|e| LocalError::Thread(e.to_string()))?;
         let info = ready_rx
             .recv()
@@ -223,7 +235,28 @@ impl LocalBackend {
             jobs,
             info,
             threads,
+            stop,
+            thread: Mutex::new(Some(handle)),
         })
+    }
+
+    /// Stops the inference thread and waits for it: the job it is running ends at its next
+    /// decoded batch or token with [`LlmError::Closed`], queued and later jobs get the same
+    /// answer. Idempotent.
+    fn stop_thread(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.jobs.close();
+        let handle = self
+            .thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle
+            && handle.thread().id() != thread::current().id()
+        {
+            // A panic on the inference thread already answered its callers with `Closed`.
+            let _ = handle.join();
+        }
     }
 
     /// The inference thread count.
@@ -302,6 +335,16 @@ impl LlmBackend for LocalBackend {
     fn supports_choice_scoring(&self) -> bool {
         true
     }
+
+    fn shut_down(&self) {
+        self.stop_thread();
+    }
+}
+
+impl Drop for LocalBackend {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
 }
 
 /// A model name from the file name: `SmolLM2-135M-Instruct.Q4_1.gguf` → `SmolLM2-135M-Instruct.Q4_1`.
@@ -312,12 +355,13 @@ fn model_name(path: &Path) -> String {
 }
 
 /// The inference thread: loads the model, reports readiness, then serves jobs until every
-/// sender is gone.
+/// sender is gone or `stop` is set.
 fn inference_thread(
     backend: &'static LlamaBackend,
     config: &LocalConfig,
     queue: &async_channel::Receiver<Job>,
     ready: &std::sync::mpsc::Sender<Result<ModelInfo, LocalError>>,
+    stop: &Arc<AtomicBool>,
 ) {
     let model =
         match LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default())
@@ -331,7 +375,7 @@ fn inference_thread(
                 return;
             }
         };
-    let mut engine = match Engine::new(backend, &model, config) {
+    let mut engine = match Engine::new(backend, &model, config, Arc::clone(stop)) {
         Ok(engine) => engine,
         Err(err) => {
             let _ = ready.send(Err(err));
@@ -348,6 +392,11 @@ fn inference_thread(
         return;
     }
     while let Ok(job) = queue.recv_blocking() {
+        if stop.load(Ordering::SeqCst) {
+            // Shutting down: every job still queued is answered, none is run.
+            job.refuse();
+            continue;
+        }
         // A reply nobody awaits any more (the caller was dropped) is simply discarded.
         match job {
             Job::Chat {
@@ -370,6 +419,25 @@ fn inference_thread(
     }
 }
 
+impl Job {
+    /// Answers the job with [`LlmError::Closed`] without running it.
+    fn refuse(self) {
+        match self {
+            Self::Chat { reply, .. } => {
+                let _ = reply.send_blocking(Err(LlmError::Closed));
+            }
+            Self::Score { reply, .. } => {
+                let _ = reply.send_blocking(Err(LlmError::Closed));
+            }
+            Self::Embed { reply, .. } => {
+                let _ = reply.send_blocking(Err(LlmError::Closed));
+            }
+            // Dropping the reply channel ends the caller's wait with `Closed`.
+            Self::Stats { reply } => drop(reply),
+        }
+    }
+}
+
 /// Everything the inference thread owns, borrowing the model.
 struct Engine<'m> {
     model: &'m LlamaModel,
@@ -383,6 +451,8 @@ struct Engine<'m> {
     norm: ChoiceNorm,
     stats: LocalStats,
     end_token: Option<LlamaToken>,
+    /// The backend's shutdown flag, checked between decoded batches and tokens.
+    stop: Arc<AtomicBool>,
 }
 
 fn internal(what: &str, err: impl std::fmt::Display) -> LlmError {
@@ -394,6 +464,7 @@ impl<'m> Engine<'m> {
         backend: &LlamaBackend,
         model: &'m LlamaModel,
         config: &LocalConfig,
+        stop: Arc<AtomicBool>,
     ) -> Result<Self, LocalError> {
         let threads = i32::try_from(config.threads.max(1)).unwrap_or(1);
         let train = model.n_ctx_train().max(256);
@@ -442,7 +513,17 @@ impl<'m> Engine<'m> {
             n_batch: n_batch as usize,
             norm: config.choice_norm,
             stats: LocalStats::default(),
+            stop,
         })
+    }
+
+    /// `Err(Closed)` once the backend is shutting down: long work checks it between steps.
+    fn check_stop(&self) -> Result<(), LlmError> {
+        if self.stop.load(Ordering::Relaxed) {
+            Err(LlmError::Closed)
+        } else {
+            Ok(())
+        }
     }
 
     /// The prompt text: the messages through the chat template, ending with an open assistant
@@ -518,6 +599,7 @@ impl<'m> Engine<'m> {
         let mut batch = LlamaBatch::new(self.n_batch, 1);
         let mut logits = Vec::new();
         for (chunk_index, chunk) in tokens[start..].chunks(self.n_batch).enumerate() {
+            self.check_stop()?;
             batch.clear();
             let offset = start + chunk_index * self.n_batch;
             for (i, token) in chunk.iter().enumerate() {
@@ -586,6 +668,7 @@ impl<'m> Engine<'m> {
         let mut batch = LlamaBatch::new(1, 1);
         let mut stop_at = None;
         for _ in 0..budget {
+            self.check_stop()?;
             // The sampler reads the logits of the last decoded token.
             let token = sampler.sample(&self.ctx, -1);
             generated += 1;
@@ -707,6 +790,7 @@ impl<'m> Engine<'m> {
         let per_batch = (MAX_SEQUENCES - 1) as usize;
         let mut index = 0;
         while index < options.len() {
+            self.check_stop()?;
             // As many options as fit in free sequences and one batch.
             let mut group = Vec::new();
             let mut tokens_in_batch = 0;
@@ -785,6 +869,7 @@ impl<'m> Engine<'m> {
         let mut out = Vec::with_capacity(texts.len());
         let mut batch = LlamaBatch::new(EMBED_CONTEXT as usize, 1);
         for text in texts {
+            self.check_stop()?;
             let mut tokens = self.model.vocab().tokenize(text.as_bytes(), true, false);
             tokens.truncate(EMBED_CONTEXT as usize);
             if tokens.is_empty() {

@@ -1,4 +1,5 @@
-//! [`LlmPlugin`]: makes sure the app has an [`LlmClient`].
+//! [`LlmPlugin`]: makes sure the app has an [`LlmClient`], and shuts its backend down when
+//! the app exits.
 
 use bevy::prelude::*;
 
@@ -12,6 +13,10 @@ use super::config::{LlmConfig, build_client};
 /// default — from the environment (`GA_LLM_*`, see [`LlmConfig`]). A configuration that
 /// cannot be honoured is logged as an error and replaced by the scripted backend, whose name
 /// (`"scripted"`) the HUD and the usage report show, so the sim still starts.
+///
+/// On `AppExit` (in `Last`) the client's backend is shut down ([`LlmClient::shut_down`]):
+/// the embedded model's thread stops and is joined before `App::run` returns, so the process
+/// never exits while llama.cpp is decoding.
 #[derive(Debug, Clone, Default)]
 pub struct LlmPlugin {
     /// The configuration to build the client from; `None` reads the environment at build time.
@@ -29,6 +34,7 @@ impl LlmPlugin {
 
 impl Plugin for LlmPlugin {
     fn build(&self, app: &mut App) {
+        app.add_systems(Last, shut_down_on_exit);
         if app.world().contains_resource::<LlmClient>() {
             return;
         }
@@ -46,5 +52,15 @@ impl Plugin for LlmPlugin {
             client.model()
         );
         app.insert_resource(client);
+    }
+}
+
+/// Shuts the backend down in the frame the app is asked to exit.
+fn shut_down_on_exit(mut exits: MessageReader<AppExit>, client: Option<Res<LlmClient>>) {
+    if exits.read().next().is_some()
+        && let Some(client) = client
+    {
+        info!("app exit: shutting the LLM backend down");
+        client.shut_down();
     }
 }

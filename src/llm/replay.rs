@@ -183,6 +183,12 @@ impl LlmBackend for ReplayBackend {
             fallback.set_guess_hook(hook);
         }
     }
+
+    fn shut_down(&self) {
+        if let Some(fallback) = &self.fallback {
+            fallback.shut_down();
+        }
+    }
 }
 
 #[cfg(test)]

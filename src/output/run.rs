@@ -403,19 +403,30 @@ fn shareable_path(path: &Path) -> PathBuf {
 /// `drive_steps` runs the clock to its end (checkpointing and saving on the way),
 /// `drain_thoughts` lets the last thoughts land, `final_save` writes the save, and
 /// `write_outputs` the summary, `usage.json` and the report.
+///
+/// Whatever the outcome, the backend is shut down before `run` returns
+/// ([`LlmClient::shut_down`]): a thought still out cannot keep the embedded model decoding
+/// while the process exits.
 pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
     let mut opened = open_run(options)?;
-    let driven = drive_steps(&mut opened, options)?;
-    let minds_out = drain_thoughts(&mut opened.app, options, &driven.progress);
-    let (save_path, save_error) = final_save(&mut opened, minds_out, driven.save_error);
-    write_outputs(
-        opened,
-        options,
-        driven.result,
-        minds_out,
-        save_path,
-        save_error,
-    )
+    let client = opened.app.world().resource::<LlmClient>().clone();
+    let result = match drive_steps(&mut opened, options) {
+        Ok(driven) => {
+            let minds_out = drain_thoughts(&mut opened.app, options, &driven.progress);
+            let (save_path, save_error) = final_save(&mut opened, minds_out, driven.save_error);
+            write_outputs(
+                opened,
+                options,
+                driven.result,
+                minds_out,
+                save_path,
+                save_error,
+            )
+        }
+        Err(err) => Err(err),
+    };
+    client.shut_down();
+    result
 }
 
 /// The files of a run folder.

@@ -320,6 +320,8 @@ async fn run_prompt_inner<P: Prompt>(
                     "choice scoring gave no usable option; generating instead"
                 );
             }
+            // A backend shutting down (the app is exiting) is no surprise worth a warning.
+            Err(LlmError::Closed) => debug!(kind, "choice scoring: the backend is closed"),
             Err(error) => warn!(kind, %error, "choice scoring failed; generating instead"),
         }
     }
