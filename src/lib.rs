@@ -74,6 +74,7 @@
 //! | [`CognitionPlugin`](cognition::CognitionPlugin) | the loop: percepts, thoughts (perceive → retrieve → plan → reflect), conversations, execution, outcome events |
 //! | [`DialoguePlugin`](dialogue::DialoguePlugin) | talking to a persona (SPEC §7): messages, whispers, interviews, tools, appointments |
 //! | [`DirectorPlugin`](director::DirectorPlugin) | the director (SPEC §10): directives → plans of skills → execution, validation, replanning, review; cancel rolls back |
+//! | [`GroupPlugin`](group::GroupPlugin) | group conversations with attention (SPEC §8): streams where three or more gather, channels, the heart flow |
 //!
 //! [`GenerativeAgentsPlugins::new`] puts the driver in another schedule (`PostUpdate`, or the
 //! game's own).
@@ -170,6 +171,7 @@ impl PluginGroup for GenerativeAgentsPlugins {
             .add(cognition::CognitionPlugin)
             .add(dialogue::DialoguePlugin)
             .add(director::DirectorPlugin)
+            .add(group::GroupPlugin)
     }
 }
 

@@ -304,6 +304,11 @@ fn directive(app: &mut App, text: &str, policy: ConfirmationPolicy) {
 fn a_whispered_fact_reaches_another_persona_only_through_a_conversation() {
     let mut town = setup(LlmClient::new(Arc::new(gossip_backend())), "gossip");
     let app = &mut town.app;
+    // The three stand in one room: without this, a group conversation (SPEC §8) would spread
+    // the news to Cy too. This test is about Smallville's one-to-one conversation.
+    app.world_mut()
+        .resource_mut::<bevy_generative_agents::group::GroupSettings>()
+        .enabled = false;
 
     directive(
         app,

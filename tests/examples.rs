@@ -221,3 +221,27 @@ fn own_town_draws_a_map_built_in_code() {
     );
     let _ = std::fs::remove_file(&out);
 }
+
+#[test]
+fn group_channel_opens_a_board_that_residents_join_and_talk_on() {
+    let (stdout, _) = run(Command::new(example("group_channel")));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[#notice board] Town Hall: ") && l.contains("summer fair")),
+        "{stdout}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("refused: ")), "{stdout}");
+    let summary = lines
+        .iter()
+        .find(|l| l.starts_with("the board: "))
+        .expect("the summary line");
+    let speakers: usize = summary
+        .split(" lines by ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("a speaker count");
+    assert!(speakers >= 3, "{summary}");
+}

@@ -1,17 +1,192 @@
 //! Group conversations with attention (SPEC §8, seed 003's heart flow).
 //!
-//! Smallville's personas talk two at a time (§3.7, unchanged). When three or more gather, or a
-//! game opens a channel, the talk is a **chat stream**, and each persona decides how closely to
-//! follow it — the attention model here, which also bounds what the town spends on models:
-//! only focused sub-flows run the expensive observe → think → plan → execute cycle.
+//! Smallville's personas talk two at a time (§3.7, unchanged). When three or more gather in an
+//! arena, or a game opens a channel, the talk is a **chat stream** ([`GroupStreams`]), and each
+//! persona decides how closely to follow it — the attention model, which also bounds what the
+//! town spends on models: a chatting persona replies by a draw (no call unless it speaks), and
+//! only focused sub-flows run the deliberate observe → think → plan → execute cycle.
 //!
-//! This module is the model itself, pure and seeded: [`attention`] holds one persona's
-//! sub-flow for one stream (state, interest, willingness, the chance to focus, SPEC §8's
-//! formulas) and [`social`] the persona's global social state, its limits, and the
-//! [`Attention`] that keeps every sub-flow within them.
+//! The pieces, in the order a step uses them:
+//! - [`attention`]: one persona's sub-flow for one stream (state, interest, willingness, the
+//!   chance to focus, SPEC §8's formulas), pure and seeded;
+//! - [`social`]: the persona's global social state, its limits, and the [`Attention`] that
+//!   keeps every sub-flow within them;
+//! - [`stream`]: the streams, their lines, and the [`GroupCommand`]s game code sends (open a
+//!   channel, post, close), validated as untrusted input;
+//! - [`prompts`]: the three model calls — join (yes/no), a casual reply, the focused cycle —
+//!   each with its parser and fail-safe;
+//! - the heart flow in the ECS (`heart`): streams opened where people gather, hearing, time,
+//!   at most one call per free persona per step, landing between steps.
+//!
+//! ## What a game sees
+//!
+//! | message | when |
+//! | --- | --- |
+//! | [`GroupStreamOpened`] / [`GroupStreamClosed`] | a stream opens (people gather, a channel opens) or closes |
+//! | [`GroupLineSpoken`] | a line (or an emoji) was said in a stream, by a persona or by game code |
+//! | [`GroupAttentionChanged`] | a persona's sub-flow moved (`Absent` / `Chat` / `Focused`) |
+//! | [`GroupRefused`] | a [`GroupCommand`] was refused, and why |
+//! | [`ModelCallFailed`](crate::cognition::ModelCallFailed) | a group prompt fell back to its fail-safe |
+//!
+//! Each persona carries a [`GroupAttention`] (its sub-flows, for an inspector). Lines said
+//! become chat memories of everyone following the stream (and, in an arena, of everyone
+//! present: they heard it), one embedding per line for all of them.
+//!
+//! ```
+//! use bevy::prelude::*;
+//! use bevy_generative_agents::group::{GroupCommand, GroupPlugin};
+//!
+//! fn notice_board(mut commands: MessageWriter<GroupCommand>) {
+//!     commands.write(GroupCommand::open_channel("notice board"));
+//!     commands.write(GroupCommand::post_to_channel(
+//!         "notice board",
+//!         "Mayor",
+//!         "The summer fair is on Saturday at noon in the square.",
+//!     ));
+//! }
+//! # let _ = notice_board;
+//! ```
+//!
+//! **Layer** (see `tests/layers.rs`): right above [`dialogue`](crate::dialogue).
 
 pub mod attention;
+mod heart;
+pub mod prompts;
 pub mod social;
+pub mod stream;
 
 pub use attention::{AttentionSettings, Change, ChatState, SubFlow, reply_probability};
+pub use heart::{GroupAttention, relevance};
 pub use social::{Attention, Limits, SocialState};
+pub use stream::{GroupCommand, GroupLine, GroupStream, GroupStreams, StreamKey};
+
+use bevy::prelude::*;
+
+use crate::clock::{AgentSystems, PollSystems, SimPoll, SimStep};
+
+/// Settings of the group conversations.
+#[derive(Resource, Debug, Clone, PartialEq)]
+pub struct GroupSettings {
+    /// Whether the heart flow runs (default on).
+    pub enabled: bool,
+    /// Awake personas in one arena that open a stream (3; at least 2).
+    pub min_gathering: usize,
+    /// Lines of the stream a prompt shows (8).
+    pub recent_lines: usize,
+    /// Poignancy of a heard line's memory (2), and of one naming the listener (5).
+    pub line_poignancy: u8,
+    /// See `line_poignancy`.
+    pub named_poignancy: u8,
+    /// Game seconds between two cycles of one focused sub-flow (30): observing, thinking
+    /// and planning take a person a moment, and it bounds the spend of a lively stream.
+    pub focus_cycle_every: f32,
+    /// SPEC §8's constants.
+    pub attention: AttentionSettings,
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_gathering: 3,
+            recent_lines: 8,
+            line_poignancy: 2,
+            named_poignancy: 5,
+            focus_cycle_every: 30.0,
+            attention: AttentionSettings::default(),
+        }
+    }
+}
+
+/// A stream opened.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct GroupStreamOpened {
+    /// Which.
+    pub stream: StreamKey,
+}
+
+/// A stream closed.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct GroupStreamClosed {
+    /// Which.
+    pub stream: StreamKey,
+}
+
+/// A line was said in a stream.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct GroupLineSpoken {
+    /// Where.
+    pub stream: StreamKey,
+    /// Its position in the stream.
+    pub seq: u64,
+    /// Who said it (a persona's name, or the name game code posted under).
+    pub speaker: String,
+    /// The persona who said it, if a persona did.
+    pub persona: Option<Entity>,
+    /// What was said.
+    pub text: String,
+    /// Whether it is an emoji reply.
+    pub emoji: bool,
+    /// The game time it was said.
+    pub time: chrono::NaiveDateTime,
+}
+
+/// A persona's sub-flow moved.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct GroupAttentionChanged {
+    /// The persona.
+    pub persona: Entity,
+    /// Its name.
+    pub name: String,
+    /// The stream.
+    pub stream: StreamKey,
+    /// Before.
+    pub from: ChatState,
+    /// After.
+    pub to: ChatState,
+}
+
+/// A [`GroupCommand`] was refused.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct GroupRefused {
+    /// Why, for a log or a toast.
+    pub why: String,
+}
+
+/// Group conversations: the streams, the heart flow each step, calls landed between steps.
+#[derive(Debug, Default)]
+pub struct GroupPlugin;
+
+impl Plugin for GroupPlugin {
+    fn build(&self, app: &mut App) {
+        app.init_resource::<GroupSettings>()
+            .init_resource::<GroupStreams>()
+            .init_resource::<heart::GroupCalls>()
+            .add_message::<GroupCommand>()
+            .add_message::<GroupStreamOpened>()
+            .add_message::<GroupStreamClosed>()
+            .add_message::<GroupLineSpoken>()
+            .add_message::<GroupAttentionChanged>()
+            .add_message::<GroupRefused>()
+            .add_systems(
+                SimPoll,
+                (heart::apply_commands, heart::land_group_calls)
+                    .chain()
+                    .after(PollSystems::LandThoughts)
+                    .before(PollSystems::SendOutcomes),
+            )
+            .add_systems(
+                SimStep,
+                heart::group_step
+                    .after(AgentSystems::Perceive)
+                    .before(AgentSystems::Think),
+            );
+    }
+}
+
+/// Group calls still running (for runs that wait for every answer).
+pub fn calls_in_flight(world: &World) -> usize {
+    world
+        .get_resource::<heart::GroupCalls>()
+        .map_or(0, heart::GroupCalls::len)
+}

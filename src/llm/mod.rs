@@ -58,6 +58,7 @@ mod local;
 mod minilm;
 pub mod offline;
 mod offline_director;
+mod offline_group;
 mod permits;
 mod plugin;
 #[cfg(feature = "http")]

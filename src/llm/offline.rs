@@ -237,6 +237,27 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         .with_responder("director_review", |req, _| {
             super::offline_director::review(&req.prompt_text())
         })
+        // Group conversations (SPEC §8): from the prompt's own scene and lines.
+        .with_responder("group_join", |req, _| {
+            if super::offline_group::join(&req.prompt_text()) {
+                "yes".to_string()
+            } else {
+                "no".to_string()
+            }
+        })
+        .with_chooser("group_join", |req, _| {
+            if super::offline_group::join(&choice_prompt(req)) {
+                vec![0.0, -5.0]
+            } else {
+                vec![-5.0, 0.0]
+            }
+        })
+        .with_responder("group_reply", |req, _| {
+            super::offline_group::reply(&req.prompt_text())
+        })
+        .with_responder("group_focus", |req, _| {
+            super::offline_group::focus(&req.prompt_text())
+        })
         .with_responder("dialogue_speaker_profile", |req, _| {
             let text = req.prompt_text();
             let speaker = between(&text, "Profile of ", ":").unwrap_or("They").trim();

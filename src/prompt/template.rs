@@ -172,6 +172,9 @@ embedded_templates![
     "director_validate",
     "director_replan",
     "director_review",
+    "group_join",
+    "group_reply",
+    "group_focus",
 ];
 
 /// All prompt templates by name. Cheap to clone.

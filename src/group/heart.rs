@@ -1,0 +1,974 @@
+//! The heart flow in the ECS (SPEC §8): streams open where people gather, each persona's
+//! attention follows them, and the few model calls the attention allows run off the main
+//! thread.
+//!
+//! **Every step** (`group_step`, in [`SimStep`] after perception, before thoughts start; minds
+//! are home then in Lockstep):
+//! 1. *Streams*: an arena where [`GroupSettings::min_gathering`] awake personas (not in a
+//!    one-to-one conversation) stand opens a stream; its members are the awake personas there.
+//!    Whoever leaves the arena leaves the stream (its sub-flow goes `Absent`); a stream with
+//!    fewer than two members closes.
+//! 2. *Memories*: lines heard since the mind was last home become chat memories.
+//! 3. *Social state* from the persona's action ([`SocialState::from_activity`]), limits
+//!    applied (asleep: every stream left).
+//! 4. *Hearing*: each new line of another speaker raises interest by its relevance (words the
+//!    line shares with who the persona is and what it does) and, when the persona is named,
+//!    willingness.
+//! 5. *Time*: [`Attention::tick`] over the step's game seconds — decay, idle chats leave,
+//!    focus draws (seeded per persona and step), limits, forgetting.
+//! 6. *One call at most per persona*, only for a persona that is free (mind home, no thought,
+//!    turn or conversation running): a focused stream with new lines runs the FOCUSED cycle
+//!    ([`GroupFocus`]); else a chatting stream whose reply draw wins gets a line
+//!    ([`GroupReply`]); else a due join question ([`GroupJoin`]) — a yes joins and speaks an
+//!    opening line. The persona is [`AwaitingCognition`] while the call runs: it starts no
+//!    thought, a Lockstep clock waits for it, and Smallville's one-to-one conversation never
+//!    runs for it at the same time.
+//!
+//! **Between steps** (`land_group_calls`, in [`SimPoll`]): finished calls land — lines are said
+//! into their stream, the sub-flows move (`spoke`, `no_reply`, joined), and the outcome
+//! messages go out. A line's memory embedding is computed in the same task, so storing it in
+//! every follower's memory costs one embedding for all of them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bevy::prelude::*;
+use bevy::tasks::futures_lite::future::{block_on, poll_once};
+use bevy::tasks::{AsyncComputeTaskPool, Task};
+use chrono::NaiveDateTime;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::clock::{AwaitingCognition, SimClock};
+use crate::cognition::ModelCallFailed;
+use crate::llm::{EMBED_KIND, LlmClient};
+use crate::memory::{ChatLine, NewMemory};
+use crate::persona::{ChattingWith, Mind, Persona};
+use crate::prompt::{
+    FailureLog, FailureReason, ModelFailure, PromptContext, PromptLibrary, run_prompt,
+};
+use crate::settings::AgentSettings;
+
+use super::attention::{Change, ChatState};
+use super::prompts::{FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupScene};
+use super::social::{Attention, SocialState};
+use super::stream::{
+    GroupCommand, GroupStreams, MAX_CHANNELS, StreamKey, check_channel_name, check_post,
+    check_speaker,
+};
+use super::{
+    GroupAttentionChanged, GroupLineSpoken, GroupRefused, GroupSettings, GroupStreamClosed,
+    GroupStreamOpened,
+};
+
+/// A persona's attention to group conversations: its sub-flows and what it has heard.
+#[derive(Component, Debug, Clone, Default)]
+pub struct GroupAttention {
+    /// The sub-flows and the social state.
+    pub attention: Attention<StreamKey>,
+    /// The last line of each stream the persona has heard.
+    pub seen: BTreeMap<StreamKey, u64>,
+    /// For each focused stream: the last line the persona's previous cycle observed, and the
+    /// step from which the next cycle may run.
+    pub cycles: BTreeMap<StreamKey, (u64, u64)>,
+    /// Lines heard but not yet stored (the mind was out).
+    pending: Vec<PendingMemory>,
+}
+
+impl GroupAttention {
+    /// Lines waiting to be stored as memories.
+    pub fn pending_memories(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// A heard line on its way into memory.
+#[derive(Debug, Clone)]
+struct PendingMemory {
+    time: NaiveDateTime,
+    speaker: String,
+    line: String,
+    place: String,
+    description: String,
+    embedding: Vec<f32>,
+    named: bool,
+}
+
+/// A line a call produced, with the embedding of its memory description.
+#[derive(Debug)]
+struct Said {
+    text: String,
+    emoji: bool,
+    description: String,
+    embedding: Option<Vec<f32>>,
+}
+
+/// What a call came back with.
+#[derive(Debug)]
+enum Landed {
+    /// The join question: yes/no, and the opening line after a yes.
+    Joined { yes: bool, said: Option<Said> },
+    /// A casual reply (or silence).
+    Replied(Option<Said>),
+    /// A focused cycle: a line or emoji, or `no_reply`.
+    Focused(Option<Said>),
+    /// A post from game code, embedded for the listeners' memories.
+    Posted {
+        seq: u64,
+        embedding: Option<Vec<f32>>,
+    },
+}
+
+struct Call {
+    persona: Option<Entity>,
+    name: String,
+    stream: StreamKey,
+    place: String,
+    failures: FailureLog,
+    task: Task<Landed>,
+    /// The answer, once the task finished (it may wait for earlier calls to land).
+    done: Option<Landed>,
+}
+
+/// Calls in flight.
+#[derive(Resource, Default)]
+pub(super) struct GroupCalls(Vec<Call>);
+
+impl GroupCalls {
+    /// Calls still running.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Game code's commands since the last step.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a system: one writer per outcome message"
+)]
+pub(super) fn apply_commands(
+    mut commands: MessageReader<GroupCommand>,
+    mut streams: ResMut<GroupStreams>,
+    mut calls: ResMut<GroupCalls>,
+    clock: Option<Res<SimClock>>,
+    client: Option<Res<LlmClient>>,
+    mut opened: MessageWriter<GroupStreamOpened>,
+    mut closed: MessageWriter<GroupStreamClosed>,
+    mut spoken: MessageWriter<GroupLineSpoken>,
+    mut refused: MessageWriter<GroupRefused>,
+) {
+    let now = clock.as_ref().map(|c| c.now()).unwrap_or_default();
+    for command in commands.read() {
+        let result = match command {
+            GroupCommand::OpenChannel { name, members } => {
+                check_channel_name(name).and_then(|name| {
+                    if streams.channels() >= MAX_CHANNELS {
+                        return Err(format!("at most {MAX_CHANNELS} channels may be open"));
+                    }
+                    let key = StreamKey::Channel(name);
+                    if streams.open(key.clone(), now) {
+                        if let Some(stream) = streams.get_mut(&key) {
+                            stream.members = members.iter().copied().collect();
+                        }
+                        opened.write(GroupStreamOpened { stream: key });
+                    }
+                    Ok(())
+                })
+            }
+            GroupCommand::CloseChannel { name } => check_channel_name(name).and_then(|name| {
+                let key = StreamKey::Channel(name);
+                streams
+                    .close(&key)
+                    .map(|_| {
+                        closed.write(GroupStreamClosed { stream: key });
+                    })
+                    .ok_or_else(|| "no such channel".to_string())
+            }),
+            GroupCommand::Post {
+                stream,
+                speaker,
+                text,
+            } => check_speaker(speaker).and_then(|speaker| {
+                let text = check_post(text)?;
+                let seq = streams
+                    .say(stream, &speaker, None, &text, false, now)
+                    .ok_or_else(|| format!("the stream {stream} is not open"))?;
+                spoken.write(GroupLineSpoken {
+                    stream: stream.clone(),
+                    seq,
+                    speaker: speaker.clone(),
+                    persona: None,
+                    text: text.clone(),
+                    emoji: false,
+                    time: now,
+                });
+                if let Some(client) = &client {
+                    let place = place_of(stream);
+                    let description = memory_description(&speaker, &place, &text);
+                    let client: LlmClient = LlmClient::clone(client);
+                    let embed_text = description.clone();
+                    calls.0.push(Call {
+                        persona: None,
+                        name: speaker,
+                        stream: stream.clone(),
+                        place,
+                        failures: FailureLog::default(),
+                        done: None,
+                        task: AsyncComputeTaskPool::get().spawn(async move {
+                            Landed::Posted {
+                                seq,
+                                embedding: client.embed_one(embed_text).await.ok(),
+                            }
+                        }),
+                    });
+                }
+                Ok(())
+            }),
+        };
+        if let Err(why) = result {
+            refused.write(GroupRefused { why });
+        }
+    }
+}
+
+/// Where a stream's talk is, for prompts and memories.
+fn place_of(key: &StreamKey) -> String {
+    match key {
+        StreamKey::Arena(_) => format!("the {}", key.label()),
+        StreamKey::Channel(name) => format!("the #{name} channel"),
+    }
+}
+
+/// What a follower remembers of a line.
+fn memory_description(speaker: &str, place: &str, text: &str) -> String {
+    format!("{speaker} said in {place}: \"{text}\"")
+}
+
+/// Whether `text` names `first_name` or `name` as a whole word (any case).
+fn names(text: &str, name: &str, first_name: &str) -> bool {
+    let lower = text.to_lowercase();
+    let words: BTreeSet<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let first = first_name.to_lowercase();
+    (!first.is_empty() && words.contains(first.as_str()))
+        || (!name.is_empty() && lower.contains(&name.to_lowercase()))
+}
+
+/// Content words (4+ letters, lowercased) of `text`.
+fn content_words(text: &str) -> BTreeSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 4)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// A line's relevance to a persona, 0–1: a base for hearing it at all, plus the words it
+/// shares with who the persona is and what it does (three shared words is fully relevant).
+pub fn relevance(line: &str, persona_words: &BTreeSet<String>) -> f32 {
+    let shared = content_words(line)
+        .iter()
+        .filter(|w| persona_words.contains(*w))
+        .count();
+    (0.25 + shared as f32 / 3.0).min(1.0)
+}
+
+/// The per-persona, per-step random stream of the heart flow: seeded by name and step only,
+/// so it does not depend on iteration order, timing or other personas.
+fn heart_rng(name: &str, step: u64) -> ChaCha8Rng {
+    let hash = name.bytes().fold(0x84_22_23_25_cb_f2_9c_e4u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    ChaCha8Rng::seed_from_u64(hash ^ step.wrapping_mul(0xd6e8_feb8_6659_fd93) ^ 0x0068_6561_7274)
+}
+
+/// What the step knows about one persona.
+struct Someone {
+    entity: Entity,
+    name: String,
+    first_name: String,
+    arena: String,
+    asleep: bool,
+    activity: String,
+    identity: String,
+    words: BTreeSet<String>,
+    /// In a one-to-one conversation.
+    chatting: bool,
+    /// Mind home and no work running: may start a call.
+    free: bool,
+    memories: Vec<String>,
+}
+
+/// One step of the heart flow (see the module docs).
+pub(super) fn group_step(world: &mut World) {
+    let settings = world
+        .get_resource::<GroupSettings>()
+        .cloned()
+        .unwrap_or_default();
+    if !settings.enabled {
+        return;
+    }
+    let Some((now, step, secs)) = world
+        .get_resource::<SimClock>()
+        .map(|c| (c.now(), c.step(), c.sec_per_step() as f32))
+    else {
+        return;
+    };
+    let people = gather(world);
+    let mut changes: Vec<GroupAttentionChanged> = Vec::new();
+    let mut opened = Vec::new();
+    let mut closed = Vec::new();
+
+    // 1. Streams.
+    let mut by_arena: BTreeMap<&str, Vec<&Someone>> = BTreeMap::new();
+    for someone in &people {
+        if !someone.asleep && !someone.chatting && !someone.arena.is_empty() {
+            by_arena.entry(&someone.arena).or_default().push(someone);
+        }
+    }
+    {
+        let mut streams = world.resource_mut::<GroupStreams>();
+        for (arena, present) in &by_arena {
+            let key = StreamKey::Arena((*arena).to_string());
+            if present.len() >= settings.min_gathering.max(2) && streams.open(key.clone(), now) {
+                opened.push(key);
+            }
+        }
+        for key in streams.arena_keys() {
+            let StreamKey::Arena(arena) = &key else {
+                continue;
+            };
+            let members: BTreeSet<Entity> = by_arena
+                .get(arena.as_str())
+                .map(|p| p.iter().map(|s| s.entity).collect())
+                .unwrap_or_default();
+            if members.len() < 2 {
+                streams.close(&key);
+                closed.push(key);
+            } else if let Some(stream) = streams.get_mut(&key) {
+                stream.members = members;
+            }
+        }
+    }
+
+    // 2–6, persona by persona (in entity order; each draws from its own stream).
+    let library = world.get_resource::<PromptLibrary>().cloned();
+    let client = world.get_resource::<LlmClient>().cloned();
+    let retries = world
+        .get_resource::<AgentSettings>()
+        .map_or(3, |s| s.prompt_retries);
+    let streams = world.resource::<GroupStreams>().clone();
+    let names_by_entity: BTreeMap<Entity, String> =
+        people.iter().map(|p| (p.entity, p.name.clone())).collect();
+    let mut starts: Vec<(Entity, Call)> = Vec::new();
+    for someone in &people {
+        let Some(mut group) = world
+            .get_mut::<GroupAttention>(someone.entity)
+            .map(|g| g.clone())
+        else {
+            continue;
+        };
+        let mut moved: Vec<(StreamKey, Change)> = Vec::new();
+        // A stream the persona is no longer in is left.
+        for (key, flow) in &mut group.attention.flows {
+            let inside = streams.get(key).is_some_and(|s| s.reaches(someone.entity));
+            if !inside && flow.state != ChatState::Absent {
+                moved.push((key.clone(), flow.go(ChatState::Absent)));
+            }
+        }
+        group.seen.retain(|key, _| streams.get(key).is_some());
+        group.cycles.retain(|key, _| {
+            group
+                .attention
+                .flows
+                .get(key)
+                .is_some_and(|f| f.state == ChatState::Focused)
+        });
+        group
+            .attention
+            .flows
+            .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
+        // 2. Memories, when the mind is home.
+        flush_memories(world, someone, &mut group, &settings);
+        // 3. Social state.
+        moved.extend(group.attention.set_social(SocialState::from_activity(
+            someone.asleep,
+            &someone.activity,
+        )));
+        // 4. Hearing.
+        let mut rng = heart_rng(&someone.name, step);
+        let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
+        for stream in streams.iter() {
+            if !stream.reaches(someone.entity) {
+                continue;
+            }
+            let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
+            let opened_now = opened.contains(&stream.key);
+            let flow = group.attention.flow(&stream.key);
+            if opened_now {
+                // Noticing the gathering is the first thing heard.
+                flow.hear(0.5, false, &settings.attention);
+            }
+            for line in stream.lines_after(seen) {
+                if line.persona == Some(someone.entity) {
+                    continue;
+                }
+                let named = names(&line.text, &someone.name, &someone.first_name);
+                flow.hear(
+                    relevance(&line.text, &someone.words),
+                    named,
+                    &settings.attention,
+                );
+                // Each message may be answered, by a draw.
+                let draw: f32 = rng.random();
+                if flow.wants_to_reply(draw, &settings.attention) {
+                    reply_wins.insert(stream.key.clone());
+                }
+            }
+            group.seen.insert(stream.key.clone(), stream.last_seq());
+        }
+        // 5. Time.
+        moved.extend(group.attention.tick(secs, &settings.attention, &mut rng));
+        // 6. At most one call.
+        // A focused stream's cycle is due once `focus_cycle_every` seconds have passed since
+        // the last, if another speaker said something since that cycle observed.
+        let mut observed: BTreeMap<StreamKey, Vec<String>> = BTreeMap::new();
+        for (key, flow) in &group.attention.flows {
+            if flow.state != ChatState::Focused {
+                continue;
+            }
+            let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
+            let Some(stream) = streams.get(key) else {
+                continue;
+            };
+            let new: Vec<String> = stream
+                .lines_after(looked)
+                .filter(|l| l.persona != Some(someone.entity))
+                .map(|l| format!("{}: {}", l.speaker, l.text))
+                .collect();
+            if step >= due && !new.is_empty() {
+                observed.insert(key.clone(), new);
+            }
+        }
+        let call = if someone.free && !someone.asleep && !someone.chatting {
+            choose_call(&group, &observed, &reply_wins)
+        } else {
+            None
+        };
+        if let Some((CallKind::Focus, key)) = &call
+            && let Some(stream) = streams.get(key)
+        {
+            let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
+            group
+                .cycles
+                .insert(key.clone(), (stream.last_seq(), step + every));
+        }
+        if let (Some((kind, key)), Some(client), Some(library)) = (call, &client, &library)
+            && let Some(stream) = streams.get(&key)
+        {
+            let present: Vec<String> = stream
+                .members
+                .iter()
+                .filter(|e| **e != someone.entity)
+                .filter_map(|e| names_by_entity.get(e).cloned())
+                .collect();
+            let recent: Vec<String> = stream
+                .lines
+                .iter()
+                .rev()
+                .take(settings.recent_lines)
+                .rev()
+                .map(|l| format!("{}: {}", l.speaker, l.text))
+                .collect();
+            let seed = step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said;
+            let scene = GroupScene {
+                name: someone.name.clone(),
+                first_name: someone.first_name.clone(),
+                identity: someone.identity.clone(),
+                activity: someone.activity.clone(),
+                place: place_of(&key),
+                recent,
+                present,
+                memories: someone.memories.clone(),
+                seed,
+            };
+            let failures = FailureLog::default();
+            let ctx = PromptContext::new(client.clone(), library.clone())
+                .with_retries(retries)
+                .with_affinity(&someone.name)
+                .with_failure_log(failures.clone());
+            let new_lines = observed.get(&key).cloned().unwrap_or_default();
+            let task = spawn_call(kind, ctx, scene, new_lines);
+            starts.push((
+                someone.entity,
+                Call {
+                    persona: Some(someone.entity),
+                    name: someone.name.clone(),
+                    stream: key.clone(),
+                    place: place_of(&key),
+                    failures,
+                    task,
+                    done: None,
+                },
+            ));
+        }
+        for (stream, Change::Moved { from, to }) in moved {
+            if from != to {
+                changes.push(GroupAttentionChanged {
+                    persona: someone.entity,
+                    name: someone.name.clone(),
+                    stream,
+                    from,
+                    to,
+                });
+            }
+        }
+        if let Some(mut slot) = world.get_mut::<GroupAttention>(someone.entity) {
+            *slot = group;
+        }
+    }
+    for (entity, call) in starts {
+        world
+            .entity_mut(entity)
+            .insert(AwaitingCognition::new(step));
+        world.resource_mut::<GroupCalls>().0.push(call);
+    }
+    for stream in opened {
+        world.write_message(GroupStreamOpened { stream });
+    }
+    for stream in closed {
+        world.write_message(GroupStreamClosed { stream });
+    }
+    for change in changes {
+        world.write_message(change);
+    }
+}
+
+/// Which call a free persona makes this step, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallKind {
+    Focus,
+    Reply,
+    Join,
+}
+
+fn choose_call(
+    group: &GroupAttention,
+    observed: &BTreeMap<StreamKey, Vec<String>>,
+    reply_wins: &BTreeSet<StreamKey>,
+) -> Option<(CallKind, StreamKey)> {
+    let state = |key: &StreamKey| group.attention.flows.get(key).map(|f| f.state);
+    if let Some(key) = observed.keys().next() {
+        return Some((CallKind::Focus, key.clone()));
+    }
+    if let Some(key) = reply_wins
+        .iter()
+        .find(|k| state(k) == Some(ChatState::Chat))
+    {
+        return Some((CallKind::Reply, key.clone()));
+    }
+    group
+        .attention
+        .join_candidate()
+        .map(|key| (CallKind::Join, key))
+}
+
+/// Runs one call on the task pool.
+fn spawn_call(
+    kind: CallKind,
+    ctx: PromptContext,
+    scene: GroupScene,
+    new_lines: Vec<String>,
+) -> Task<Landed> {
+    AsyncComputeTaskPool::get().spawn(async move {
+        let name = scene.name.clone();
+        let place = scene.place.clone();
+        let said = |text: String, emoji: bool| {
+            let description = memory_description(&name, &place, &text);
+            Said {
+                text,
+                emoji,
+                description,
+                embedding: None,
+            }
+        };
+        let embed = |mut said: Said| {
+            let ctx = &ctx;
+            async move {
+                match ctx.client.embed_one(said.description.clone()).await {
+                    Ok(vector) => said.embedding = Some(vector),
+                    Err(_) => ctx.record_failure(ModelFailure {
+                        kind: EMBED_KIND,
+                        reason: FailureReason::Unusable,
+                        attempts: 1,
+                    }),
+                }
+                said
+            }
+        };
+        match kind {
+            CallKind::Join => {
+                let yes = run_prompt(&ctx, &GroupJoin(scene.clone())).await.value;
+                let mut opening = None;
+                if yes && let Some(text) = run_prompt(&ctx, &GroupReply(scene)).await.value {
+                    opening = Some(embed(said(text, false)).await);
+                }
+                Landed::Joined { yes, said: opening }
+            }
+            CallKind::Reply => match run_prompt(&ctx, &GroupReply(scene)).await.value {
+                Some(text) => Landed::Replied(Some(embed(said(text, false)).await)),
+                None => Landed::Replied(None),
+            },
+            CallKind::Focus => {
+                let decision = run_prompt(&ctx, &GroupFocus { scene, new_lines })
+                    .await
+                    .value;
+                match decision.plan {
+                    FocusPlan::TextReply(text) => {
+                        Landed::Focused(Some(embed(said(text, false)).await))
+                    }
+                    FocusPlan::EmojiReply(emoji) => {
+                        Landed::Focused(Some(embed(said(emoji, true)).await))
+                    }
+                    FocusPlan::NoReply => Landed::Focused(None),
+                }
+            }
+        }
+    })
+}
+
+/// Everyone the step looks at, in entity order.
+fn gather(world: &mut World) -> Vec<Someone> {
+    let mut missing = Vec::new();
+    let mut query = world.query_filtered::<(
+        Entity,
+        &Mind,
+        &crate::persona::Percepts,
+        Has<ChattingWith>,
+        Has<AwaitingCognition>,
+        Has<GroupAttention>,
+    ), With<Persona>>();
+    let mut people = Vec::new();
+    for (entity, mind, percepts, chatting, awaiting, has_group) in query.iter(world) {
+        if !has_group {
+            missing.push(entity);
+        }
+        let Some(state) = mind.get() else {
+            // A mind out thinking: the persona is busy; it is seen again when home.
+            continue;
+        };
+        let scratch = &state.scratch;
+        let activity = scratch
+            .act_description
+            .clone()
+            .unwrap_or_else(|| "idle".to_string());
+        let identity = scratch.identity_summary();
+        let mut words = content_words(&identity);
+        words.extend(content_words(&activity));
+        let memories = state
+            .associative
+            .chats()
+            .take(3)
+            .map(|n| n.description.clone())
+            .collect();
+        people.push(Someone {
+            entity,
+            name: scratch.name.clone(),
+            first_name: scratch.first_name.clone(),
+            arena: percepts.arena.clone(),
+            asleep: scratch.is_sleeping(),
+            activity,
+            identity,
+            words,
+            chatting: chatting || scratch.chatting_with.is_some(),
+            free: !awaiting,
+            memories,
+        });
+    }
+    for entity in missing {
+        world.entity_mut(entity).insert(GroupAttention::default());
+    }
+    people.sort_by_key(|p| p.entity);
+    people
+}
+
+/// Stores the persona's heard lines as chat memories, if its mind is home. Returns how many.
+fn flush_memories(
+    world: &mut World,
+    someone: &Someone,
+    group: &mut GroupAttention,
+    settings: &GroupSettings,
+) -> usize {
+    if group.pending.is_empty() {
+        return 0;
+    }
+    let Some(mut mind) = world.get_mut::<Mind>(someone.entity) else {
+        return 0;
+    };
+    let Some(state) = mind.get_mut() else {
+        return 0;
+    };
+    let mut stored = 0;
+    for memory in group.pending.drain(..) {
+        let poignancy = if memory.named {
+            settings.named_poignancy
+        } else {
+            settings.line_poignancy
+        };
+        let node = NewMemory::new(
+            memory.time,
+            (
+                someone.name.clone(),
+                "chat with",
+                format!("the group in {}", memory.place),
+            ),
+            memory.description,
+        )
+        .keywords([someone.name.to_lowercase(), memory.speaker.to_lowercase()])
+        .poignancy(poignancy)
+        .embedding(memory.embedding);
+        let lines = vec![ChatLine::new(memory.speaker, memory.line)];
+        match state.associative.add_chat(node, lines) {
+            Ok(_) => {
+                stored += 1;
+                state.scratch.importance_trigger_curr -= i32::from(poignancy);
+                state.scratch.importance_ele_n += 1;
+            }
+            Err(error) => debug!(%error, "a group line was not stored"),
+        }
+    }
+    stored
+}
+
+/// Lands finished calls (see the module docs).
+pub(super) fn land_group_calls(world: &mut World) {
+    let Some(mut calls) = world.remove_resource::<GroupCalls>() else {
+        return;
+    };
+    // Calls land in the order they started, whatever order they finish in: a line's place in
+    // its stream must not depend on how long the model took (Lockstep runs are deterministic).
+    let mut finished = Vec::new();
+    let mut running = Vec::new();
+    let mut blocked = false;
+    for mut call in calls.0.drain(..) {
+        if call.done.is_none() {
+            call.done = block_on(poll_once(&mut call.task));
+        }
+        match call.done.take() {
+            Some(landed) if !blocked => finished.push((call, landed)),
+            done => {
+                call.done = done;
+                blocked = true;
+                running.push(call);
+            }
+        }
+    }
+    calls.0 = running;
+    world.insert_resource(calls);
+    let settings = world
+        .get_resource::<GroupSettings>()
+        .cloned()
+        .unwrap_or_default();
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    for (call, landed) in finished {
+        land(world, &call, landed, &settings, now);
+        if let Some(persona) = call.persona {
+            let (failures, _) = call.failures.take();
+            for failure in failures {
+                world.write_message(ModelCallFailed {
+                    persona,
+                    name: call.name.clone(),
+                    time: now,
+                    prompt_kind: failure.kind,
+                    reason: failure.reason,
+                    attempts: failure.attempts,
+                });
+            }
+            if let Ok(mut entity) = world.get_entity_mut(persona) {
+                entity.remove::<AwaitingCognition>();
+            }
+        }
+    }
+}
+
+fn land(
+    world: &mut World,
+    call: &Call,
+    landed: Landed,
+    settings: &GroupSettings,
+    now: NaiveDateTime,
+) {
+    let mut change = None;
+    let mut said = None;
+    match landed {
+        Landed::Posted { seq, embedding } => {
+            if let Some(embedding) = embedding {
+                remember(world, call, None, seq, embedding, now);
+            }
+            return;
+        }
+        Landed::Joined { yes, said: opening } => {
+            if let Some(persona) = call.persona
+                && let Some(mut group) = world.get_mut::<GroupAttention>(persona)
+            {
+                change = group
+                    .attention
+                    .answer_join(&call.stream, yes, &settings.attention);
+            }
+            if matches!(
+                change,
+                Some(Change::Moved {
+                    to: ChatState::Chat,
+                    ..
+                })
+            ) {
+                said = opening;
+            }
+        }
+        Landed::Replied(line) => said = line,
+        Landed::Focused(None) => {
+            if let Some(persona) = call.persona
+                && let Some(mut group) = world.get_mut::<GroupAttention>(persona)
+            {
+                change = group
+                    .attention
+                    .planned_no_reply(&call.stream, &settings.attention);
+            }
+        }
+        Landed::Focused(line) => said = line,
+    }
+    if let (Some(persona), Some(Change::Moved { from, to })) = (call.persona, change)
+        && from != to
+    {
+        world.write_message(GroupAttentionChanged {
+            persona,
+            name: call.name.clone(),
+            stream: call.stream.clone(),
+            from,
+            to,
+        });
+    }
+    let (Some(persona), Some(said)) = (call.persona, said) else {
+        return;
+    };
+    // The persona may have left while it thought: then the line goes unsaid.
+    let following = world
+        .get::<GroupAttention>(persona)
+        .and_then(|g| g.attention.flows.get(&call.stream))
+        .is_some_and(|f| f.state != ChatState::Absent);
+    if !following {
+        return;
+    }
+    let Some(seq) = world.resource_mut::<GroupStreams>().say(
+        &call.stream,
+        &call.name,
+        Some(persona),
+        &said.text,
+        said.emoji,
+        now,
+    ) else {
+        return;
+    };
+    if let Some(mut group) = world.get_mut::<GroupAttention>(persona) {
+        group
+            .attention
+            .flow(&call.stream)
+            .spoke(&settings.attention);
+        group.seen.insert(call.stream.clone(), seq);
+    }
+    world.write_message(GroupLineSpoken {
+        stream: call.stream.clone(),
+        seq,
+        speaker: call.name.clone(),
+        persona: Some(persona),
+        text: said.text.clone(),
+        emoji: said.emoji,
+        time: now,
+    });
+    if let Some(embedding) = said.embedding {
+        remember(world, call, Some(persona), seq, embedding, now);
+    }
+}
+
+/// Queues line `seq` of the call's stream as a memory of everyone who heard it: the speaker,
+/// whoever follows the stream, and in an arena everyone present.
+fn remember(
+    world: &mut World,
+    call: &Call,
+    speaker: Option<Entity>,
+    seq: u64,
+    embedding: Vec<f32>,
+    now: NaiveDateTime,
+) {
+    let Some(line) = world
+        .resource::<GroupStreams>()
+        .get(&call.stream)
+        .and_then(|s| s.lines.iter().find(|l| l.seq == seq).cloned())
+    else {
+        return;
+    };
+    // In an arena everyone present hears what is said; a channel is heard by its followers.
+    let present: BTreeSet<Entity> = match &call.stream {
+        StreamKey::Arena(_) => world
+            .resource::<GroupStreams>()
+            .get(&call.stream)
+            .map(|s| s.members.clone())
+            .unwrap_or_default(),
+        StreamKey::Channel(_) => BTreeSet::new(),
+    };
+    let mut query = world.query::<(Entity, &Name, &mut GroupAttention)>();
+    for (entity, name, mut group) in query.iter_mut(world) {
+        let follows = group
+            .attention
+            .flows
+            .get(&call.stream)
+            .is_some_and(|f| f.state != ChatState::Absent);
+        if !follows && !present.contains(&entity) && speaker != Some(entity) {
+            continue;
+        }
+        let first = name.as_str().split_whitespace().next().unwrap_or_default();
+        group.pending.push(PendingMemory {
+            time: now,
+            speaker: line.speaker.clone(),
+            line: line.text.clone(),
+            place: call.place.clone(),
+            description: memory_description(&line.speaker, &call.place, &line.text),
+            embedding: embedding.clone(),
+            named: speaker != Some(entity) && names(&line.text, name.as_str(), first),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn naming_is_a_whole_word_match() {
+        assert!(names("Morning, Ada!", "Ada Lovelace", "Ada"));
+        assert!(names("ask ada lovelace", "Ada Lovelace", "Ada"));
+        assert!(!names("Canada is cold", "Ada Lovelace", "Ada"));
+    }
+
+    #[test]
+    fn relevance_grows_with_shared_words() {
+        let words = content_words("Ada bakes bread at the bakery every morning");
+        let base = relevance("hello there", &words);
+        let some = relevance("the bread smells great", &words);
+        let most = relevance("bread from the bakery every morning", &words);
+        assert!((base - 0.25).abs() < 1e-6);
+        assert!(base < some && some < most && most <= 1.0);
+    }
+
+    #[test]
+    fn the_heart_stream_is_fixed_by_name_and_step() {
+        let a: f32 = heart_rng("Ada", 7).random();
+        let b: f32 = heart_rng("Ada", 7).random();
+        let c: f32 = heart_rng("Ada", 8).random();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+}

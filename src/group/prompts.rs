@@ -1,0 +1,386 @@
+//! The three model calls of a group conversation (SPEC §8), each with its parser and its
+//! fail-safe:
+//!
+//! | prompt | asked when | answer | fail-safe |
+//! | --- | --- | --- | --- |
+//! | [`GroupJoin`] (`group_join`) | an absent persona's join question is due (one stream per 60 s) | yes / no (a closed set: scored when the backend can) | no |
+//! | [`GroupReply`] (`group_reply`) | a chatting persona's reply draw wins, or a persona has just joined | one spoken line | silence |
+//! | [`GroupFocus`] (`group_focus`) | a focused persona observes new lines | JSON: thought, plan (`text_reply` / `emoji_reply` / `no_reply`), reply, reason | `no_reply` |
+//!
+//! Everything the model writes is cleaned like a dialogue reply (no `<think>` block, no
+//! fence, bounded) before it is said or stored.
+
+use serde_json::{Value, json};
+
+use crate::dialogue::prompts::{spoken_text, truncate_chars};
+use crate::llm::ChatRequest;
+use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, parse_yes_no};
+
+use super::stream::MAX_LINE_CHARS;
+
+/// What every group prompt shows about the persona and the stream.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupScene {
+    /// The persona's full name.
+    pub name: String,
+    /// The persona's first name.
+    pub first_name: String,
+    /// Identity summary.
+    pub identity: String,
+    /// What the persona is doing ("having coffee").
+    pub activity: String,
+    /// Where the talk is ("the main room", "the #notice board channel").
+    pub place: String,
+    /// Recent lines, "Speaker: text".
+    pub recent: Vec<String>,
+    /// Who is there, by name.
+    pub present: Vec<String>,
+    /// Related memories (descriptions).
+    pub memories: Vec<String>,
+    /// Seed of the request (step, persona, stream), so a rerun asks the same.
+    pub seed: u64,
+}
+
+impl GroupScene {
+    fn recent_text(&self) -> String {
+        if self.recent.is_empty() {
+            "(nobody has spoken yet)".to_string()
+        } else {
+            self.recent.join("\n")
+        }
+    }
+
+    fn memories_text(&self) -> String {
+        if self.memories.is_empty() {
+            "(none)".to_string()
+        } else {
+            self.memories
+                .iter()
+                .map(|m| format!("- {m}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    }
+
+    fn present_text(&self) -> String {
+        if self.present.is_empty() {
+            "nobody else".to_string()
+        } else {
+            self.present.join(", ")
+        }
+    }
+}
+
+/// ABSENT → CHAT: does the persona join the stream? (template `group_join`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupJoin(pub GroupScene);
+
+impl Prompt for GroupJoin {
+    type Output = bool;
+
+    fn kind(&self) -> &'static str {
+        "group_join"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let s = &self.0;
+        let prompt = library.fill(
+            self.kind(),
+            &[
+                s.name.clone(),
+                s.identity.clone(),
+                s.activity.clone(),
+                s.place.clone(),
+                s.recent_text(),
+                s.present_text(),
+            ],
+        )?;
+        let mut request = ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(8)
+            .with_temperature(0.0);
+        request.seed = Some(s.seed);
+        Ok(request)
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<bool, ParseError> {
+        parse_yes_no(truncate_chars(cleaned, 2_000))
+    }
+
+    fn fail_safe(&self) -> bool {
+        false
+    }
+
+    fn options(&self) -> Option<Vec<String>> {
+        Some(vec!["yes".to_string(), "no".to_string()])
+    }
+
+    fn output_for_option(&self, index: usize) -> Option<bool> {
+        match index {
+            0 => Some(true),
+            1 => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// A casual line in a stream (template `group_reply`). Fail-safe: silence (`None`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupReply(pub GroupScene);
+
+impl Prompt for GroupReply {
+    type Output = Option<String>;
+
+    fn kind(&self) -> &'static str {
+        "group_reply"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let s = &self.0;
+        let prompt = library.fill(
+            self.kind(),
+            &[
+                s.name.clone(),
+                s.identity.clone(),
+                s.activity.clone(),
+                s.place.clone(),
+                s.recent_text(),
+                s.present_text(),
+                s.memories_text(),
+                s.first_name.clone(),
+            ],
+        )?;
+        let mut request = ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(80)
+            .with_temperature(0.7);
+        request.seed = Some(s.seed);
+        Ok(request)
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<Option<String>, ParseError> {
+        spoken_line(cleaned, &self.0.first_name).map(Some)
+    }
+
+    fn fail_safe(&self) -> Option<String> {
+        None
+    }
+}
+
+/// What a focused cycle decided to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FocusPlan {
+    /// Say this line.
+    TextReply(String),
+    /// React with this emoji.
+    EmojiReply(String),
+    /// Stay quiet.
+    NoReply,
+}
+
+/// A focused cycle's answer: the inner monologue, the plan and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FocusDecision {
+    /// The persona's thought (not said; never stored as a line).
+    pub thought: String,
+    /// What it does.
+    pub plan: FocusPlan,
+    /// Why.
+    pub reason: String,
+}
+
+/// The FOCUSED cycle: observe → think → plan, in one structured call (template
+/// `group_focus`). Fail-safe: `no_reply`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupFocus {
+    /// The persona and the stream.
+    pub scene: GroupScene,
+    /// Lines new since the persona last looked, "Speaker: text".
+    pub new_lines: Vec<String>,
+}
+
+/// The JSON schema of a focused cycle's answer (backends with structured output decode under
+/// it).
+pub fn focus_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string"},
+            "plan": {"type": "string", "enum": ["text_reply", "emoji_reply", "no_reply"]},
+            "reply": {"type": "string"},
+            "reason": {"type": "string"}
+        },
+        "required": ["thought", "plan", "reply", "reason"]
+    })
+}
+
+impl Prompt for GroupFocus {
+    type Output = FocusDecision;
+
+    fn kind(&self) -> &'static str {
+        "group_focus"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let s = &self.scene;
+        let new_lines = if self.new_lines.is_empty() {
+            "(nothing new)".to_string()
+        } else {
+            self.new_lines.join("\n")
+        };
+        let prompt = library.fill(
+            self.kind(),
+            &[
+                s.name.clone(),
+                s.identity.clone(),
+                s.activity.clone(),
+                s.place.clone(),
+                s.recent_text(),
+                s.present_text(),
+                s.memories_text(),
+                s.first_name.clone(),
+                new_lines,
+            ],
+        )?;
+        let mut request = ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(200)
+            .with_temperature(0.5);
+        request.json_schema = Some(focus_schema());
+        request.seed = Some(s.seed);
+        Ok(request)
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<FocusDecision, ParseError> {
+        parse_focus(cleaned, &self.scene.first_name)
+    }
+
+    fn fail_safe(&self) -> FocusDecision {
+        FocusDecision {
+            thought: String::new(),
+            plan: FocusPlan::NoReply,
+            reason: "fail-safe: no usable answer".to_string(),
+        }
+    }
+}
+
+/// A spoken line from a model's answer: cleaned like a dialogue reply, a leading `Name:` the
+/// model wrote dropped, surrounding quotes removed, the first line kept, bounded.
+pub fn spoken_line(raw: &str, first_name: &str) -> Result<String, ParseError> {
+    let text = spoken_text(raw);
+    let mut line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    for prefix in [first_name, "Me", "Reply"] {
+        if !prefix.is_empty()
+            && let Some(rest) = line.strip_prefix(prefix)
+            && let Some(rest) = rest.trim_start().strip_prefix(':')
+        {
+            line = rest.trim();
+        }
+    }
+    let line = line
+        .trim_matches(|c| c == '"' || c == '“' || c == '”')
+        .trim();
+    if line.is_empty() {
+        return Err(ParseError::new("an empty line"));
+    }
+    Ok(truncate_chars(line, MAX_LINE_CHARS).to_string())
+}
+
+/// Whether `text` is one emoji (possibly with modifiers and joiners): 1–8 characters, none of
+/// them an ASCII letter, digit or punctuation or a space.
+pub fn is_emoji(text: &str) -> bool {
+    let n = text.chars().count();
+    (1..=8).contains(&n) && text.chars().all(|c| !c.is_ascii() && !c.is_whitespace())
+}
+
+/// Parses a focused cycle's JSON. A `text_reply` without a usable line, or an `emoji_reply`
+/// whose reply is no emoji, is refused (so the retry or the fail-safe decides).
+pub fn parse_focus(cleaned: &str, first_name: &str) -> Result<FocusDecision, ParseError> {
+    let value = crate::prompt::extract_json(cleaned)
+        .ok_or_else(|| ParseError::new("no JSON object in the answer"))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| ParseError::new("the answer is not a JSON object"))?;
+    let field = |name: &str| {
+        object
+            .get(name)
+            .and_then(Value::as_str)
+            .map(|s| truncate_chars(s.trim(), MAX_LINE_CHARS).to_string())
+            .unwrap_or_default()
+    };
+    let reply = field("reply");
+    let plan = match object.get("plan").and_then(Value::as_str).map(str::trim) {
+        Some("text_reply") => FocusPlan::TextReply(spoken_line(&reply, first_name)?),
+        Some("emoji_reply") => {
+            let emoji = reply.trim();
+            if !is_emoji(emoji) {
+                return Err(ParseError::new("an emoji_reply without an emoji"));
+            }
+            FocusPlan::EmojiReply(emoji.to_string())
+        }
+        Some("no_reply") => FocusPlan::NoReply,
+        _ => {
+            return Err(ParseError::new(
+                "plan is not text_reply, emoji_reply or no_reply",
+            ));
+        }
+    };
+    Ok(FocusDecision {
+        thought: spoken_text(&field("thought")),
+        plan,
+        reason: spoken_text(&field("reason")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn focus_answers_parse_or_are_refused() {
+        let ok = parse_focus(
+            r#"{"thought":"Tom asked me","plan":"text_reply","reply":"Ada: \"Yes, at six!\"","reason":"named"}"#,
+            "Ada",
+        )
+        .expect("parses");
+        assert_eq!(ok.plan, FocusPlan::TextReply("Yes, at six!".into()));
+        let emoji = parse_focus(
+            r#"```json
+{"thought":"","plan":"emoji_reply","reply":"👍","reason":"agree"}
+```"#,
+            "Ada",
+        )
+        .expect("parses");
+        assert_eq!(emoji.plan, FocusPlan::EmojiReply("👍".into()));
+        let quiet = parse_focus(r#"{"plan":"no_reply","reason":"busy"}"#, "Ada").expect("parses");
+        assert_eq!(quiet.plan, FocusPlan::NoReply);
+        for bad in [
+            "",
+            "sure!",
+            "{",
+            "[1,2]",
+            r#"{"plan":"shout","reply":"HEY"}"#,
+            r#"{"plan":"emoji_reply","reply":"thumbs up"}"#,
+            r#"{"plan":"text_reply","reply":"   "}"#,
+            r#"{"plan":"text_reply","reply":"<think>x</think>"}"#,
+        ] {
+            assert!(parse_focus(bad, "Ada").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn spoken_lines_are_one_clean_bounded_line() {
+        assert_eq!(
+            spoken_line("<think>hmm</think>Ada: \"Morning all!\"\nMore.", "Ada").as_deref(),
+            Ok("Morning all!")
+        );
+        let long = "a".repeat(MAX_LINE_CHARS * 2);
+        assert_eq!(
+            spoken_line(&long, "Ada").map(|l| l.chars().count()),
+            Ok(MAX_LINE_CHARS)
+        );
+        assert!(spoken_line("  \n ", "Ada").is_err());
+        assert!(is_emoji("👍") && is_emoji("👩‍🍳") && !is_emoji("ok") && !is_emoji(""));
+    }
+}

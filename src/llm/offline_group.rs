@@ -1,0 +1,237 @@
+//! The offline stand-in's answers to the group-conversation prompts (SPEC §8): built from what
+//! the prompt shows — the persona's name and activity, the place, who is present, the lines so
+//! far — so they fit any town and any cast. For tests and offline demos; not a language model.
+//!
+//! - **Join** (`group_join`): yes when the persona is named in the recent lines, else yes for
+//!   about two personas in three (by a hash of name and the lines, so a rerun agrees).
+//! - **Reply** (`group_reply`): answers the last speaker by name (or greets someone present),
+//!   and says what the persona is doing there — naming people keeps the talk going, as it does
+//!   in a real group.
+//! - **Focused cycle** (`group_focus`): named in the new lines → a text reply to whoever named
+//!   it; otherwise, by the hash, a reply, an emoji, or quiet.
+
+use serde_json::json;
+
+/// FNV-1a of the parts, for stable per-prompt choices.
+fn hash(parts: &[&str]) -> u64 {
+    parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, part| {
+        part.bytes()
+            .chain(std::iter::once(0xff))
+            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    })
+}
+
+/// What the prompt says about the scene.
+struct Scene<'a> {
+    name: &'a str,
+    first_name: &'a str,
+    activity: &'a str,
+    place: &'a str,
+    present: Vec<&'a str>,
+    /// "Speaker: text" lines, oldest first.
+    lines: Vec<&'a str>,
+    /// Lines new since the persona last looked (focused cycle).
+    new_lines: Vec<&'a str>,
+}
+
+/// The lines after the header line `label` up to the next blank line.
+fn block<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
+    let Some((_, rest)) = text.split_once(label) else {
+        return Vec::new();
+    };
+    rest.lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .filter(|l| !l.starts_with('('))
+        .collect()
+}
+
+fn scene(text: &str) -> Scene<'_> {
+    // "<name> is <activity>, in a group conversation in <place>. Present: a, b."
+    // "<name> is <activity>, following a group conversation in <place> closely. Present: …"
+    // "<name> is <activity>. People are talking in <place>. Present: …"
+    let line = text
+        .lines()
+        .find(|l| l.contains(" group conversation in ") || l.contains(". People are talking in "))
+        .unwrap_or("");
+    let (name, rest) = line.split_once(" is ").unwrap_or(("", ""));
+    let (activity, place_part) = rest
+        .split_once(", in a group conversation in ")
+        .or_else(|| rest.split_once(", following a group conversation in "))
+        .or_else(|| rest.split_once(". People are talking in "))
+        .unwrap_or((rest, ""));
+    let (place, present) = place_part
+        .split_once(". Present: ")
+        .unwrap_or((place_part, ""));
+    let place = place.trim_end_matches(" closely");
+    let present = present
+        .trim_end_matches('.')
+        .split(", ")
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && *p != "nobody else")
+        .collect();
+    let first_name = name.split_whitespace().next().unwrap_or(name);
+    let lines = block(text, "The conversation so far:");
+    let lines = if lines.is_empty() {
+        block(text, "What they said lately:")
+    } else {
+        lines
+    };
+    let new_marker = format!("New since {first_name} last looked:");
+    Scene {
+        name: name.trim(),
+        first_name,
+        activity: activity.trim(),
+        place: place.trim(),
+        present,
+        lines,
+        new_lines: block(text, &new_marker),
+    }
+}
+
+/// Whether any of `lines` names `first_name`; the speaker of the last one that does.
+fn named_by<'a>(lines: &[&'a str], first_name: &str) -> Option<&'a str> {
+    if first_name.is_empty() {
+        return None;
+    }
+    lines.iter().rev().find_map(|line| {
+        let (speaker, said) = line.split_once(": ")?;
+        said.split(|c: char| !c.is_alphanumeric())
+            .any(|w| w.eq_ignore_ascii_case(first_name))
+            .then_some(speaker)
+    })
+}
+
+/// The join answer: "yes" or "no".
+pub(super) fn join(text: &str) -> bool {
+    let scene = scene(text);
+    if named_by(&scene.lines, scene.first_name).is_some() {
+        return true;
+    }
+    !hash(&[scene.name, &scene.lines.len().to_string(), scene.place]).is_multiple_of(3)
+}
+
+/// First name of a full name.
+fn first(name: &str) -> &str {
+    name.split_whitespace().next().unwrap_or(name)
+}
+
+/// A spoken line for the persona.
+pub(super) fn reply(text: &str) -> String {
+    let scene = scene(text);
+    say(&scene, scene.lines.last().copied())
+}
+
+fn say(scene: &Scene<'_>, answering: Option<&str>) -> String {
+    let h = hash(&[scene.name, &scene.lines.join("|")]);
+    // "attending a lecture (finding a seat)" → "attending a lecture".
+    let activity = scene.activity.split(" (").next().unwrap_or("").trim();
+    let activity = if activity.is_empty() {
+        "here"
+    } else {
+        activity
+    };
+    let place = if scene.place.is_empty() {
+        "here"
+    } else {
+        scene.place
+    };
+    match answering.and_then(|l| l.split_once(": ")) {
+        Some((speaker, _)) if first(speaker) != scene.first_name => {
+            let who = first(speaker);
+            match h % 6 {
+                0 => format!("Good point, {who}. I'm {activity} myself."),
+                1 => format!("{who}, I was just thinking the same about {place}."),
+                2 => format!("Ha, {who}, you always say that! How is your day going?"),
+                3 => format!("I agree with {who}. It's nice to catch everyone in {place}."),
+                4 => format!("Really, {who}? Tell me more."),
+                _ => format!("{who}, count me in. I'll be {activity} until then anyway."),
+            }
+        }
+        _ => {
+            // Open the talk: greet someone present by name.
+            let someone = scene
+                .present
+                .get((h as usize) % scene.present.len().max(1))
+                .map_or("everyone", |p| first(p));
+            format!("Hello {someone}! Nice to see you in {place}. I'm {activity}.")
+        }
+    }
+}
+
+/// A focused cycle's JSON.
+pub(super) fn focus(text: &str) -> String {
+    let scene = scene(text);
+    if let Some(speaker) = named_by(&scene.new_lines, scene.first_name) {
+        let line = say(&scene, Some(&format!("{speaker}: …")));
+        return json!({
+            "thought": format!("{} spoke to me; I should answer.", first(speaker)),
+            "plan": "text_reply",
+            "reply": line,
+            "reason": "I was named",
+        })
+        .to_string();
+    }
+    // Someone who just spoke lets the others talk.
+    let spoke_lately = scene
+        .lines
+        .iter()
+        .rev()
+        .take(3)
+        .any(|l| l.split_once(": ").is_some_and(|(who, _)| who == scene.name));
+    let h = hash(&[scene.name, &scene.new_lines.join("|")]);
+    let answer = match if spoke_lately { 0 } else { h % 3 } {
+        0 => json!({
+            "thought": "Nothing I need to add right now.",
+            "plan": "no_reply",
+            "reply": "",
+            "reason": "listening",
+        }),
+        1 => json!({
+            "thought": "I like what was said.",
+            "plan": "emoji_reply",
+            "reply": "👍",
+            "reason": "agreeing",
+        }),
+        _ => json!({
+            "thought": "I have something to add.",
+            "plan": "text_reply",
+            "reply": say(&scene, scene.new_lines.last().copied()),
+            "reason": "joining in",
+        }),
+    };
+    answer.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPLY: &str = "Mo is a baker.\n\nMo Li is having coffee, in a group conversation in the main room. Present: Ana Ruiz, Bo Chen.\nMo remembers:\n(none)\n\nThe conversation so far:\nAna Ruiz: Morning, Mo!\nBo Chen: Hi all\n\nWrite the one short line Mo says next.";
+
+    #[test]
+    fn the_scene_is_read_from_any_cast() {
+        let s = scene(REPLY);
+        assert_eq!(s.name, "Mo Li");
+        assert_eq!(s.first_name, "Mo");
+        assert_eq!(s.activity, "having coffee");
+        assert_eq!(s.place, "the main room");
+        assert_eq!(s.present, vec!["Ana Ruiz", "Bo Chen"]);
+        assert_eq!(s.lines.len(), 2);
+        assert_eq!(named_by(&s.lines, "Mo"), Some("Ana Ruiz"));
+        let line = reply(REPLY);
+        assert!(line.contains("Bo"), "answers the last speaker: {line}");
+    }
+
+    #[test]
+    fn a_named_persona_joins_and_answers_when_focused() {
+        let join_prompt = "Id.\n\nMo Li is reading. People are talking in the #board channel. Present: Ana Ruiz.\nWhat they said lately:\nAna Ruiz: Mo, are you coming?\n\nWould Mo Li join?";
+        assert!(join(join_prompt));
+        let focus_prompt =
+            format!("{REPLY}\n\nNew since Mo last looked:\nAna Ruiz: Mo, tea?\n\nThink.");
+        let answer: serde_json::Value = serde_json::from_str(&focus(&focus_prompt)).expect("json");
+        assert_eq!(answer["plan"], "text_reply");
+        assert!(answer["reply"].as_str().is_some_and(|r| r.contains("Ana")));
+    }
+}
