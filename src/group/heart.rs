@@ -74,13 +74,6 @@ pub struct GroupAttention {
     pending: Vec<PendingMemory>,
 }
 
-impl GroupAttention {
-    /// Lines waiting to be stored as memories.
-    pub fn pending_memories(&self) -> usize {
-        self.pending.len()
-    }
-}
-
 /// A heard line on its way into memory.
 #[derive(Debug, Clone)]
 struct PendingMemory {
@@ -132,13 +125,6 @@ struct Call {
 /// Calls in flight.
 #[derive(Resource, Default)]
 pub(super) struct GroupCalls(Vec<Call>);
-
-impl GroupCalls {
-    /// Calls still running.
-    pub(super) fn len(&self) -> usize {
-        self.0.len()
-    }
-}
 
 /// Game code's commands since the last step.
 #[expect(
@@ -692,23 +678,22 @@ fn gather(world: &mut World) -> Vec<Someone> {
     people
 }
 
-/// Stores the persona's heard lines as chat memories, if its mind is home. Returns how many.
+/// Stores the persona's heard lines as chat memories, if its mind is home.
 fn flush_memories(
     world: &mut World,
     someone: &Someone,
     group: &mut GroupAttention,
     settings: &GroupSettings,
-) -> usize {
+) {
     if group.pending.is_empty() {
-        return 0;
+        return;
     }
     let Some(mut mind) = world.get_mut::<Mind>(someone.entity) else {
-        return 0;
+        return;
     };
     let Some(state) = mind.get_mut() else {
-        return 0;
+        return;
     };
-    let mut stored = 0;
     for memory in group.pending.drain(..) {
         let poignancy = if memory.named {
             settings.named_poignancy
@@ -730,14 +715,12 @@ fn flush_memories(
         let lines = vec![ChatLine::new(memory.speaker, memory.line)];
         match state.associative.add_chat(node, lines) {
             Ok(_) => {
-                stored += 1;
                 state.scratch.importance_trigger_curr -= i32::from(poignancy);
                 state.scratch.importance_ele_n += 1;
             }
             Err(error) => debug!(%error, "a group line was not stored"),
         }
     }
-    stored
 }
 
 /// Lands finished calls (see the module docs).

@@ -183,10 +183,3 @@ impl Plugin for GroupPlugin {
             );
     }
 }
-
-/// Group calls still running (for runs that wait for every answer).
-pub fn calls_in_flight(world: &World) -> usize {
-    world
-        .get_resource::<heart::GroupCalls>()
-        .map_or(0, heart::GroupCalls::len)
-}
