@@ -35,6 +35,7 @@
 //! GA_BENCH_SIZES=1000 cargo bench --no-default-features --bench agent_steps    # one size only
 //! GA_BENCH_WINDOW=360 cargo bench --no-default-features --bench agent_steps    # an hour a sample
 //! GA_BENCH_TOWN=crowd cargo bench --no-default-features --bench agent_steps      # one town only
+//! GA_BENCH_GROUPS=off cargo bench --no-default-features --bench agent_steps    # no group talk
 //! ```
 //!
 //! `GA_BENCH_CENSUS=K` skips criterion and, for each size, runs K steps from the snapshot once
@@ -45,6 +46,7 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
+use bevy_generative_agents::group::GroupSettings;
 use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::persist::{SaveData, apply_save, decode, save_world};
 use bevy_generative_agents::persona::{ActionView, Diary, Persona};
@@ -119,6 +121,9 @@ fn towns() -> Vec<Town> {
 /// built or does not get there in time.
 fn warmed_app(n: usize, town: Town) -> Option<App> {
     let mut app = create_test_app(scripted_client(SEED));
+    if !groups_on() {
+        app.world_mut().resource_mut::<GroupSettings>().enabled = false;
+    }
     let map = TownMap::load_tmx(TownMap::default_town_path())
         .map_err(|e| eprintln!("{e}"))
         .ok()?;
@@ -181,8 +186,23 @@ fn run_steps(app: &mut App, steps: u64) -> Duration {
     let start = Instant::now();
     while app.world().resource::<SimClock>().step() < target {
         app.update();
+        FRAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     start.elapsed()
+}
+
+/// Frames run by `run_steps` so far (the census reports frames per step).
+static FRAMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Whether group conversations run (they do in the game): `GA_BENCH_GROUPS=off` turns them
+/// off, to compare with builds from before they existed.
+fn groups_on() -> bool {
+    env_setting("GA_BENCH_GROUPS", "on or off", |v| match v {
+        "on" => Some(true),
+        "off" => Some(false),
+        _ => None,
+    })
+    .unwrap_or(true)
 }
 
 /// Steps per measured window: 60 (10 game minutes), or `GA_BENCH_WINDOW`.
@@ -223,8 +243,9 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
     let after = app.world().resource::<LlmClient>().usage();
     let per_step = |x: u64, y: u64| x.saturating_sub(y) as f64 / steps as f64;
     eprintln!(
-        "{n} personas ({town}), {steps} steps from {from}: {:.2} ms/step",
-        elapsed.as_secs_f64() * 1e3 / steps as f64
+        "{n} personas ({town}), {steps} steps from {from}: {:.2} ms/step, {:.2} frames/step",
+        elapsed.as_secs_f64() * 1e3 / steps as f64,
+        FRAMES.load(std::sync::atomic::Ordering::Relaxed) as f64 / steps as f64
     );
     eprintln!(
         "  {:<34} {:>10} {:>12}",

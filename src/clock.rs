@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel};
+use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel, SingleThreadedExecutor};
 use bevy::prelude::*;
 use chrono::{NaiveDate, NaiveDateTime, Timelike};
 use serde::{Deserialize, Serialize};
@@ -74,7 +74,7 @@ pub enum PollSystems {
 }
 
 /// The sets the crate adds to the schedule the game picked ([`Update`] by default, see
-/// [`ClockPlugin::in_schedule`] and `GenerativeAgentsPlugins::new`).
+/// `ClockPlugin::in_schedule` and `GenerativeAgentsPlugins::new`).
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GenerativeAgentsSystems {
     /// The step driver (`drive_sim_steps`): polls, then runs the steps that are due. Order
@@ -274,7 +274,7 @@ impl SimClock {
     }
 
     /// Advances the clock by one step. The driver calls this after each [`SimStep`].
-    pub fn advance(&mut self) {
+    pub(crate) fn advance(&mut self) {
         self.step += 1;
         self.now += chrono::Duration::seconds(self.sec_per_step as i64);
     }
@@ -330,7 +330,7 @@ impl Default for ClockPlugin {
 impl ClockPlugin {
     /// Drives the simulation from `schedule` instead of [`Update`]: the driver's
     /// [`GenerativeAgentsSystems::Drive`] set goes there.
-    pub fn in_schedule(schedule: impl ScheduleLabel) -> Self {
+    pub(crate) fn in_schedule(schedule: impl ScheduleLabel) -> Self {
         Self {
             schedule: schedule.intern(),
         }
@@ -345,6 +345,19 @@ impl Plugin for ClockPlugin {
             .add_message::<StepCompleted>()
             .init_schedule(SimStep)
             .init_schedule(SimPoll)
+            // Both schedules run on the driving thread, one system after another. SimPoll runs
+            // between every two steps and, in Lockstep at max speed, again each time the driver
+            // looks whether thoughts have landed: a handful of small checks, for which the
+            // multi-threaded executor's hand-offs to other threads cost more than the checks
+            // and delayed the step loop. SimStep's stages follow each other anyway, and each
+            // spreads its per-persona work over the task pools itself (parallel queries,
+            // thought tasks). Measured with `cargo bench --bench agent_steps`.
+            .edit_schedule(SimPoll, |schedule| {
+                schedule.set_executor(SingleThreadedExecutor::new());
+            })
+            .edit_schedule(SimStep, |schedule| {
+                schedule.set_executor(SingleThreadedExecutor::new());
+            })
             .configure_sets(
                 SimStep,
                 (

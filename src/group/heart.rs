@@ -72,6 +72,23 @@ pub struct GroupAttention {
     pub cycles: BTreeMap<StreamKey, (u64, u64)>,
     /// Lines heard but not yet stored (the mind was out).
     pending: Vec<PendingMemory>,
+    /// The activity the social state was last read from, and that state (an action lasts many
+    /// steps; reading the words of its description again each step is wasted).
+    social_of: Option<(String, SocialState)>,
+}
+
+impl GroupAttention {
+    /// The social state for `activity` (awake), from the last step's when it is unchanged.
+    fn social_for(&mut self, activity: &str) -> SocialState {
+        match &self.social_of {
+            Some((last, social)) if last == activity => *social,
+            _ => {
+                let social = SocialState::from_activity(false, activity);
+                self.social_of = Some((activity.to_owned(), social));
+                social
+            }
+        }
+    }
 }
 
 /// A heard line on its way into memory.
@@ -268,7 +285,10 @@ fn heart_rng(name: &str, step: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(hash ^ step.wrapping_mul(0xd6e8_feb8_6659_fd93) ^ 0x0068_6561_7274)
 }
 
-/// What the step knows about one persona.
+/// What the step knows about one persona. Only what every persona needs each step is read
+/// up front; the words of who it is (for hearing) and its identity and recent chats (for a
+/// prompt) are read from its mind when a line reaches it or a call starts — most personas,
+/// most steps, are in no stream and hear nothing.
 struct Someone {
     entity: Entity,
     name: String,
@@ -276,13 +296,44 @@ struct Someone {
     arena: String,
     asleep: bool,
     activity: String,
-    identity: String,
-    words: BTreeSet<String>,
     /// In a one-to-one conversation.
     chatting: bool,
     /// Mind home and no work running: may start a call.
     free: bool,
+}
+
+/// Who a persona is and what it remembers of recent chats, for a prompt.
+struct Details {
+    identity: String,
     memories: Vec<String>,
+}
+
+/// The persona's identity and its three latest chat memories (its mind is home: `gather` only
+/// lists such personas).
+fn details(world: &World, someone: &Someone) -> Details {
+    world
+        .get::<Mind>(someone.entity)
+        .and_then(Mind::get)
+        .map(|state| Details {
+            identity: state.scratch.identity_summary(),
+            memories: state
+                .associative
+                .chats()
+                .take(3)
+                .map(|n| n.description.clone())
+                .collect(),
+        })
+        .unwrap_or(Details {
+            identity: String::new(),
+            memories: Vec::new(),
+        })
+}
+
+/// The content words of who the persona is and what it does: what makes a line relevant.
+fn persona_words(identity: &str, activity: &str) -> BTreeSet<String> {
+    let mut words = content_words(identity);
+    words.extend(content_words(activity));
+    words
 }
 
 /// One step of the heart flow (see the module docs).
@@ -343,14 +394,18 @@ pub(super) fn group_step(world: &mut World) {
     let retries = world
         .get_resource::<AgentSettings>()
         .map_or(3, |s| s.prompt_retries);
-    let streams = world.resource::<GroupStreams>().clone();
+    // The streams are read-only from here on: taken out of the world for the loop (no copy),
+    // put back after it.
+    let Some(streams) = world.remove_resource::<GroupStreams>() else {
+        return;
+    };
     let names_by_entity: BTreeMap<Entity, String> =
         people.iter().map(|p| (p.entity, p.name.clone())).collect();
     let mut starts: Vec<(Entity, Call)> = Vec::new();
     for someone in &people {
         let Some(mut group) = world
             .get_mut::<GroupAttention>(someone.entity)
-            .map(|g| g.clone())
+            .map(|mut g| std::mem::take(&mut *g))
         else {
             continue;
         };
@@ -374,16 +429,21 @@ pub(super) fn group_step(world: &mut World) {
             .attention
             .flows
             .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
-        // 2. Memories, when the mind is home.
+        // 2. Memories, when the mind is home. A prompt this step sees the chats from before
+        // them (read now, only when there is something to store).
+        let mut details_now = (!group.pending.is_empty()).then(|| details(world, someone));
         flush_memories(world, someone, &mut group, &settings);
         // 3. Social state.
-        moved.extend(group.attention.set_social(SocialState::from_activity(
-            someone.asleep,
-            &someone.activity,
-        )));
+        let social = if someone.asleep {
+            SocialState::Offline
+        } else {
+            group.social_for(&someone.activity)
+        };
+        moved.extend(group.attention.set_social(social));
         // 4. Hearing.
         let mut rng = heart_rng(&someone.name, step);
         let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
+        let mut words: Option<BTreeSet<String>> = None;
         for stream in streams.iter() {
             if !stream.reaches(someone.entity) {
                 continue;
@@ -400,11 +460,11 @@ pub(super) fn group_step(world: &mut World) {
                     continue;
                 }
                 let named = names(&line.text, &someone.name, &someone.first_name);
-                flow.hear(
-                    relevance(&line.text, &someone.words),
-                    named,
-                    &settings.attention,
-                );
+                let words = words.get_or_insert_with(|| {
+                    let details = details_now.get_or_insert_with(|| details(world, someone));
+                    persona_words(&details.identity, &someone.activity)
+                });
+                flow.hear(relevance(&line.text, words), named, &settings.attention);
                 // Each message may be answered, by a draw.
                 let draw: f32 = rng.random();
                 if flow.wants_to_reply(draw, &settings.attention) {
@@ -424,6 +484,9 @@ pub(super) fn group_step(world: &mut World) {
                 continue;
             }
             let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
+            if step < due {
+                continue;
+            }
             let Some(stream) = streams.get(key) else {
                 continue;
             };
@@ -432,7 +495,7 @@ pub(super) fn group_step(world: &mut World) {
                 .filter(|l| l.persona != Some(someone.entity))
                 .map(|l| format!("{}: {}", l.speaker, l.text))
                 .collect();
-            if step >= due && !new.is_empty() {
+            if !new.is_empty() {
                 observed.insert(key.clone(), new);
             }
         }
@@ -467,15 +530,18 @@ pub(super) fn group_step(world: &mut World) {
                 .map(|l| format!("{}: {}", l.speaker, l.text))
                 .collect();
             let seed = step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said;
+            let Details { identity, memories } = details_now
+                .take()
+                .unwrap_or_else(|| details(world, someone));
             let scene = GroupScene {
                 name: someone.name.clone(),
                 first_name: someone.first_name.clone(),
-                identity: someone.identity.clone(),
+                identity,
                 activity: someone.activity.clone(),
                 place: place_of(&key),
                 recent,
                 present,
-                memories: someone.memories.clone(),
+                memories,
                 seed,
             };
             let failures = FailureLog::default();
@@ -513,6 +579,7 @@ pub(super) fn group_step(world: &mut World) {
             *slot = group;
         }
     }
+    world.insert_resource(streams);
     for (entity, call) in starts {
         world
             .entity_mut(entity)
@@ -648,15 +715,6 @@ fn gather(world: &mut World) -> Vec<Someone> {
             .act_description
             .clone()
             .unwrap_or_else(|| "idle".to_string());
-        let identity = scratch.identity_summary();
-        let mut words = content_words(&identity);
-        words.extend(content_words(&activity));
-        let memories = state
-            .associative
-            .chats()
-            .take(3)
-            .map(|n| n.description.clone())
-            .collect();
         people.push(Someone {
             entity,
             name: scratch.name.clone(),
@@ -664,11 +722,8 @@ fn gather(world: &mut World) -> Vec<Someone> {
             arena: percepts.arena.clone(),
             asleep: scratch.is_sleeping(),
             activity,
-            identity,
-            words,
             chatting: chatting || scratch.chatting_with.is_some(),
             free: !awaiting,
-            memories,
         });
     }
     for entity in missing {

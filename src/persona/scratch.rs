@@ -237,8 +237,20 @@ impl Scratch {
 
 /// Whether an activity text means sleeping.
 pub fn is_sleep_text(text: &str) -> bool {
-    let t = text.to_lowercase();
-    t.contains("sleeping") || t.contains("asleep") || t.contains("in bed")
+    // Asked for every persona every step: no lowercased copy (the words are ASCII, and no
+    // other character lowercases into an ASCII letter they use).
+    ["sleeping", "asleep", "in bed"]
+        .iter()
+        .any(|word| contains_ignore_ascii_case(text, word))
+}
+
+/// Whether `text` contains `word` (ASCII letters compared without case).
+fn contains_ignore_ascii_case(text: &str, word: &str) -> bool {
+    let (text, word) = (text.as_bytes(), word.as_bytes());
+    word.is_empty()
+        || text
+            .windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word))
 }
 
 /// Rounds up to the next whole minute (an exact minute stays).
@@ -338,6 +350,9 @@ mod tests {
     #[test]
     fn sleep_text() {
         assert!(is_sleep_text("Sleeping"));
+        assert!(is_sleep_text("IN BED with a book"));
+        assert!(!is_sleep_text("in the bedroom, reading"));
+        assert!(!is_sleep_text("sleepwalking to the café"));
         assert!(is_sleep_text("lying in bed, asleep"));
         assert!(!is_sleep_text("making the bed"));
     }
