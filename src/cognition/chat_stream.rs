@@ -10,14 +10,14 @@
 //! 1. `open_chat_stream` makes a **bounded** channel for one conversation: its
 //!    `ChatStreamSink` goes into the task, its [`ChatStreamFeed`] onto the initiator next to
 //!    the task.
-//! 2. Each utterance is asked for with [`run_prompt_watched`](crate::prompt::run_prompt_watched)
+//! 2. Each utterance is asked for with `run_prompt_watched`
 //!    and an `UtteranceWatcher`: the model's deltas are accumulated, the partial value of the
 //!    JSON answer's `"utterance"` string is read out of the partial text ([`partial_utterance`],
 //!    a pure function of the text so far, so how the deltas are cut does not matter) and sent as
-//!    a [`ChatStreamUpdate::Partial`] — with `try_send`: a full channel drops it, and the next
+//!    a `ChatStreamUpdate::Partial` — with `try_send`: a full channel drops it, and the next
 //!    one, which carries the whole partial line again, supersedes it.
 //! 3. When the prompt framework has parsed and validated the line (retries and fail-safe as
-//!    always), the task sends [`ChatStreamUpdate::Finished`] with the line that counts; this
+//!    always), the task sends `ChatStreamUpdate::Finished` with the line that counts; this
 //!    one waits for room, so no finished line is lost.
 //! 4. `drain_chat_streams` (in [`SimPoll`], after the thoughts are collected) empties every
 //!    feed each frame into a [`ChatStream`] component on the persona speaking (or who spoke
@@ -41,7 +41,7 @@ use super::prompts::NextUtterance;
 use super::vocabulary::Conversing;
 
 /// The default capacity of a conversation's channel to the ECS.
-pub const DEFAULT_CHAT_STREAM_CAPACITY: usize = 64;
+pub(crate) const DEFAULT_CHAT_STREAM_CAPACITY: usize = 64;
 
 /// The most bytes of one answer read for the partial line: an utterance is a couple of hundred
 /// tokens, and re-reading the text on every delta must stay cheap whatever a model sends.
@@ -61,7 +61,7 @@ pub struct ChatStreamSettings {
     /// and the model is called exactly as without streaming).
     pub enabled: bool,
     /// Capacity of each conversation's bounded channel (default
-    /// [`DEFAULT_CHAT_STREAM_CAPACITY`], at least 1).
+    /// `DEFAULT_CHAT_STREAM_CAPACITY`, at least 1).
     pub capacity: usize,
 }
 
@@ -86,26 +86,16 @@ impl ChatStreamSettings {
 
 /// Which side of a conversation speaks.
 #[derive(Reflect, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChatSide {
+pub(crate) enum ChatSide {
     /// The persona who started the conversation (speaks first).
     Initiator,
     /// The persona spoken to.
     Partner,
 }
 
-impl ChatSide {
-    /// The other side.
-    pub fn other(self) -> Self {
-        match self {
-            Self::Initiator => Self::Partner,
-            Self::Partner => Self::Initiator,
-        }
-    }
-}
-
 /// What a conversation task tells the ECS.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChatStreamUpdate {
+pub(crate) enum ChatStreamUpdate {
     /// Line number `line` (0-based) is being spoken by `side`; `text` is all of it received so
     /// far (not a delta, so a dropped update is superseded by the next).
     Partial {

@@ -60,7 +60,7 @@ pub(crate) fn distinct_activities(hours: &[String]) -> usize {
 /// The index of the item running at `minute` of the day (Smallville's
 /// `get_f_daily_schedule_index`): the first item whose end is after `minute`. `None` when the
 /// schedule ends before `minute`.
-pub fn schedule_index(items: &[ScheduleItem], minute: u32) -> Option<usize> {
+pub(crate) fn schedule_index(items: &[ScheduleItem], minute: u32) -> Option<usize> {
     let mut end = 0u32;
     for (i, item) in items.iter().enumerate() {
         end = end.saturating_add(item.minutes);

@@ -6,7 +6,7 @@
 //!
 //! Each works on the world with the persona's mind at home (a mind checked out into a thought
 //! gives [`ControlError::Busy`]; try again next frame). Schedule arithmetic is a pure function
-//! ([`insert_item`]) so the day always sums to 1,440 minutes.
+//! (`insert_item`) so the day always sums to 1,440 minutes.
 
 use bevy::prelude::*;
 use chrono::{NaiveDateTime, Timelike};
@@ -41,7 +41,7 @@ pub enum ControlError {
 }
 
 /// An item a persona agreed to, with its place: when it is time to leave, the persona goes
-/// there ([`keep_appointments`]), so it stands in that arena when the item starts. Kept in
+/// there (`keep_appointments`), so it stands in that arena when the item starts. Kept in
 /// saves with the speaker profiles.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Appointment {
@@ -64,7 +64,7 @@ pub struct Appointments(pub Vec<Appointment>);
 /// Today's schedule with `task` inserted at `minute` for `minutes`: items overlapping the new
 /// one are cut (an item cut in two keeps both ends). The result sums to a whole day whatever
 /// the input (a schedule that does not is padded or trimmed first).
-pub fn insert_item(
+pub(crate) fn insert_item(
     items: &[ScheduleItem],
     minute: u32,
     task: &str,
@@ -109,7 +109,7 @@ pub fn insert_item(
 }
 
 /// Whether `schedule` has an item `task` starting at `minute`.
-pub fn has_item_at(schedule: &[ScheduleItem], task: &str, minute: u32) -> bool {
+pub(crate) fn has_item_at(schedule: &[ScheduleItem], task: &str, minute: u32) -> bool {
     schedule_index(schedule, minute).is_some_and(|i| {
         schedule[i].task == task && item_start(schedule, i) == minute
             || schedule[i].task.contains(task)
@@ -118,7 +118,7 @@ pub fn has_item_at(schedule: &[ScheduleItem], task: &str, minute: u32) -> bool {
 
 /// Minutes of walking from `from` to the arena (one tile per step), rounded up, or `None`
 /// when unreachable.
-pub fn travel_minutes(
+pub(crate) fn travel_minutes(
     map: &TownMap,
     from: crate::world::TileCoord,
     arena: &str,
@@ -215,9 +215,9 @@ fn start_going(
 }
 
 /// Adds `task` at `place` to today's schedule at `hour:minute` for `minutes` with the plain
-/// insertion ([`insert_item`]) and books the appointment. The dialogue's `add_to_schedule` tool
+/// insertion (`insert_item`) and books the appointment. The dialogue's `add_to_schedule` tool
 /// fits the item in with the model first (SPEC §3.5) and books it through
-/// [`book_appointment`]. Returns the arena.
+/// `book_appointment`. Returns the arena.
 pub fn add_schedule_item(
     world: &mut World,
     persona: Entity,
@@ -246,7 +246,7 @@ pub fn add_schedule_item(
 }
 
 /// Books an appointment: the persona leaves in time to stand in `arena` at `start`.
-pub fn book_appointment(
+pub(crate) fn book_appointment(
     world: &mut World,
     persona: Entity,
     task: &str,
@@ -291,7 +291,7 @@ pub fn book_appointment(
 /// Sends personas to their appointments when it is time to leave: the action becomes the
 /// appointment's task at its arena until it ends. Runs at the start of a step's thinking, so
 /// minds are home (a busy mind is tried again next step). Past appointments are dropped.
-pub fn keep_appointments(world: &mut World) {
+pub(crate) fn keep_appointments(world: &mut World) {
     let Some(now) = world.get_resource::<SimClock>().map(SimClock::now) else {
         return;
     };

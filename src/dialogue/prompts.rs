@@ -9,16 +9,16 @@ use crate::llm::ChatRequest;
 use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, clean_response};
 
 /// The most characters of a reply, a message or a tool result kept.
-pub const MAX_REPLY_CHARS: usize = 2_000;
+pub(crate) const MAX_REPLY_CHARS: usize = 2_000;
 
 /// The most characters of a speaker profile (SPEC §7.4).
-pub const MAX_PROFILE_CHARS: usize = 1_000;
+pub(crate) const MAX_PROFILE_CHARS: usize = 1_000;
 
 /// The tags a player's text may not carry into a prompt or a memory.
 const GUARDED_TAGS: [&str; 2] = ["think", "prestart"];
 
 /// The first `max` characters of `text`.
-pub fn truncate_chars(text: &str, max: usize) -> &str {
+pub(crate) fn truncate_chars(text: &str, max: usize) -> &str {
     match text.char_indices().nth(max) {
         Some((at, _)) => &text[..at],
         None => text,
@@ -29,7 +29,7 @@ pub fn truncate_chars(text: &str, max: usize) -> &str {
 /// characters, control characters other than newlines and tabs dropped, and every `<think`,
 /// `</think`, `<prestart`, `</prestart` (any case) turned into `‹think`… so it opens no block.
 /// Triple backticks become `'''` so the text cannot close the fence it is shown in.
-pub fn neutralise(text: &str, max: usize) -> String {
+pub(crate) fn neutralise(text: &str, max: usize) -> String {
     let bounded = truncate_chars(text, max);
     let mut out: String = bounded
         .chars()
@@ -52,7 +52,7 @@ pub fn neutralise(text: &str, max: usize) -> String {
 
 /// A model's text with `<think>` blocks, fences and `<prestart>` blocks removed: what may be
 /// shown as a reply and stored in memory.
-pub fn spoken_text(raw: &str) -> String {
+pub(crate) fn spoken_text(raw: &str) -> String {
     let cleaned = clean_response(raw);
     let without = strip_prestart(&cleaned);
     // Whatever tag survives (an unclosed one, a stray close) is neutralised.
@@ -62,7 +62,7 @@ pub fn spoken_text(raw: &str) -> String {
 }
 
 /// Removes `<prestart …>…</prestart>` blocks (an unclosed one drops the rest).
-pub fn strip_prestart(text: &str) -> String {
+pub(crate) fn strip_prestart(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     loop {
@@ -100,7 +100,7 @@ pub enum PlannerStep {
 /// Parses a planner answer (already cleaned of `<think>` and fences): JSON with an `action`, or
 /// prose, which is the reply. Text that starts like JSON but is not valid JSON, an unknown
 /// `action`, or nothing at all is refused (retried, then the fail-safe).
-pub fn parse_planner(cleaned: &str) -> Result<PlannerStep, ParseError> {
+pub(crate) fn parse_planner(cleaned: &str) -> Result<PlannerStep, ParseError> {
     let text = cleaned.trim();
     if text.is_empty() {
         return Err(ParseError::new("empty planner answer"));
@@ -218,7 +218,7 @@ impl Prompt for DialoguePlanner {
 /// The final-output prompt (template `dialogue_final`). Fail-safe: a short line saying the
 /// persona needs a moment.
 #[derive(Debug, Clone, Default)]
-pub struct DialogueFinal {
+pub(crate) struct DialogueFinal {
     /// The speaker's name.
     pub speaker: String,
     /// The message, neutralised.
@@ -284,7 +284,7 @@ impl Prompt for DialogueFinal {
 /// `dialogue_speaker_profile`, SPEC §7.4). Output: at most [`MAX_PROFILE_CHARS`] characters;
 /// fail-safe: the old profile.
 #[derive(Debug, Clone, Default)]
-pub struct SpeakerProfileUpdate {
+pub(crate) struct SpeakerProfileUpdate {
     /// The persona's identity summary.
     pub identity: String,
     /// The persona's first name.

@@ -537,7 +537,7 @@ fn called(
 }
 
 /// A tool call as a player reads it.
-pub fn tool_line(tool: &str, args: &Value, result: &Result<Value, String>) -> String {
+pub(crate) fn tool_line(tool: &str, args: &Value, result: &Result<Value, String>) -> String {
     let s = |key: &str| {
         truncate_chars(args.get(key).and_then(Value::as_str).unwrap_or(""), 80).to_string()
     };

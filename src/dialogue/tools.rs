@@ -93,7 +93,7 @@ impl ToolSpec {
     }
 
     /// Marks the tool as changing nothing (builder style).
-    pub fn read_only(mut self) -> Self {
+    pub(crate) fn read_only(mut self) -> Self {
         self.read_only = true;
         self
     }
@@ -141,7 +141,7 @@ impl std::fmt::Debug for Tool {
 
 impl Tool {
     /// Whether `args` match the schema; the first problem otherwise (bounded, no values).
-    pub fn check_args(&self, args: &Value) -> Result<(), String> {
+    pub(crate) fn check_args(&self, args: &Value) -> Result<(), String> {
         match self.validator.iter_errors(args).next() {
             None => Ok(()),
             Some(error) => Err(truncate_chars(
@@ -272,17 +272,17 @@ pub const BUILT_IN_TOOLS: [&str; 6] = [
 ];
 
 /// Built-in: recall memories about something.
-pub const RECALL: &str = "recall_memories";
+pub(crate) const RECALL: &str = "recall_memories";
 /// Built-in: where a place is.
-pub const WHERE_IS: &str = "where_is";
+pub(crate) const WHERE_IS: &str = "where_is";
 /// Built-in: what the persona sees.
-pub const WHAT_DO_YOU_SEE: &str = "what_do_you_see";
+pub(crate) const WHAT_DO_YOU_SEE: &str = "what_do_you_see";
 /// Built-in: the time.
-pub const WHAT_TIME: &str = "what_time_is_it";
+pub(crate) const WHAT_TIME: &str = "what_time_is_it";
 /// Built-in: add an item to today's schedule (and go there when it starts).
-pub const ADD_TO_SCHEDULE: &str = "add_to_schedule";
+pub(crate) const ADD_TO_SCHEDULE: &str = "add_to_schedule";
 /// Built-in: walk to a place now.
-pub const WALK_TO: &str = "walk_to";
+pub(crate) const WALK_TO: &str = "walk_to";
 
 /// The schema of a tool that takes no arguments.
 fn no_args() -> Value {
@@ -416,7 +416,7 @@ pub fn recall_memories(call: In<ToolCall>, minds: Query<&Mind>) -> ToolResult {
 
 /// Finds the place a name means on `map`: an arena whose name matches (equal, ignoring case,
 /// before containing), else a sector (its first arena). The persona's known places first.
-pub fn resolve_place(map: &TownMap, known: Option<&Mind>, text: &str) -> Option<Address> {
+pub(crate) fn resolve_place(map: &TownMap, known: Option<&Mind>, text: &str) -> Option<Address> {
     let wanted = text.trim().to_lowercase();
     if wanted.is_empty() {
         return None;

@@ -110,7 +110,7 @@ impl Intent {
     /// The intent read without a model: the personas and places of the town the directive
     /// names (by full name, first name or place name, ignoring case), times written as `HH:MM`,
     /// complexity by length. The fail-safe of the intent prompt.
-    pub fn from_text(directive: &str, personas: &[String], places: &[String]) -> Self {
+    pub(crate) fn from_text(directive: &str, personas: &[String], places: &[String]) -> Self {
         let lower = directive.to_lowercase();
         let characters: Vec<String> = personas
             .iter()

@@ -42,7 +42,7 @@ pub struct Knower {
 
 /// The key words of a topic: lowercase words of two or more letters that are not stop words,
 /// each cut to its first six letters (so "party" finds "parties"), at most eight.
-pub fn topic_terms(topic: &str) -> Vec<String> {
+pub(crate) fn topic_terms(topic: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for word in topic
         .split(|c: char| !c.is_alphanumeric())
@@ -101,7 +101,7 @@ fn node_text(node: &ConceptNode) -> String {
 
 /// The first memory of `memory` (oldest first) that mentions every term of `terms`, as of
 /// `now` (memories made later, or expired, do not count).
-pub fn first_knowledge(
+pub(crate) fn first_knowledge(
     name: &str,
     memory: &AssociativeMemory,
     terms: &[String],

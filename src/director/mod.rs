@@ -171,7 +171,7 @@ pub enum StepStatus {
 
 impl StepStatus {
     /// Whether the step is over.
-    pub fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         matches!(self, Self::Done | Self::Failed | Self::Skipped)
     }
 }
@@ -198,7 +198,7 @@ impl StepRun {
     }
 
     /// The result as one line of text (for prompts and UIs).
-    pub fn result_text(&self) -> String {
+    pub(crate) fn result_text(&self) -> String {
         match &self.result {
             None => String::new(),
             Some(Ok(Value::String(s))) => s.clone(),
@@ -260,14 +260,14 @@ impl DirectorJob {
 pub struct Director {
     /// The job not yet finished, if any.
     pub job: Option<DirectorJob>,
-    /// Finished jobs, oldest first (at most [`Director::HISTORY`]).
+    /// Finished jobs, oldest first (at most `Director::HISTORY`).
     pub history: Vec<DirectorJob>,
     next_id: u64,
 }
 
 impl Director {
     /// Finished jobs kept.
-    pub const HISTORY: usize = 8;
+    pub(crate) const HISTORY: usize = 8;
 
     /// The running job, else the last finished one.
     pub fn latest(&self) -> Option<&DirectorJob> {

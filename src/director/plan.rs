@@ -18,11 +18,11 @@ use crate::dialogue::prompts::neutralise;
 use crate::dialogue::{ToolAllowList, ToolHandler, ToolRegistry};
 
 /// Most steps in a plan.
-pub const MAX_STEPS: usize = 20;
+pub(crate) const MAX_STEPS: usize = 20;
 /// Most outcome checks in a plan.
-pub const MAX_CHECKS: usize = 8;
+pub(crate) const MAX_CHECKS: usize = 8;
 /// Longest text argument kept (characters).
-pub const MAX_ARG_CHARS: usize = 1_000;
+pub(crate) const MAX_ARG_CHARS: usize = 1_000;
 
 /// A step's precondition: run it only when an earlier step's result does (or does not) contain
 /// a text (ignoring case). Otherwise the step is skipped.
@@ -164,7 +164,7 @@ pub enum PlanError {
 
 /// Reads a time a plan gives: `2023-02-14 17:00`, `2023-02-14T17:00[:00]`, `Feb 14 17:00`
 /// (this year) or `17:00` (the next 17:00 from `now`, today if not yet past).
-pub fn parse_game_time(text: &str, now: NaiveDateTime) -> Result<NaiveDateTime, String> {
+pub(crate) fn parse_game_time(text: &str, now: NaiveDateTime) -> Result<NaiveDateTime, String> {
     let text = text.trim();
     if text.is_empty() || text.len() > 40 {
         return Err(format!("`{}` is not a game time", neutralise(text, 40)));
@@ -466,7 +466,7 @@ impl PlanChecker<'_> {
 
 /// The persona `name` means among `personas`: a full name, or a first name only one persona
 /// has (ignoring case and surrounding space).
-pub fn resolve_persona<'a>(personas: &'a [String], name: &str) -> Option<&'a str> {
+pub(crate) fn resolve_persona<'a>(personas: &'a [String], name: &str) -> Option<&'a str> {
     let wanted = name.trim().to_lowercase();
     if wanted.is_empty() {
         return None;

@@ -2,13 +2,13 @@
 //!
 //! | kind | asks | fail-safe |
 //! | --- | --- | --- |
-//! | `director_intent` | the intent JSON | [`Intent::from_text`] (names found in the text) |
+//! | `director_intent` | the intent JSON | `Intent::from_text` (names found in the text) |
 //! | `director_plan` | steps and checks | no plan (the directive fails with the reason) |
 //! | `director_validate` | continue / replan / ask_user after a step | the rule: a failed step replans, a done one continues |
 //! | `director_replan` | the remaining steps | no plan (fails with the reason) |
 //! | `director_review` | the review's prose | the checks and step results listed |
 //!
-//! Every user text in a prompt is neutralised ([`neutralise`]); answers are JSON read through
+//! Every user text in a prompt is neutralised (`neutralise`); answers are JSON read through
 //! [`extract_json`] and bounded before anything looks at them.
 
 use serde_json::{Value, json};
@@ -21,7 +21,7 @@ use super::intent::Intent;
 
 /// The town as the director's prompts show it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TownBrief {
+pub(crate) struct TownBrief {
     /// The game time now (`2023-02-13 09:30`).
     pub now: String,
     /// The personas' full names.
@@ -85,7 +85,7 @@ fn json_object(cleaned: &str) -> Result<Value, ParseError> {
 
 /// The intent parser.
 #[derive(Debug, Clone, Default)]
-pub struct DirectorIntent {
+pub(crate) struct DirectorIntent {
     /// The directive (neutralised).
     pub directive: String,
     /// The town.
@@ -142,7 +142,7 @@ impl Prompt for DirectorIntent {
 /// The task planner: the directive and its intent → steps and checks (raw JSON; the plan is
 /// read and checked by the caller, which knows the town).
 #[derive(Debug, Clone, Default)]
-pub struct DirectorPlan {
+pub(crate) struct DirectorPlan {
     /// The directive (neutralised).
     pub directive: String,
     /// The intent, as JSON.
@@ -184,7 +184,7 @@ impl Prompt for DirectorPlan {
 
 /// What validation decided after a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Go on with the next step.
     Continue,
     /// Rewrite the remaining steps, for this reason.
@@ -195,7 +195,7 @@ pub enum Decision {
 
 /// The validator after each step.
 #[derive(Debug, Clone, Default)]
-pub struct DirectorValidate {
+pub(crate) struct DirectorValidate {
     /// The directive (neutralised).
     pub directive: String,
     /// The step that ran, as the planner wrote it.
@@ -284,7 +284,7 @@ impl Prompt for DirectorValidate {
 
 /// The replanner: the remaining steps, given what was done and why the plan changes.
 #[derive(Debug, Clone, Default)]
-pub struct DirectorReplan {
+pub(crate) struct DirectorReplan {
     /// The directive (neutralised).
     pub directive: String,
     /// The steps done, with their results, one per line.
@@ -335,7 +335,7 @@ impl Prompt for DirectorReplan {
 
 /// The reviewer's prose, from the checks measured in the town and the step results.
 #[derive(Debug, Clone, Default)]
-pub struct DirectorReview {
+pub(crate) struct DirectorReview {
     /// The directive (neutralised).
     pub directive: String,
     /// The steps and their results, one per line.

@@ -17,7 +17,7 @@
 //!    `scenario_log.jsonl` in the run folder, written as it happens, so a run that stops early
 //!    keeps what it measured. Interview answers, directive reviews and failures are logged as
 //!    they land.
-//! 3. **Reported** ([`write_scenario_outputs`]): `scenario.json` (the scenario, every probe's
+//! 3. **Reported** (`write_scenario_outputs`): `scenario.json` (the scenario, every probe's
 //!    answers, the knowledge series and the checks) and a section in `report.html` with the
 //!    diffusion chart — how many know of the topic over time — and the attendance.
 //!
@@ -519,7 +519,7 @@ impl Scenario {
 
 /// A line of the scenario log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LogLine {
+pub(crate) struct LogLine {
     /// Game time.
     pub at: NaiveDateTime,
     /// What happened: `injected`, `injection_failed`, `who_knows`, `interview_asked`,
@@ -949,7 +949,7 @@ pub struct ScenarioResults {
 }
 
 /// Reads the run folder's log back into results (bounded: a line over 1 MB is unreadable).
-pub fn read_results(scenario: &Scenario, out: &Path) -> std::io::Result<ScenarioResults> {
+pub(crate) fn read_results(scenario: &Scenario, out: &Path) -> std::io::Result<ScenarioResults> {
     let text = match std::fs::read_to_string(out.join(SCENARIO_LOG)) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -1025,7 +1025,10 @@ fn with_time(line: LogLine) -> Value {
 
 /// Writes `scenario.json` and adds the scenario's section (diffusion chart, attendance,
 /// answers) to the run's `report.html` when there is one. Returns the results.
-pub fn write_scenario_outputs(scenario: &Scenario, out: &Path) -> std::io::Result<ScenarioResults> {
+pub(crate) fn write_scenario_outputs(
+    scenario: &Scenario,
+    out: &Path,
+) -> std::io::Result<ScenarioResults> {
     let results = read_results(scenario, out)?;
     let json = serde_json::to_vec_pretty(&results).map_err(std::io::Error::other)?;
     crate::output::write_atomic(&out.join(SCENARIO_FILE), &json)?;

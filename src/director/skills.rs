@@ -22,7 +22,7 @@
 //! argument `persona` names a persona, `place` a place and `time` a game time (the plan
 //! checker resolves them before anything runs). A handler that starts something the director
 //! must wait for returns `{"await": {"reply_from": NAME}}` (a dialogue reply of that persona) or
-//! `{"await": {"until": "YYYY-MM-DD HH:MM:SS"}}`; one that returns the error [`BUSY`] is tried
+//! `{"await": {"until": "YYYY-MM-DD HH:MM:SS"}}`; one that returns the error `BUSY` is tried
 //! again on the next frame.
 
 use bevy::prelude::*;
@@ -44,24 +44,24 @@ use super::plan::{parse_game_time, resolve_persona, text_arg};
 /// The speaker of the director's calls.
 pub const DIRECTOR: &str = "director";
 /// The error a handler returns when it must be tried again later (a mind is out thinking).
-pub const BUSY: &str = "busy: try again";
+pub(crate) const BUSY: &str = "busy: try again";
 
 /// `whisper`.
-pub const WHISPER: &str = "whisper";
+pub(crate) const WHISPER: &str = "whisper";
 /// `add_schedule_item`.
-pub const ADD_SCHEDULE_ITEM: &str = "add_schedule_item";
+pub(crate) const ADD_SCHEDULE_ITEM: &str = "add_schedule_item";
 /// `set_currently`.
-pub const SET_CURRENTLY: &str = "set_currently";
+pub(crate) const SET_CURRENTLY: &str = "set_currently";
 /// `move_persona`.
-pub const MOVE_PERSONA: &str = "move_persona";
+pub(crate) const MOVE_PERSONA: &str = "move_persona";
 /// `place_tile_event`.
-pub const PLACE_TILE_EVENT: &str = "place_tile_event";
+pub(crate) const PLACE_TILE_EVENT: &str = "place_tile_event";
 /// `interview`.
-pub const INTERVIEW: &str = "interview";
+pub(crate) const INTERVIEW: &str = "interview";
 /// `who_knows`.
-pub const WHO_KNOWS: &str = "who_knows";
+pub(crate) const WHO_KNOWS: &str = "who_knows";
 /// `wait_until`.
-pub const WAIT_UNTIL: &str = "wait_until";
+pub(crate) const WAIT_UNTIL: &str = "wait_until";
 
 /// Every built-in director skill.
 pub const DIRECTOR_SKILLS: [&str; 8] = [
@@ -89,7 +89,7 @@ fn object(properties: Value, required: &[&str]) -> Value {
 }
 
 /// The built-in skills' specs.
-pub fn skill_specs() -> Vec<ToolSpec> {
+pub(crate) fn skill_specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec::new(
             WHISPER,
@@ -364,7 +364,7 @@ pub fn place_tile_event(call: In<ToolCall>, world: &mut World) -> ToolResult {
 
 /// `who_knows`: every persona whose memories mention the topic (see [`knows`](super::knows)).
 /// A mind out thinking is waited for ([`BUSY`]), so the count never misses anyone.
-pub fn who_knows_skill(call: In<ToolCall>, world: &mut World) -> ToolResult {
+pub(crate) fn who_knows_skill(call: In<ToolCall>, world: &mut World) -> ToolResult {
     let topic = text_arg(&call.args, "topic");
     let now = now(world);
     let rows = persona_names(world);

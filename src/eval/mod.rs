@@ -53,7 +53,7 @@ pub struct EvalItem {
 
 impl EvalItem {
     /// Whether `choice` counts as right.
-    pub fn is_correct(&self, choice: &str) -> bool {
+    pub(crate) fn is_correct(&self, choice: &str) -> bool {
         if choice.trim().eq_ignore_ascii_case(self.answer.trim()) {
             return true;
         }
@@ -105,7 +105,7 @@ pub enum EvalError {
 }
 
 /// Parses JSON-lines eval text (blank lines are skipped). `path` only names errors.
-pub fn parse_items(text: &str, path: &Path) -> Result<Vec<EvalItem>, EvalError> {
+pub(crate) fn parse_items(text: &str, path: &Path) -> Result<Vec<EvalItem>, EvalError> {
     let mut items = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

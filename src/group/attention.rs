@@ -241,25 +241,25 @@ impl SubFlow {
     }
 
     /// Whether a focus draw is due (chatting, interest high, the 5 s timer run out).
-    pub fn focus_draw_due(&self, settings: &AttentionSettings) -> bool {
+    pub(crate) fn focus_draw_due(&self, settings: &AttentionSettings) -> bool {
         self.state == ChatState::Chat
             && self.interest >= settings.focus_interest
             && self.focus_draw_in <= 0.0
     }
 
     /// Draws for focus (`draw` uniform in 0..1): whether it won. Restarts the timer.
-    pub fn draw_focus(&mut self, draw: f32, settings: &AttentionSettings) -> bool {
+    pub(crate) fn draw_focus(&mut self, draw: f32, settings: &AttentionSettings) -> bool {
         self.focus_draw_in = settings.focus_draw_every.max(0.0);
         draw < self.focus_chance
     }
 
     /// A chatting sub-flow silent for `chat_idle` seconds leaves.
-    pub fn idle_out(&self, settings: &AttentionSettings) -> bool {
+    pub(crate) fn idle_out(&self, settings: &AttentionSettings) -> bool {
         self.state == ChatState::Chat && self.silent_for >= settings.chat_idle
     }
 
     /// An absent sub-flow past `forget_absent` is removed.
-    pub fn forgotten(&self, settings: &AttentionSettings) -> bool {
+    pub(crate) fn forgotten(&self, settings: &AttentionSettings) -> bool {
         self.state == ChatState::Absent && self.absent_for >= settings.forget_absent
     }
 }

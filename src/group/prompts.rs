@@ -3,9 +3,9 @@
 //!
 //! | prompt | asked when | answer | fail-safe |
 //! | --- | --- | --- | --- |
-//! | [`GroupJoin`] (`group_join`) | an absent persona's join question is due (one stream per 60 s) | yes / no (a closed set: scored when the backend can) | no |
-//! | [`GroupReply`] (`group_reply`) | a chatting persona's reply draw wins, or a persona has just joined | one spoken line | silence |
-//! | [`GroupFocus`] (`group_focus`) | a focused persona observes new lines | JSON: thought, plan (`text_reply` / `emoji_reply` / `no_reply`), reply, reason | `no_reply` |
+//! | `GroupJoin` (`group_join`) | an absent persona's join question is due (one stream per 60 s) | yes / no (a closed set: scored when the backend can) | no |
+//! | `GroupReply` (`group_reply`) | a chatting persona's reply draw wins, or a persona has just joined | one spoken line | silence |
+//! | `GroupFocus` (`group_focus`) | a focused persona observes new lines | JSON: thought, plan (`text_reply` / `emoji_reply` / `no_reply`), reply, reason | `no_reply` |
 //!
 //! Everything the model writes is cleaned like a dialogue reply (no `<think>` block, no
 //! fence, bounded) before it is said or stored.
@@ -20,7 +20,7 @@ use super::stream::MAX_LINE_CHARS;
 
 /// What every group prompt shows about the persona and the stream.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GroupScene {
+pub(crate) struct GroupScene {
     /// The persona's full name.
     pub name: String,
     /// The persona's first name.
@@ -73,7 +73,7 @@ impl GroupScene {
 
 /// ABSENT → CHAT: does the persona join the stream? (template `group_join`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GroupJoin(pub GroupScene);
+pub(crate) struct GroupJoin(pub GroupScene);
 
 impl Prompt for GroupJoin {
     type Output = bool;
@@ -125,7 +125,7 @@ impl Prompt for GroupJoin {
 
 /// A casual line in a stream (template `group_reply`). Fail-safe: silence (`None`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GroupReply(pub GroupScene);
+pub(crate) struct GroupReply(pub GroupScene);
 
 impl Prompt for GroupReply {
     type Output = Option<String>;
@@ -178,7 +178,7 @@ pub enum FocusPlan {
 
 /// A focused cycle's answer: the inner monologue, the plan and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FocusDecision {
+pub(crate) struct FocusDecision {
     /// The persona's thought (not said; never stored as a line).
     pub thought: String,
     /// What it does.
@@ -190,7 +190,7 @@ pub struct FocusDecision {
 /// The FOCUSED cycle: observe → think → plan, in one structured call (template
 /// `group_focus`). Fail-safe: `no_reply`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GroupFocus {
+pub(crate) struct GroupFocus {
     /// The persona and the stream.
     pub scene: GroupScene,
     /// Lines new since the persona last looked, "Speaker: text".
@@ -199,7 +199,7 @@ pub struct GroupFocus {
 
 /// The JSON schema of a focused cycle's answer (backends with structured output decode under
 /// it).
-pub fn focus_schema() -> Value {
+pub(crate) fn focus_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
@@ -263,7 +263,7 @@ impl Prompt for GroupFocus {
 
 /// A spoken line from a model's answer: cleaned like a dialogue reply, a leading `Name:` the
 /// model wrote dropped, surrounding quotes removed, the first line kept, bounded.
-pub fn spoken_line(raw: &str, first_name: &str) -> Result<String, ParseError> {
+pub(crate) fn spoken_line(raw: &str, first_name: &str) -> Result<String, ParseError> {
     let text = spoken_text(raw);
     let mut line = text
         .lines()
@@ -289,14 +289,14 @@ pub fn spoken_line(raw: &str, first_name: &str) -> Result<String, ParseError> {
 
 /// Whether `text` is one emoji (possibly with modifiers and joiners): 1–8 characters, none of
 /// them an ASCII letter, digit or punctuation or a space.
-pub fn is_emoji(text: &str) -> bool {
+pub(crate) fn is_emoji(text: &str) -> bool {
     let n = text.chars().count();
     (1..=8).contains(&n) && text.chars().all(|c| !c.is_ascii() && !c.is_whitespace())
 }
 
 /// Parses a focused cycle's JSON. A `text_reply` without a usable line, or an `emoji_reply`
 /// whose reply is no emoji, is refused (so the retry or the fail-safe decides).
-pub fn parse_focus(cleaned: &str, first_name: &str) -> Result<FocusDecision, ParseError> {
+pub(crate) fn parse_focus(cleaned: &str, first_name: &str) -> Result<FocusDecision, ParseError> {
     let value = crate::prompt::extract_json(cleaned)
         .ok_or_else(|| ParseError::new("no JSON object in the answer"))?;
     let object = value

@@ -46,7 +46,7 @@ impl SocialState {
     /// The state for a persona doing `activity` (its current action's description): asleep is
     /// `Offline`; work and study `Peeking`; gatherings, parties, meetings and conversations
     /// `Focused`; anything else `Normal`.
-    pub fn from_activity(asleep: bool, activity: &str) -> Self {
+    pub(crate) fn from_activity(asleep: bool, activity: &str) -> Self {
         if asleep {
             return SocialState::Offline;
         }
@@ -163,7 +163,7 @@ impl<K: Ord + Clone> Attention<K> {
 
     /// Demotes the least interested sub-flows until the limits hold: focused ones to `Chat`
     /// beyond the focused limit, then followed ones to `Absent` beyond the following limit.
-    pub fn enforce_limits(&mut self) -> Vec<(K, Change)> {
+    pub(crate) fn enforce_limits(&mut self) -> Vec<(K, Change)> {
         let limits = self.social.limits();
         let mut changes = Vec::new();
         if limits.following == 0 {

@@ -4,7 +4,7 @@
 //! [`GroupStreams`] holds every open stream. Arena streams are opened and closed by the heart
 //! flow as people gather and leave; channels by [`GroupCommand`]s from game code, which may
 //! also post into any stream. Everything a command carries is untrusted (a player may have typed
-//! it): [`check_channel_name`], [`check_speaker`] and [`check_post`] validate it before
+//! it): `check_channel_name`, `check_speaker` and `check_post` validate it before
 //! anything changes, and a refused command becomes a [`GroupRefused`](super::GroupRefused)
 //! message.
 
@@ -17,13 +17,13 @@ use serde::{Deserialize, Serialize};
 use crate::dialogue::prompts::neutralise;
 
 /// Lines a stream keeps (older ones are dropped: listeners remember them in their memories).
-pub const MAX_LINES: usize = 60;
+pub(crate) const MAX_LINES: usize = 60;
 /// Characters of one line at most (posts and model replies are cut there).
-pub const MAX_LINE_CHARS: usize = 400;
+pub(crate) const MAX_LINE_CHARS: usize = 400;
 /// Characters of a channel name or a speaker's name at most.
-pub const MAX_NAME_CHARS: usize = 40;
+pub(crate) const MAX_NAME_CHARS: usize = 40;
 /// Channels open at once at most (a game bug posting `OpenChannel` in a loop stays bounded).
-pub const MAX_CHANNELS: usize = 64;
+pub(crate) const MAX_CHANNELS: usize = 64;
 
 /// Which stream: the people in an arena (its `world:sector:arena` address) or a named channel.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -82,7 +82,7 @@ pub struct GroupStream {
     pub key: StreamKey,
     /// Who is in it: the personas in the arena, or a channel's subscribers (empty = everyone).
     pub members: BTreeSet<Entity>,
-    /// The latest lines, oldest first, at most [`MAX_LINES`].
+    /// The latest lines, oldest first, at most `MAX_LINES`.
     pub lines: VecDeque<GroupLine>,
     /// When it opened.
     pub opened: NaiveDateTime,
@@ -273,7 +273,7 @@ impl GroupCommand {
 }
 
 /// A channel name: 1–40 characters of letters, digits, spaces, `-` and `_`, trimmed.
-pub fn check_channel_name(name: &str) -> Result<String, String> {
+pub(crate) fn check_channel_name(name: &str) -> Result<String, String> {
     let name = name.trim();
     if name.is_empty() {
         return Err("a channel needs a name".into());
@@ -293,7 +293,7 @@ pub fn check_channel_name(name: &str) -> Result<String, String> {
 }
 
 /// A speaker's name: 1–40 characters, no control characters, trimmed.
-pub fn check_speaker(speaker: &str) -> Result<String, String> {
+pub(crate) fn check_speaker(speaker: &str) -> Result<String, String> {
     let speaker = speaker.trim();
     if speaker.is_empty() {
         return Err("a post needs a speaker".into());
@@ -312,7 +312,7 @@ pub fn check_speaker(speaker: &str) -> Result<String, String> {
 /// A post's text: trimmed, 1–400 characters (longer is refused, not cut, so nobody's words are
 /// silently changed), control characters dropped and `<think>`-like tags and fences
 /// neutralised so it opens no block in a prompt.
-pub fn check_post(text: &str) -> Result<String, String> {
+pub(crate) fn check_post(text: &str) -> Result<String, String> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Err("an empty post".into());

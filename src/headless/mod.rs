@@ -96,7 +96,10 @@ pub enum HeadlessError {
 ///
 /// The prompt overrides of `options.llm.prompts` are loaded and checked first, before the map,
 /// the personas or the backend.
-pub fn build_headless_app(options: &DemoOptions, with_log: bool) -> Result<App, HeadlessError> {
+pub(crate) fn build_headless_app(
+    options: &DemoOptions,
+    with_log: bool,
+) -> Result<App, HeadlessError> {
     let prompts = PromptLibrary::load(options.llm.prompts.as_deref())?;
     let map_path = options
         .map

@@ -546,7 +546,7 @@ impl ResponseCache {
     }
 
     /// An empty cache that is never written to disk.
-    pub fn in_memory_with_limits(limits: CacheLimits) -> Self {
+    pub(crate) fn in_memory_with_limits(limits: CacheLimits) -> Self {
         Self {
             inner: Mutex::new(CacheInner::new(limits)),
         }
@@ -583,7 +583,7 @@ impl ResponseCache {
 
     /// Loads the cache file at `path` (creating it if absent) and appends new entries to it.
     /// A file already past `limits.file_bytes` is compacted at once.
-    pub fn open_with_limits(
+    pub(crate) fn open_with_limits(
         path: impl AsRef<Path>,
         limits: CacheLimits,
     ) -> Result<(Self, CacheLoadReport), CacheError> {

@@ -506,7 +506,7 @@ impl LlmClient {
 
     /// [`LlmClient::ask`] streamed: text deltas go to `deltas` as they arrive (a cached answer
     /// is sent as one delta). Nothing is cached until [`LlmClient::keep`].
-    pub async fn ask_stream(
+    pub(crate) async fn ask_stream(
         &self,
         request: ChatRequest,
         deltas: async_channel::Sender<String>,

@@ -617,7 +617,7 @@ impl LlmConfigLayer {
     }
 
     /// Reads a JSON config file.
-    pub fn from_json_file(path: &Path) -> Result<Self, ConfigError> {
+    pub(crate) fn from_json_file(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::File {
             path: path.to_owned(),
             source,
@@ -851,12 +851,12 @@ impl LlmConfig {
     }
 
     /// Whether an HTTP server is configured (a base URL or an API key).
-    pub fn has_http_config(&self) -> bool {
+    pub(crate) fn has_http_config(&self) -> bool {
         self.base_url.is_some() || self.api_key.is_some() || self.has_pool()
     }
 
     /// The base URL the HTTP backend uses: the configured one, or [`DEFAULT_BASE_URL`].
-    pub fn effective_base_url(&self) -> &str {
+    pub(crate) fn effective_base_url(&self) -> &str {
         self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL)
     }
 

@@ -300,14 +300,14 @@ impl From<LlmError> for AttemptError {
 
 /// Keys shorter than this are not searched for in answers (they would match ordinary words);
 /// error text is scrubbed of any key.
-pub const MIN_REDACTED_KEY_BYTES: usize = 8;
+pub(crate) const MIN_REDACTED_KEY_BYTES: usize = 8;
 
 /// What a key quoted by the server becomes in an answer.
-pub const REDACTED: &str = "***";
+pub(crate) const REDACTED: &str = "***";
 
 /// `text` with every occurrence of `key` replaced by [`REDACTED`] (keys shorter than
 /// [`MIN_REDACTED_KEY_BYTES`] are left alone).
-pub fn redact_key(text: String, key: &str) -> String {
+pub(crate) fn redact_key(text: String, key: &str) -> String {
     if key.len() < MIN_REDACTED_KEY_BYTES || !text.contains(key) {
         return text;
     }

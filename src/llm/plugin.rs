@@ -25,7 +25,7 @@ pub struct LlmPlugin {
 
 impl LlmPlugin {
     /// Builds the client from `config` instead of the environment.
-    pub fn with_config(config: LlmConfig) -> Self {
+    pub(crate) fn with_config(config: LlmConfig) -> Self {
         Self {
             config: Some(config),
         }

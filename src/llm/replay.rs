@@ -91,7 +91,7 @@ impl ReplayBackend {
     }
 
     /// Sends prompts that were not recorded to `fallback` instead of failing.
-    pub fn with_fallback(mut self, fallback: Arc<dyn LlmBackend>) -> Self {
+    pub(crate) fn with_fallback(mut self, fallback: Arc<dyn LlmBackend>) -> Self {
         self.fallback = Some(fallback);
         self
     }

@@ -94,7 +94,7 @@ pub struct ScriptedBackend {
 
 /// Where scripted responders record that they had to guess: no rule or word of the prompt
 /// decided the answer, so a documented tie-break picked it. Shared between a
-/// [`ScriptedBackend`] and the responders that capture it ([`ScriptedBackend::guess_log`]);
+/// [`ScriptedBackend`] and the responders that capture it (`ScriptedBackend::guess_log`);
 /// the client's hook (installed through [`LlmBackend::set_guess_hook`]) counts each guess
 /// under its prompt kind.
 #[derive(Default)]
@@ -276,7 +276,7 @@ impl ScriptedBackend {
     }
 
     /// The log that responders capture to record their guesses (see [`ScriptGuesses`]).
-    pub fn guess_log(&self) -> Arc<ScriptGuesses> {
+    pub(crate) fn guess_log(&self) -> Arc<ScriptGuesses> {
         Arc::clone(&self.guesses)
     }
 

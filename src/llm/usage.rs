@@ -155,7 +155,7 @@ impl UsageCounters {
     }
 
     /// Records an answer the scripted backend had to guess.
-    pub fn record_guess(&self, kind: &str) {
+    pub(crate) fn record_guess(&self, kind: &str) {
         self.update(kind, |u| u.guesses += 1);
     }
 

@@ -38,7 +38,7 @@ pub(crate) struct Columns {
 /// A 64-bit fingerprint of an (s, p, o) triple (FNV-1a over the three parts with separators),
 /// the same in every run. Equal triples have equal fingerprints; a match is confirmed on the
 /// strings.
-pub fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
+pub(crate) fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut hash = OFFSET;

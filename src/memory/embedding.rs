@@ -85,9 +85,9 @@ pub enum RelevancePrecision {
 /// From this many int8 numbers on (2²³, about 21,800 rows of 384 dims) the quantised scan is
 /// split over up to [`MAX_SCAN_THREADS`] threads: one core cannot pull memory as fast as two
 /// can, and below this size starting a thread (tens of microseconds) is not worth it.
-pub const PARALLEL_SCAN_MIN_ELEMENTS: usize = 1 << 23;
+pub(crate) const PARALLEL_SCAN_MIN_ELEMENTS: usize = 1 << 23;
 /// Most threads one relevance scan uses (memory bandwidth stops growing after a few cores).
-pub const MAX_SCAN_THREADS: usize = 4;
+pub(crate) const MAX_SCAN_THREADS: usize = 4;
 
 /// Threads a quantised scan over `elements` numbers uses (see [`PARALLEL_SCAN_MIN_ELEMENTS`]).
 fn scan_threads(elements: usize) -> usize {
@@ -107,7 +107,7 @@ fn scan_threads(elements: usize) -> usize {
 /// tail of a persona's last chunk is at most 255 rows, and those are only address space until a
 /// row is written into them (the allocator hands out blocks this large as untouched pages).
 /// A power of two, so finding a row's chunk is a shift.
-pub const CHUNK_ROWS: usize = 256;
+pub(crate) const CHUNK_ROWS: usize = 256;
 /// Rows the first chunk starts with; it doubles from there up to [`CHUNK_ROWS`].
 const FIRST_CHUNK_ROWS: usize = 8;
 

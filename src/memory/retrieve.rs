@@ -107,7 +107,7 @@ impl Default for RetrievalParams {
 
 impl RetrievalParams {
     /// The effective weights: global weight × persona multiplier.
-    pub fn effective_weights(&self) -> RetrievalWeights {
+    pub(crate) fn effective_weights(&self) -> RetrievalWeights {
         RetrievalWeights {
             recency: self.weights.recency * self.recency_w,
             relevance: self.weights.relevance * self.relevance_w,

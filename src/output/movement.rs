@@ -13,7 +13,7 @@
 //! float, so a deterministic run gives a byte-identical file. Lines are written whole, in
 //! chunks, straight into the file, and [`MovementLog::flush`] writes and syncs everything
 //! recorded (the run flushes at every save and every few seconds), so after a crash the file
-//! is a valid log up to the last flush or later. [`MovementLog::continue_at`] continues it
+//! is a valid log up to the last flush or later. `MovementLog::continue_at` continues it
 //! when the run is resumed from a save.
 //!
 //! Reading ([`read_movement_log`]) validates as it goes — JSON shape, consecutive steps,
@@ -34,7 +34,7 @@ use crate::persona::{ActionView, Body, Persona};
 use crate::world::{ActionAddress, TileCoord};
 
 /// A chat as the log stores it: `(speaker, line)` pairs.
-pub type ChatLines = Vec<(String, String)>;
+pub(crate) type ChatLines = Vec<(String, String)>;
 
 /// Everything the log shows of one persona at one step.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

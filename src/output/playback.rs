@@ -38,7 +38,7 @@ use crate::persona::{ActionView, Body, Persona};
 use crate::world::ActionAddress;
 
 /// The step length assumed when neither the log (one line) nor a save says otherwise.
-pub const DEFAULT_SEC_PER_STEP: u32 = 10;
+pub(crate) const DEFAULT_SEC_PER_STEP: u32 = 10;
 
 /// Marks a persona spawned by the [`ReplayPlugin`]: it only shows what the log recorded and
 /// has no mind (the inspector says so instead of showing an empty one).
@@ -119,7 +119,7 @@ pub struct ReplayPlayback {
 impl ReplayPlayback {
     /// Prepares `log` (read from the run folder `dir`) for playing. The step length is the
     /// log's own (the time between its first two lines), else `sec_per_step` (the run's save),
-    /// else [`DEFAULT_SEC_PER_STEP`]. Fails, naming `dir/movement.jsonl`, on an empty log or one
+    /// else `DEFAULT_SEC_PER_STEP`. Fails, naming `dir/movement.jsonl`, on an empty log or one
     /// whose lines do not replay.
     pub fn new(
         dir: impl Into<PathBuf>,
@@ -212,7 +212,7 @@ impl ReplayPlayback {
 
     /// The clock just after the first line's step, stopping after the last line's, with the
     /// speed and mode of `current`.
-    pub fn start_clock(&self, current: &SimClock) -> SimClock {
+    pub(crate) fn start_clock(&self, current: &SimClock) -> SimClock {
         let first = self.lines.first().map_or(0, |l| l.step);
         let last = self.lines.last().map_or(first, |l| l.step);
         let mut clock = SimClock::resumed(self.start, self.sec_per_step, first.saturating_add(1))

@@ -26,11 +26,12 @@ use crate::output::{MovementLogData, RunSummary, read_movement_log};
 use crate::persist::PersistError;
 
 /// The HTML report's file name in the run folder.
-pub const REPORT_HTML: &str = "report.html";
+pub(crate) const REPORT_HTML: &str = "report.html";
 /// The numbers' file name in the run folder.
-pub const REPORT_JSON: &str = "report.json";
+pub(crate) const REPORT_JSON: &str = "report.json";
 /// The folder (inside the run folder) holding the charts.
-pub const IMAGES_DIR: &str = "report";
+#[cfg(feature = "charts")]
+pub(crate) const IMAGES_DIR: &str = "report";
 
 /// A kind of activity, for colours and totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -54,7 +55,7 @@ pub enum Category {
 
 impl Category {
     /// Every category, in legend order.
-    pub const ALL: [Category; 7] = [
+    pub(crate) const ALL: [Category; 7] = [
         Category::Sleep,
         Category::Routine,
         Category::Meal,
@@ -180,7 +181,7 @@ impl Category {
 
 /// One stretch of a persona's log with the same action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// When it started.
     pub start: NaiveDateTime,
     /// When the next action started (or the log ended).

@@ -1,6 +1,6 @@
 //! `smallville run`: simulate N game hours headless and write the run's files.
 //!
-//! [`run`] builds the same app as the headless demo ([`build_headless_app`]: the town, its
+//! [`run`] builds the same app as the headless demo (`build_headless_app`: the town, its
 //! personas, the agent plugins, the chosen LLM backend), puts the clock in the requested
 //! [`TimeMode`] at maximum speed, records the [`MovementLog`] at the end of every step and
 //! updates the app until `hours × 360` steps have run. In Lockstep a step waits for every
@@ -50,11 +50,11 @@ use crate::world::TownMap;
 use chrono::NaiveDateTime;
 
 /// The movement log's file name in the output folder.
-pub const MOVEMENT_FILE: &str = "movement.jsonl";
+pub(crate) const MOVEMENT_FILE: &str = "movement.jsonl";
 /// The summary's file name in the output folder.
-pub const SUMMARY_FILE: &str = "summary.json";
+pub(crate) const SUMMARY_FILE: &str = "summary.json";
 /// The LLM accounting's file name in the output folder.
-pub const USAGE_FILE: &str = "usage.json";
+pub(crate) const USAGE_FILE: &str = "usage.json";
 
 /// `usage.json`: the LLM accounting ([`UsageReport`]'s fields at the top level) and the
 /// prompts that were asked.
@@ -157,7 +157,7 @@ pub struct RunOptions {
 }
 
 /// What a [`RunSetup`] calls: adds to the app, or says why the run cannot start.
-pub type RunSetupFn = dyn Fn(&mut App) -> Result<(), String> + Send + Sync;
+pub(crate) type RunSetupFn = dyn Fn(&mut App) -> Result<(), String> + Send + Sync;
 
 /// A hook that adds to a run's app before it starts: see [`RunOptions::setup`].
 #[derive(Clone)]

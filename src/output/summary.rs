@@ -144,7 +144,7 @@ impl PersonaSummary {
 }
 
 /// Summarises every persona in `world`, by name.
-pub fn summarise_personas(world: &mut World) -> BTreeMap<String, PersonaSummary> {
+pub(crate) fn summarise_personas(world: &mut World) -> BTreeMap<String, PersonaSummary> {
     let mut query = world.query_filtered::<(&Name, &Diary, &Mind, &Body), With<Persona>>();
     query
         .iter(world)

@@ -59,7 +59,7 @@ pub fn client_with_cache_mode(
 
 /// A client over `backend` that appends every answer to `path` (created when missing; entries
 /// already there are reused).
-pub fn recording_client(
+pub(crate) fn recording_client(
     backend: Arc<dyn LlmBackend>,
     path: &Path,
     concurrency: usize,
@@ -74,7 +74,7 @@ pub fn recording_client(
 /// A client that answers only from the recording at `path` (read, never written). Prompts that
 /// were not recorded go to `fallback` if given (tests pass a counting backend to prove it is
 /// never called), else fail.
-pub fn replay_client(
+pub(crate) fn replay_client(
     path: &Path,
     fallback: Option<Arc<dyn LlmBackend>>,
 ) -> Result<LlmClient, PersistError> {

@@ -77,9 +77,9 @@ pub struct EmbeddingInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SaveMeta {
-    /// Always [`FORMAT_NAME`].
+    /// Always `FORMAT_NAME`.
     pub format: String,
-    /// [`FORMAT_VERSION`] of the writer.
+    /// `FORMAT_VERSION` of the writer.
     pub format_version: u32,
     /// The crate version that wrote it.
     pub crate_version: String,

@@ -42,7 +42,7 @@ pub enum SaveIntegrity {
 /// The content of `manifest.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// `MANIFEST_ALGORITHM`.
     pub algorithm: String,
     /// Lower-case hex checksum per file, by path relative to the save with `/` separators.
@@ -93,7 +93,7 @@ fn edited(file: PathBuf, why: &str) -> PersistError {
 
 /// Checks the files `expected` (relative to `root`) against `root/manifest.json`; the first
 /// difference is an error naming the file.
-pub fn verify(root: &Path, expected: &[PathBuf]) -> Result<(), PersistError> {
+pub(crate) fn verify(root: &Path, expected: &[PathBuf]) -> Result<(), PersistError> {
     let manifest_path = root.join(MANIFEST_FILE);
     let size = std::fs::metadata(&manifest_path).map(|m| m.len());
     match size {

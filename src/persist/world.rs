@@ -538,7 +538,7 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
     Ok(())
 }
 
-/// Builds a headless app (as [`build_headless_app`](crate::headless::build_headless_app) does)
+/// Builds a headless app (as `build_headless_app` does)
 /// from the save in `dir`: its map (or `map_override`), its personas and clock, the LLM from
 /// `llm` (or `client` when given), in Lockstep at maximum speed.
 pub fn build_app_from_save(

@@ -216,7 +216,7 @@ impl PersonaSheet {
 
     /// Checks the name the way a save will need it (see [`check_persona_name`]), so a run never
     /// simulates for hours to fail at its save.
-    pub fn check_name(&self) -> Result<(), String> {
+    pub(crate) fn check_name(&self) -> Result<(), String> {
         check_persona_name(&self.name).map_err(|reason| format!("field `name`: {reason}"))
     }
 

@@ -16,8 +16,8 @@
 //! backend can score options by likelihood, that is used instead of free generation.
 //!
 //! Someone may want to *see* an answer while it is generated (the game types a persona's line
-//! as the model speaks it). [`run_prompt_watched`] runs the same pipeline through
-//! [`LlmClient::chat_stream`] and hands every text delta to an [`AnswerWatcher`]. Watching is
+//! as the model speaks it). `run_prompt_watched` runs the same pipeline through
+//! [`LlmClient::chat_stream`] and hands every text delta to an `AnswerWatcher`. Watching is
 //! display only: the watcher sees raw attempts (including ones that are then rejected), and the
 //! parsed, validated value is still the only truth.
 //!
@@ -123,20 +123,20 @@ impl PromptContext {
     }
 
     /// Sets the retries (builder style).
-    pub fn with_retries(mut self, retries: u32) -> Self {
+    pub(crate) fn with_retries(mut self, retries: u32) -> Self {
         self.retries = retries;
         self
     }
 
     /// This context, writing every failed model call down in `log` (a thought's own log: the
     /// loop reports them to the game as `ModelCallFailed`).
-    pub fn with_failure_log(mut self, log: FailureLog) -> Self {
+    pub(crate) fn with_failure_log(mut self, log: FailureLog) -> Self {
         self.failures = Some(log);
         self
     }
 
     /// Writes `failure` down in the failure log, if the context has one.
-    pub fn record_failure(&self, failure: ModelFailure) {
+    pub(crate) fn record_failure(&self, failure: ModelFailure) {
         if let Some(log) = &self.failures {
             log.push(failure);
         }
@@ -157,7 +157,7 @@ pub enum FailureReason {
 
 /// A model call that ended in a fail-safe (or an embedding that failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModelFailure {
+pub(crate) struct ModelFailure {
     /// The prompt kind ([`Prompt::kind`], or [`EMBED_KIND`](crate::llm::EMBED_KIND)).
     pub kind: &'static str,
     /// What went wrong last.
@@ -170,7 +170,7 @@ pub struct ModelFailure {
 /// [`run_prompt`] through a [`PromptContext::with_failure_log`] and read when the thought
 /// lands. Bounded: past [`FailureLog::CAPACITY`] entries further failures are counted only.
 #[derive(Debug, Clone, Default)]
-pub struct FailureLog(Arc<Mutex<FailureEntries>>);
+pub(crate) struct FailureLog(Arc<Mutex<FailureEntries>>);
 
 #[derive(Debug, Default)]
 struct FailureEntries {
@@ -180,7 +180,7 @@ struct FailureEntries {
 
 impl FailureLog {
     /// Entries kept; a thought makes a few dozen calls, so this is only hit by a runaway loop.
-    pub const CAPACITY: usize = 256;
+    pub(crate) const CAPACITY: usize = 256;
 
     /// Writes `failure` down (or counts it, when full).
     pub fn push(&self, failure: ModelFailure) {
@@ -215,7 +215,7 @@ pub struct PromptOutcome<T> {
 ///
 /// Display only: what it is shown may be rejected by the parser, and the value
 /// [`run_prompt_watched`] returns is what counts.
-pub trait AnswerWatcher: Send {
+pub(crate) trait AnswerWatcher: Send {
     /// Attempt number `attempt` (0 for the first) starts: the text of earlier attempts is void.
     fn attempt_started(&mut self, attempt: u32);
     /// More text of the current attempt arrived.
@@ -240,7 +240,7 @@ pub async fn run_prompt<P: Prompt>(ctx: &PromptContext, prompt: &P) -> PromptOut
 /// it ends; the persona is the enclosing `thought` or `conversation` span's), closed by a
 /// `debug!` line: `RUST_LOG=bevy_generative_agents=debug` shows them. When that level is off the
 /// clock is not even read.
-pub async fn run_prompt_watched<P: Prompt>(
+pub(crate) async fn run_prompt_watched<P: Prompt>(
     ctx: &PromptContext,
     prompt: &P,
     watcher: Option<&mut dyn AnswerWatcher>,

@@ -42,7 +42,7 @@ pub struct PromptProvenance {
 
 impl PromptProvenance {
     /// One line for people: `v1 (compiled-in)` or `v1 with 2 overrides: a.txt (sha256 1a2b3c4d…), …`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.overrides.is_empty() {
             return format!("{} (compiled-in)", self.version);
         }
@@ -169,7 +169,7 @@ impl PromptLibrary {
     ///
     /// Placeholders in the header are documentation and are not checked. Hidden files (a
     /// leading `.`, as editors leave) are skipped. The files that changed a template are
-    /// recorded with their SHA-256 ([`PromptLibrary::provenance`]); a file whose text equals
+    /// recorded with their SHA-256 (`PromptLibrary::provenance`); a file whose text equals
     /// the template it would replace changes nothing and is not recorded.
     pub fn with_overrides_from_dir(mut self, dir: impl AsRef<Path>) -> Result<Self, TemplateError> {
         let dir = dir.as_ref();
@@ -232,7 +232,7 @@ impl PromptLibrary {
     }
 
     /// The version and the override files, as saves, `usage.json` and reports record them.
-    pub fn provenance(&self) -> PromptProvenance {
+    pub(crate) fn provenance(&self) -> PromptProvenance {
         PromptProvenance {
             version: self.version().to_owned(),
             overrides: self.overrides.to_vec(),

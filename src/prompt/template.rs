@@ -181,7 +181,7 @@ embedded_templates![
 ///
 /// Starts from the templates compiled into the crate; a game overrides any of them from a
 /// folder of edited files with [`PromptLibrary::with_overrides_from_dir`] (checked, and
-/// recorded in [`PromptLibrary::provenance`]), or adds and replaces templates in code with
+/// recorded in `PromptLibrary::provenance`), or adds and replaces templates in code with
 /// [`PromptLibrary::insert`].
 #[derive(Resource, Debug, Clone)]
 pub struct PromptLibrary {

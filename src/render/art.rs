@@ -6,9 +6,9 @@
 //! personas look different, with no art files to license.
 
 /// Side of one sprite frame in pixels (one map tile).
-pub const FRAME: u32 = 32;
+pub(crate) const FRAME: u32 = 32;
 /// Walk frames per facing: standing, left foot forward, right foot forward.
-pub const FRAMES_PER_FACING: u32 = 3;
+pub(crate) const FRAMES_PER_FACING: u32 = 3;
 
 /// Which way a persona looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -26,11 +26,11 @@ pub enum Facing {
 
 impl Facing {
     /// All facings, in sprite-sheet row order.
-    pub const ALL: [Facing; 4] = [Facing::Down, Facing::Left, Facing::Right, Facing::Up];
+    pub(crate) const ALL: [Facing; 4] = [Facing::Down, Facing::Left, Facing::Right, Facing::Up];
 
     /// The facing of a step by `(dx, dy)` tiles (y down, as on the map); `None` for no move.
     /// Horizontal wins a diagonal, since side views read best while walking.
-    pub fn of_step(dx: f32, dy: f32) -> Option<Facing> {
+    pub(crate) fn of_step(dx: f32, dy: f32) -> Option<Facing> {
         if dx.abs() < 1e-3 && dy.abs() < 1e-3 {
             return None;
         }
@@ -58,13 +58,13 @@ impl Facing {
     }
 
     /// The sprite-sheet frame index for this facing and walk frame (`frame % 3`).
-    pub fn atlas_index(self, frame: u32) -> usize {
+    pub(crate) fn atlas_index(self, frame: u32) -> usize {
         (self.row() * FRAMES_PER_FACING + frame % FRAMES_PER_FACING) as usize
     }
 }
 
 /// An RGBA colour.
-pub type Rgba = [u8; 4];
+pub(crate) type Rgba = [u8; 4];
 
 const SKINS: [Rgba; 6] = [
     [255, 219, 180, 255],
@@ -143,7 +143,7 @@ fn fnv1a(text: &str) -> u64 {
 
 impl Look {
     /// The look of the persona called `name`.
-    pub fn from_name(name: &str) -> Self {
+    pub(crate) fn from_name(name: &str) -> Self {
         let mut h = fnv1a(name);
         let mut pick = |n: usize| {
             let i = (h % n as u64) as usize;
@@ -165,7 +165,7 @@ impl Look {
     }
 
     /// The shirt colour as linear-free sRGB floats, for tinting the name label.
-    pub fn shirt_srgb(&self) -> [f32; 3] {
+    pub(crate) fn shirt_srgb(&self) -> [f32; 3] {
         [
             self.shirt[0] as f32 / 255.0,
             self.shirt[1] as f32 / 255.0,
@@ -216,7 +216,7 @@ impl Canvas {
     }
 
     /// Fills the rectangle `[x0, x1) × [y0, y1)`.
-    pub fn rect(&mut self, x0: i32, y0: i32, x1: i32, y1: i32, c: Rgba) {
+    pub(crate) fn rect(&mut self, x0: i32, y0: i32, x1: i32, y1: i32, c: Rgba) {
         for y in y0..y1 {
             for x in x0..x1 {
                 self.put(x, y, c);
@@ -225,7 +225,7 @@ impl Canvas {
     }
 
     /// Paints `c` on every transparent pixel next to an opaque one (a one-pixel outline).
-    pub fn outline(&mut self, c: Rgba) {
+    pub(crate) fn outline(&mut self, c: Rgba) {
         let src = self.clone();
         for y in 0..self.height as i32 {
             for x in 0..self.width as i32 {
@@ -243,7 +243,7 @@ impl Canvas {
     }
 
     /// Copies `src` with its top-left corner at `(x, y)`.
-    pub fn blit(&mut self, src: &Canvas, x: i32, y: i32) {
+    pub(crate) fn blit(&mut self, src: &Canvas, x: i32, y: i32) {
         for sy in 0..src.height as i32 {
             for sx in 0..src.width as i32 {
                 let c = src.get(sx, sy);
@@ -407,7 +407,7 @@ pub fn character_sheet(look: &Look) -> Canvas {
 }
 
 /// Corner radius of the bubble frame, also its nine-slice border.
-pub const BUBBLE_CORNER: u32 = 6;
+pub(crate) const BUBBLE_CORNER: u32 = 6;
 
 /// A rounded white rectangle with a dark border (`size × size`), to nine-slice behind bubbles.
 pub fn bubble_frame(size: u32, fill: Rgba, border: Rgba) -> Canvas {
@@ -433,7 +433,7 @@ pub fn bubble_frame(size: u32, fill: Rgba, border: Rgba) -> Canvas {
 }
 
 /// An ellipse outline (`width × height`) drawn under the selected persona's feet.
-pub fn selection_ring(width: u32, height: u32, colour: Rgba) -> Canvas {
+pub(crate) fn selection_ring(width: u32, height: u32, colour: Rgba) -> Canvas {
     let mut c = Canvas::new(width, height);
     let (a, b) = (width as f32 / 2.0, height as f32 / 2.0);
     for y in 0..height {

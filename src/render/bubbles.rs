@@ -37,13 +37,13 @@ use crate::persona::{ActionView, Mind, Persona};
 use crate::settings::AgentSettings;
 
 /// Characters typed per real second in dialogue bubbles.
-pub const TYPE_CHARS_PER_SEC: f32 = 40.0;
+pub(crate) const TYPE_CHARS_PER_SEC: f32 = 40.0;
 /// Seconds a finished line stays up before the next one starts.
-pub const LINE_HOLD_SECS: f32 = 1.6;
+pub(crate) const LINE_HOLD_SECS: f32 = 1.6;
 /// Widest a dialogue bubble's text gets before it wraps (world units).
-pub const CHAT_WRAP_WIDTH: f32 = 190.0;
+pub(crate) const CHAT_WRAP_WIDTH: f32 = 190.0;
 /// At most this many characters of `act_pronunciatio` are shown (models sometimes ramble).
-pub const MAX_EMOJI_CHARS: usize = 6;
+pub(crate) const MAX_EMOJI_CHARS: usize = 6;
 
 /// The colour emoji font, if one was found. Without it emoji fall back to the default font.
 #[derive(Resource, Debug, Clone, Default)]
@@ -55,7 +55,7 @@ pub struct EmojiFont {
 }
 
 /// Where to look for a colour emoji font, first match wins.
-pub fn emoji_font_candidates() -> Vec<PathBuf> {
+pub(crate) fn emoji_font_candidates() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Ok(path) = std::env::var("SMALLVILLE_EMOJI_FONT")
         && !path.is_empty()
@@ -77,7 +77,7 @@ pub fn emoji_font_candidates() -> Vec<PathBuf> {
 }
 
 /// Whether `bytes` look like an OpenType/TrueType font file.
-pub fn is_font_file(bytes: &[u8]) -> bool {
+pub(crate) fn is_font_file(bytes: &[u8]) -> bool {
     matches!(
         bytes.get(..4),
         Some([0, 1, 0, 0]) | Some(b"OTTO") | Some(b"true") | Some(b"ttcf")
@@ -91,7 +91,7 @@ pub fn is_font_file(bytes: &[u8]) -> bool {
 /// letters). Models write all of those ("☕️", "eating 🍝"), so only pictographs, symbols and
 /// skin-tone modifiers are kept; joined sequences fall apart into their parts ("🧑‍🍳" → "🧑🍳")
 /// rather than risk an unjoined joiner.
-pub fn bubble_emoji(text: &str) -> String {
+pub(crate) fn bubble_emoji(text: &str) -> String {
     text.chars()
         .filter(|&c| is_drawable_emoji(c))
         .take(MAX_EMOJI_CHARS)
@@ -99,7 +99,7 @@ pub fn bubble_emoji(text: &str) -> String {
 }
 
 /// Whether `c` is a pictograph or symbol with its own image in a colour emoji font.
-pub fn is_drawable_emoji(c: char) -> bool {
+pub(crate) fn is_drawable_emoji(c: char) -> bool {
     matches!(c,
         '\u{1F000}'..='\u{1FAFF}'   // pictographs, emoticons, transport, flags' letters, tones
         | '\u{2600}'..='\u{27BF}'   // miscellaneous symbols and dingbats (☕ ⚽ ✂)
@@ -176,7 +176,7 @@ fn typed_chars(elapsed: f32, chars_per_sec: f32, chars: usize) -> usize {
 /// The chat a persona's dialogue bubble plays: its conversation's stream while it is spoken,
 /// else the chat of its action.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BubbleChat {
+pub(crate) struct BubbleChat {
     /// The lines, `(speaker, line)`.
     pub lines: Vec<(String, String)>,
     /// Whether the last line is still arriving.
@@ -185,7 +185,7 @@ pub struct BubbleChat {
 
 impl BubbleChat {
     /// The conversation's first line once it is finished (its key; see [`follow_chat`]).
-    pub fn first_finished(&self) -> Option<&(String, String)> {
+    pub(crate) fn first_finished(&self) -> Option<&(String, String)> {
         if self.open && self.lines.len() == 1 {
             None
         } else {
@@ -197,7 +197,10 @@ impl BubbleChat {
 /// What `view`'s persona's bubble plays: `live` — the [`ChatStream`] of a conversation the
 /// persona is in, with the speaker's name — while there is one (the finished lines, then the
 /// partial line when something of it has arrived), else the landed chat of its action.
-pub fn bubble_chat(view: &ActionView, live: Option<(&ChatStream, &str)>) -> Option<BubbleChat> {
+pub(crate) fn bubble_chat(
+    view: &ActionView,
+    live: Option<(&ChatStream, &str)>,
+) -> Option<BubbleChat> {
     if let Some((stream, speaker)) = live {
         let mut lines = stream.lines.clone();
         let open = !stream.partial.trim().is_empty();
@@ -217,7 +220,7 @@ pub fn bubble_chat(view: &ActionView, live: Option<(&ChatStream, &str)>) -> Opti
 /// stands (a stream turning into the landed chat included); a different one starts over, as
 /// does a conversation still on its first line over a playback that has a key. A playback
 /// without a key yet (fresh, or typing a streamed first line) takes the chat's.
-pub fn follow_chat(state: &mut ChatPlayback, chat: &BubbleChat) {
+pub(crate) fn follow_chat(state: &mut ChatPlayback, chat: &BubbleChat) {
     let first = chat.first_finished();
     let same = match (&state.first_line, first) {
         (Some(shown), Some(first)) => shown == first,
@@ -585,7 +588,7 @@ fn play_chats(
 /// keycap mark and tag characters. The emoji font has no image for them (which Bevy's text
 /// treats as fatal) and the default font draws them as boxes, so dialogue drops them; joined
 /// sequences fall apart into their parts, as in [`bubble_emoji`].
-pub fn is_emoji_joiner(c: char) -> bool {
+pub(crate) fn is_emoji_joiner(c: char) -> bool {
     matches!(c,
         '\u{200D}' | '\u{FE00}'..='\u{FE0F}' | '\u{20E3}' | '\u{E0020}'..='\u{E007F}')
 }
@@ -593,7 +596,7 @@ pub fn is_emoji_joiner(c: char) -> bool {
 /// Splits a dialogue line into runs for the default font (`false`) and runs of emoji for the
 /// colour emoji font (`true`, only characters it draws: [`is_drawable_emoji`]); emoji joiners
 /// are dropped ([`is_emoji_joiner`]).
-pub fn chat_runs(text: &str) -> Vec<(String, bool)> {
+pub(crate) fn chat_runs(text: &str) -> Vec<(String, bool)> {
     let mut runs: Vec<(String, bool)> = Vec::new();
     for c in text.chars().filter(|&c| !is_emoji_joiner(c)) {
         let emoji = is_drawable_emoji(c);

@@ -17,11 +17,11 @@ use crate::world::{TileCoord, TownMap};
 pub struct GameCamera;
 
 /// Zoom limits (orthographic scale: world units per screen pixel).
-pub const MIN_SCALE: f32 = 0.25;
+pub(crate) const MIN_SCALE: f32 = 0.25;
 /// Zoom limits (orthographic scale: world units per screen pixel).
-pub const MAX_SCALE: f32 = 4.0;
+pub(crate) const MAX_SCALE: f32 = 4.0;
 /// Width the inspector panel takes on the right of the window (logical pixels).
-pub const INSPECTOR_WIDTH: f32 = 330.0;
+pub(crate) const INSPECTOR_WIDTH: f32 = 330.0;
 /// Pixels the pointer may move between press and release and still count as a click.
 const CLICK_SLOP: f32 = 4.0;
 
@@ -72,7 +72,7 @@ fn spawn_camera(mut commands: Commands, map: Option<Res<TownMap>>) {
 }
 
 /// The centre of a set of points (`None` when empty).
-pub fn centroid(points: impl IntoIterator<Item = Vec2>) -> Option<Vec2> {
+pub(crate) fn centroid(points: impl IntoIterator<Item = Vec2>) -> Option<Vec2> {
     let (sum, n) = points
         .into_iter()
         .fold((Vec2::ZERO, 0u32), |(s, n), p| (s + p, n + 1));
@@ -81,7 +81,7 @@ pub fn centroid(points: impl IntoIterator<Item = Vec2>) -> Option<Vec2> {
 
 /// A centre for the first view: the centroid of the largest group of `points` that fits in a
 /// view of `half_extents` (half width, half height) around it. `None` when there are no points.
-pub fn best_frame(points: &[Vec2], half_extents: Vec2) -> Option<Vec2> {
+pub(crate) fn best_frame(points: &[Vec2], half_extents: Vec2) -> Option<Vec2> {
     let inside = |c: Vec2, p: Vec2| {
         (p.x - c.x).abs() <= half_extents.x && (p.y - c.y).abs() <= half_extents.y
     };
@@ -180,7 +180,7 @@ fn pan_with_keys(
 }
 
 /// The new orthographic scale after `lines` wheel notches (positive zooms in).
-pub fn zoomed_scale(scale: f32, lines: f32) -> f32 {
+pub(crate) fn zoomed_scale(scale: f32, lines: f32) -> f32 {
     (scale * 0.85f32.powf(lines)).clamp(MIN_SCALE, MAX_SCALE)
 }
 
@@ -297,7 +297,7 @@ fn follow_selected(
 /// The camera centre nearest to `centre` that keeps a view of `half_view` (half width, half
 /// height) inside the box `min..max`; along an axis where the box is smaller than the view, the
 /// box's middle.
-pub fn clamp_to_bounds(centre: Vec2, half_view: Vec2, min: Vec2, max: Vec2) -> Vec2 {
+pub(crate) fn clamp_to_bounds(centre: Vec2, half_view: Vec2, min: Vec2, max: Vec2) -> Vec2 {
     let axis = |c: f32, h: f32, lo: f32, hi: f32| {
         if hi - lo <= 2.0 * h {
             (lo + hi) / 2.0

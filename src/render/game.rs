@@ -434,7 +434,7 @@ impl SimFrameTime {
     }
 
     /// The mean over every frame measured.
-    pub fn overall_mean_ms(&self) -> f64 {
+    pub(crate) fn overall_mean_ms(&self) -> f64 {
         if self.frames == 0 {
             0.0
         } else {

@@ -17,7 +17,7 @@ use crate::llm::{LlmClient, UsageReport};
 use crate::output::ReplayPlayback;
 
 /// Seconds a [`HudToast`] stays up (errors twice as long).
-pub const TOAST_SECS: f32 = 6.0;
+pub(crate) const TOAST_SECS: f32 = 6.0;
 
 /// A short message at the end of the HUD bar, e.g. "saved to … at step N".
 #[derive(Resource, Debug, Clone, Default, PartialEq)]
@@ -93,7 +93,7 @@ pub fn speed_for_key(key: KeyCode) -> Option<SpeedShortcut> {
 }
 
 /// Applies a shortcut to the clock; `resume_to` remembers the speed to return to after a pause.
-pub fn apply_speed_shortcut(
+pub(crate) fn apply_speed_shortcut(
     clock: &mut SimClock,
     resume_to: &mut SimSpeed,
     shortcut: SpeedShortcut,
@@ -225,7 +225,7 @@ fn refresh_status(
 }
 
 /// A compact token count: 950, 12.3k, 4.5M.
-pub fn compact_count(n: u64) -> String {
+pub(crate) fn compact_count(n: u64) -> String {
     match n {
         0..1_000 => n.to_string(),
         1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),

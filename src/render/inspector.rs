@@ -32,7 +32,7 @@ use crate::output::ReplayActor;
 use crate::persona::{ActionView, Body, Diary, Mind, Persona, ScheduleItem};
 
 /// Memories kept in a snapshot (the most recent ones).
-pub const SNAPSHOT_MEMORIES: usize = 14;
+pub(crate) const SNAPSHOT_MEMORIES: usize = 14;
 /// Real seconds between snapshot refreshes of one persona.
 const SNAPSHOT_EVERY_SECS: f32 = 0.5;
 
@@ -86,7 +86,7 @@ pub fn current_schedule_index(schedule: &[ScheduleItem], minute_of_day: u32) -> 
 
 /// The schedule items to list: `before` items before the current one to `after` after it (the
 /// first items when nothing is current), within `0..len`.
-pub fn schedule_window(
+pub(crate) fn schedule_window(
     len: usize,
     current: Option<usize>,
     before: usize,
@@ -99,13 +99,13 @@ pub fn schedule_window(
 }
 
 /// `HH:MM` of a minute of the day.
-pub fn clock_label(minute_of_day: u32) -> String {
+pub(crate) fn clock_label(minute_of_day: u32) -> String {
     format!("{:02}:{:02}", (minute_of_day / 60) % 24, minute_of_day % 60)
 }
 
 /// Conversations grouped by partner: `(partner, count, last summary, last start)`, most recent
 /// first.
-pub fn relationships(diary: &Diary) -> Vec<(String, usize, String, NaiveDateTime)> {
+pub(crate) fn relationships(diary: &Diary) -> Vec<(String, usize, String, NaiveDateTime)> {
     let mut by: BTreeMap<&str, (usize, &str, NaiveDateTime)> = BTreeMap::new();
     for c in &diary.conversations {
         let entry = by.entry(c.with.as_str()).or_insert((0, "", c.start));

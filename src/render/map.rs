@@ -107,7 +107,7 @@ fn sector_colour(sector: &str) -> Color {
 }
 
 /// Reads and decodes a tileset image, with nearest-neighbour sampling for crisp pixels.
-pub fn load_tileset_image(tileset: &TilesetInfo) -> Result<Image, TilesetImageError> {
+pub(crate) fn load_tileset_image(tileset: &TilesetInfo) -> Result<Image, TilesetImageError> {
     let path = tileset
         .image
         .as_ref()

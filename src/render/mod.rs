@@ -75,22 +75,22 @@ use bevy::prelude::*;
 use crate::world::TileCoord;
 
 /// Pixel size of a map tile in world units. Tile maps with another tile size are scaled to it.
-pub const TILE_PX: f32 = 32.0;
+pub(crate) const TILE_PX: f32 = 32.0;
 
 /// Drawing order (z) of the game's layers.
 pub mod z {
     /// The first tile layer; each further layer is one higher.
-    pub const MAP: f32 = 0.0;
+    pub(crate) const MAP: f32 = 0.0;
     /// Personas (a little is added by row, so lower personas draw in front).
-    pub const PERSONAS: f32 = 10.0;
+    pub(crate) const PERSONAS: f32 = 10.0;
     /// Name labels.
-    pub const LABELS: f32 = 20.0;
+    pub(crate) const LABELS: f32 = 20.0;
     /// Emoji, thinking and dialogue bubbles.
-    pub const BUBBLES: f32 = 30.0;
+    pub(crate) const BUBBLES: f32 = 30.0;
 }
 
 /// The world position of the centre of tile `c`.
-pub fn tile_to_world(c: TileCoord) -> Vec2 {
+pub(crate) fn tile_to_world(c: TileCoord) -> Vec2 {
     Vec2::new(c.x as f32 * TILE_PX, -(c.y as f32) * TILE_PX)
 }
 

@@ -34,7 +34,7 @@ impl Default for NightFastForward {
 
 impl NightFastForward {
     /// Whether the clock is being fast-forwarded now.
-    pub fn active(&self) -> bool {
+    pub(crate) fn active(&self) -> bool {
         self.restore.is_some()
     }
 

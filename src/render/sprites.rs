@@ -352,7 +352,7 @@ fn show_selection(
 
 /// The name shown under a sprite: the first name, plus a trailing number if the full name has
 /// one (so the copies in a generated crowd stay apart).
-pub fn short_name(full: &str) -> String {
+pub(crate) fn short_name(full: &str) -> String {
     let mut words = full.split_whitespace();
     let first = words.next().unwrap_or_default();
     match words.last() {
@@ -362,7 +362,7 @@ pub fn short_name(full: &str) -> String {
 }
 
 /// The persona whose sprite is nearest to `point` (world units), within `radius`.
-pub fn pick_persona(
+pub(crate) fn pick_persona(
     point: Vec2,
     radius: f32,
     personas: impl IntoIterator<Item = (Entity, Vec2)>,

@@ -28,7 +28,7 @@ pub const PLAYER: &str = "Player";
 /// The most characters one message may have (the box stops taking more).
 pub const MAX_MESSAGE_CHARS: usize = 2_000;
 /// Earlier turns of the session shown above the current one.
-pub const SHOWN_TURNS: usize = 4;
+pub(crate) const SHOWN_TURNS: usize = 4;
 
 /// The talk box's draft and mode.
 #[derive(Resource, Debug, Clone, Default, PartialEq, Eq)]

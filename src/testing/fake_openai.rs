@@ -47,17 +47,17 @@ use crate::llm::{
 use crate::prompt::PromptLibrary;
 
 /// Produces the assistant's text for a chat-completion request body.
-pub type AnswerFn = dyn Fn(&Value) -> String + Send + Sync;
+pub(crate) type AnswerFn = dyn Fn(&Value) -> String + Send + Sync;
 
 /// Produces the embedding of one input text.
-pub type EmbedFn = dyn Fn(&str) -> Vec<f32> + Send + Sync;
+pub(crate) type EmbedFn = dyn Fn(&str) -> Vec<f32> + Send + Sync;
 
 /// Names the persona (or any group) a request belongs to, for [`FakeOpenAi::tag_counts`].
-pub type TagFn = dyn Fn(&RecordedRequest) -> Option<String> + Send + Sync;
+pub(crate) type TagFn = dyn Fn(&RecordedRequest) -> Option<String> + Send + Sync;
 
 /// Takes over request number `n` (0-based, in arrival order) with a raw reply, or returns
 /// `None` to let the server answer normally.
-pub type ScriptFn = dyn Fn(usize, &RecordedRequest) -> Option<FakeReply> + Send + Sync;
+pub(crate) type ScriptFn = dyn Fn(usize, &RecordedRequest) -> Option<FakeReply> + Send + Sync;
 
 /// The largest request (head and body) the server reads; larger requests get a 413.
 const MAX_REQUEST_BYTES: usize = 16 << 20;

@@ -134,7 +134,7 @@ pub enum ResolveLevel {
 
 impl ResolveLevel {
     /// Whether resolution had to fall back.
-    pub fn is_fallback(self) -> bool {
+    pub(crate) fn is_fallback(self) -> bool {
         self != Self::Exact
     }
 }
