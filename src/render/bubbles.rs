@@ -15,6 +15,9 @@
 //!   a line are drawn in colour: the line is split into spans ([`chat_runs`]), the emoji ones
 //!   in the emoji font (Bevy's text has no per-glyph fallback to it here, and one span would
 //!   tint the emoji with the text colour);
+//! - a **group line** (SPEC §8, [`GroupLineSpoken`]) in the speaker's dialogue bubble, typed at
+//!   the same pace and held as long as a chat line, unless the persona is speaking in a
+//!   one-to-one conversation; an emoji reply is a bubble holding only the emoji, in colour;
 //! - a **💭 marker** while a persona's mind is checked out to a model call in
 //!   [`TimeMode::Realtime`], once it has been pending for
 //!   [`AgentSettings::thinking_marker_after_secs`] (never over a replay's
@@ -32,6 +35,7 @@ use super::sprites::{PersonaSprite, canvas_image};
 use super::z;
 use crate::clock::{AwaitingCognition, SimClock, TimeMode};
 use crate::cognition::ChatStream;
+use crate::group::GroupLineSpoken;
 use crate::output::ReplayActor;
 use crate::persona::{ActionView, Mind, Persona};
 use crate::settings::AgentSettings;
@@ -44,6 +48,41 @@ pub(crate) const LINE_HOLD_SECS: f32 = 1.6;
 pub(crate) const CHAT_WRAP_WIDTH: f32 = 190.0;
 /// At most this many characters of `act_pronunciatio` are shown (models sometimes ramble).
 pub(crate) const MAX_EMOJI_CHARS: usize = 6;
+
+/// The latest group line each persona said, and the real seconds since it was said.
+#[derive(Resource, Debug, Default)]
+pub(crate) struct GroupSpeech(HashMap<Entity, (String, f32)>);
+
+/// How much of a group line `elapsed` real seconds after it was said is shown: typed at
+/// [`TYPE_CHARS_PER_SEC`], then held [`LINE_HOLD_SECS`]; `None` once it is over.
+pub(crate) fn group_line_shown(line: &str, elapsed: f32) -> Option<String> {
+    let chars = line.chars().count();
+    let typing = chars as f32 / TYPE_CHARS_PER_SEC;
+    (elapsed >= 0.0 && elapsed < typing + LINE_HOLD_SECS && chars > 0).then(|| {
+        line.chars()
+            .take(typed_chars(elapsed, TYPE_CHARS_PER_SEC, chars))
+            .collect()
+    })
+}
+
+/// Ages the group lines on screen and takes in the newly said ones (a persona's new line
+/// replaces its last).
+fn hear_group_lines(
+    time: Res<Time>,
+    mut said: MessageReader<GroupLineSpoken>,
+    mut speech: ResMut<GroupSpeech>,
+) {
+    let dt = time.delta_secs();
+    speech.0.retain(|_, (line, elapsed)| {
+        *elapsed += dt;
+        group_line_shown(line, *elapsed).is_some()
+    });
+    for line in said.read() {
+        if let Some(persona) = line.persona {
+            speech.0.insert(persona, (line.text.clone(), 0.0));
+        }
+    }
+}
 
 /// The colour emoji font, if one was found. Without it emoji fall back to the default font.
 #[derive(Resource, Debug, Clone, Default)]
@@ -288,6 +327,8 @@ pub struct BubblesPlugin;
 impl Plugin for BubblesPlugin {
     fn build(&self, app: &mut App) {
         app.init_resource::<EmojiFont>()
+            .init_resource::<GroupSpeech>()
+            .add_message::<GroupLineSpoken>()
             .add_systems(Startup, (load_emoji_font, setup_bubble_frame))
             .add_systems(
                 Update,
@@ -295,6 +336,7 @@ impl Plugin for BubblesPlugin {
                     attach_bubbles,
                     update_emoji_bubbles,
                     update_thinking_markers,
+                    hear_group_lines,
                     play_chats,
                     draw_chat_lines,
                 )
@@ -500,6 +542,7 @@ fn play_chats(
     time: Res<Time>,
     mut personas: Query<(Entity, &Name, &ActionView, &mut ChatPlayback), With<Persona>>,
     live: Query<&ChatStream>,
+    group: Res<GroupSpeech>,
     children: Query<&Children>,
     mut bubbles: Query<&mut Visibility, With<ChatBubble>>,
     mut lines: Query<&mut ChatLine>,
@@ -556,6 +599,14 @@ fn play_chats(
         let entry = speaking.entry(speaker).or_default();
         if typed.chars().count() > entry.chars().count() {
             *entry = typed;
+        }
+    }
+    // A group line shows where no one-to-one line is being spoken.
+    for (persona, (line, elapsed)) in &group.0 {
+        if !speaking.contains_key(persona)
+            && let Some(shown) = group_line_shown(line, *elapsed)
+        {
+            speaking.insert(*persona, shown);
         }
     }
     for (entity, _, _, _) in &personas {
@@ -968,6 +1019,53 @@ mod tests {
         app.world_mut().entity_mut(text).insert(ChatLine::default());
         app.update();
         assert!(spans_of(&mut app, text).is_empty());
+    }
+
+    #[test]
+    fn a_group_line_is_typed_held_and_gone() {
+        let line = "Has anyone tried the new bread? 🍞";
+        let chars = line.chars().count();
+        assert_eq!(group_line_shown(line, 0.0).as_deref(), Some(""));
+        let half = group_line_shown(line, chars as f32 / 2.0 / TYPE_CHARS_PER_SEC).expect("typing");
+        assert!(half.chars().count() >= chars / 2 - 1 && half.chars().count() <= chars / 2 + 1);
+        assert!(line.starts_with(&half));
+        let typed = chars as f32 / TYPE_CHARS_PER_SEC;
+        assert_eq!(group_line_shown(line, typed + 0.1).as_deref(), Some(line));
+        assert_eq!(group_line_shown(line, typed + LINE_HOLD_SECS + 0.01), None);
+        assert_eq!(group_line_shown("", 0.0), None);
+        assert_eq!(group_line_shown("👍", 0.5).as_deref(), Some("👍"));
+    }
+
+    #[test]
+    fn group_lines_show_in_the_speakers_bubble_and_one_to_one_lines_win() {
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins)
+            .init_resource::<GroupSpeech>()
+            .add_message::<GroupLineSpoken>()
+            .add_systems(Update, hear_group_lines);
+        let speaker = app.world_mut().spawn_empty().id();
+        app.world_mut().write_message(GroupLineSpoken {
+            stream: crate::group::StreamKey::Arena("t:cafe:counter".into()),
+            seq: 1,
+            speaker: "Ana".into(),
+            persona: Some(speaker),
+            text: "🎉".into(),
+            emoji: true,
+            time: chrono::NaiveDateTime::default(),
+        });
+        app.world_mut().write_message(GroupLineSpoken {
+            stream: crate::group::StreamKey::Channel("board".into()),
+            seq: 2,
+            speaker: "the mayor".into(),
+            persona: None,
+            text: "Market on Sunday".into(),
+            emoji: false,
+            time: chrono::NaiveDateTime::default(),
+        });
+        app.update();
+        let speech = app.world().resource::<GroupSpeech>();
+        assert_eq!(speech.0.len(), 1, "a post by game code has no bubble");
+        assert_eq!(speech.0.get(&speaker).map(|(t, _)| t.as_str()), Some("🎉"));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! town) to see what it is up to — `currently`, the current action and its address, today's
 //! schedule with the current item highlighted (decomposed sub-tasks included), recent memories
 //! with their poignancy and type, the chat it is in (while it is still being spoken, from its
-//! [`ChatStream`], the line in progress in italics), and who it has talked to.
+//! [`ChatStream`], the line in progress in italics), its group conversations (SPEC §8: the social
+//! state, and per stream the sub-flow's state, interest and willingness, with the stream's
+//! latest lines), and who it has talked to.
 //!
 //! A persona's [`Mind`] is away while it thinks, so the panel reads a [`MindSnapshot`] refreshed
 //! whenever the mind is home, and says when it is showing an older one. A replay's personas
@@ -27,6 +29,7 @@ use super::talk::{Talk, TalkBox, TalkView};
 use crate::clock::SimClock;
 use crate::cognition::ChatStream;
 use crate::dialogue::DialogueSessions;
+use crate::group::{ChatState, GroupAttention, GroupStreams, StreamKey};
 use crate::memory::NodeKind;
 use crate::output::ReplayActor;
 use crate::persona::{ActionView, Body, Diary, Mind, Persona, ScheduleItem};
@@ -264,11 +267,11 @@ fn draw_inspector(
             &Mind,
             Option<&MindSnapshot>,
             &Diary,
-            (&Body, Has<ReplayActor>),
+            (&Body, Has<ReplayActor>, Option<&GroupAttention>),
         ),
         With<Persona>,
     >,
-    streams: Query<&ChatStream>,
+    (streams, groups): (Query<&ChatStream>, Option<Res<GroupStreams>>),
     mut talk: Talk,
 ) -> Result {
     let ctx = contexts.ctx_mut()?.clone();
@@ -309,7 +312,7 @@ fn draw_inspector(
         .show(&mut root, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 ui.heading("Personas");
-                for (entity, name, view, mind, _, _, (_, replayed)) in &list {
+                for (entity, name, view, mind, _, _, (_, replayed, _)) in &list {
                     persona_row(
                         ui,
                         &mut selected,
@@ -320,8 +323,15 @@ fn draw_inspector(
                     );
                 }
                 ui.separator();
-                let Some((selected_entity, name, view, mind, snapshot, diary, (body, replayed))) =
-                    selected.entity.and_then(|e| list.iter().find(|p| p.0 == e))
+                let Some((
+                    selected_entity,
+                    name,
+                    view,
+                    mind,
+                    snapshot,
+                    diary,
+                    (body, replayed, group),
+                )) = selected.entity.and_then(|e| list.iter().find(|p| p.0 == e))
                 else {
                     ui.label("Click a persona in the town or in this list (Tab cycles).");
                     talk.clear();
@@ -344,6 +354,9 @@ fn draw_inspector(
                 mind_lines(ui, mind, snap, view);
 
                 conversation(ui, view, live, name_of);
+                if let Some(group) = group {
+                    group_section(ui, group, groups.as_deref());
+                }
 
                 ui.separator();
                 talk.section(ui, *selected_entity, name.as_str());
@@ -520,6 +533,81 @@ fn memories_section(ui: &mut egui::Ui, snap: &MindSnapshot) {
         });
 }
 
+/// One sub-flow as the inspector shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct GroupRow {
+    /// The stream: an arena's name, or `#channel`.
+    pub stream: StreamKey,
+    pub state: ChatState,
+    pub interest: f32,
+    pub willingness: f32,
+}
+
+/// The persona's sub-flows, the closely followed first, then the casually followed, then the
+/// absent ones; by stream within a state.
+pub(crate) fn group_rows(group: &GroupAttention) -> Vec<GroupRow> {
+    let mut rows: Vec<GroupRow> = group
+        .attention
+        .flows
+        .iter()
+        .map(|(stream, flow)| GroupRow {
+            stream: stream.clone(),
+            state: flow.state,
+            interest: flow.interest,
+            willingness: flow.willingness,
+        })
+        .collect();
+    rows.sort_by(|a, b| b.state.cmp(&a.state).then_with(|| a.stream.cmp(&b.stream)));
+    rows
+}
+
+fn state_label(state: ChatState) -> &'static str {
+    match state {
+        ChatState::Focused => "FOCUSED",
+        ChatState::Chat => "CHAT",
+        ChatState::Absent => "ABSENT",
+    }
+}
+
+/// The social state and the sub-flows, each with its stream's latest lines while followed.
+fn group_section(ui: &mut egui::Ui, group: &GroupAttention, streams: Option<&GroupStreams>) {
+    let rows = group_rows(group);
+    egui::CollapsingHeader::new("Group conversations")
+        .default_open(true)
+        .show(ui, |ui| {
+            ui.label(
+                egui::RichText::new(format!("Social state: {:?}", group.attention.social)).small(),
+            );
+            for row in &rows {
+                ui.label(
+                    egui::RichText::new(format!(
+                        "{} — {}  interest {:.1} · willingness {:.2}",
+                        row.stream.label(),
+                        state_label(row.state),
+                        row.interest,
+                        row.willingness
+                    ))
+                    .strong(),
+                );
+                if row.state == ChatState::Absent {
+                    continue;
+                }
+                let Some(stream) = streams.and_then(|s| s.get(&row.stream)) else {
+                    continue;
+                };
+                let skip = stream.lines.len().saturating_sub(3);
+                for line in stream.lines.iter().skip(skip) {
+                    ui.label(
+                        egui::RichText::new(format!("{}: {}", line.speaker, line.text)).small(),
+                    );
+                }
+            }
+            if rows.is_empty() {
+                ui.label("(in no group conversation)");
+            }
+        });
+}
+
 /// Whom the persona has talked to, how often, and the last summary.
 fn relationships_section(ui: &mut egui::Ui, diary: &Diary) {
     egui::CollapsingHeader::new("Has talked to")
@@ -622,6 +710,39 @@ mod tests {
         assert_eq!(schedule_window(38, Some(36), 2, 9), 34..38);
         assert_eq!(schedule_window(5, None, 2, 9), 0..5);
         assert_eq!(schedule_window(0, None, 2, 9), 0..0);
+    }
+
+    #[test]
+    fn group_rows_put_the_closely_followed_first() {
+        use crate::group::SubFlow;
+        let mut group = GroupAttention::default();
+        for (name, state, interest) in [
+            ("t:cafe:counter", ChatState::Chat, 2.0),
+            ("t:park:bench", ChatState::Absent, 0.5),
+            ("t:pub:bar", ChatState::Focused, 6.0),
+        ] {
+            group.attention.flows.insert(
+                StreamKey::Arena(name.into()),
+                SubFlow {
+                    state,
+                    interest,
+                    ..SubFlow::default()
+                },
+            );
+        }
+        let rows = group_rows(&group);
+        let order: Vec<(String, ChatState)> =
+            rows.iter().map(|r| (r.stream.label(), r.state)).collect();
+        assert_eq!(
+            order,
+            [
+                ("bar".to_string(), ChatState::Focused),
+                ("counter".to_string(), ChatState::Chat),
+                ("bench".to_string(), ChatState::Absent),
+            ]
+        );
+        assert_eq!(rows[0].interest, 6.0);
+        assert!(group_rows(&GroupAttention::default()).is_empty());
     }
 
     #[test]
