@@ -595,6 +595,11 @@ mod loopback {
         let later = (now + chrono::Duration::minutes(30))
             .format("%Y-%m-%d %H:%M")
             .to_string();
+        // The replanned item's time: far enough ahead that the game clock, which runs on at
+        // max speed while the director waits for the loopback server, cannot pass it first.
+        let replanned = (now + chrono::Duration::hours(3))
+            .format("%Y-%m-%d %H:%M")
+            .to_string();
         script.push(
             "director_plan",
             &[json!({"steps": [
@@ -616,7 +621,7 @@ mod loopback {
         script.push(
             "director_replan",
             &[json!({"steps": [
-                {"id": 4, "skill": "add_schedule_item", "args": {"persona": "Ada Lee", "task": "tasting", "place": "Lantern Cafe", "time": later, "minutes": 60}, "depends_on": [1]}
+                {"id": 4, "skill": "add_schedule_item", "args": {"persona": "Ada Lee", "task": "tasting", "place": "Lantern Cafe", "time": replanned, "minutes": 60}, "depends_on": [1]}
             ]})],
         );
         send(
