@@ -123,6 +123,9 @@ struct Hour {
     lines: Vec<(String, String, usize)>,
     /// Messages of moves.
     moves: Vec<(String, ChatState, ChatState)>,
+    /// Every line said in any stream while the clock ran, with its stream (the last frame may
+    /// run past the window, so a stream's own 60 latest lines may no longer hold the first).
+    said: Vec<(StreamKey, String, String)>,
 }
 
 /// Steps the clock `steps` times, checking the invariants at every step and collecting the
@@ -146,6 +149,8 @@ fn run_hour(cafe: &mut Cafe, steps: usize) -> Hour {
             .get(&StreamKey::Arena(CAFE.to_string()))
             .map_or(0, |s| s.members.len());
         for line in lines.read(world.resource::<Messages<GroupLineSpoken>>()) {
+            hour.said
+                .push((line.stream.clone(), line.speaker.clone(), line.text.clone()));
             // A frame may take several steps: lines past the window are not this hour's.
             if line.persona.is_some() && line.time < end_time {
                 hour.lines
@@ -359,18 +364,26 @@ fn a_channel_opened_by_game_code_is_heard_and_hostile_posts_are_refused() {
         .map(|r| r.why.clone())
         .collect();
     assert_eq!(refused.len(), 7, "{refused:?}");
-    run_hour(&mut cafe, 30);
-    let app = &mut cafe.app;
+    // The post is said in the first update; run_hour reads the messages of the frame before.
+    let hour = run_hour(&mut cafe, 30);
     let board = StreamKey::Channel("notice board".into());
-    let stream = app
-        .world()
-        .resource::<GroupStreams>()
-        .get(&board)
-        .cloned()
-        .expect("the channel is open");
+    assert!(
+        cafe.app
+            .world()
+            .resource::<GroupStreams>()
+            .get(&board)
+            .is_some(),
+        "the channel is open"
+    );
+    let on_board: Vec<&(StreamKey, String, String)> = hour
+        .said
+        .iter()
+        .filter(|(key, _, _)| *key == board)
+        .collect();
     assert_eq!(
-        stream.lines.front().map(|l| l.speaker.as_str()),
-        Some("Mayor")
+        on_board.first().map(|(_, speaker, _)| speaker.as_str()),
+        Some("Mayor"),
+        "the Mayor's post opens the board"
     );
     // Ada was named: she heard it, joined the channel and spoke there; what was said after
     // she joined is in her memory.
@@ -382,11 +395,10 @@ fn a_channel_opened_by_game_code_is_heard_and_hostile_posts_are_refused() {
         .and_then(|g| g.attention.flows.get(&board).cloned())
         .expect("Ada has a sub-flow for the board");
     assert_ne!(flow.state, ChatState::Absent, "{flow:?}");
-    let ada_lines: Vec<String> = stream
-        .lines
+    let ada_lines: Vec<String> = on_board
         .iter()
-        .filter(|l| l.speaker == "Ada Quill")
-        .map(|l| l.text.clone())
+        .filter(|(_, speaker, _)| speaker == "Ada Quill")
+        .map(|(_, _, text)| text.clone())
         .collect();
     assert!(!ada_lines.is_empty(), "Ada answered on the board");
     let holders = memories_holding(&mut cafe.app, &cafe.people, &ada_lines[0]);

@@ -303,6 +303,7 @@ struct Someone {
 }
 
 /// Who a persona is and what it remembers of recent chats, for a prompt.
+#[derive(Default)]
 struct Details {
     identity: String,
     memories: Vec<String>,
@@ -323,10 +324,7 @@ fn details(world: &World, someone: &Someone) -> Details {
                 .map(|n| n.description.clone())
                 .collect(),
         })
-        .unwrap_or(Details {
-            identity: String::new(),
-            memories: Vec::new(),
-        })
+        .unwrap_or_default()
 }
 
 /// The content words of who the persona is and what it does: what makes a line relevant.
@@ -394,192 +392,194 @@ pub(super) fn group_step(world: &mut World) {
     let retries = world
         .get_resource::<AgentSettings>()
         .map_or(3, |s| s.prompt_retries);
-    // The streams are read-only from here on: taken out of the world for the loop (no copy),
-    // put back after it.
-    let Some(streams) = world.remove_resource::<GroupStreams>() else {
-        return;
-    };
+    // The streams are read-only from here on: lent out of the world for the loop (no copy;
+    // the scope puts them back, change ticks and all, even if the loop unwinds).
     let names_by_entity: BTreeMap<Entity, String> =
         people.iter().map(|p| (p.entity, p.name.clone())).collect();
     let mut starts: Vec<(Entity, Call)> = Vec::new();
-    for someone in &people {
-        let Some(mut group) = world
-            .get_mut::<GroupAttention>(someone.entity)
-            .map(|mut g| std::mem::take(&mut *g))
-        else {
-            continue;
-        };
-        let mut moved: Vec<(StreamKey, Change)> = Vec::new();
-        // A stream the persona is no longer in is left.
-        for (key, flow) in &mut group.attention.flows {
-            let inside = streams.get(key).is_some_and(|s| s.reaches(someone.entity));
-            if !inside && flow.state != ChatState::Absent {
-                moved.push((key.clone(), flow.go(ChatState::Absent)));
+    let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
+        let streams: &GroupStreams = &streams;
+        for someone in &people {
+            let Some(mut group) = world
+                .get_mut::<GroupAttention>(someone.entity)
+                .map(|mut g| std::mem::take(&mut *g))
+            else {
+                continue;
+            };
+            let mut moved: Vec<(StreamKey, Change)> = Vec::new();
+            // A stream the persona is no longer in is left.
+            for (key, flow) in &mut group.attention.flows {
+                let inside = streams.get(key).is_some_and(|s| s.reaches(someone.entity));
+                if !inside && flow.state != ChatState::Absent {
+                    moved.push((key.clone(), flow.go(ChatState::Absent)));
+                }
             }
-        }
-        group.seen.retain(|key, _| streams.get(key).is_some());
-        group.cycles.retain(|key, _| {
+            group.seen.retain(|key, _| streams.get(key).is_some());
+            group.cycles.retain(|key, _| {
+                group
+                    .attention
+                    .flows
+                    .get(key)
+                    .is_some_and(|f| f.state == ChatState::Focused)
+            });
             group
                 .attention
                 .flows
-                .get(key)
-                .is_some_and(|f| f.state == ChatState::Focused)
-        });
-        group
-            .attention
-            .flows
-            .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
-        // 2. Memories, when the mind is home. A prompt this step sees the chats from before
-        // them (read now, only when there is something to store).
-        let mut details_now = (!group.pending.is_empty()).then(|| details(world, someone));
-        flush_memories(world, someone, &mut group, &settings);
-        // 3. Social state.
-        let social = if someone.asleep {
-            SocialState::Offline
-        } else {
-            group.social_for(&someone.activity)
-        };
-        moved.extend(group.attention.set_social(social));
-        // 4. Hearing.
-        let mut rng = heart_rng(&someone.name, step);
-        let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
-        let mut words: Option<BTreeSet<String>> = None;
-        for stream in streams.iter() {
-            if !stream.reaches(someone.entity) {
-                continue;
-            }
-            let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
-            let opened_now = opened.contains(&stream.key);
-            let flow = group.attention.flow(&stream.key);
-            if opened_now {
-                // Noticing the gathering is the first thing heard.
-                flow.hear(0.5, false, &settings.attention);
-            }
-            for line in stream.lines_after(seen) {
-                if line.persona == Some(someone.entity) {
+                .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
+            // 2. Memories, when the mind is home. A prompt this step sees the chats from before
+            // them (read now, only when there is something to store).
+            let mut details_now = (!group.pending.is_empty()).then(|| details(world, someone));
+            flush_memories(world, someone, &mut group, &settings);
+            // 3. Social state.
+            let social = if someone.asleep {
+                SocialState::Offline
+            } else {
+                group.social_for(&someone.activity)
+            };
+            moved.extend(group.attention.set_social(social));
+            // 4. Hearing.
+            let mut rng = heart_rng(&someone.name, step);
+            let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
+            let mut words: Option<BTreeSet<String>> = None;
+            for stream in streams.iter() {
+                if !stream.reaches(someone.entity) {
                     continue;
                 }
-                let named = names(&line.text, &someone.name, &someone.first_name);
-                let words = words.get_or_insert_with(|| {
-                    let details = details_now.get_or_insert_with(|| details(world, someone));
-                    persona_words(&details.identity, &someone.activity)
-                });
-                flow.hear(relevance(&line.text, words), named, &settings.attention);
-                // Each message may be answered, by a draw.
-                let draw: f32 = rng.random();
-                if flow.wants_to_reply(draw, &settings.attention) {
-                    reply_wins.insert(stream.key.clone());
+                let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
+                let opened_now = opened.contains(&stream.key);
+                let flow = group.attention.flow(&stream.key);
+                if opened_now {
+                    // Noticing the gathering is the first thing heard.
+                    flow.hear(0.5, false, &settings.attention);
+                }
+                for line in stream.lines_after(seen) {
+                    if line.persona == Some(someone.entity) {
+                        continue;
+                    }
+                    let named = names(&line.text, &someone.name, &someone.first_name);
+                    let words = words.get_or_insert_with(|| {
+                        let details = details_now.get_or_insert_with(|| details(world, someone));
+                        persona_words(&details.identity, &someone.activity)
+                    });
+                    flow.hear(relevance(&line.text, words), named, &settings.attention);
+                    // Each message may be answered, by a draw.
+                    let draw: f32 = rng.random();
+                    if flow.wants_to_reply(draw, &settings.attention) {
+                        reply_wins.insert(stream.key.clone());
+                    }
+                }
+                group.seen.insert(stream.key.clone(), stream.last_seq());
+            }
+            // 5. Time.
+            moved.extend(group.attention.tick(secs, &settings.attention, &mut rng));
+            // 6. At most one call.
+            // A focused stream's cycle is due once `focus_cycle_every` seconds have passed since
+            // the last, if another speaker said something since that cycle observed.
+            let mut observed: BTreeMap<StreamKey, Vec<String>> = BTreeMap::new();
+            for (key, flow) in &group.attention.flows {
+                if flow.state != ChatState::Focused {
+                    continue;
+                }
+                let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
+                if step < due {
+                    continue;
+                }
+                let Some(stream) = streams.get(key) else {
+                    continue;
+                };
+                let new: Vec<String> = stream
+                    .lines_after(looked)
+                    .filter(|l| l.persona != Some(someone.entity))
+                    .map(|l| format!("{}: {}", l.speaker, l.text))
+                    .collect();
+                if !new.is_empty() {
+                    observed.insert(key.clone(), new);
                 }
             }
-            group.seen.insert(stream.key.clone(), stream.last_seq());
-        }
-        // 5. Time.
-        moved.extend(group.attention.tick(secs, &settings.attention, &mut rng));
-        // 6. At most one call.
-        // A focused stream's cycle is due once `focus_cycle_every` seconds have passed since
-        // the last, if another speaker said something since that cycle observed.
-        let mut observed: BTreeMap<StreamKey, Vec<String>> = BTreeMap::new();
-        for (key, flow) in &group.attention.flows {
-            if flow.state != ChatState::Focused {
-                continue;
-            }
-            let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
-            if step < due {
-                continue;
-            }
-            let Some(stream) = streams.get(key) else {
-                continue;
+            let call = if someone.free && !someone.asleep && !someone.chatting {
+                choose_call(&group, &observed, &reply_wins)
+            } else {
+                None
             };
-            let new: Vec<String> = stream
-                .lines_after(looked)
-                .filter(|l| l.persona != Some(someone.entity))
-                .map(|l| format!("{}: {}", l.speaker, l.text))
-                .collect();
-            if !new.is_empty() {
-                observed.insert(key.clone(), new);
+            if let Some((CallKind::Focus, key)) = &call
+                && let Some(stream) = streams.get(key)
+            {
+                let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
+                group
+                    .cycles
+                    .insert(key.clone(), (stream.last_seq(), step + every));
             }
-        }
-        let call = if someone.free && !someone.asleep && !someone.chatting {
-            choose_call(&group, &observed, &reply_wins)
-        } else {
-            None
-        };
-        if let Some((CallKind::Focus, key)) = &call
-            && let Some(stream) = streams.get(key)
-        {
-            let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
-            group
-                .cycles
-                .insert(key.clone(), (stream.last_seq(), step + every));
-        }
-        if let (Some((kind, key)), Some(client), Some(library)) = (call, &client, &library)
-            && let Some(stream) = streams.get(&key)
-        {
-            let present: Vec<String> = stream
-                .members
-                .iter()
-                .filter(|e| **e != someone.entity)
-                .filter_map(|e| names_by_entity.get(e).cloned())
-                .collect();
-            let recent: Vec<String> = stream
-                .lines
-                .iter()
-                .rev()
-                .take(settings.recent_lines)
-                .rev()
-                .map(|l| format!("{}: {}", l.speaker, l.text))
-                .collect();
-            let seed = step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said;
-            let Details { identity, memories } = details_now
-                .take()
-                .unwrap_or_else(|| details(world, someone));
-            let scene = GroupScene {
-                name: someone.name.clone(),
-                first_name: someone.first_name.clone(),
-                identity,
-                activity: someone.activity.clone(),
-                place: place_of(&key),
-                recent,
-                present,
-                memories,
-                seed,
-            };
-            let failures = FailureLog::default();
-            let ctx = PromptContext::new(client.clone(), library.clone())
-                .with_retries(retries)
-                .with_affinity(&someone.name)
-                .with_failure_log(failures.clone());
-            let new_lines = observed.get(&key).cloned().unwrap_or_default();
-            let task = spawn_call(kind, ctx, scene, new_lines);
-            starts.push((
-                someone.entity,
-                Call {
-                    persona: Some(someone.entity),
+            if let (Some((kind, key)), Some(client), Some(library)) = (call, &client, &library)
+                && let Some(stream) = streams.get(&key)
+            {
+                let present: Vec<String> = stream
+                    .members
+                    .iter()
+                    .filter(|e| **e != someone.entity)
+                    .filter_map(|e| names_by_entity.get(e).cloned())
+                    .collect();
+                let recent: Vec<String> = stream
+                    .lines
+                    .iter()
+                    .rev()
+                    .take(settings.recent_lines)
+                    .rev()
+                    .map(|l| format!("{}: {}", l.speaker, l.text))
+                    .collect();
+                let seed = step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said;
+                let Details { identity, memories } = details_now
+                    .take()
+                    .unwrap_or_else(|| details(world, someone));
+                let scene = GroupScene {
                     name: someone.name.clone(),
-                    stream: key.clone(),
+                    first_name: someone.first_name.clone(),
+                    identity,
+                    activity: someone.activity.clone(),
                     place: place_of(&key),
-                    failures,
-                    task,
-                    done: None,
-                },
-            ));
-        }
-        for (stream, Change::Moved { from, to }) in moved {
-            if from != to {
-                changes.push(GroupAttentionChanged {
-                    persona: someone.entity,
-                    name: someone.name.clone(),
-                    stream,
-                    from,
-                    to,
-                });
+                    recent,
+                    present,
+                    memories,
+                    seed,
+                };
+                let failures = FailureLog::default();
+                let ctx = PromptContext::new(client.clone(), library.clone())
+                    .with_retries(retries)
+                    .with_affinity(&someone.name)
+                    .with_failure_log(failures.clone());
+                let new_lines = observed.get(&key).cloned().unwrap_or_default();
+                let task = spawn_call(kind, ctx, scene, new_lines);
+                starts.push((
+                    someone.entity,
+                    Call {
+                        persona: Some(someone.entity),
+                        name: someone.name.clone(),
+                        stream: key.clone(),
+                        place: place_of(&key),
+                        failures,
+                        task,
+                        done: None,
+                    },
+                ));
+            }
+            for (stream, Change::Moved { from, to }) in moved {
+                if from != to {
+                    changes.push(GroupAttentionChanged {
+                        persona: someone.entity,
+                        name: someone.name.clone(),
+                        stream,
+                        from,
+                        to,
+                    });
+                }
+            }
+            if let Some(mut slot) = world.get_mut::<GroupAttention>(someone.entity) {
+                *slot = group;
             }
         }
-        if let Some(mut slot) = world.get_mut::<GroupAttention>(someone.entity) {
-            *slot = group;
-        }
+    });
+    if lent.is_none() {
+        return;
     }
-    world.insert_resource(streams);
     for (entity, call) in starts {
         world
             .entity_mut(entity)

@@ -1037,7 +1037,7 @@ mod tests {
     }
 
     #[test]
-    fn group_lines_show_in_the_speakers_bubble_and_one_to_one_lines_win() {
+    fn a_personas_group_line_is_kept_for_its_bubble_and_a_game_post_is_not() {
         let mut app = App::new();
         app.add_plugins(MinimalPlugins)
             .init_resource::<GroupSpeech>()
