@@ -6,8 +6,10 @@
 //!
 //! Write a [`DialogueRequest`] message: [`DialogueRequest::say`] (a message from a named
 //! speaker), [`DialogueRequest::whisper`] (an inner voice: stored as a thought with a poignancy,
-//! expiring after 30 days) or [`DialogueRequest::interview`] (a stateless question: nothing is
-//! written to memory, only read-only tools). The answer arrives as outcome events — each an
+//! expiring after 30 days), [`DialogueRequest::interview`] (a stateless question: nothing is
+//! written to memory, only read-only tools) or [`DialogueRequest::to_group`] (said into the
+//! group conversation around the persona, where the listeners' attention decides who answers:
+//! see [`group`](crate::group); one to one when there is none). The answer arrives as outcome events — each an
 //! [`EntityEvent`] on the persona (observers) and a [`Message`]:
 //!
 //! | event | fires when | carries |
@@ -57,6 +59,7 @@ mod turn;
 
 pub use control::{Appointment, Appointments, ControlError};
 pub use grammar::tool_call_grammar;
+pub(crate) use serve::run_read_only_tool;
 pub use serve::{DialogueSessions, DialogueStream, SessionTurn};
 pub use tools::{
     AppDialogueExt, BUILT_IN_TOOLS, ToolAllowList, ToolCall, ToolError, ToolHandler, ToolRegistry,
@@ -81,7 +84,17 @@ pub enum DialogueMode {
     Whisper(String),
     /// A stateless question: answered from memory, nothing written, read-only tools only.
     Interview(String),
+    /// Said to the persona and everyone in the group conversation around it (SPEC §8): the
+    /// line goes into that stream, where the attention of each listener decides who answers.
+    /// Routed by the group conversations ([`GroupTalkRouted`]); a persona in no group
+    /// conversation, or an app without them, answers it one to one like [`DialogueMode::Say`].
+    ToGroup(String),
 }
+
+/// Present when a plugin routes [`DialogueMode::ToGroup`] requests into group conversations
+/// (the group conversations' plugin inserts it). Without it such a request is a `Say`.
+#[derive(Resource, Debug, Clone, Copy, Default)]
+pub struct GroupTalkRouted;
 
 /// A message to a persona (write it with a `MessageWriter<DialogueRequest>`). Requests to one
 /// persona are answered one at a time, in order.
@@ -102,6 +115,16 @@ impl DialogueRequest {
             persona,
             speaker: speaker.into(),
             mode: DialogueMode::Say(text.into()),
+        }
+    }
+
+    /// `speaker` says `text` to `persona` and everyone in the group conversation around it
+    /// (one to one when there is none).
+    pub fn to_group(persona: Entity, speaker: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            persona,
+            speaker: speaker.into(),
+            mode: DialogueMode::ToGroup(text.into()),
         }
     }
 

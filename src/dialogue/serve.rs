@@ -31,8 +31,8 @@ use super::turn::{
     WorldReply, WorldRequest, minute_of, run_turn,
 };
 use super::{
-    DialogueMode, DialogueReplied, DialogueRequest, DialogueSettings, RefusalReason,
-    SpeakerProfiles, ToolCalled, ToolRefused,
+    DialogueMode, DialogueReplied, DialogueRequest, DialogueSettings, GroupTalkRouted,
+    RefusalReason, SpeakerProfiles, ToolCalled, ToolRefused,
 };
 
 /// One finished turn of a session.
@@ -106,8 +106,20 @@ pub(super) struct ActiveTurns(HashMap<Entity, ActiveTurn>);
 pub(super) fn queue_requests(
     mut requests: MessageReader<DialogueRequest>,
     mut queue: ResMut<DialogueQueue>,
+    routed: Option<Res<GroupTalkRouted>>,
 ) {
-    queue.0.extend(requests.read().cloned());
+    for request in requests.read() {
+        match &request.mode {
+            // The group conversations take it (and send back a `Say` if there is no group).
+            DialogueMode::ToGroup(_) if routed.is_some() => {}
+            DialogueMode::ToGroup(text) => queue.0.push_back(DialogueRequest::say(
+                request.persona,
+                request.speaker.clone(),
+                text.clone(),
+            )),
+            _ => queue.0.push_back(request.clone()),
+        }
+    }
 }
 
 /// How often a turn is polled and served per frame at most (a scripted backend finishes a whole
@@ -260,9 +272,10 @@ fn start_turns(world: &mut World) {
             span,
         ));
         let message = match &request.mode {
-            DialogueMode::Say(t) | DialogueMode::Whisper(t) | DialogueMode::Interview(t) => {
-                truncate_chars(t, 2_000).to_string()
-            }
+            DialogueMode::Say(t)
+            | DialogueMode::Whisper(t)
+            | DialogueMode::Interview(t)
+            | DialogueMode::ToGroup(t) => truncate_chars(t, 2_000).to_string(),
         };
         world.entity_mut(persona).insert((
             AwaitingCognition::new(step),
@@ -510,6 +523,70 @@ fn run_tool(
     };
     called(world, persona, request, name, args, result.clone());
     ToolAnswer::Ran(result)
+}
+
+/// Runs a read-only tool for `persona` outside a dialogue turn — the think step of a group
+/// conversation's focused cycle — with a turn's checks (registered, on the persona's
+/// allow-list, read-only, arguments matching the schema) and its outcome events
+/// ([`ToolCalled`], [`ToolRefused`]); `speaker` says where the persona thinks. Returns what
+/// the handler returned, or why the call did not run.
+pub(crate) fn run_read_only_tool(
+    world: &mut World,
+    persona: Entity,
+    speaker: &str,
+    name: &str,
+    args: Value,
+) -> Result<Result<Value, String>, RefusalReason> {
+    let checked = match world
+        .get_resource::<ToolRegistry>()
+        .and_then(|r| r.get(name).cloned())
+    {
+        None => Err(RefusalReason::Unknown),
+        Some(tool)
+            if !tool.spec.read_only
+                || !ToolAllowList::allows(world.get::<ToolAllowList>(persona), name) =>
+        {
+            Err(RefusalReason::NotAllowed)
+        }
+        Some(tool) => match (tool.check_args(&args), tool.handler) {
+            (Err(why), _) => Err(RefusalReason::BadArguments(why)),
+            (Ok(()), ToolHandler::System(id)) => Ok(id),
+            (Ok(()), ToolHandler::AddToSchedule) => Err(RefusalReason::NotAllowed),
+        },
+    };
+    let id = match checked {
+        Ok(id) => id,
+        Err(reason) => {
+            let event = ToolRefused {
+                persona,
+                speaker: speaker.to_string(),
+                tool: truncate_chars(name, 64).to_string(),
+                reason: reason.clone(),
+            };
+            world.trigger(event.clone());
+            world.write_message(event);
+            return Err(reason);
+        }
+    };
+    let call = ToolCall {
+        persona,
+        speaker: speaker.to_string(),
+        args: args.clone(),
+    };
+    let result = world
+        .run_system_with(id, call)
+        .unwrap_or_else(|error| Err(truncate_chars(&error.to_string(), 200).to_string()));
+    let event = ToolCalled {
+        persona,
+        speaker: speaker.to_string(),
+        tool: name.to_string(),
+        line: tool_line(name, &args, &result),
+        args,
+        result: result.clone(),
+    };
+    world.trigger(event.clone());
+    world.write_message(event);
+    Ok(result)
 }
 
 fn called(

@@ -324,7 +324,10 @@ pub(super) async fn run_turn(input: TurnInput, link: WorldLink) -> TurnOutcome {
     let ctx = input.ctx.clone().with_failure_log(log.clone());
     let mut outcome = match &input.mode {
         DialogueMode::Whisper(text) => whisper(&ctx, &input, &link, text).await,
-        DialogueMode::Say(text) => converse(&ctx, &input, &link, text, false).await,
+        // A group line reaches a turn only as a `Say` (see `queue_requests`).
+        DialogueMode::Say(text) | DialogueMode::ToGroup(text) => {
+            converse(&ctx, &input, &link, text, false).await
+        }
         DialogueMode::Interview(text) => converse(&ctx, &input, &link, text, true).await,
     };
     outcome.failures = log.take().0;

@@ -40,6 +40,10 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::clock::{AwaitingCognition, SimClock};
 use crate::cognition::ModelCallFailed;
+use crate::dialogue::prompts::truncate_chars;
+use crate::dialogue::{
+    DialogueMode, DialogueRequest, RefusalReason, ToolAllowList, ToolRegistry, run_read_only_tool,
+};
 use crate::llm::{EMBED_KIND, LlmClient};
 use crate::memory::{ChatLine, NewMemory};
 use crate::persona::{ChattingWith, Mind, Persona};
@@ -49,7 +53,7 @@ use crate::prompt::{
 use crate::settings::AgentSettings;
 
 use super::attention::{Change, ChatState};
-use super::prompts::{FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupScene};
+use super::prompts::{FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupScene, OfferedTool};
 use super::social::{Attention, SocialState};
 use super::stream::{
     GroupCommand, GroupStreams, MAX_CHANNELS, StreamKey, check_channel_name, check_post,
@@ -121,11 +125,23 @@ enum Landed {
     Replied(Option<Said>),
     /// A focused cycle: a line or emoji, or `no_reply`.
     Focused(Option<Said>),
+    /// A focused cycle that wants to look something up first: the tool runs in the world,
+    /// then the cycle is asked again.
+    LookUp(Box<LookUp>),
     /// A post from game code, embedded for the listeners' memories.
     Posted {
         seq: u64,
         embedding: Option<Vec<f32>>,
     },
+}
+
+/// A focused cycle's look-up, waiting for the world to run the tool.
+#[derive(Debug)]
+struct LookUp {
+    tool: String,
+    args: serde_json::Map<String, serde_json::Value>,
+    focus: GroupFocus,
+    ctx: PromptContext,
 }
 
 struct Call {
@@ -142,6 +158,38 @@ struct Call {
 /// Calls in flight.
 #[derive(Resource, Default)]
 pub(super) struct GroupCalls(Vec<Call>);
+
+/// `DialogueRequest::to_group` (the player's "to everyone here"): a post under the speaker's
+/// name into the arena stream the persona stands in, validated like any post; with no such
+/// stream the persona answers it one to one (a `Say`, next frame).
+pub(super) fn route_group_talk(
+    mut requests: MessageReader<DialogueRequest>,
+    streams: Res<GroupStreams>,
+    mut posts: MessageWriter<GroupCommand>,
+    mut commands: Commands,
+) {
+    for request in requests.read() {
+        let DialogueMode::ToGroup(text) = &request.mode else {
+            continue;
+        };
+        match streams.arena_stream_of(request.persona) {
+            Some(stream) => {
+                posts.write(GroupCommand::Post {
+                    stream: stream.key.clone(),
+                    speaker: request.speaker.clone(),
+                    text: text.clone(),
+                });
+            }
+            None => {
+                commands.write_message(DialogueRequest::say(
+                    request.persona,
+                    request.speaker.clone(),
+                    text.clone(),
+                ));
+            }
+        }
+    }
+}
 
 /// Game code's commands since the last step.
 #[expect(
@@ -547,7 +595,12 @@ pub(super) fn group_step(world: &mut World) {
                     .with_affinity(&someone.name)
                     .with_failure_log(failures.clone());
                 let new_lines = observed.get(&key).cloned().unwrap_or_default();
-                let task = spawn_call(kind, ctx, scene, new_lines);
+                let tools = if kind == CallKind::Focus && settings.think_with_tools {
+                    offered_tools(world, someone.entity)
+                } else {
+                    Vec::new()
+                };
+                let task = spawn_call(kind, ctx, scene, new_lines, tools);
                 starts.push((
                     someone.entity,
                     Call {
@@ -626,68 +679,147 @@ fn choose_call(
         .map(|key| (CallKind::Join, key))
 }
 
+/// The read-only tools `persona` may use (its allow-list, or the built-ins), for a focused
+/// cycle's think: at most eight, by name.
+fn offered_tools(world: &World, persona: Entity) -> Vec<OfferedTool> {
+    let Some(registry) = world.get_resource::<ToolRegistry>() else {
+        return Vec::new();
+    };
+    let allowed = world.get::<ToolAllowList>(persona);
+    registry
+        .iter()
+        .filter(|t| t.spec.read_only && ToolAllowList::allows(allowed, &t.spec.name))
+        .take(8)
+        .map(|t| OfferedTool {
+            name: t.spec.name.clone(),
+            description: t.spec.description.clone(),
+            example: t.spec.example.clone(),
+        })
+        .collect()
+}
+
+/// A line of the persona's, with the description its memory will have.
+fn said(name: &str, place: &str, text: String, emoji: bool) -> Said {
+    Said {
+        description: memory_description(name, place, &text),
+        text,
+        emoji,
+        embedding: None,
+    }
+}
+
+/// `said` with the embedding of its memory description (none when the embedding fails).
+async fn embedded(ctx: &PromptContext, mut said: Said) -> Said {
+    match ctx.client.embed_one(said.description.clone()).await {
+        Ok(vector) => said.embedding = Some(vector),
+        Err(_) => ctx.record_failure(ModelFailure {
+            kind: EMBED_KIND,
+            reason: FailureReason::Unusable,
+            attempts: 1,
+        }),
+    }
+    said
+}
+
+/// A focused cycle's call: a line, an emoji, quiet — or a look-up first.
+async fn focus_cycle(ctx: PromptContext, focus: GroupFocus) -> Landed {
+    let (name, place) = (focus.scene.name.clone(), focus.scene.place.clone());
+    let decision = run_prompt(&ctx, &focus).await.value;
+    match decision.plan {
+        FocusPlan::TextReply(text) => {
+            Landed::Focused(Some(embedded(&ctx, said(&name, &place, text, false)).await))
+        }
+        FocusPlan::EmojiReply(emoji) => {
+            Landed::Focused(Some(embedded(&ctx, said(&name, &place, emoji, true)).await))
+        }
+        FocusPlan::NoReply => Landed::Focused(None),
+        FocusPlan::UseTool { tool, args } => Landed::LookUp(Box::new(LookUp {
+            tool,
+            args,
+            focus,
+            ctx,
+        })),
+    }
+}
+
 /// Runs one call on the task pool.
 fn spawn_call(
     kind: CallKind,
     ctx: PromptContext,
     scene: GroupScene,
     new_lines: Vec<String>,
+    tools: Vec<OfferedTool>,
 ) -> Task<Landed> {
     AsyncComputeTaskPool::get().spawn(async move {
-        let name = scene.name.clone();
-        let place = scene.place.clone();
-        let said = |text: String, emoji: bool| {
-            let description = memory_description(&name, &place, &text);
-            Said {
-                text,
-                emoji,
-                description,
-                embedding: None,
-            }
-        };
-        let embed = |mut said: Said| {
-            let ctx = &ctx;
-            async move {
-                match ctx.client.embed_one(said.description.clone()).await {
-                    Ok(vector) => said.embedding = Some(vector),
-                    Err(_) => ctx.record_failure(ModelFailure {
-                        kind: EMBED_KIND,
-                        reason: FailureReason::Unusable,
-                        attempts: 1,
-                    }),
-                }
-                said
-            }
-        };
+        let (name, place) = (scene.name.clone(), scene.place.clone());
         match kind {
             CallKind::Join => {
                 let yes = run_prompt(&ctx, &GroupJoin(scene.clone())).await.value;
                 let mut opening = None;
                 if yes && let Some(text) = run_prompt(&ctx, &GroupReply(scene)).await.value {
-                    opening = Some(embed(said(text, false)).await);
+                    opening = Some(embedded(&ctx, said(&name, &place, text, false)).await);
                 }
                 Landed::Joined { yes, said: opening }
             }
             CallKind::Reply => match run_prompt(&ctx, &GroupReply(scene)).await.value {
-                Some(text) => Landed::Replied(Some(embed(said(text, false)).await)),
+                Some(text) => {
+                    Landed::Replied(Some(embedded(&ctx, said(&name, &place, text, false)).await))
+                }
                 None => Landed::Replied(None),
             },
             CallKind::Focus => {
-                let decision = run_prompt(&ctx, &GroupFocus { scene, new_lines })
-                    .await
-                    .value;
-                match decision.plan {
-                    FocusPlan::TextReply(text) => {
-                        Landed::Focused(Some(embed(said(text, false)).await))
-                    }
-                    FocusPlan::EmojiReply(emoji) => {
-                        Landed::Focused(Some(embed(said(emoji, true)).await))
-                    }
-                    FocusPlan::NoReply => Landed::Focused(None),
-                }
+                let focus = GroupFocus {
+                    scene,
+                    new_lines,
+                    tools,
+                    looked_up: None,
+                };
+                focus_cycle(ctx, focus).await
             }
         }
     })
+}
+
+/// Runs a focused cycle's look-up in the world (the dialogue's checks and outcome events) and
+/// asks the cycle again with what it found; the follow-up call keeps the persona busy.
+fn look_up(world: &mut World, call: &Call, look: LookUp) {
+    let Some(persona) = call.persona else {
+        return;
+    };
+    let LookUp {
+        tool,
+        args,
+        mut focus,
+        ctx,
+    } = look;
+    let speaker = format!("the group in {}", call.place);
+    let found = match run_read_only_tool(world, persona, &speaker, &tool, args.into()) {
+        Ok(Ok(result)) => format!("{tool} → {}", truncate_chars(&result.to_string(), 600)),
+        Ok(Err(error)) => format!("{tool} failed: {}", truncate_chars(&error, 200)),
+        Err(reason) => format!("{tool} could not be used: {}", refusal_text(&reason)),
+    };
+    focus.tools.clear();
+    focus.looked_up = Some(found);
+    let task = AsyncComputeTaskPool::get().spawn(focus_cycle(ctx, focus));
+    world.resource_mut::<GroupCalls>().0.push(Call {
+        persona: call.persona,
+        name: call.name.clone(),
+        stream: call.stream.clone(),
+        place: call.place.clone(),
+        failures: call.failures.clone(),
+        task,
+        done: None,
+    });
+}
+
+/// Why a look-up did not run, for the prompt.
+fn refusal_text(reason: &RefusalReason) -> String {
+    match reason {
+        RefusalReason::Unknown => "no such tool".to_string(),
+        RefusalReason::NotAllowed => "not allowed".to_string(),
+        RefusalReason::BadArguments(why) => why.clone(),
+        RefusalReason::StepLimit => "too many tool steps".to_string(),
+    }
 }
 
 /// Everyone the step looks at, in entity order.
@@ -812,7 +944,7 @@ pub(super) fn land_group_calls(world: &mut World) {
         .map(SimClock::now)
         .unwrap_or_default();
     for (call, landed) in finished {
-        land(world, &call, landed, &settings, now);
+        let goes_on = land(world, &call, landed, &settings, now);
         if let Some(persona) = call.persona {
             let (failures, _) = call.failures.take();
             for failure in failures {
@@ -825,20 +957,21 @@ pub(super) fn land_group_calls(world: &mut World) {
                     attempts: failure.attempts,
                 });
             }
-            if let Ok(mut entity) = world.get_entity_mut(persona) {
+            if !goes_on && let Ok(mut entity) = world.get_entity_mut(persona) {
                 entity.remove::<AwaitingCognition>();
             }
         }
     }
 }
 
+/// Lands one call; `true` when the persona's call goes on (a look-up asks again).
 fn land(
     world: &mut World,
     call: &Call,
     landed: Landed,
     settings: &GroupSettings,
     now: NaiveDateTime,
-) {
+) -> bool {
     let mut change = None;
     let mut said = None;
     match landed {
@@ -846,7 +979,11 @@ fn land(
             if let Some(embedding) = embedding {
                 remember(world, call, None, seq, embedding, now);
             }
-            return;
+            return false;
+        }
+        Landed::LookUp(look) => {
+            look_up(world, call, *look);
+            return call.persona.is_some();
         }
         Landed::Joined { yes, said: opening } => {
             if let Some(persona) = call.persona
@@ -890,7 +1027,7 @@ fn land(
         });
     }
     let (Some(persona), Some(said)) = (call.persona, said) else {
-        return;
+        return false;
     };
     // The persona may have left while it thought: then the line goes unsaid.
     let following = world
@@ -898,7 +1035,7 @@ fn land(
         .and_then(|g| g.attention.flows.get(&call.stream))
         .is_some_and(|f| f.state != ChatState::Absent);
     if !following {
-        return;
+        return false;
     }
     let Some(seq) = world.resource_mut::<GroupStreams>().say(
         &call.stream,
@@ -908,7 +1045,7 @@ fn land(
         said.emoji,
         now,
     ) else {
-        return;
+        return false;
     };
     if let Some(mut group) = world.get_mut::<GroupAttention>(persona) {
         group
@@ -929,6 +1066,7 @@ fn land(
     if let Some(embedding) = said.embedding {
         remember(world, call, Some(persona), seq, embedding, now);
     }
+    false
 }
 
 /// Queues line `seq` of the call's stream as a memory of everyone who heard it: the speaker,

@@ -28,6 +28,21 @@
 //! | [`GroupRefused`] | a [`GroupCommand`] was refused, and why |
 //! | [`ModelCallFailed`](crate::cognition::ModelCallFailed) | a group prompt fell back to its fail-safe |
 //!
+//! ## The player in a group, and thinking with tools
+//!
+//! The player speaks into a group through the dialogue API:
+//! [`DialogueRequest::to_group`](crate::dialogue::DialogueRequest::to_group) says a line to
+//! the persona *and everyone in the conversation around it* — a post under the player's name
+//! in that arena's stream (validated like every post); whoever it names hears their name, and
+//! each listener's attention decides who answers. A persona in no group answers one to one.
+//!
+//! A focused cycle may look one thing up before it decides
+//! ([`GroupSettings::think_with_tools`]): its prompt lists the persona's read-only tools (its
+//! [`ToolAllowList`](crate::dialogue::ToolAllowList), or the built-ins); a `use_tool` plan
+//! runs the tool in the world with the dialogue's checks and outcome events
+//! ([`ToolCalled`](crate::dialogue::ToolCalled) / [`ToolRefused`](crate::dialogue::ToolRefused),
+//! the speaker "the group in …"), and the cycle is asked again with what it found.
+//!
 //! Each persona carries a [`GroupAttention`] (its sub-flows, for an inspector). Lines said
 //! become chat memories of everyone following the stream (and, in an arena, of everyone
 //! present: they heard it), one embedding per line for all of them.
@@ -63,6 +78,7 @@ pub use stream::{GroupCommand, GroupLine, GroupStream, GroupStreams, StreamKey};
 use bevy::prelude::*;
 
 use crate::clock::{AgentSystems, PollSystems, SimPoll, SimStep};
+use crate::dialogue::{DialogueRequest, GroupTalkRouted};
 
 /// Settings of the group conversations.
 #[derive(Resource, Debug, Clone, PartialEq)]
@@ -80,6 +96,9 @@ pub struct GroupSettings {
     /// Game seconds between two cycles of one focused sub-flow (30): observing, thinking
     /// and planning take a person a moment, and it bounds the spend of a lively stream.
     pub focus_cycle_every: f32,
+    /// Whether a focused cycle may think with the persona's read-only tools (on): one look-up
+    /// per cycle at most, costing one more call when it is used.
+    pub think_with_tools: bool,
     /// SPEC §8's constants.
     pub attention: AttentionSettings,
 }
@@ -93,6 +112,7 @@ impl Default for GroupSettings {
             line_poignancy: 2,
             named_poignancy: 5,
             focus_cycle_every: 30.0,
+            think_with_tools: true,
             attention: AttentionSettings::default(),
         }
     }
@@ -168,9 +188,16 @@ impl Plugin for GroupPlugin {
             .add_message::<GroupLineSpoken>()
             .add_message::<GroupAttentionChanged>()
             .add_message::<GroupRefused>()
+            // "To everyone here" from the dialogue API is routed here.
+            .add_message::<DialogueRequest>()
+            .init_resource::<GroupTalkRouted>()
             .add_systems(
                 SimPoll,
-                (heart::apply_commands, heart::land_group_calls)
+                (
+                    heart::route_group_talk,
+                    heart::apply_commands,
+                    heart::land_group_calls,
+                )
                     .chain()
                     .after(PollSystems::LandThoughts)
                     .before(PollSystems::SendOutcomes),

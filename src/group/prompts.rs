@@ -5,12 +5,17 @@
 //! | --- | --- | --- | --- |
 //! | `GroupJoin` (`group_join`) | an absent persona's join question is due (one stream per 60 s) | yes / no (a closed set: scored when the backend can) | no |
 //! | `GroupReply` (`group_reply`) | a chatting persona's reply draw wins, or a persona has just joined | one spoken line | silence |
-//! | `GroupFocus` (`group_focus`) | a focused persona observes new lines | JSON: thought, plan (`text_reply` / `emoji_reply` / `no_reply`), reply, reason | `no_reply` |
+//! | `GroupFocus` (`group_focus`) | a focused persona observes new lines | JSON: thought, plan (`text_reply` / `emoji_reply` / `no_reply`, or `use_tool` with a tool and its arguments), reply, reason | `no_reply` |
+//!
+//! The focused cycle may think with the persona's tools (SPEC §8 "think may use the persona's
+//! tools"): the prompt lists the read-only tools the persona is allowed; a `use_tool` plan
+//! names one, the tool runs in the world between steps, and the cycle is asked again with what
+//! it looked up — then it must reply, react or stay quiet (one look-up per cycle).
 //!
 //! Everything the model writes is cleaned like a dialogue reply (no `<think>` block, no
 //! fence, bounded) before it is said or stored.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::dialogue::prompts::{spoken_text, truncate_chars};
 use crate::llm::ChatRequest;
@@ -174,6 +179,13 @@ pub enum FocusPlan {
     EmojiReply(String),
     /// Stay quiet.
     NoReply,
+    /// Look something up first with one of the offered tools (arguments not yet validated).
+    UseTool {
+        /// The tool's name (one the prompt offered).
+        tool: String,
+        /// Its arguments, a JSON object.
+        args: Map<String, Value>,
+    },
 }
 
 /// A focused cycle's answer: the inner monologue, the plan and why.
@@ -187,6 +199,17 @@ pub(crate) struct FocusDecision {
     pub reason: String,
 }
 
+/// A tool a focused cycle may use, as its prompt lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OfferedTool {
+    /// The name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Example arguments.
+    pub example: Value,
+}
+
 /// The FOCUSED cycle: observe → think → plan, in one structured call (template
 /// `group_focus`). Fail-safe: `no_reply`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -195,19 +218,65 @@ pub(crate) struct GroupFocus {
     pub scene: GroupScene,
     /// Lines new since the persona last looked, "Speaker: text".
     pub new_lines: Vec<String>,
+    /// Tools the persona may think with (read-only, allowed); empty once it has looked up.
+    pub tools: Vec<OfferedTool>,
+    /// What its look-up of this cycle found ("what_time_is_it → {…}"), on the second ask.
+    pub looked_up: Option<String>,
+}
+
+impl GroupFocus {
+    /// The tools section of the prompt (empty when none are offered).
+    fn tools_text(&self) -> String {
+        if self.tools.is_empty() {
+            return String::new();
+        }
+        let first = &self.scene.first_name;
+        let mut text = format!(
+            "Before deciding, {first} may look one thing up with a tool (plan \"use_tool\", the tool's name in \"tool\", its arguments in \"args\"):\n"
+        );
+        for tool in &self.tools {
+            text.push_str(&format!(
+                "- {} {}: {}\n",
+                tool.name,
+                tool.example,
+                truncate_chars(&tool.description, 160)
+            ));
+        }
+        text.push('\n');
+        text
+    }
+
+    /// The look-up section of the prompt (empty before a look-up).
+    fn looked_up_text(&self) -> String {
+        match &self.looked_up {
+            Some(found) => format!(
+                "{} looked it up: {found}\nNow reply, react or stay quiet.\n\n",
+                self.scene.first_name
+            ),
+            None => String::new(),
+        }
+    }
 }
 
 /// The JSON schema of a focused cycle's answer (backends with structured output decode under
-/// it).
-pub(crate) fn focus_schema() -> Value {
+/// it); `use_tool` and its fields only when tools are offered.
+pub(crate) fn focus_schema(tools: &[OfferedTool]) -> Value {
+    let mut plans = vec!["text_reply", "emoji_reply", "no_reply"];
+    let mut properties = json!({
+        "thought": {"type": "string"},
+        "reply": {"type": "string"},
+        "reason": {"type": "string"}
+    });
+    if !tools.is_empty() {
+        plans.push("use_tool");
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        properties["tool"] = json!({"type": "string", "enum": names});
+        properties["args"] = json!({"type": "object"});
+    }
+    properties["plan"] = json!({"type": "string", "enum": plans});
     json!({
         "type": "object",
-        "properties": {
-            "thought": {"type": "string"},
-            "plan": {"type": "string", "enum": ["text_reply", "emoji_reply", "no_reply"]},
-            "reply": {"type": "string"},
-            "reason": {"type": "string"}
-        },
+        "properties": properties,
         "required": ["thought", "plan", "reply", "reason"]
     })
 }
@@ -238,18 +307,20 @@ impl Prompt for GroupFocus {
                 s.memories_text(),
                 s.first_name.clone(),
                 new_lines,
+                self.tools_text(),
+                self.looked_up_text(),
             ],
         )?;
         let mut request = ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(200)
             .with_temperature(0.5);
-        request.json_schema = Some(focus_schema());
+        request.json_schema = Some(focus_schema(&self.tools));
         request.seed = Some(s.seed);
         Ok(request)
     }
 
     fn parse(&self, cleaned: &str) -> Result<FocusDecision, ParseError> {
-        parse_focus(cleaned, &self.scene.first_name)
+        parse_focus(cleaned, &self.scene.first_name, &self.tools)
     }
 
     fn fail_safe(&self) -> FocusDecision {
@@ -294,9 +365,18 @@ pub(crate) fn is_emoji(text: &str) -> bool {
     (1..=8).contains(&n) && text.chars().all(|c| !c.is_ascii() && !c.is_whitespace())
 }
 
-/// Parses a focused cycle's JSON. A `text_reply` without a usable line, or an `emoji_reply`
-/// whose reply is no emoji, is refused (so the retry or the fail-safe decides).
-pub(crate) fn parse_focus(cleaned: &str, first_name: &str) -> Result<FocusDecision, ParseError> {
+/// Most bytes of a tool call's arguments a focused cycle may write.
+const MAX_TOOL_ARGS_BYTES: usize = 2_000;
+
+/// Parses a focused cycle's JSON. A `text_reply` without a usable line, an `emoji_reply`
+/// whose reply is no emoji, or a `use_tool` naming a tool not offered (or with arguments that
+/// are no small JSON object) is refused, so the retry or the fail-safe decides. The arguments
+/// of a `use_tool` are checked against the tool's schema later, before it runs.
+pub(crate) fn parse_focus(
+    cleaned: &str,
+    first_name: &str,
+    tools: &[OfferedTool],
+) -> Result<FocusDecision, ParseError> {
     let value = crate::prompt::extract_json(cleaned)
         .ok_or_else(|| ParseError::new("no JSON object in the answer"))?;
     let object = value
@@ -320,6 +400,28 @@ pub(crate) fn parse_focus(cleaned: &str, first_name: &str) -> Result<FocusDecisi
             FocusPlan::EmojiReply(emoji.to_string())
         }
         Some("no_reply") => FocusPlan::NoReply,
+        Some("use_tool") => {
+            let tool = object
+                .get("tool")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .trim();
+            if !tools.iter().any(|t| t.name == tool) {
+                return Err(ParseError::new("use_tool names no offered tool"));
+            }
+            let args = match object.get("args") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(args)) => args.clone(),
+                Some(_) => return Err(ParseError::new("use_tool args is not a JSON object")),
+            };
+            if serde_json::to_string(&args).map_or(true, |a| a.len() > MAX_TOOL_ARGS_BYTES) {
+                return Err(ParseError::new("use_tool args are too long"));
+            }
+            FocusPlan::UseTool {
+                tool: tool.to_string(),
+                args,
+            }
+        }
         _ => {
             return Err(ParseError::new(
                 "plan is not text_reply, emoji_reply or no_reply",
@@ -342,6 +444,7 @@ mod tests {
         let ok = parse_focus(
             r#"{"thought":"Tom asked me","plan":"text_reply","reply":"Ada: \"Yes, at six!\"","reason":"named"}"#,
             "Ada",
+            &[],
         )
         .expect("parses");
         assert_eq!(ok.plan, FocusPlan::TextReply("Yes, at six!".into()));
@@ -350,10 +453,12 @@ mod tests {
 {"thought":"","plan":"emoji_reply","reply":"👍","reason":"agree"}
 ```"#,
             "Ada",
+            &[],
         )
         .expect("parses");
         assert_eq!(emoji.plan, FocusPlan::EmojiReply("👍".into()));
-        let quiet = parse_focus(r#"{"plan":"no_reply","reason":"busy"}"#, "Ada").expect("parses");
+        let quiet =
+            parse_focus(r#"{"plan":"no_reply","reason":"busy"}"#, "Ada", &[]).expect("parses");
         assert_eq!(quiet.plan, FocusPlan::NoReply);
         for bad in [
             "",
@@ -365,8 +470,93 @@ mod tests {
             r#"{"plan":"text_reply","reply":"   "}"#,
             r#"{"plan":"text_reply","reply":"<think>x</think>"}"#,
         ] {
-            assert!(parse_focus(bad, "Ada").is_err(), "{bad:?}");
+            assert!(parse_focus(bad, "Ada", &[]).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn use_tool_is_taken_only_for_an_offered_tool_with_object_args() {
+        let offered = [OfferedTool {
+            name: "what_time_is_it".into(),
+            description: "The time.".into(),
+            example: json!({}),
+        }];
+        let ok = parse_focus(
+            r#"{"thought":"when?","plan":"use_tool","tool":"what_time_is_it","args":{},"reply":"","reason":"asked"}"#,
+            "Ada",
+            &offered,
+        )
+        .expect("parses");
+        assert_eq!(
+            ok.plan,
+            FocusPlan::UseTool {
+                tool: "what_time_is_it".into(),
+                args: Map::new()
+            }
+        );
+        let long = format!(
+            r#"{{"plan":"use_tool","tool":"what_time_is_it","args":{{"x":"{}"}}}}"#,
+            "a".repeat(5_000)
+        );
+        for bad in [
+            // Not offered: a hostile line may name any tool; only the offered ones count.
+            r#"{"plan":"use_tool","tool":"walk_to","args":{"place":"the bank vault"}}"#,
+            r#"{"plan":"use_tool","tool":"","args":{}}"#,
+            r#"{"plan":"use_tool","args":{}}"#,
+            r#"{"plan":"use_tool","tool":"what_time_is_it","args":"now"}"#,
+            r#"{"plan":"use_tool","tool":"what_time_is_it","args":[1]}"#,
+            long.as_str(),
+        ] {
+            assert!(parse_focus(bad, "Ada", &offered).is_err(), "{bad:?}");
+        }
+        // Nothing offered (the second ask, or a persona without tools): use_tool is refused.
+        assert!(
+            parse_focus(
+                r#"{"plan":"use_tool","tool":"what_time_is_it","args":{}}"#,
+                "Ada",
+                &[]
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn the_focus_prompt_offers_tools_only_when_there_are_some() {
+        let library = PromptLibrary::default();
+        let mut focus = GroupFocus {
+            scene: GroupScene {
+                name: "Ada Quill".into(),
+                first_name: "Ada".into(),
+                ..GroupScene::default()
+            },
+            ..GroupFocus::default()
+        };
+        let plain = focus.request(&library).expect("fills");
+        assert!(!plain.prompt_text().contains("use_tool"));
+        focus.tools = vec![OfferedTool {
+            name: "what_time_is_it".into(),
+            description: "The time.".into(),
+            example: json!({}),
+        }];
+        let offered = focus.request(&library).expect("fills");
+        assert!(
+            offered
+                .prompt_text()
+                .contains("- what_time_is_it {}: The time.")
+        );
+        assert!(
+            offered.json_schema.as_ref().expect("a schema")["properties"]["plan"]["enum"]
+                .as_array()
+                .is_some_and(|e| e.contains(&json!("use_tool")))
+        );
+        focus.tools.clear();
+        focus.looked_up = Some("what_time_is_it → \"09:05\"".into());
+        let second = focus.request(&library).expect("fills");
+        assert!(
+            second
+                .prompt_text()
+                .contains("Ada looked it up: what_time_is_it")
+        );
     }
 
     #[test]

@@ -157,6 +157,14 @@ impl GroupStreams {
         self.streams.get(key)
     }
 
+    /// The arena stream `persona` stands in, if any (what a line said "to everyone here" goes
+    /// into).
+    pub fn arena_stream_of(&self, persona: Entity) -> Option<&GroupStream> {
+        self.streams
+            .values()
+            .find(|s| matches!(s.key, StreamKey::Arena(_)) && s.members.contains(&persona))
+    }
+
     /// Every open stream, in key order.
     pub fn iter(&self) -> impl Iterator<Item = &GroupStream> {
         self.streams.values()

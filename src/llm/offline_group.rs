@@ -7,8 +7,10 @@
 //! - **Reply** (`group_reply`): answers the last speaker by name (or greets someone present),
 //!   and says what the persona is doing there — naming people keeps the talk going, as it does
 //!   in a real group.
-//! - **Focused cycle** (`group_focus`): named in the new lines → a text reply to whoever named
-//!   it; otherwise, by the hash, a reply, an emoji, or quiet.
+//! - **Focused cycle** (`group_focus`): asked the time by name with the clock tool offered →
+//!   `use_tool` `what_time_is_it`, then (asked again with what it found) the time; named in the
+//!   new lines → a text reply to whoever named it; otherwise, by the hash, a reply, an emoji,
+//!   or quiet.
 
 use serde_json::json;
 
@@ -160,9 +162,51 @@ fn say(scene: &Scene<'_>, answering: Option<&str>) -> String {
     }
 }
 
-/// A focused cycle's JSON.
+/// The speaker of the last new line that names the persona and asks the time.
+fn asked_the_time<'a>(lines: &[&'a str], first_name: &str) -> Option<&'a str> {
+    lines.iter().rev().find_map(|line| {
+        let (speaker, said) = line.split_once(": ")?;
+        let asks = said.contains('?') && said.to_lowercase().contains("time");
+        (asks && named_by(&[line], first_name).is_some()).then_some(speaker)
+    })
+}
+
+/// What the clock tool told the persona ("… looked it up: what_time_is_it → {"now": …}"): the
+/// time of day, "HH:MM".
+fn looked_up_time(text: &str) -> Option<String> {
+    let (_, rest) = text.split_once("looked it up: what_time_is_it → ")?;
+    let json: serde_json::Value = serde_json::from_str(rest.lines().next()?).ok()?;
+    let now = json.get("now")?.as_str()?;
+    let (_, time) = now.rsplit_once(", ")?;
+    Some(time.to_string())
+}
+
+/// A focused cycle's JSON. Asked the time by name, with the clock tool offered, the persona
+/// looks it up first, then answers with what the tool said.
 pub(super) fn focus(text: &str) -> String {
     let scene = scene(text);
+    if let Some(asker) = asked_the_time(&scene.new_lines, scene.first_name) {
+        if let Some(time) = looked_up_time(text) {
+            return json!({
+                "thought": "I checked the clock.",
+                "plan": "text_reply",
+                "reply": format!("It's {time}, {}.", first(asker)),
+                "reason": "I was asked the time",
+            })
+            .to_string();
+        }
+        if text.contains("\n- what_time_is_it ") {
+            return json!({
+                "thought": format!("{} wants to know the time; let me check.", first(asker)),
+                "plan": "use_tool",
+                "tool": "what_time_is_it",
+                "args": {},
+                "reply": "",
+                "reason": "I was asked the time",
+            })
+            .to_string();
+        }
+    }
     if let Some(speaker) = named_by(&scene.new_lines, scene.first_name) {
         let line = say(&scene, Some(&format!("{speaker}: …")));
         return json!({

@@ -53,6 +53,22 @@ pub(crate) const MAX_EMOJI_CHARS: usize = 6;
 #[derive(Resource, Debug, Default)]
 pub(crate) struct GroupSpeech(HashMap<Entity, (String, f32)>);
 
+impl GroupSpeech {
+    /// The group lines in bubbles now, "Name: text as typed so far", by name.
+    pub(crate) fn shown<'a>(&self, name_of: impl Fn(Entity) -> Option<&'a str>) -> Vec<String> {
+        let mut shown: Vec<String> = self
+            .0
+            .iter()
+            .filter_map(|(entity, (line, elapsed))| {
+                let text = group_line_shown(line, *elapsed)?;
+                Some(format!("{}: {text}", name_of(*entity)?))
+            })
+            .collect();
+        shown.sort();
+        shown
+    }
+}
+
 /// How much of a group line `elapsed` real seconds after it was said is shown: typed at
 /// [`TYPE_CHARS_PER_SEC`], then held [`LINE_HOLD_SECS`]; `None` once it is over.
 pub(crate) fn group_line_shown(line: &str, elapsed: f32) -> Option<String> {
@@ -1066,6 +1082,27 @@ mod tests {
         let speech = app.world().resource::<GroupSpeech>();
         assert_eq!(speech.0.len(), 1, "a post by game code has no bubble");
         assert_eq!(speech.0.get(&speaker).map(|(t, _)| t.as_str()), Some("🎉"));
+    }
+
+    #[test]
+    fn the_shown_group_lines_are_named_and_typed_so_far() {
+        let (ana, bo, gone) = (
+            Entity::from_raw_u32(1).expect("an index"),
+            Entity::from_raw_u32(2).expect("an index"),
+            Entity::from_raw_u32(3).expect("an index"),
+        );
+        let mut speech = GroupSpeech::default();
+        speech.0.insert(ana, ("Morning!".into(), 0.1));
+        speech.0.insert(bo, ("Over".into(), 60.0));
+        speech.0.insert(gone, ("Nobody knows me".into(), 0.5));
+        let names = |e: Entity| match e.index_u32() {
+            1 => Some("Ana"),
+            2 => Some("Bo"),
+            _ => None,
+        };
+        // Ana's line is being typed (4 characters in 0.1 s at 40/s); Bo's is over; a speaker
+        // without a name is left out.
+        assert_eq!(speech.shown(names), vec!["Ana: Morn".to_string()]);
     }
 
     #[test]

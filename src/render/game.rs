@@ -494,6 +494,15 @@ struct ScreenshotProgress {
 /// Frames to wait for the capture before giving up.
 const CAPTURE_TIMEOUT_FRAMES: u32 = 600;
 
+/// What a screenshot's state reads beside the clock and the personas.
+#[derive(bevy::ecs::system::SystemParam)]
+struct ShotExtras<'w> {
+    director: Option<Res<'w, crate::director::Director>>,
+    panel: Option<Res<'w, super::DirectorPanel>>,
+    streams: Option<Res<'w, crate::group::GroupStreams>>,
+    speech: Option<Res<'w, super::bubbles::GroupSpeech>>,
+}
+
 fn drive_screenshot(
     mut commands: Commands,
     request: Res<ScreenshotRequest>,
@@ -501,11 +510,14 @@ fn drive_screenshot(
     (clock, sim_time): (Res<SimClock>, Res<SimFrameTime>),
     personas: Query<(&Name, &ActionView, &crate::persona::Body), With<crate::persona::Persona>>,
     mut exit: MessageWriter<AppExit>,
-    (director, panel): (
-        Option<Res<crate::director::Director>>,
-        Option<Res<super::DirectorPanel>>,
-    ),
+    extras: ShotExtras,
 ) {
+    let ShotExtras {
+        director,
+        panel,
+        streams,
+        speech,
+    } = extras;
     progress.frames += 1;
     let started = *progress.started.get_or_insert_with(Instant::now);
     let frames = progress.frames;
@@ -540,6 +552,12 @@ fn drive_screenshot(
                     .map(|l| format!("{} {}", l.mark, l.text))
                     .collect(),
             });
+        if let Some(streams) = streams.as_deref() {
+            state.groups = group_shots(streams, &personas);
+        }
+        if let Some(speech) = speech.as_deref() {
+            state.group_bubbles = speech.shown(|e| personas.get(e).ok().map(|(n, ..)| n.as_str()));
+        }
         let state_path = request.path.with_extension("json");
         if let Err(err) = write_screenshot_state(&state_path, &state) {
             error!("cannot write {}: {err}", state_path.display());
@@ -597,6 +615,55 @@ pub struct ScreenshotState {
     /// The director's latest job, if any.
     #[serde(default)]
     pub director: Option<DirectorShot>,
+    /// The open group conversations.
+    #[serde(default)]
+    pub groups: Vec<GroupShot>,
+    /// Group lines in speakers' bubbles at the capture, "Name: text as typed so far".
+    #[serde(default)]
+    pub group_bubbles: Vec<String>,
+}
+
+/// One group conversation in a [`ScreenshotState`].
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct GroupShot {
+    /// The stream (an arena's address, or `#channel`).
+    pub stream: String,
+    /// Its members, by name.
+    pub members: Vec<String>,
+    /// Lines said in it so far.
+    pub said: u64,
+    /// Its latest lines (at most five), "Speaker: text".
+    pub latest: Vec<String>,
+}
+
+fn group_shots(
+    streams: &crate::group::GroupStreams,
+    personas: &Query<(&Name, &ActionView, &crate::persona::Body), With<crate::persona::Persona>>,
+) -> Vec<GroupShot> {
+    streams
+        .iter()
+        .map(|stream| {
+            let mut members: Vec<String> = stream
+                .members
+                .iter()
+                .filter_map(|e| personas.get(*e).ok())
+                .map(|(name, ..)| name.as_str().to_owned())
+                .collect();
+            members.sort();
+            let skip = stream.lines.len().saturating_sub(5);
+            GroupShot {
+                stream: stream.key.to_string(),
+                members,
+                said: stream.said,
+                latest: stream
+                    .lines
+                    .iter()
+                    .skip(skip)
+                    .map(|l| format!("{}: {}", l.speaker, l.text))
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// The director in a [`ScreenshotState`]: what its panel shows.
@@ -649,6 +716,8 @@ fn screenshot_state(
         step: clock.step(),
         personas: list,
         director: None,
+        groups: Vec::new(),
+        group_bubbles: Vec::new(),
     }
 }
 

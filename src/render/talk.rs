@@ -2,7 +2,10 @@
 //!
 //! Select a persona, press `Enter` (or click the box), type, press `Enter` again: the text goes
 //! out as [`DialogueRequest::say`] from [`PLAYER`] — or, with *inner voice* ticked, as
-//! [`DialogueRequest::whisper`], a thought the persona will remember having had. The dialogue
+//! [`DialogueRequest::whisper`], a thought the persona will remember having had — or, with
+//! *to everyone here* ticked, as [`DialogueRequest::to_group`]: said into the group
+//! conversation around the persona (the inspector's *Group conversations* section shows the
+//! stream and who answers; one to one when there is no group). The dialogue
 //! pipeline answers off the main thread; the box shows the exchange as it happens — the
 //! persona's [`DialogueStream`] (the reply as the model writes it and one line per tool it
 //! used) under the session's earlier turns ([`DialogueSessions`]) — and the reply also types out
@@ -37,6 +40,8 @@ pub struct TalkBox {
     pub draft: String,
     /// Send as an inner voice (a whisper) instead of saying it.
     pub whisper: bool,
+    /// Say it to everyone in the group conversation around the persona (a whisper wins).
+    pub to_group: bool,
     /// The persona the draft is for (a new selection clears it).
     pub persona: Option<Entity>,
 }
@@ -75,7 +80,12 @@ pub struct TalkView {
 
 /// The request a draft becomes, or `None` for a draft with nothing to say. Surrounding
 /// whitespace is dropped and the text cut to [`MAX_MESSAGE_CHARS`] characters.
-pub fn talk_request(persona: Entity, draft: &str, whisper: bool) -> Option<DialogueRequest> {
+pub fn talk_request(
+    persona: Entity,
+    draft: &str,
+    whisper: bool,
+    to_group: bool,
+) -> Option<DialogueRequest> {
     let text = draft.trim();
     if text.is_empty() {
         return None;
@@ -83,6 +93,8 @@ pub fn talk_request(persona: Entity, draft: &str, whisper: bool) -> Option<Dialo
     let text: String = text.chars().take(MAX_MESSAGE_CHARS).collect();
     Some(if whisper {
         DialogueRequest::whisper(persona, text)
+    } else if to_group {
+        DialogueRequest::to_group(persona, PLAYER, text)
     } else {
         DialogueRequest::say(persona, PLAYER, text)
     })
@@ -173,6 +185,8 @@ impl Talk<'_, '_> {
 
         let hint = if talk.whisper {
             "a thought for them (Enter sends)"
+        } else if talk.to_group {
+            "say it to everyone here (Enter sends)"
         } else {
             "say something (Enter sends)"
         };
@@ -187,11 +201,13 @@ impl Talk<'_, '_> {
             .horizontal(|ui| {
                 ui.checkbox(&mut talk.whisper, "inner voice")
                     .on_hover_text("a whisper: stored as the persona's own thought");
+                ui.checkbox(&mut talk.to_group, "to everyone here")
+                    .on_hover_text("said into the group conversation around them");
                 ui.button("Send").clicked()
             })
             .inner;
         if (field.lost_focus() && enter) || send_clicked {
-            if let Some(request) = talk_request(persona, &talk.draft, talk.whisper) {
+            if let Some(request) = talk_request(persona, &talk.draft, talk.whisper, talk.to_group) {
                 requests.write(request);
                 talk.draft.clear();
             }
@@ -215,22 +231,31 @@ mod tests {
     }
 
     #[test]
-    fn a_draft_becomes_a_say_or_a_whisper_and_blank_drafts_nothing() {
+    fn a_draft_becomes_a_say_a_whisper_or_a_group_line_and_blank_drafts_nothing() {
         let p = Entity::from_raw_u32(7).expect("an entity index");
         assert_eq!(
-            talk_request(p, "  hello there \n", false),
+            talk_request(p, "  hello there \n", false, false),
             Some(DialogueRequest::say(p, PLAYER, "hello there"))
         );
         assert_eq!(
-            talk_request(p, "the bakery is closing", true),
+            talk_request(p, "the bakery is closing", true, false),
             Some(DialogueRequest::whisper(p, "the bakery is closing"))
         );
-        assert_eq!(talk_request(p, " \t\n", false), None);
+        assert_eq!(
+            talk_request(p, "Morning, all!", false, true),
+            Some(DialogueRequest::to_group(p, PLAYER, "Morning, all!"))
+        );
+        // A whisper stays a whisper.
+        assert_eq!(
+            talk_request(p, "quiet", true, true),
+            Some(DialogueRequest::whisper(p, "quiet"))
+        );
+        assert_eq!(talk_request(p, " \t\n", false, false), None);
         let long = "é".repeat(MAX_MESSAGE_CHARS + 50);
         let Some(DialogueRequest {
             mode: crate::dialogue::DialogueMode::Say(text),
             ..
-        }) = talk_request(p, &long, false)
+        }) = talk_request(p, &long, false, false)
         else {
             panic!("a long draft is still sent");
         };
