@@ -263,6 +263,59 @@ fn the_director_panel_shows_the_plan_waiting_for_confirmation() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A group conversation in the window (issue 16): the default town at lunch, everyone at the
+/// café — a stream of five, lines typed in the speakers' bubbles (an emoji reply as a bubble
+/// of the emoji), and the followed persona's sub-flow in the inspector's *Group conversations*
+/// (`docs/group.png` is this picture, taken with `GROUP_SCREENSHOT=docs/group.png`).
+#[test]
+fn a_group_conversation_shows_at_lunch_in_the_cafe() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("group");
+    let out = std::env::var_os("GROUP_SCREENSHOT")
+        .map_or_else(|| dir.join("group.png"), PathBuf::from);
+    if let Err(log) = run_window(
+        &out,
+        &[
+            "--screenshot-after",
+            "30",
+            "--llm-backend",
+            "scripted",
+            "--start",
+            "12:10",
+            "--speed",
+            "8",
+            "--follow",
+            "Mira",
+        ],
+    ) {
+        panic!("{log}");
+    }
+    assert_drawn_town(&out);
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.with_extension("json")).expect("the state beside the PNG"),
+    )
+    .expect("the state is JSON");
+    let groups = state["groups"].as_array().expect("a list of group conversations");
+    let cafe = groups
+        .iter()
+        .find(|g| {
+            // Opened by three; two of them may have stepped aside for a one-to-one chat.
+            g["members"].as_array().is_some_and(|m| m.len() >= 2)
+                && g["said"].as_u64().is_some_and(|n| n >= 3)
+        })
+        .unwrap_or_else(|| panic!("the café talks together at lunch: {state}"));
+    let speakers: std::collections::BTreeSet<&str> = cafe["latest"]
+        .as_array()
+        .expect("latest lines")
+        .iter()
+        .filter_map(|l| l.as_str()?.split_once(": ").map(|(who, _)| who))
+        .collect();
+    assert!(speakers.len() >= 2, "a conversation, not a speech: {cafe}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_replay_plays_the_movement_log_in_the_window_without_a_model() {
     if skip_window_tests() {
