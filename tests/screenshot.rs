@@ -265,7 +265,7 @@ fn the_director_panel_shows_the_plan_waiting_for_confirmation() {
 
 /// A group conversation in the window (issue 16): the default town at lunch, everyone at the
 /// café — a stream of five, lines typed in the speakers' bubbles (an emoji reply as a bubble
-/// of the emoji), and the followed persona's sub-flow in the inspector's *Group conversations*
+/// of the emoji), and the followed persona's sub-flows in the inspector's *Group conversations*
 /// (`docs/group.png` is this picture, taken with `GROUP_SCREENSHOT=docs/group.png`).
 #[test]
 fn a_group_conversation_shows_at_lunch_in_the_cafe() {
@@ -273,8 +273,8 @@ fn a_group_conversation_shows_at_lunch_in_the_cafe() {
         return;
     }
     let dir = scratch_dir("group");
-    let out = std::env::var_os("GROUP_SCREENSHOT")
-        .map_or_else(|| dir.join("group.png"), PathBuf::from);
+    let out =
+        std::env::var_os("GROUP_SCREENSHOT").map_or_else(|| dir.join("group.png"), PathBuf::from);
     if let Err(log) = run_window(
         &out,
         &[
@@ -287,7 +287,7 @@ fn a_group_conversation_shows_at_lunch_in_the_cafe() {
             "--speed",
             "8",
             "--follow",
-            "Mira",
+            "Elena",
         ],
     ) {
         panic!("{log}");
@@ -297,7 +297,9 @@ fn a_group_conversation_shows_at_lunch_in_the_cafe() {
         &std::fs::read_to_string(out.with_extension("json")).expect("the state beside the PNG"),
     )
     .expect("the state is JSON");
-    let groups = state["groups"].as_array().expect("a list of group conversations");
+    let groups = state["groups"]
+        .as_array()
+        .expect("a list of group conversations");
     let cafe = groups
         .iter()
         .find(|g| {

@@ -375,6 +375,18 @@ fn details(world: &World, someone: &Someone) -> Details {
         .unwrap_or_default()
 }
 
+/// Whether a persona's place is a whole arena (`world:sector:arena`): outdoors its address is
+/// shorter, and people passing each other in the street hold no group conversation.
+fn is_arena(address: &str) -> bool {
+    let mut parts = address.split(':');
+    parts
+        .by_ref()
+        .take(3)
+        .filter(|p| !p.trim().is_empty())
+        .count()
+        == 3
+}
+
 /// The content words of who the persona is and what it does: what makes a line relevant.
 fn persona_words(identity: &str, activity: &str) -> BTreeSet<String> {
     let mut words = content_words(identity);
@@ -405,7 +417,7 @@ pub(super) fn group_step(world: &mut World) {
     // 1. Streams.
     let mut by_arena: BTreeMap<&str, Vec<&Someone>> = BTreeMap::new();
     for someone in &people {
-        if !someone.asleep && !someone.chatting && !someone.arena.is_empty() {
+        if !someone.asleep && !someone.chatting && is_arena(&someone.arena) {
             by_arena.entry(&someone.arena).or_default().push(someone);
         }
     }
@@ -1121,6 +1133,16 @@ fn remember(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_whole_arena_holds_a_group_conversation() {
+        assert!(is_arena("Willowbrook:Riverside Cafe:cafe"));
+        assert!(is_arena("w:s:a:object"));
+        assert!(!is_arena("Willowbrook"));
+        assert!(!is_arena("Willowbrook:Main Street"));
+        assert!(!is_arena("w::a"));
+        assert!(!is_arena(""));
+    }
 
     #[test]
     fn naming_is_a_whole_word_match() {
