@@ -359,7 +359,15 @@ impl Plugin for BubblesPlugin {
                     .chain()
                     .after(super::sprites::PersonaSpritesSystems),
             )
-            .add_systems(PostUpdate, fit_bubbles_to_text);
+            // Fitted to this frame's text layout (after the layout, before the bounds): a
+            // bubble would otherwise keep its last line's size for a frame — a screenshot
+            // caught an emoji in a bubble as wide as the line before it.
+            .add_systems(
+                PostUpdate,
+                fit_bubbles_to_text
+                    .after(bevy::sprite::update_text2d_layout)
+                    .before(bevy::camera::visibility::VisibilitySystems::CalculateBounds),
+            );
     }
 }
 
