@@ -634,7 +634,8 @@ fn play_chats(
         }
     }
     for (entity, _, _, _) in &personas {
-        let text = speaking.get(&entity);
+        // Nothing typed yet: no bubble (an empty one would keep its last line's size).
+        let text = speaking.get(&entity).filter(|t| !t.is_empty());
         let Ok(kids) = children.get(entity) else {
             continue;
         };
