@@ -75,6 +75,7 @@
 //! | [`DialoguePlugin`](dialogue::DialoguePlugin) | talking to a persona (SPEC §7): messages, whispers, interviews, tools, appointments |
 //! | [`DirectorPlugin`](director::DirectorPlugin) | the director (SPEC §10): directives → plans of skills → execution, validation, replanning, review; cancel rolls back |
 //! | [`GroupPlugin`](group::GroupPlugin) | group conversations with attention (SPEC §8): streams where three or more gather, channels, the heart flow |
+//! | [`StagePlugin`](stage::StagePlugin) | stage scenes with actors (SPEC §9): turns played by every actor at once, resolved by a stage agent |
 //!
 //! [`GenerativeAgentsPlugins::new`] puts the driver in another schedule (`PostUpdate`, or the
 //! game's own).
@@ -109,6 +110,7 @@ pub mod prompt;
 #[cfg(feature = "render")]
 pub mod render;
 pub mod settings;
+pub mod stage;
 pub mod testing;
 pub mod world;
 
@@ -172,6 +174,7 @@ impl PluginGroup for GenerativeAgentsPlugins {
             .add(dialogue::DialoguePlugin)
             .add(director::DirectorPlugin)
             .add(group::GroupPlugin)
+            .add(stage::StagePlugin)
     }
 }
 

@@ -24,8 +24,8 @@ const LAYERS: &[&[&str]] = &[
     &["cognition"],
     // Talking to personas: the dialogue, its tools and the control API.
     &["dialogue"],
-    // Group conversations with attention (SPEC §8).
-    &["group"],
+    // Group conversations with attention (SPEC §8) and stage scenes with actors (SPEC §9).
+    &["group", "stage"],
     // Building apps, evaluating decisions.
     &["headless", "eval"],
     // What a run leaves behind, and saves.

@@ -258,6 +258,12 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         .with_responder("group_focus", |req, _| {
             super::offline_group::focus(&req.prompt_text())
         })
+        .with_responder("stage_actor", |req, _| {
+            super::offline_stage::actor(&req.prompt_text())
+        })
+        .with_responder("stage_resolve", |req, _| {
+            super::offline_stage::resolve(&req.prompt_text())
+        })
         .with_responder("dialogue_speaker_profile", |req, _| {
             let text = req.prompt_text();
             let speaker = between(&text, "Profile of ", ":").unwrap_or("They").trim();

@@ -175,6 +175,8 @@ embedded_templates![
     "group_join",
     "group_reply",
     "group_focus",
+    "stage_actor",
+    "stage_resolve",
 ];
 
 /// All prompt templates by name. Cheap to clone.

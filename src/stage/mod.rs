@@ -1,0 +1,221 @@
+//! Stage scenes with actors (SPEC §9, seed 004): an RPG moment — a standoff, a fight, a
+//! performance — played turn by turn by personas and characters the game brings on.
+//!
+//! ## The pieces
+//! - [`actor`]: an [`Actor`] — name, appearance, attributes (`health`, `max_health`,
+//!   `attack`, extensible), effects, position, posture, special state, hidden or not — its
+//!   private block and its state line, and the checks game-made actors pass;
+//! - [`scene`]: a [`Scene`] — the stage's name and environment and its actors — the stage block
+//!   each actor is shown (**hidden actors are left out of every other actor's block**, where the
+//!   original only asked the model to ignore them), the stage agent's Markdown input, how a
+//!   [`Resolution`] is applied (validated: unknown actors ignored, health clamped to
+//!   `0..=max_health`, no invented attributes, the fallen leave), and the read-only resources
+//!   `game://actor/{name}` and `game://stage/{name}` ([`read_resource`]);
+//! - [`prompts`]: the actor's turn (`stage_actor`: JSON observation and plan, first person) and
+//!   the stage agent's resolution (`stage_resolve`: JSON summary and updates), each with its
+//!   parser and fail-safe.
+//!
+//! ## A turn, in the ECS
+//! Game code writes [`StageCommand`]s: open a scene ([`StageCommand::Open`]), play the next
+//! turn, play several, close it. A turn runs off the main thread: **every actor's call starts at
+//! once** (one task each, so a turn costs about one call's latency, not one per actor); when all
+//! have planned, the stage agent resolves the plans in one call; the scene is updated between
+//! steps, in [`SimPoll`]. A persona actor is [`AwaitingCognition`] while its turn's calls run (a
+//! Lockstep clock waits for them, so a scene is deterministic there). Outcome messages:
+//!
+//! | message | when |
+//! | --- | --- |
+//! | [`StageOpened`] / [`StageClosed`] | a scene opens / closes |
+//! | [`ActorPlanned`] | an actor observed and planned (its fail-safe counts: "I wait and watch.") |
+//! | [`StageTurnResolved`] | the stage agent resolved a turn: the narration, what changed, who left |
+//! | [`StageRefused`] | a command was refused, and why |
+//!
+//! **Layer** (see `tests/layers.rs`): beside [`group`](crate::group), above
+//! [`dialogue`](crate::dialogue).
+
+pub mod actor;
+mod play;
+pub mod prompts;
+pub mod scene;
+
+pub use actor::Actor;
+pub use prompts::ActorPlan;
+pub use scene::{ActorUpdate, Applied, Resolution, ResourceError, Scene, read_resource};
+
+use std::collections::BTreeMap;
+
+use bevy::prelude::*;
+
+use crate::clock::{AwaitingCognition, PollSystems, SimPoll};
+
+/// The stages' tunables.
+#[derive(Resource, Debug, Clone, PartialEq)]
+pub struct StageSettings {
+    /// Most turns one scene plays (50).
+    pub max_turns: u32,
+}
+
+impl Default for StageSettings {
+    fn default() -> Self {
+        Self { max_turns: 50 }
+    }
+}
+
+/// What game code asks of the stages. Every field is untrusted and validated.
+#[derive(Message, Debug, Clone, PartialEq)]
+pub enum StageCommand {
+    /// Opens a scene (its stage's name must not be playing already).
+    Open {
+        /// The scene, checked again here ([`Scene::new`] rules).
+        scene: Scene,
+    },
+    /// Plays `turns` more turns, one after another (1 for "next turn").
+    Play {
+        /// The stage.
+        stage: String,
+        /// How many.
+        turns: u32,
+    },
+    /// Closes a scene.
+    Close {
+        /// The stage.
+        stage: String,
+    },
+}
+
+impl StageCommand {
+    /// Plays the next turn of `stage`.
+    pub fn next_turn(stage: impl Into<String>) -> Self {
+        Self::Play {
+            stage: stage.into(),
+            turns: 1,
+        }
+    }
+}
+
+/// A scene opened.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct StageOpened {
+    /// The stage.
+    pub stage: String,
+    /// Its actors, in order.
+    pub actors: Vec<String>,
+}
+
+/// An actor observed and planned.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct ActorPlanned {
+    /// The stage.
+    pub stage: String,
+    /// The turn being played, from 1.
+    pub turn: u32,
+    /// The actor.
+    pub actor: String,
+    /// The persona it is, if any.
+    pub persona: Option<Entity>,
+    /// What it noticed and what it plans.
+    pub plan: ActorPlan,
+    /// Whether the plan is the fail-safe.
+    pub fail_safe: bool,
+}
+
+/// The stage agent resolved a turn.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct StageTurnResolved {
+    /// The stage.
+    pub stage: String,
+    /// The turn, from 1.
+    pub turn: u32,
+    /// The narration.
+    pub summary: String,
+    /// What changed and who left.
+    pub applied: Applied,
+    /// Whether the resolution is the fail-safe (a neutral narration, nothing changed).
+    pub fail_safe: bool,
+}
+
+/// A scene closed.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct StageClosed {
+    /// The stage.
+    pub stage: String,
+    /// Turns played.
+    pub turns: u32,
+}
+
+/// A [`StageCommand`] was refused.
+#[derive(Message, Debug, Clone, PartialEq, Eq)]
+pub struct StageRefused {
+    /// Why.
+    pub why: String,
+}
+
+/// The scenes playing, by stage name.
+#[derive(Resource, Default)]
+pub struct Stages {
+    runs: BTreeMap<String, play::StageRun>,
+}
+
+impl Stages {
+    /// The scene on stage `name`.
+    pub fn get(&self, name: &str) -> Option<&Scene> {
+        self.runs.get(name).map(|r| &r.scene)
+    }
+
+    /// Every scene playing, by stage name.
+    pub fn iter(&self) -> impl Iterator<Item = &Scene> {
+        self.runs.values().map(|r| &r.scene)
+    }
+
+    /// Whether a turn of `name` is being played (its calls are out).
+    pub fn turn_running(&self, name: &str) -> bool {
+        self.runs.get(name).is_some_and(|r| r.busy())
+    }
+
+    /// Reads `game://actor/{name}` or `game://stage/{name}` ([`read_resource`]).
+    pub fn read_resource(&self, uri: &str) -> Result<serde_json::Value, ResourceError> {
+        read_resource(self.iter(), uri)
+    }
+}
+
+/// Stage scenes: commands applied and turns played between steps.
+#[derive(Debug, Default)]
+pub struct StagePlugin;
+
+impl Plugin for StagePlugin {
+    fn build(&self, app: &mut App) {
+        app.init_resource::<StageSettings>()
+            .init_resource::<Stages>()
+            .add_message::<StageCommand>()
+            .add_message::<StageOpened>()
+            .add_message::<ActorPlanned>()
+            .add_message::<StageTurnResolved>()
+            .add_message::<StageClosed>()
+            .add_message::<StageRefused>()
+            .add_systems(
+                SimPoll,
+                (play::apply_commands, play::drive_stages)
+                    .chain()
+                    .after(PollSystems::LandThoughts)
+                    .before(PollSystems::SendOutcomes),
+            );
+    }
+}
+
+/// Marks the persona actors of a turn busy (they start no thought while it runs).
+fn hold(world: &mut World, personas: &[Entity], step: u64) {
+    for persona in personas {
+        if let Ok(mut entity) = world.get_entity_mut(*persona) {
+            entity.insert(AwaitingCognition::new(step));
+        }
+    }
+}
+
+/// Frees the persona actors after their turn.
+fn release(world: &mut World, personas: &[Entity]) {
+    for persona in personas {
+        if let Ok(mut entity) = world.get_entity_mut(*persona) {
+            entity.remove::<AwaitingCognition>();
+        }
+    }
+}
