@@ -305,6 +305,13 @@ impl AwaitingCognition {
     }
 }
 
+/// Holds a persona out of its routine — it perceives nothing new, starts no thought and takes
+/// no step along its path — while the game keeps it somewhere (a stage scene holds its
+/// persona actors until the scene closes). Unlike [`AwaitingCognition`], a Lockstep clock does
+/// not wait for a held persona: the town goes on around it.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held;
+
 /// Written after every completed step.
 #[derive(Message, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepCompleted {

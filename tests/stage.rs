@@ -12,14 +12,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
+use bevy_generative_agents::clock::Held;
 use bevy_generative_agents::clock::{SimClock, SimSpeed, TimeMode};
 use bevy_generative_agents::cognition::CognitionPlugin;
 use bevy_generative_agents::director::DirectorPlugin;
 use bevy_generative_agents::group::GroupPlugin;
 use bevy_generative_agents::llm::LlmClient;
-use bevy_generative_agents::persona::{Mind, MindState, Persona, Scratch};
+use bevy_generative_agents::persona::{Mind, MindState, Persona, ScheduleItem, Scratch};
 use bevy_generative_agents::stage::{
-    Actor, ActorPlanned, Scene, StageCommand, StageRefused, StageTurnResolved, Stages,
+    Actor, ActorPlanned, Scene, StageClosed, StageCommand, StageRefused, StageTurnResolved, Stages,
 };
 use bevy_generative_agents::testing::town_script;
 
@@ -57,6 +58,8 @@ fn standoff(client: LlmClient) -> Standoff {
             innate: "stubborn, loyal".to_string(),
             learned: format!("{name} is {who}."),
             currently: format!("{name} is at the pub."),
+            f_daily_schedule: day(),
+            f_daily_schedule_hourly_org: day(),
             ..Default::default()
         };
         app.world_mut()
@@ -75,6 +78,16 @@ fn standoff(client: LlmClient) -> Standoff {
         spawn("Ben Ode", "a carpenter owed money by the stranger"),
     ];
     Standoff { app, personas }
+}
+
+/// A day: asleep till seven, at the pub till five, home, asleep from ten.
+fn day() -> Vec<ScheduleItem> {
+    vec![
+        ScheduleItem::new("sleeping", 420),
+        ScheduleItem::new("working at the pub", 600),
+        ScheduleItem::new("relaxing at home", 300),
+        ScheduleItem::new("sleeping", 120),
+    ]
 }
 
 fn scene(personas: [Entity; 2]) -> Scene {
@@ -335,23 +348,96 @@ fn a_ten_turn_scene_is_the_same_twice_in_lockstep() {
     let run = || {
         let mut standoff = standoff(bevy_generative_agents::testing::scripted_client(5));
         open(&mut standoff, 10);
-        let played = play(&mut standoff, 10);
-        check_actors(&standoff.app);
-        let stages = standoff.app.world().resource::<Stages>();
-        let scene = stages.get(PUB).cloned().expect("the scene");
-        (played, scene)
+        // Closed as soon as the tenth turn is resolved.
+        standoff
+            .app
+            .world_mut()
+            .write_message(StageCommand::Finish { stage: PUB.into() });
+        let personas = standoff.personas;
+        standoff.app.update();
+        for p in personas {
+            assert!(
+                standoff.app.world().get::<Held>(p).is_some(),
+                "held on the stage"
+            );
+        }
+        let mut last_scene = None;
+        let mut closed = bevy::ecs::message::MessageCursor::<StageClosed>::default();
+        let mut played = Played::default();
+        let mut plans = bevy::ecs::message::MessageCursor::<ActorPlanned>::default();
+        let mut resolved = bevy::ecs::message::MessageCursor::<StageTurnResolved>::default();
+        for _ in 0..20_000 {
+            standoff.app.update();
+            check_actors(&standoff.app);
+            let world = standoff.app.world();
+            for p in plans.read(world.resource::<Messages<ActorPlanned>>()) {
+                played
+                    .plans
+                    .push((p.turn, p.actor.clone(), p.plan.plan.clone(), p.fail_safe));
+            }
+            for t in resolved.read(world.resource::<Messages<StageTurnResolved>>()) {
+                played.turns.push((
+                    t.turn,
+                    t.summary.clone(),
+                    t.fail_safe,
+                    t.applied.left.clone(),
+                ));
+            }
+            if let Some(end) = closed
+                .read(world.resource::<Messages<StageClosed>>())
+                .last()
+            {
+                last_scene = Some(end.scene.clone());
+            }
+            let settled = personas.iter().all(|p| {
+                world.get::<Mind>(*p).is_some_and(Mind::is_home)
+                    && world
+                        .get::<bevy_generative_agents::clock::AwaitingCognition>(*p)
+                        .is_none()
+            });
+            if world.resource::<Stages>().get(PUB).is_none() && settled {
+                break;
+            }
+        }
+        let scene = last_scene.expect("the scene closed");
+        let world = standoff.app.world();
+        assert!(world.resource::<Stages>().get(PUB).is_none(), "finished");
+        let mut kept = Vec::new();
+        for p in personas {
+            assert!(world.get::<Held>(p).is_none(), "let go after the scene");
+            let mind = world.get::<Mind>(p).and_then(Mind::get).expect("home");
+            let total: u32 = mind
+                .scratch
+                .f_daily_schedule
+                .iter()
+                .map(|i| i.minutes)
+                .sum();
+            assert_eq!(total, 1_440, "{:?}", mind.scratch.f_daily_schedule);
+            let memory = mind
+                .associative
+                .events()
+                .find(|n| n.description.contains("a scene at The Crooked Anchor"))
+                .map(|n| n.description.clone())
+                .unwrap_or_else(|| panic!("{} remembers the scene", mind.scratch.name));
+            kept.push((memory, mind.scratch.f_daily_schedule.clone()));
+        }
+        (played, scene, kept)
     };
-    let (first, scene) = run();
+    let (first, scene, kept) = run();
     for (turn, summary, fail_safe, left) in &first.turns {
         eprintln!(
             "turn {turn}{}: {summary} {left:?}",
             if *fail_safe { " (fail-safe)" } else { "" }
         );
     }
-    let (second, again) = run();
+    let (second, again, kept_again) = run();
     assert!(scene.turn >= 1, "{first:?}");
     assert_eq!(first, second);
     assert_eq!(scene, again);
+    assert_eq!(kept, kept_again);
+    for (memory, schedule) in &kept {
+        eprintln!("{memory}\n{schedule:?}");
+    }
     // Every actor planned every turn it stood in, in order.
     let turn_one: Vec<&str> = first
         .plans

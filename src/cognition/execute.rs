@@ -12,7 +12,7 @@ use bevy::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::clock::{AgentSystems, SimClock, SimStep};
+use crate::clock::{AgentSystems, Held, SimClock, SimStep};
 use crate::persona::{ActionView, Body, Persona};
 use crate::world::{
     ActionAddress, AddressLevel, TileCoord, TileEvent, TownMap, choose_target_tile, find_path,
@@ -110,16 +110,14 @@ pub(crate) fn execute_actions(
     map: Option<ResMut<TownMap>>,
     mut order: Local<Vec<Entity>>,
     added: Query<(), Added<Persona>>,
-    mut personas: Query<(Entity, &Name, &mut Body, Ref<ActionView>), With<Persona>>,
+    mut personas: Query<(Entity, &Name, &mut Body, Ref<ActionView>, Has<Held>), With<Persona>>,
 ) {
     let Some(mut map) = map else {
         return;
     };
     if order.len() != personas.iter().len() || !added.is_empty() {
-        let mut named: Vec<(&str, Entity)> = personas
-            .iter()
-            .map(|(e, n, _, _)| (n.as_str(), e))
-            .collect();
+        let mut named: Vec<(&str, Entity)> =
+            personas.iter().map(|(e, n, ..)| (n.as_str(), e)).collect();
         named.sort();
         *order = named.into_iter().map(|(_, e)| e).collect();
     }
@@ -127,7 +125,7 @@ pub(crate) fn execute_actions(
     // Object events that stop this step go idle first (they are placed again below while in
     // use), so one persona's new object event is never idled by another's old one.
     for entity in order.iter() {
-        if let Ok((_, _, mut body, view)) = personas.get_mut(*entity) {
+        if let Ok((_, _, mut body, view, _)) = personas.get_mut(*entity) {
             let keeps = !view.is_changed() && body.planned_path.is_empty() && body.path_set;
             if !keeps && let Some((tile, subject)) = body.object_event_at.take() {
                 map.turn_event_idle(tile, &subject);
@@ -137,18 +135,18 @@ pub(crate) fn execute_actions(
 
     let mut tiles: Option<HashMap<String, TileCoord>> = None;
     for entity in order.iter() {
-        let needs_others = personas.get(*entity).is_ok_and(|(_, _, body, view)| {
+        let needs_others = personas.get(*entity).is_ok_and(|(_, _, body, view, _)| {
             !body.path_set && view.address.as_ref().is_some_and(|a| a.persona().is_some())
         });
         if needs_others && tiles.is_none() {
             tiles = Some(
                 personas
                     .iter()
-                    .map(|(_, n, b, _)| (n.as_str().to_owned(), b.tile))
+                    .map(|(_, n, b, ..)| (n.as_str().to_owned(), b.tile))
                     .collect(),
             );
         }
-        let Ok((_, name, mut body, view)) = personas.get_mut(*entity) else {
+        let Ok((_, name, mut body, view, held)) = personas.get_mut(*entity) else {
             continue;
         };
         let name = name.as_str();
@@ -173,7 +171,8 @@ pub(crate) fn execute_actions(
         if body.previous_tile != previous {
             body.previous_tile = previous;
         }
-        if let Some(next) = body.planned_path.pop_front() {
+        // A held persona (on a stage) keeps its tile.
+        if !held && let Some(next) = body.planned_path.pop_front() {
             body.tile = next;
             if let Some(tiles) = tiles.as_mut()
                 && let Some(t) = tiles.get_mut(name)

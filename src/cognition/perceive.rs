@@ -9,7 +9,7 @@
 use bevy::prelude::*;
 use chrono::NaiveDateTime;
 
-use crate::clock::AwaitingCognition;
+use crate::clock::{AwaitingCognition, Held};
 use crate::llm::EMBED_KIND;
 use crate::memory::{ChatLine, NewMemory, NodeId};
 use crate::persona::{Body, CHAT_PREDICATE, Mind, MindState, Percepts, Persona};
@@ -160,8 +160,8 @@ pub(crate) fn perceive_surroundings(
     }
 }
 
-/// A persona whose mind is not out thinking.
-type IdlePersona = (With<Persona>, Without<AwaitingCognition>);
+/// A persona whose mind is not out thinking (and who is not held).
+type IdlePersona = (With<Persona>, Without<AwaitingCognition>, Without<Held>);
 
 /// Refreshes every idle persona's [`Percepts`] from the map, and when it stands on a new tile
 /// adds the places in view to its spatial memory (runs in

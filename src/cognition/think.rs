@@ -33,7 +33,9 @@ use bevy::tasks::{AsyncComputeTaskPool, ComputeTaskPool, Task};
 use bevy::utils::Parallel;
 use chrono::NaiveDateTime;
 
-use crate::clock::{AgentSystems, AwaitingCognition, PollSystems, SimClock, SimPoll, SimStep};
+use crate::clock::{
+    AgentSystems, AwaitingCognition, Held, PollSystems, SimClock, SimPoll, SimStep,
+};
 use crate::llm::LlmClient;
 use crate::persona::{ActionView, Body, Diary, Mind, MindState, Percepts, Persona};
 use crate::prompt::{FailureLog, ModelFailure, PromptContext, PromptLibrary};
@@ -569,7 +571,7 @@ pub(crate) fn start_conversations(
     cx: ThoughtContext,
     mut intents: ResMut<ChatIntents>,
     mut landed: ResMut<LandedThoughts>,
-    mut personas: Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>)>,
+    mut personas: Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>, Without<Held>)>,
     watch: Option<Res<ChatStreamSettings>>,
 ) {
     if intents.0.is_empty() {
@@ -778,9 +780,9 @@ fn finish_conversation<'a>(
     }
 }
 
-/// Personas whose mind is home.
+/// Personas whose mind is home (and who are not held).
 type IdlePersonas<'w, 's> =
-    Query<'w, 's, PersonaItem<'static>, (With<Persona>, Without<AwaitingCognition>)>;
+    Query<'w, 's, PersonaItem<'static>, (With<Persona>, Without<AwaitingCognition>, Without<Held>)>;
 /// Every persona's visible action.
 type Everyone<'w, 's> = Query<'w, 's, (&'static Name, &'static ActionView), With<Persona>>;
 

@@ -38,7 +38,7 @@ use chrono::NaiveDateTime;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::clock::{AwaitingCognition, SimClock};
+use crate::clock::{AwaitingCognition, Held, SimClock};
 use crate::cognition::ModelCallFailed;
 use crate::dialogue::prompts::truncate_chars;
 use crate::dialogue::{
@@ -844,9 +844,10 @@ fn gather(world: &mut World) -> Vec<Someone> {
         Has<ChattingWith>,
         Has<AwaitingCognition>,
         Has<GroupAttention>,
+        Has<Held>,
     ), With<Persona>>();
     let mut people = Vec::new();
-    for (entity, mind, percepts, chatting, awaiting, has_group) in query.iter(world) {
+    for (entity, mind, percepts, chatting, awaiting, has_group, held) in query.iter(world) {
         if !has_group {
             missing.push(entity);
         }
@@ -867,7 +868,8 @@ fn gather(world: &mut World) -> Vec<Someone> {
             asleep: scratch.is_sleeping(),
             activity,
             chatting: chatting || scratch.chatting_with.is_some(),
-            free: !awaiting,
+            // A held persona (on a stage) hears the talk but starts no call.
+            free: !awaiting && !held,
         });
     }
     for entity in missing {

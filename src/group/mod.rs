@@ -173,6 +173,13 @@ pub struct GroupRefused {
     pub why: String,
 }
 
+/// Where the group conversations run in a step (other step systems order against it).
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupSystems {
+    /// The heart flow's step (after perception, before thoughts).
+    Step,
+}
+
 /// Group conversations: the streams, the heart flow each step, calls landed between steps.
 #[derive(Debug, Default)]
 pub struct GroupPlugin;
@@ -205,6 +212,7 @@ impl Plugin for GroupPlugin {
             .add_systems(
                 SimStep,
                 heart::group_step
+                    .in_set(GroupSystems::Step)
                     .after(AgentSystems::Perceive)
                     .before(AgentSystems::Think),
             );

@@ -20,8 +20,14 @@
 //! turn, play several, close it. A turn runs off the main thread: **every actor's call starts at
 //! once** (one task each, so a turn costs about one call's latency, not one per actor); when all
 //! have planned, the stage agent resolves the plans in one call; the scene is updated between
-//! steps, in [`SimPoll`]. A persona actor is [`AwaitingCognition`] while its turn's calls run (a
-//! Lockstep clock waits for them, so a scene is deterministic there). Outcome messages:
+//! steps, in [`SimPoll`]. A turn starts in a step ([`SimStep`]), at most one every
+//! [`StageSettings::turn_seconds`] of game time, and a Lockstep clock waits for it to be
+//! resolved, so a scene there is the same on every run. The persona actors are
+//! [`Held`](crate::clock::Held) while the scene plays — they stay on the stage, starting no
+//! thought and taking no step — and when it closes ([`StageCommand::Close`], or
+//! [`StageCommand::Finish`] after the queued turns) each keeps a memory of it, its day makes
+//! room for the time it took (SPEC §3.5's re-decomposition) and its routine resumes. Outcome
+//! messages:
 //!
 //! | message | when |
 //! | --- | --- |
@@ -46,18 +52,26 @@ use std::collections::BTreeMap;
 
 use bevy::prelude::*;
 
-use crate::clock::{AwaitingCognition, PollSystems, SimPoll};
+use crate::clock::{AgentSystems, AwaitingCognition, PollSystems, SimPoll, SimStep};
+
+pub use play::MAX_STAGES;
 
 /// The stages' tunables.
 #[derive(Resource, Debug, Clone, PartialEq)]
 pub struct StageSettings {
     /// Most turns one scene plays (50).
     pub max_turns: u32,
+    /// Game seconds a turn takes (60): the next turn starts no sooner, so a scene's length in
+    /// game time is its turns, whatever the model's speed.
+    pub turn_seconds: f32,
 }
 
 impl Default for StageSettings {
     fn default() -> Self {
-        Self { max_turns: 50 }
+        Self {
+            max_turns: 50,
+            turn_seconds: 60.0,
+        }
     }
 }
 
@@ -76,8 +90,13 @@ pub enum StageCommand {
         /// How many.
         turns: u32,
     },
-    /// Closes a scene.
+    /// Closes a scene now (a turn in flight is dropped).
     Close {
+        /// The stage.
+        stage: String,
+    },
+    /// Closes a scene once its queued turns are played (or nobody is left standing).
+    Finish {
         /// The stage.
         stage: String,
     },
@@ -141,6 +160,8 @@ pub struct StageClosed {
     pub stage: String,
     /// Turns played.
     pub turns: u32,
+    /// The scene as it ended: who is still standing, who fell, the narration.
+    pub scene: Scene,
 }
 
 /// A [`StageCommand`] was refused.
@@ -186,6 +207,7 @@ impl Plugin for StagePlugin {
     fn build(&self, app: &mut App) {
         app.init_resource::<StageSettings>()
             .init_resource::<Stages>()
+            .init_resource::<play::Aftermaths>()
             .add_message::<StageCommand>()
             .add_message::<StageOpened>()
             .add_message::<ActorPlanned>()
@@ -198,6 +220,13 @@ impl Plugin for StagePlugin {
                     .chain()
                     .after(PollSystems::LandThoughts)
                     .before(PollSystems::SendOutcomes),
+            )
+            .add_systems(
+                SimStep,
+                play::start_turns
+                    .after(AgentSystems::Perceive)
+                    .after(crate::group::GroupSystems::Step)
+                    .before(AgentSystems::Think),
             );
     }
 }

@@ -8,9 +8,14 @@ use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
 use bevy::tasks::{AsyncComputeTaskPool, Task};
 
-use crate::clock::{AwaitingCognition, SimClock};
+use chrono::NaiveDateTime;
+
+use crate::clock::{AwaitingCognition, Held, SimClock};
+use crate::cognition::converse::insert_into_schedule;
+use crate::dialogue::prompts::truncate_chars;
 use crate::llm::LlmClient;
-use crate::persona::Mind;
+use crate::memory::NewMemory;
+use crate::persona::{Mind, MindState};
 use crate::prompt::{PromptContext, PromptLibrary, run_prompt};
 use crate::settings::AgentSettings;
 
@@ -22,7 +27,7 @@ use super::{
 };
 
 /// Most scenes playing at once.
-pub(crate) const MAX_STAGES: usize = 8;
+pub const MAX_STAGES: usize = 8;
 
 /// Where a stage's current turn stands.
 #[derive(Default)]
@@ -51,6 +56,16 @@ pub(super) struct StageRun {
     pub phase: Phase,
     /// Turns still to play, one after another.
     pub queued: u32,
+    /// When the scene opened (game time): the persona actors' schedules make room for it.
+    pub opened: NaiveDateTime,
+    /// Close the scene once the queued turns are played.
+    pub close_after: bool,
+    /// The first step at which the next turn may start (a turn takes
+    /// [`StageSettings::turn_seconds`] of game time).
+    pub next_step: u64,
+    /// An entity that is `AwaitingCognition` while a turn's calls are out, so a Lockstep clock
+    /// waits for every turn (also a scene of characters only).
+    pub waiter: Entity,
 }
 
 impl StageRun {
@@ -134,16 +149,38 @@ fn apply_command(
                     return Err(format!("{} is played by no persona", actor.name));
                 }
             }
+            if let Some(actor) = checked
+                .actors
+                .iter()
+                .find(|a| a.persona.is_some_and(|p| world.get::<Held>(p).is_some()))
+            {
+                return Err(format!("{} is already held by another scene", actor.name));
+            }
             let opened = StageOpened {
                 stage: checked.name.clone(),
                 actors: checked.actors.iter().map(|a| a.name.clone()).collect(),
             };
+            // The persona actors stay on the stage until it closes.
+            for persona in checked.actors.iter().filter_map(|a| a.persona) {
+                world.entity_mut(persona).insert(Held);
+            }
+            let (now, step) = world
+                .get_resource::<SimClock>()
+                .map(|c| (c.now(), c.step()))
+                .unwrap_or_default();
+            let waiter = world
+                .spawn(Name::new(format!("stage {}", checked.name)))
+                .id();
             stages.runs.insert(
                 checked.name.clone(),
                 StageRun {
                     scene: checked,
                     phase: Phase::Idle,
                     queued: 0,
+                    opened: now,
+                    close_after: false,
+                    next_step: step,
+                    waiter,
                 },
             );
             Ok(Some(opened))
@@ -166,18 +203,59 @@ fn apply_command(
                 .runs
                 .remove(&stage)
                 .ok_or_else(|| "no scene is playing on that stage".to_string())?;
-            // A turn in flight is dropped (its tasks cancelled); its personas are free.
-            release(world, run.held());
-            world.write_message(StageClosed {
-                stage,
-                turns: run.scene.turn,
-            });
+            close(world, run);
+            Ok(None)
+        }
+        StageCommand::Finish { stage } => {
+            let run = stages
+                .runs
+                .get_mut(&stage)
+                .ok_or_else(|| "no scene is playing on that stage".to_string())?;
+            run.close_after = true;
             Ok(None)
         }
     }
 }
 
-/// Advances every stage's turn (see the module docs).
+/// Starts the due turns, in the step (so a Lockstep run starts each turn at the same step).
+pub(super) fn start_turns(world: &mut World) {
+    let (Some(client), Some(library)) = (
+        world.get_resource::<LlmClient>().cloned(),
+        world.get_resource::<PromptLibrary>().cloned(),
+    ) else {
+        return;
+    };
+    let retries = world
+        .get_resource::<AgentSettings>()
+        .map_or(3, |s| s.prompt_retries);
+    let Some((step, secs)) = world
+        .get_resource::<SimClock>()
+        .map(|c| (c.step(), c.sec_per_step()))
+    else {
+        return;
+    };
+    let turn_seconds = world
+        .get_resource::<StageSettings>()
+        .map_or(60.0, |s| s.turn_seconds);
+    let steps_per_turn = (f64::from(turn_seconds) / f64::from(secs.max(1)))
+        .ceil()
+        .max(1.0) as u64;
+    let ctx = |name: &str| {
+        PromptContext::new(client.clone(), library.clone())
+            .with_retries(retries)
+            .with_affinity(name)
+    };
+    world.resource_scope(|world, mut stages: Mut<Stages>| {
+        for run in stages.runs.values_mut() {
+            if step >= run.next_step && start_turn(world, run, &ctx, step) {
+                run.next_step = step + steps_per_turn;
+            }
+        }
+    });
+}
+
+/// Lands the turns' calls, closes finished scenes and runs their aftermaths (see the module
+/// docs).
 pub(super) fn drive_stages(world: &mut World) {
     let (Some(client), Some(library)) = (
         world.get_resource::<LlmClient>().cloned(),
@@ -196,58 +274,263 @@ pub(super) fn drive_stages(world: &mut World) {
     };
     world.resource_scope(|world, mut stages: Mut<Stages>| {
         for run in stages.runs.values_mut() {
-            advance(world, run, &ctx, step);
+            advance(world, run, &ctx);
+        }
+        let done: Vec<String> = stages
+            .runs
+            .iter()
+            .filter(|(_, r)| {
+                r.close_after && !r.busy() && (r.queued == 0 || r.scene.actors.is_empty())
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in done {
+            if let Some(run) = stages.runs.remove(&name) {
+                close(world, run);
+            }
         }
     });
+    after_scenes(world, &ctx, step);
 }
 
-fn advance(world: &mut World, run: &mut StageRun, ctx: &impl Fn(&str) -> PromptContext, step: u64) {
-    match std::mem::take(&mut run.phase) {
-        Phase::Idle => {
-            if run.queued == 0 || run.scene.actors.is_empty() {
-                return;
-            }
-            let personas: Vec<Entity> = run.scene.actors.iter().filter_map(|a| a.persona).collect();
-            // Every persona actor must be free: its mind home, no other work running.
-            let free = personas.iter().all(|p| {
-                world.get::<Mind>(*p).is_some_and(Mind::is_home)
-                    && world.get::<AwaitingCognition>(*p).is_none()
-            });
-            if !free {
-                return;
-            }
-            let turn = run.scene.turn + 1;
-            let pool = AsyncComputeTaskPool::get();
-            let mut tasks = Vec::new();
-            for actor in &run.scene.actors {
-                let identity = actor
-                    .persona
-                    .and_then(|p| world.get::<Mind>(p))
-                    .and_then(Mind::get)
-                    .map(|m| m.scratch.identity_summary())
-                    .unwrap_or_default();
-                let prompt = ActorTurn {
-                    name: actor.name.clone(),
-                    actor_block: actor.private_block(),
-                    stage_block: run.scene.stage_block(Some(&actor.name)),
-                    identity,
-                    seed: seed(&[&run.scene.name, &turn.to_string(), &actor.name]),
-                };
-                let ctx = ctx(&actor.name);
-                tasks.push(Some(pool.spawn(async move {
-                    let outcome = run_prompt(&ctx, &prompt).await;
-                    (outcome.value, outcome.fail_safe)
-                })));
-            }
-            hold(world, &personas, step);
-            run.queued -= 1;
-            run.phase = Phase::Planning {
-                turn,
-                plans: vec![None; tasks.len()],
-                tasks,
-                personas,
-            };
+/// Closes a scene: a turn in flight is dropped (its calls cancelled), the persona actors are
+/// let go, and each is queued for its aftermath (a memory of the scene, its schedule making
+/// room for the time the scene took, its routine resumed).
+fn close(world: &mut World, run: StageRun) {
+    release(world, run.held());
+    if let Ok(waiter) = world.get_entity_mut(run.waiter) {
+        waiter.despawn();
+    }
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    let minutes = u32::try_from((now - run.opened).num_minutes().max(1)).unwrap_or(1);
+    let scene = &run.scene;
+    let told = scene
+        .narration
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut aftermaths = Vec::new();
+    let everyone = scene
+        .actors
+        .iter()
+        .map(|a| (a, None))
+        .chain(scene.fallen.iter().map(|(a, turn)| (a, Some(*turn))));
+    for (actor, fell) in everyone {
+        let Some(persona) = actor.persona else {
+            continue;
+        };
+        if let Ok(mut entity) = world.get_entity_mut(persona) {
+            entity.remove::<Held>();
         }
+        let fell = fell.map_or(String::new(), |turn| {
+            format!(" {} fell in turn {turn}.", actor.name)
+        });
+        aftermaths.push(Aftermath {
+            persona,
+            stage: scene.name.clone(),
+            description: truncate_chars(
+                &format!(
+                    "{} was in a scene at {} ({} turns): {told}{fell}",
+                    actor.name, scene.name, scene.turn
+                ),
+                800,
+            )
+            .to_string(),
+            opened: run.opened,
+            minutes,
+            task: None,
+        });
+    }
+    world.write_message(StageClosed {
+        stage: scene.name.clone(),
+        turns: scene.turn,
+        scene: scene.clone(),
+    });
+    world
+        .get_resource_or_init::<Aftermaths>()
+        .0
+        .extend(aftermaths);
+}
+
+/// Poignancy of a scene's memory: a dramatic moment.
+const SCENE_POIGNANCY: u8 = 6;
+
+/// A persona's aftermath of a scene, waiting for its mind or running.
+pub(super) struct Aftermath {
+    persona: Entity,
+    stage: String,
+    description: String,
+    opened: NaiveDateTime,
+    minutes: u32,
+    task: Option<Task<Box<MindState>>>,
+}
+
+/// Aftermaths of closed scenes.
+#[derive(Resource, Default)]
+pub(super) struct Aftermaths(Vec<Aftermath>);
+
+/// Runs each aftermath once its persona's mind is home (checked out into a task, like a
+/// thought: the persona is `AwaitingCognition` meanwhile) and checks the mind back in.
+fn after_scenes(world: &mut World, ctx: &impl Fn(&str) -> PromptContext, step: u64) {
+    let Some(mut pending) = world
+        .get_resource_mut::<Aftermaths>()
+        .map(|mut a| std::mem::take(&mut a.0))
+    else {
+        return;
+    };
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
+    pending.retain_mut(|after| {
+        let Ok(mut entity) = world.get_entity_mut(after.persona) else {
+            return false;
+        };
+        match &mut after.task {
+            None => {
+                if entity.contains::<AwaitingCognition>() {
+                    return true;
+                }
+                let Some(mind) = entity.get_mut::<Mind>().and_then(|mut m| m.check_out()) else {
+                    return true;
+                };
+                entity.insert(AwaitingCognition::new(step));
+                let ctx = ctx(&mind.scratch.name);
+                after.task = Some(AsyncComputeTaskPool::get().spawn(aftermath(
+                    mind,
+                    ctx,
+                    after.stage.clone(),
+                    after.description.clone(),
+                    after.opened,
+                    after.minutes,
+                    now,
+                )));
+                true
+            }
+            Some(task) => {
+                let Some(mind) = block_on(poll_once(task)) else {
+                    return true;
+                };
+                if let Some(mut holder) = entity.get_mut::<Mind>() {
+                    holder.check_in(mind);
+                }
+                entity.remove::<AwaitingCognition>();
+                false
+            }
+        }
+    });
+    if let Some(mut aftermaths) = world.get_resource_mut::<Aftermaths>() {
+        // Scenes closed while these ran queue theirs behind.
+        pending.append(&mut aftermaths.0);
+        aftermaths.0 = pending;
+    }
+}
+
+/// What a persona keeps of a scene: the memory, room in its schedule, its routine resumed.
+async fn aftermath(
+    mut mind: Box<MindState>,
+    ctx: PromptContext,
+    stage: String,
+    description: String,
+    opened: NaiveDateTime,
+    minutes: u32,
+    now: NaiveDateTime,
+) -> Box<MindState> {
+    let name = mind.scratch.name.clone();
+    if let Ok(vector) = ctx.client.embed_one(description.clone()).await {
+        let memory = NewMemory::new(
+            now,
+            (name.clone(), "was in", format!("a scene at {stage}")),
+            description,
+        )
+        .keywords([name.to_lowercase(), stage.to_lowercase()])
+        .poignancy(SCENE_POIGNANCY)
+        .embedding(vector);
+        if mind.associative.add_event(memory, Vec::new()).is_ok() {
+            mind.scratch.importance_trigger_curr -= i32::from(SCENE_POIGNANCY);
+            mind.scratch.importance_ele_n += 1;
+        }
+    }
+    insert_into_schedule(
+        &mut mind,
+        &ctx,
+        opened,
+        &format!("taking part in a scene at {stage}"),
+        minutes,
+    )
+    .await;
+    // The current action is over: the next step picks up the schedule where the day is now.
+    mind.scratch.act_start_time = Some(now);
+    mind.scratch.act_duration = Some(0);
+    mind
+}
+
+/// Starts `run`'s next turn if one is queued and every persona actor is free: every actor's
+/// call at once. Returns whether it started.
+fn start_turn(
+    world: &mut World,
+    run: &mut StageRun,
+    ctx: &impl Fn(&str) -> PromptContext,
+    step: u64,
+) -> bool {
+    if run.busy() || run.queued == 0 || run.scene.actors.is_empty() {
+        return false;
+    }
+    let personas: Vec<Entity> = run.scene.actors.iter().filter_map(|a| a.persona).collect();
+    // Every persona actor must be free: its mind home, no other work running.
+    let free = personas.iter().all(|p| {
+        world.get::<Mind>(*p).is_some_and(Mind::is_home)
+            && world.get::<AwaitingCognition>(*p).is_none()
+    });
+    if !free {
+        return false;
+    }
+    let turn = run.scene.turn + 1;
+    let pool = AsyncComputeTaskPool::get();
+    let mut tasks = Vec::new();
+    for actor in &run.scene.actors {
+        let identity = actor
+            .persona
+            .and_then(|p| world.get::<Mind>(p))
+            .and_then(Mind::get)
+            .map(|m| m.scratch.identity_summary())
+            .unwrap_or_default();
+        let prompt = ActorTurn {
+            name: actor.name.clone(),
+            actor_block: actor.private_block(),
+            stage_block: run.scene.stage_block(Some(&actor.name)),
+            identity,
+            seed: seed(&[&run.scene.name, &turn.to_string(), &actor.name]),
+        };
+        let ctx = ctx(&actor.name);
+        tasks.push(Some(pool.spawn(async move {
+            let outcome = run_prompt(&ctx, &prompt).await;
+            (outcome.value, outcome.fail_safe)
+        })));
+    }
+    let mut held = personas;
+    held.push(run.waiter);
+    hold(world, &held, step);
+    run.queued -= 1;
+    run.phase = Phase::Planning {
+        turn,
+        plans: vec![None; tasks.len()],
+        tasks,
+        personas: held,
+    };
+    true
+}
+
+fn advance(world: &mut World, run: &mut StageRun, ctx: &impl Fn(&str) -> PromptContext) {
+    match std::mem::take(&mut run.phase) {
+        Phase::Idle => {}
         Phase::Planning {
             turn,
             mut tasks,
