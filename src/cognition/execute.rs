@@ -101,6 +101,20 @@ fn object_event_tile(map: &TownMap, address: &ActionAddress, at: TileCoord) -> T
         .unwrap_or(at)
 }
 
+/// Every persona as the Execute stage moves it (a held one keeps its tile).
+type Walkers<'w, 's> = Query<
+    'w,
+    's,
+    (
+        Entity,
+        &'static Name,
+        &'static mut Body,
+        Ref<'static, ActionView>,
+        Has<Held>,
+    ),
+    With<Persona>,
+>;
+
 /// The Execute stage for every persona, in name order (deterministic).
 ///
 /// Events are only rewritten when something changed: a persona that stands still doing the
@@ -110,7 +124,7 @@ pub(crate) fn execute_actions(
     map: Option<ResMut<TownMap>>,
     mut order: Local<Vec<Entity>>,
     added: Query<(), Added<Persona>>,
-    mut personas: Query<(Entity, &Name, &mut Body, Ref<ActionView>, Has<Held>), With<Persona>>,
+    mut personas: Walkers<'_, '_>,
 ) {
     let Some(mut map) = map else {
         return;

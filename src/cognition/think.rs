@@ -571,7 +571,7 @@ pub(crate) fn start_conversations(
     cx: ThoughtContext,
     mut intents: ResMut<ChatIntents>,
     mut landed: ResMut<LandedThoughts>,
-    mut personas: Query<PersonaItem, (With<Persona>, Without<AwaitingCognition>, Without<Held>)>,
+    mut personas: IdlePersonas<'_, '_>,
     watch: Option<Res<ChatStreamSettings>>,
 ) {
     if intents.0.is_empty() {
