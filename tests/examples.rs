@@ -245,3 +245,40 @@ fn group_channel_opens_a_board_that_residents_join_and_talk_on() {
         .expect("a speaker count");
     assert!(speakers >= 3, "{summary}");
 }
+
+#[test]
+fn stage_scene_plays_the_standoff_and_the_personas_keep_it() {
+    let (stdout, _) = run(Command::new(example("stage_scene")));
+    let lines: Vec<&str> = stdout.lines().collect();
+    let turns = lines.iter().filter(|l| l.starts_with("turn ")).count();
+    assert!(turns >= 1, "{stdout}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("closed after ")),
+        "{stdout}"
+    );
+    // The hidden actor plans, but no other actor's plan names it.
+    assert!(lines.iter().any(|l| l.starts_with("  Shade: ")), "{stdout}");
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("  ") && !l.starts_with("  Shade: "))
+            .all(|l| !l.contains("Shade")),
+        "{stdout}"
+    );
+    for persona in ["Mira Okafor", "Tomas Reyes"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{persona} remembers: "))
+                    && l.contains("Standoff at Riverside Cafe")),
+            "{stdout}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{persona}'s day: "))
+                    && l.ends_with("(the day sums to 1440 min)")),
+            "{stdout}"
+        );
+    }
+}

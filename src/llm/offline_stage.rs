@@ -91,7 +91,8 @@ fn third_person(plan: &str) -> String {
     let verb = verb.trim_end_matches('.');
     let tail = tail
         .replace(" my ", " their ")
-        .replace(" and wait", " and waits");
+        .replace(" and wait", " and waits")
+        .replace(" and try ", " and tries ");
     let tail = tail
         .strip_prefix("my ")
         .map_or(tail.clone(), |t| format!("their {t}"));

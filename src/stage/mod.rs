@@ -11,6 +11,8 @@
 //!   [`Resolution`] is applied (validated: unknown actors ignored, health clamped to
 //!   `0..=max_health`, no invented attributes, the fallen leave), and the read-only resources
 //!   `game://actor/{name}` and `game://stage/{name}` ([`read_resource`]);
+//! - [`file`]: a scene written as a file (`assets/stages/standoff.json`), persona actors named
+//!   by the persona who plays them;
 //! - [`prompts`]: the actor's turn (`stage_actor`: JSON observation and plan, first person) and
 //!   the stage agent's resolution (`stage_resolve`: JSON summary and updates), each with its
 //!   parser and fail-safe.
@@ -40,11 +42,13 @@
 //! [`dialogue`](crate::dialogue).
 
 pub mod actor;
+pub mod file;
 mod play;
 pub mod prompts;
 pub mod scene;
 
 pub use actor::Actor;
+pub use file::{SceneFile, load_scene};
 pub use prompts::ActorPlan;
 pub use scene::{ActorUpdate, Applied, Resolution, ResourceError, Scene, read_resource};
 
