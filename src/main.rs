@@ -69,6 +69,10 @@ struct GameArgs {
     /// and asks before it runs).
     #[arg(long, value_name = "TEXT")]
     directive: Option<String>,
+    /// Open this stage scene as the game starts (a JSON scene file such as
+    /// assets/stages/standoff.json; its panel, F3, plays it turn by turn, auto-play on).
+    #[arg(long, value_name = "FILE")]
+    stage: Option<PathBuf>,
     /// Where F5 quick-saves and F9 quick-loads [default:
     /// $XDG_DATA_HOME/bevy_generative_agents/saves/quick, or under ~/.local/share].
     #[arg(long = "save-dir", value_name = "DIR")]
@@ -114,6 +118,8 @@ enum Command {
     EvalDecisions(cli::args::EvalArgs),
     /// Ask a persona of a save questions (one JSON line per answer); the save is left untouched.
     Interview(cli::interview::InterviewArgs),
+    /// Play a stage scene file headless in the default town (or a save's): one JSON line per turn.
+    Stage(cli::stage::StageArgs),
     /// Measure the embedded local model's speed beside llama.cpp's own.
     #[cfg(feature = "local-llm")]
     BenchLocal(cli::args::BenchArgs),
@@ -217,6 +223,7 @@ fn main() -> ExitCode {
             return cli::eval::eval_command(&args);
         }
         Some(Command::Interview(args)) => return cli::interview::interview_command(&args),
+        Some(Command::Stage(args)) => return cli::stage::stage_command(&args),
         #[cfg(feature = "local-llm")]
         Some(Command::BenchLocal(args)) => {
             return cli::eval::bench_command(&args);
@@ -526,6 +533,7 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
         start: game.start,
         fast_forward_nights: !game.no_fast_forward,
         directive: game.directive.clone(),
+        stage: game.stage.clone(),
     };
     match run_game(&options) {
         Ok(()) => ExitCode::SUCCESS,

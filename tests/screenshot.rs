@@ -318,6 +318,66 @@ fn a_group_conversation_shows_at_lunch_in_the_cafe() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A stage scene in the window (issue 17): `--stage assets/stages/standoff.json` opens the
+/// standoff at Riverside Cafe with the stage panel open and auto-play on — the narration, a
+/// card per actor with its health bar (the hidden one marked), the persona actors' plans in
+/// their bubbles (`docs/stage.png` is this picture, taken with `STAGE_SCREENSHOT=docs/stage.png`).
+#[test]
+fn a_stage_scene_plays_turn_by_turn_in_its_panel() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("stage");
+    let out =
+        std::env::var_os("STAGE_SCREENSHOT").map_or_else(|| dir.join("stage.png"), PathBuf::from);
+    let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/stages/standoff.json");
+    if let Err(log) = run_window(
+        &out,
+        &[
+            "--screenshot-after",
+            "25",
+            "--llm-backend",
+            "scripted",
+            "--start",
+            "18:00",
+            "--follow",
+            "Mira",
+            "--stage",
+            scene,
+        ],
+    ) {
+        panic!("{log}");
+    }
+    assert_drawn_town(&out);
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.with_extension("json")).expect("the state beside the PNG"),
+    )
+    .expect("the state is JSON");
+    let stage = &state["stages"][0];
+    assert_eq!(stage["name"], "Standoff at Riverside Cafe", "{state}");
+    assert_eq!(stage["panel_open"], true, "{state}");
+    assert!(
+        stage["turn"].as_u64().is_some_and(|t| t >= 1),
+        "a turn was played: {state}"
+    );
+    assert!(
+        stage["narration"].as_str().is_some_and(|n| !n.is_empty()),
+        "{state}"
+    );
+    let cast: Vec<&str> = stage["actors"]
+        .as_array()
+        .expect("actors")
+        .iter()
+        .chain(stage["fallen"].as_array().expect("fallen"))
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        cast.contains(&"Mira Okafor") && cast.iter().any(|a| a.ends_with("Shade")),
+        "{cast:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_replay_plays_the_movement_log_in_the_window_without_a_model() {
     if skip_window_tests() {

@@ -447,3 +447,63 @@ fn a_ten_turn_scene_is_the_same_twice_in_lockstep() {
         .collect();
     assert_eq!(turn_one, ["Ada Quill", "Ben Ode", "Stranger", "Shade"]);
 }
+
+/// `smallville stage FILE`: the shipped scene headless, one JSON line per turn and one for the
+/// close; a bad file or flag is a clear error with exit 2.
+#[cfg(feature = "cli")]
+#[test]
+fn the_stage_command_plays_a_scene_file_headless() {
+    use std::process::Command;
+    let bin = env!("CARGO_BIN_EXE_smallville");
+    let scene = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/stages/standoff.json");
+    let out = Command::new(bin)
+        .args(["stage", scene, "--turns", "2", "--llm-backend", "scripted"])
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["turn"], 1);
+    assert_eq!(lines[0]["plans"].as_array().map(Vec::len), Some(4));
+    assert_eq!(lines[2]["closed"], "Standoff at Riverside Cafe");
+    assert_eq!(lines[2]["turns"], 2);
+
+    let dir = std::env::temp_dir().join(format!("bga-stage-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch dir");
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"name":"Pub","environment":"x","actors":[{"persona":"Nobody Here","appearance":"x"}]}"#,
+    )
+    .expect("written");
+    let out = Command::new(bin)
+        .args([
+            "stage",
+            &bad.display().to_string(),
+            "--llm-backend",
+            "scripted",
+            "--warm-up",
+            "0",
+        ])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.json") && stderr.contains("Nobody Here"),
+        "{stderr}"
+    );
+    let out = Command::new(bin)
+        .args(["stage", scene, "--turns", "0"])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}

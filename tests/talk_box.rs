@@ -160,6 +160,7 @@ fn in_window() -> ExitCode {
         start: DEFAULT_GAME_START,
         fast_forward_nights: false,
         directive: None,
+        stage: None,
     };
     let mut app = match build_game_app(&options) {
         Ok(app) => app,

@@ -5,3 +5,4 @@ pub mod args;
 pub mod eval;
 pub mod interview;
 pub mod progress;
+pub mod stage;

@@ -54,6 +54,11 @@ pub(crate) const MAX_EMOJI_CHARS: usize = 6;
 pub(crate) struct GroupSpeech(HashMap<Entity, (String, f32)>);
 
 impl GroupSpeech {
+    /// Types `text` in `persona`'s bubble, as a line just said (a stage actor's plan).
+    pub(crate) fn say(&mut self, persona: Entity, text: &str) {
+        self.0.insert(persona, (text.to_string(), 0.0));
+    }
+
     /// The group lines in bubbles now, "Name: text as typed so far", by name.
     pub(crate) fn shown<'a>(&self, name_of: impl Fn(Entity) -> Option<&'a str>) -> Vec<String> {
         let mut shown: Vec<String> = self

@@ -92,6 +92,9 @@ pub struct GameOptions {
     /// An instruction for the director, sent as the game starts (the director's panel opens
     /// on it, asking before it runs).
     pub directive: Option<String>,
+    /// A stage scene file opened as the game starts (its panel open, auto-play on); checked
+    /// before the window opens.
+    pub stage: Option<std::path::PathBuf>,
 }
 
 /// The game's first day starts in the morning, so the first minute shows the town living
@@ -128,6 +131,9 @@ pub enum GameError {
     /// The app exited with an error (e.g. the screenshot could not be taken).
     #[error("the game exited with an error (code {0})")]
     Exit(u8),
+    /// The stage scene file is unusable (the error names the file and the problem).
+    #[error("{0}")]
+    Stage(String),
 }
 
 /// Parses a speed given on the command line: `paused`, `1`, `2`, `4`, `8`, `16`, `32` (an
@@ -338,6 +344,21 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
             }
         }
     }
+    if let Some(path) = &options.stage {
+        let world = app.world_mut();
+        let mut query = world.query_filtered::<(Entity, &Name), With<crate::persona::Persona>>();
+        let town: Vec<(String, Entity)> = query
+            .iter(world)
+            .map(|(e, n)| (n.as_str().to_owned(), e))
+            .collect();
+        let scene = crate::stage::load_scene(path, &town).map_err(GameError::Stage)?;
+        app.insert_resource(super::StagePanel {
+            open: true,
+            auto: true,
+        });
+        app.world_mut()
+            .write_message(crate::stage::StageCommand::Open { scene });
+    }
     if let Some(text) = &options.directive {
         app.insert_resource(super::DirectorPanel {
             open: true,
@@ -501,6 +522,8 @@ struct ShotExtras<'w> {
     panel: Option<Res<'w, super::DirectorPanel>>,
     streams: Option<Res<'w, crate::group::GroupStreams>>,
     speech: Option<Res<'w, super::bubbles::GroupSpeech>>,
+    stages: Option<Res<'w, crate::stage::Stages>>,
+    stage_panel: Option<Res<'w, super::StagePanel>>,
 }
 
 fn drive_screenshot(
@@ -517,6 +540,8 @@ fn drive_screenshot(
         panel,
         streams,
         speech,
+        stages,
+        stage_panel,
     } = extras;
     progress.frames += 1;
     let started = *progress.started.get_or_insert_with(Instant::now);
@@ -554,6 +579,23 @@ fn drive_screenshot(
             });
         if let Some(streams) = streams.as_deref() {
             state.groups = group_shots(streams, &personas);
+        }
+        if let Some(stages) = stages.as_deref() {
+            state.stages = stages
+                .iter()
+                .map(|scene| StageShot {
+                    name: scene.name.clone(),
+                    turn: scene.turn,
+                    panel_open: stage_panel.as_deref().is_some_and(|p| p.open),
+                    actors: scene
+                        .actors
+                        .iter()
+                        .map(|a| super::actor_card(a).title)
+                        .collect(),
+                    fallen: scene.fallen.iter().map(|(a, _)| a.name.clone()).collect(),
+                    narration: scene.narration.last().cloned().unwrap_or_default(),
+                })
+                .collect();
         }
         if let Some(speech) = speech.as_deref() {
             state.group_bubbles = speech.shown(|e| personas.get(e).ok().map(|(n, ..)| n.as_str()));
@@ -621,6 +663,26 @@ pub struct ScreenshotState {
     /// Group lines in speakers' bubbles at the capture, "Name: text as typed so far".
     #[serde(default)]
     pub group_bubbles: Vec<String>,
+    /// The stage scenes playing.
+    #[serde(default)]
+    pub stages: Vec<StageShot>,
+}
+
+/// A stage scene in a [`ScreenshotState`]: what its panel shows.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StageShot {
+    /// The stage.
+    pub name: String,
+    /// Turns played.
+    pub turn: u32,
+    /// Whether the panel is open.
+    pub panel_open: bool,
+    /// The actors still standing, as their cards title them (🙈 before a hidden one).
+    pub actors: Vec<String>,
+    /// Those who fell.
+    pub fallen: Vec<String>,
+    /// The last turn's narration.
+    pub narration: String,
 }
 
 /// One group conversation in a [`ScreenshotState`].
@@ -718,6 +780,7 @@ fn screenshot_state(
         director: None,
         groups: Vec::new(),
         group_bubbles: Vec::new(),
+        stages: Vec::new(),
     }
 }
 

@@ -17,6 +17,7 @@
 //! | [`HudPlugin`] | date and time, speed controls and their shortcuts, LLM status or replay progress, messages |
 //! | [`InspectorPlugin`] | the selected persona: plan, action, memories, chat, relationships; the talk box ([`TalkBox`]) |
 //! | [`DirectorPanelPlugin`] | `F2`: the director's instruction box, the plan as a checklist, confirm / pause / cancel / answer, the review |
+//! | [`StagePanelPlugin`] | `F3`: the scene playing — narration, actor cards with health bars and effects, next turn / auto-play / close; plans in bubbles |
 //!
 //! [`GameRenderPlugins`] holds them all; [`run_game`] builds the whole windowed app (also in
 //! screenshot mode, see [`GameOptions::screenshot`]), from a fresh town or a save
@@ -42,6 +43,7 @@ mod map;
 mod night;
 mod saves;
 mod sprites;
+mod stage;
 mod talk;
 
 pub use art::{Canvas, Facing, HairStyle, Look, bubble_frame, character_sheet, draw_character};
@@ -55,7 +57,7 @@ pub use director::{
 };
 pub use game::{
     DEFAULT_GAME_START, DirectorShot, GameError, GameOptions, GameSim, PersonaShot, ReplayOptions,
-    ScreenshotRequest, ScreenshotState, SimFrameTime, WINDOW_SIZE, build_game_app,
+    ScreenshotRequest, ScreenshotState, SimFrameTime, StageShot, WINDOW_SIZE, build_game_app,
     build_replay_app, parse_speed, run_game, run_replay,
 };
 pub use hud::{CONTROLS_HINT, HudPlugin, HudToast, SpeedShortcut, replay_status, speed_for_key};
@@ -67,6 +69,7 @@ pub use saves::{
     save_shortcut_for_key,
 };
 pub use sprites::{PersonaSprite, PersonaSpritesPlugin, Selected, WalkState, approach, reselect};
+pub use stage::{ActorCard, StagePanel, StagePanelPlugin, actor_card, auto_turn};
 pub use talk::{MAX_MESSAGE_CHARS, PLAYER, TalkBox, TalkLine, TalkView, talk_lines, talk_request};
 
 use bevy::app::plugin_group;
@@ -113,6 +116,7 @@ plugin_group! {
         hud:::HudPlugin,
         inspector:::InspectorPlugin,
         director:::DirectorPanelPlugin,
+        stage:::StagePanelPlugin,
     }
 }
 

@@ -11,7 +11,7 @@
 //!   [`Resolution`] is applied (validated: unknown actors ignored, health clamped to
 //!   `0..=max_health`, no invented attributes, the fallen leave), and the read-only resources
 //!   `game://actor/{name}` and `game://stage/{name}` ([`read_resource`]);
-//! - [`file`]: a scene written as a file (`assets/stages/standoff.json`), persona actors named
+//! - [`file`](mod@file): a scene written as a file (`assets/stages/standoff.json`), persona actors named
 //!   by the persona who plays them;
 //! - [`prompts`]: the actor's turn (`stage_actor`: JSON observation and plan, first person) and
 //!   the stage agent's resolution (`stage_resolve`: JSON summary and updates), each with its
@@ -190,6 +190,11 @@ impl Stages {
     /// Every scene playing, by stage name.
     pub fn iter(&self) -> impl Iterator<Item = &Scene> {
         self.runs.values().map(|r| &r.scene)
+    }
+
+    /// Turns of `name` queued and not yet started.
+    pub fn queued(&self, name: &str) -> u32 {
+        self.runs.get(name).map_or(0, |r| r.queued)
     }
 
     /// Whether a turn of `name` is being played (its calls are out).

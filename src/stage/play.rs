@@ -15,9 +15,10 @@ use crate::cognition::converse::insert_into_schedule;
 use crate::dialogue::prompts::truncate_chars;
 use crate::llm::LlmClient;
 use crate::memory::NewMemory;
-use crate::persona::{Mind, MindState};
+use crate::persona::{ActionView, Body, Mind, MindState};
 use crate::prompt::{PromptContext, PromptLibrary, run_prompt};
 use crate::settings::AgentSettings;
+use crate::world::{TileCoord, TownMap};
 
 use super::prompts::{ActorPlan, ActorTurn, StageResolve};
 use super::scene::{Resolution, Scene};
@@ -156,12 +157,21 @@ fn apply_command(
             {
                 return Err(format!("{} is already held by another scene", actor.name));
             }
+            let places = arena_places(world, &checked)?;
             let opened = StageOpened {
                 stage: checked.name.clone(),
                 actors: checked.actors.iter().map(|a| a.name.clone()).collect(),
             };
-            // The persona actors stay on the stage until it closes.
-            for persona in checked.actors.iter().filter_map(|a| a.persona) {
+            // The persona actors take their places and stay on the stage until it closes.
+            let stage_name = checked.name.clone();
+            for (i, persona) in checked.actors.iter().filter_map(|a| a.persona).enumerate() {
+                if let Some(tile) = places.get(i).copied() {
+                    take_place(world, persona, tile);
+                }
+                if let Some(mut view) = world.get_mut::<ActionView>(persona) {
+                    view.description = format!("taking part in a scene at {stage_name}");
+                    view.emoji = "🎭".to_string();
+                }
                 world.entity_mut(persona).insert(Held);
             }
             let (now, step) = world
@@ -214,6 +224,47 @@ fn apply_command(
             run.close_after = true;
             Ok(None)
         }
+    }
+}
+
+/// Where the persona actors stand: walkable tiles of the scene's arena, spread over it (none
+/// without an arena or a map). An arena the town does not have is refused.
+fn arena_places(world: &World, scene: &Scene) -> Result<Vec<TileCoord>, String> {
+    let (Some(arena), Some(map)) = (&scene.arena, world.get_resource::<TownMap>()) else {
+        return Ok(Vec::new());
+    };
+    let tiles: Vec<TileCoord> = map
+        .address_tiles(arena)
+        .map(|t| t.iter().copied().filter(|c| map.is_walkable(*c)).collect())
+        .unwrap_or_default();
+    if tiles.is_empty() {
+        return Err(format!(
+            "the town has no arena {:?} to play on",
+            truncate_chars(arena, 120)
+        ));
+    }
+    let players = scene.actors.iter().filter(|a| a.persona.is_some()).count();
+    Ok((0..players)
+        .map(|i| tiles[(i + 1) * tiles.len() / (players + 1)])
+        .collect())
+}
+
+/// Moves a persona actor onto its place on the stage (its walk there is not shown: a scene
+/// starts with everyone in place).
+fn take_place(world: &mut World, persona: Entity, tile: TileCoord) {
+    let Some(name) = world.get::<Name>(persona).map(|n| n.as_str().to_owned()) else {
+        return;
+    };
+    let Some(mut body) = world.get_mut::<Body>(persona) else {
+        return;
+    };
+    let from = body.tile;
+    body.tile = tile;
+    body.previous_tile = tile;
+    body.planned_path.clear();
+    body.path_set = true;
+    if let Some(mut map) = world.get_resource_mut::<TownMap>() {
+        map.remove_subject_events(from, &name);
     }
 }
 
