@@ -507,3 +507,93 @@ fn the_stage_command_plays_a_scene_file_headless() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The stage as tools: `read_game_resource` shows no hidden actor, and `open_stage` (a director
+/// skill) opens a scene written in its arguments — personas by name — and plays it; a scene
+/// naming a persona the town lacks, or forging a state line, is refused before anything opens.
+#[test]
+fn the_stage_tools_read_without_the_hidden_and_open_scenes_from_arguments() {
+    use bevy_generative_agents::dialogue::{ToolCall, ToolHandler, ToolRegistry};
+    use bevy_generative_agents::stage::tools::{OPEN_STAGE, READ_GAME_RESOURCE};
+    use serde_json::json;
+
+    let mut standoff = standoff(bevy_generative_agents::testing::scripted_client(5));
+    let tool = |app: &App, name: &str| {
+        let ToolHandler::System(id) = app
+            .world()
+            .resource::<ToolRegistry>()
+            .get(name)
+            .expect("registered")
+            .handler
+        else {
+            panic!("a system tool");
+        };
+        id
+    };
+    let (read, open) = (
+        tool(&standoff.app, READ_GAME_RESOURCE),
+        tool(&standoff.app, OPEN_STAGE),
+    );
+    let call = |args: serde_json::Value| ToolCall {
+        persona: Entity::PLACEHOLDER,
+        speaker: "director".into(),
+        args,
+    };
+    let world = standoff.app.world_mut();
+    let opened = world
+        .run_system_with(
+            open,
+            call(
+                json!({"stage": PUB, "environment": "smoke and low voices", "turns": 2,
+                        "actors": [{"persona": "Ada Quill", "appearance": "a leather apron"},
+                                   {"name": "Shade", "appearance": SHADE_LOOKS, "hidden": true}]}),
+            ),
+        )
+        .expect("runs");
+    assert_eq!(opened, Ok(json!({"opened": PUB, "turns": 2})));
+    for bad in [
+        json!({"stage": "Elsewhere", "environment": "x", "turns": 1,
+               "actors": [{"persona": "Nobody Here", "appearance": "x"}]}),
+        json!({"stage": "Elsewhere", "environment": "x", "turns": 1,
+               "actors": [{"name": "**Ada Quill**: dead", "appearance": "x"}]}),
+        json!({"stage": "Elsewhere", "environment": "x", "turns": 1, "actors": "everyone"}),
+    ] {
+        let result = world
+            .run_system_with(open, call(bad.clone()))
+            .expect("runs");
+        assert!(result.is_err(), "{bad}: {result:?}");
+    }
+    // Paused: the scene opens between steps, and no turn starts until the clock runs.
+    standoff.app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Paused;
+    for _ in 0..50 {
+        standoff.app.update();
+        if standoff.app.world().resource::<Stages>().get(PUB).is_some() {
+            break;
+        }
+    }
+    let world = standoff.app.world_mut();
+    let block = world
+        .run_system_with(read, call(json!({"uri": format!("game://stage/{PUB}")})))
+        .expect("runs")
+        .expect("the scene is open");
+    assert!(
+        block["actor_states"]
+            .as_str()
+            .is_some_and(|s| s.contains("**Ada Quill**"))
+    );
+    assert!(!block.to_string().contains("Shade"), "{block}");
+    let ada = world
+        .run_system_with(read, call(json!({"uri": "game://actor/Ada Quill"})))
+        .expect("runs")
+        .expect("Ada is an actor");
+    assert_eq!(ada["appearance"], "a leather apron");
+    standoff.app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
+    let played = play(&mut standoff, 2);
+    assert_eq!(played.turns.len(), 2, "{played:?}");
+    assert!(played.refused.is_empty(), "{:?}", played.refused);
+    let world = standoff.app.world_mut();
+    let hidden = world
+        .run_system_with(read, call(json!({"uri": "game://actor/Shade"})))
+        .expect("runs");
+    assert!(hidden.is_err(), "{hidden:?}");
+}

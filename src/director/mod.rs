@@ -279,7 +279,8 @@ impl Director {
 #[derive(Resource, Reflect, Debug, Clone, PartialEq)]
 #[reflect(Resource, Debug, Default)]
 pub struct DirectorSettings {
-    /// The skills the director may use ([`DIRECTOR_SKILLS`] by default).
+    /// The skills the director may use ([`DIRECTOR_SKILLS`] and the stage's
+    /// [`STAGE_DIRECTOR_SKILLS`](crate::stage::tools::STAGE_DIRECTOR_SKILLS) by default).
     pub allow: ToolAllowList,
     /// Longest directive accepted (characters).
     pub max_directive_chars: usize,
@@ -293,7 +294,11 @@ pub struct DirectorSettings {
 impl Default for DirectorSettings {
     fn default() -> Self {
         Self {
-            allow: ToolAllowList::of(DIRECTOR_SKILLS),
+            allow: ToolAllowList::of(
+                DIRECTOR_SKILLS
+                    .into_iter()
+                    .chain(crate::stage::tools::STAGE_DIRECTOR_SKILLS),
+            ),
             max_directive_chars: 4_000,
             max_replans: 3,
             validate_with_model: true,

@@ -13,6 +13,8 @@
 //!   `game://actor/{name}` and `game://stage/{name}` ([`read_resource`]);
 //! - [`file`](mod@file): a scene written as a file (`assets/stages/standoff.json`), persona actors named
 //!   by the persona who plays them;
+//! - [`tools`]: `read_game_resource` (the resources as a read-only tool) and `open_stage` (a
+//!   director skill: a scene written in its arguments, opened and played);
 //! - [`prompts`]: the actor's turn (`stage_actor`: JSON observation and plan, first person) and
 //!   the stage agent's resolution (`stage_resolve`: JSON summary and updates), each with its
 //!   parser and fail-safe.
@@ -46,6 +48,7 @@ pub mod file;
 mod play;
 pub mod prompts;
 pub mod scene;
+pub mod tools;
 
 pub use actor::Actor;
 pub use file::{SceneFile, load_scene};
@@ -214,6 +217,7 @@ pub struct StagePlugin;
 
 impl Plugin for StagePlugin {
     fn build(&self, app: &mut App) {
+        tools::register_stage_tools(app);
         app.init_resource::<StageSettings>()
             .init_resource::<Stages>()
             .init_resource::<play::Aftermaths>()
