@@ -268,17 +268,38 @@ fn take_place(world: &mut World, persona: Entity, tile: TileCoord) {
     }
 }
 
+/// What a stage's model calls are made with.
+struct Prompting {
+    client: LlmClient,
+    library: PromptLibrary,
+    retries: u32,
+}
+
+impl Prompting {
+    /// The world's client, templates and retries; `None` without a client or templates.
+    fn of(world: &World) -> Option<Self> {
+        Some(Self {
+            client: world.get_resource::<LlmClient>()?.clone(),
+            library: world.get_resource::<PromptLibrary>()?.clone(),
+            retries: world
+                .get_resource::<AgentSettings>()
+                .map_or(3, |s| s.prompt_retries),
+        })
+    }
+
+    /// A context for `name`'s calls (routed by name in a pool of servers).
+    fn ctx(&self, name: &str) -> PromptContext {
+        PromptContext::new(self.client.clone(), self.library.clone())
+            .with_retries(self.retries)
+            .with_affinity(name)
+    }
+}
+
 /// Starts the due turns, in the step (so a Lockstep run starts each turn at the same step).
 pub(super) fn start_turns(world: &mut World) {
-    let (Some(client), Some(library)) = (
-        world.get_resource::<LlmClient>().cloned(),
-        world.get_resource::<PromptLibrary>().cloned(),
-    ) else {
+    let Some(prompting) = Prompting::of(world) else {
         return;
     };
-    let retries = world
-        .get_resource::<AgentSettings>()
-        .map_or(3, |s| s.prompt_retries);
     let Some((step, secs)) = world
         .get_resource::<SimClock>()
         .map(|c| (c.step(), c.sec_per_step()))
@@ -291,14 +312,9 @@ pub(super) fn start_turns(world: &mut World) {
     let steps_per_turn = (f64::from(turn_seconds) / f64::from(secs.max(1)))
         .ceil()
         .max(1.0) as u64;
-    let ctx = |name: &str| {
-        PromptContext::new(client.clone(), library.clone())
-            .with_retries(retries)
-            .with_affinity(name)
-    };
     world.resource_scope(|world, mut stages: Mut<Stages>| {
         for run in stages.runs.values_mut() {
-            if step >= run.next_step && start_turn(world, run, &ctx, step) {
+            if step >= run.next_step && start_turn(world, run, &prompting, step) {
                 run.next_step = step + steps_per_turn;
             }
         }
@@ -308,24 +324,13 @@ pub(super) fn start_turns(world: &mut World) {
 /// Lands the turns' calls, closes finished scenes and runs their aftermaths (see the module
 /// docs).
 pub(super) fn drive_stages(world: &mut World) {
-    let (Some(client), Some(library)) = (
-        world.get_resource::<LlmClient>().cloned(),
-        world.get_resource::<PromptLibrary>().cloned(),
-    ) else {
+    let Some(prompting) = Prompting::of(world) else {
         return;
     };
-    let retries = world
-        .get_resource::<AgentSettings>()
-        .map_or(3, |s| s.prompt_retries);
     let step = world.get_resource::<SimClock>().map_or(0, SimClock::step);
-    let ctx = |name: &str| {
-        PromptContext::new(client.clone(), library.clone())
-            .with_retries(retries)
-            .with_affinity(name)
-    };
     world.resource_scope(|world, mut stages: Mut<Stages>| {
         for run in stages.runs.values_mut() {
-            advance(world, run, &ctx);
+            advance(world, run, &prompting);
         }
         let done: Vec<String> = stages
             .runs
@@ -341,7 +346,7 @@ pub(super) fn drive_stages(world: &mut World) {
             }
         }
     });
-    after_scenes(world, &ctx, step);
+    after_scenes(world, &prompting, step);
 }
 
 /// Closes a scene: a turn in flight is dropped (its calls cancelled), the persona actors are
@@ -429,7 +434,7 @@ pub(super) struct Aftermaths(Vec<Aftermath>);
 
 /// Runs each aftermath once its persona's mind is home (checked out into a task, like a
 /// thought: the persona is `AwaitingCognition` meanwhile) and checks the mind back in.
-fn after_scenes(world: &mut World, ctx: &impl Fn(&str) -> PromptContext, step: u64) {
+fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
     let Some(mut pending) = world
         .get_resource_mut::<Aftermaths>()
         .map(|mut a| std::mem::take(&mut a.0))
@@ -453,7 +458,7 @@ fn after_scenes(world: &mut World, ctx: &impl Fn(&str) -> PromptContext, step: u
                     return true;
                 };
                 entity.insert(AwaitingCognition::new(step));
-                let ctx = ctx(&mind.scratch.name);
+                let ctx = prompting.ctx(&mind.scratch.name);
                 after.task = Some(AsyncComputeTaskPool::get().spawn(aftermath(
                     mind,
                     ctx,
@@ -525,12 +530,7 @@ async fn aftermath(
 
 /// Starts `run`'s next turn if one is queued and every persona actor is free: every actor's
 /// call at once. Returns whether it started.
-fn start_turn(
-    world: &mut World,
-    run: &mut StageRun,
-    ctx: &impl Fn(&str) -> PromptContext,
-    step: u64,
-) -> bool {
+fn start_turn(world: &mut World, run: &mut StageRun, prompting: &Prompting, step: u64) -> bool {
     if run.busy() || run.queued == 0 || run.scene.actors.is_empty() {
         return false;
     }
@@ -560,7 +560,7 @@ fn start_turn(
             identity,
             seed: seed(&[&run.scene.name, &turn.to_string(), &actor.name]),
         };
-        let ctx = ctx(&actor.name);
+        let ctx = prompting.ctx(&actor.name);
         tasks.push(Some(pool.spawn(async move {
             let outcome = run_prompt(&ctx, &prompt).await;
             (outcome.value, outcome.fail_safe)
@@ -579,7 +579,7 @@ fn start_turn(
     true
 }
 
-fn advance(world: &mut World, run: &mut StageRun, ctx: &impl Fn(&str) -> PromptContext) {
+fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
     match std::mem::take(&mut run.phase) {
         Phase::Idle => {}
         Phase::Planning {
@@ -626,7 +626,7 @@ fn advance(world: &mut World, run: &mut StageRun, ctx: &impl Fn(&str) -> PromptC
                 turn,
                 seed: seed(&[&run.scene.name, &turn.to_string(), "stage agent"]),
             };
-            let ctx = ctx(&run.scene.name);
+            let ctx = prompting.ctx(&run.scene.name);
             let task = AsyncComputeTaskPool::get().spawn(async move {
                 let outcome = run_prompt(&ctx, &prompt).await;
                 (outcome.value, outcome.fail_safe)
