@@ -168,3 +168,59 @@ fn a_scenario_naming_what_the_town_lacks_is_refused_before_anything_is_written()
     assert!(err.to_string().contains("scenario.json.in"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A scenario injects a stage scene (issue 17): the standoff opens at its time, plays its turns
+/// and closes; its personas keep it. One naming a persona or an arena the town lacks is refused
+/// before the run starts.
+#[test]
+fn a_scenario_injects_a_stage_scene() {
+    let dir = out_dir("stage");
+    let scene = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/stages/standoff.json"
+    ))
+    .expect("the shipped scene");
+    let text = format!(
+        r#"{{"name": "standoff", "description": "a stranger at the cafe", "hours": 1,
+            "injections": [{{"kind": "stage", "at": "2023-02-13 00:20", "turns": 2, "scene": {scene}}}]}}"#
+    );
+    let path = scenario_file(&dir, &text);
+    let out = dir.join("run");
+    let options = common::scripted_run_options(1.0, 5, 3, &out);
+    let scenario = Scenario::load(&path).expect("the scenario loads");
+    let (_, measured) = run_scenario(options, scenario).expect("the scenario runs");
+    assert_eq!(measured.injections.len(), 1, "{:?}", measured.injections);
+    assert_eq!(
+        measured.injections[0]["what"], "injected",
+        "{:?}",
+        measured.injections
+    );
+    let json = results(&out);
+    assert_eq!(
+        json["scenario"]["injections"][0]["scene"]["name"],
+        "Standoff at Riverside Cafe"
+    );
+
+    let unfit = text
+        .replace(
+            "\"persona\": \"Mira Okafor\"",
+            "\"persona\": \"Nobody Atall\"",
+        )
+        .replace(
+            "Willowbrook:Riverside Cafe:cafe",
+            "Willowbrook:The Moon:crater",
+        );
+    let path = scenario_file(&dir.join("unfit"), &unfit);
+    let scenario = Scenario::load(&path).expect("well formed");
+    let err = run_scenario(
+        common::scripted_run_options(1.0, 5, 3, &dir.join("unfit-run")),
+        scenario,
+    )
+    .expect_err("unfit for this town");
+    let text = err.to_string();
+    assert!(
+        text.contains("Nobody Atall") && text.contains("The Moon"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -123,6 +123,11 @@ enum InjectionFile {
         persona: String,
         text: String,
     },
+    Stage {
+        at: String,
+        scene: crate::stage::SceneFile,
+        turns: u32,
+    },
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -189,6 +194,13 @@ pub enum Injection {
         persona: String,
         /// Its `currently` text.
         text: String,
+    },
+    /// A stage scene (SPEC §9) opened, played for `turns` turns and closed.
+    Stage {
+        /// The scene, as in a scene file (persona actors by name).
+        scene: Box<crate::stage::SceneFile>,
+        /// Turns to play (1–20).
+        turns: u32,
     },
 }
 
@@ -352,6 +364,28 @@ impl Scenario {
                     long(&format!("{field}.text"), &text)?;
                     (at, Injection::SetCurrently { persona, text })
                 }
+                InjectionFile::Stage { at, scene, turns } => {
+                    if !(1..=20).contains(&turns) {
+                        return Err(format!("`{field}.turns` must be 1–20, got {turns}"));
+                    }
+                    // Everything but the personas is checked now (they are, against the town,
+                    // in `check_town`).
+                    let unnamed: Vec<(String, Entity)> = scene
+                        .actors
+                        .iter()
+                        .filter_map(|a| a.persona.clone())
+                        .map(|name| (name, Entity::PLACEHOLDER))
+                        .collect();
+                    crate::stage::file::scene_from_file(scene.clone(), &unnamed)
+                        .map_err(|e| format!("`{field}.scene`: {e}"))?;
+                    (
+                        at,
+                        Injection::Stage {
+                            scene: Box::new(scene),
+                            turns,
+                        },
+                    )
+                }
             };
             let at = time(&format!("{field}.at"), &at)?;
             injections.push(Timed { at, what });
@@ -477,6 +511,13 @@ impl Scenario {
                 Injection::Whisper { persona, .. } | Injection::SetCurrently { persona, .. } => {
                     person(persona, format!("injections[{i}].persona"))
                 }
+                Injection::Stage { scene, .. } => {
+                    for (a, actor) in scene.actors.iter_mut().enumerate() {
+                        if let Some(name) = actor.persona.as_mut() {
+                            person(name, format!("injections[{i}].scene.actors[{a}].persona"));
+                        }
+                    }
+                }
                 Injection::Directive { .. } | Injection::TileEvent { .. } => {}
             }
         }
@@ -498,6 +539,14 @@ impl Scenario {
             {
                 problems.push(format!(
                     "injections[{i}].place: no place called `{place}` in town"
+                ));
+            }
+            if let Injection::Stage { scene, .. } = &t.what
+                && let Some(arena) = &scene.arena
+                && map.address_tiles(arena).is_none()
+            {
+                problems.push(format!(
+                    "injections[{i}].scene.arena: no arena called `{arena}` in town"
                 ));
             }
         }
@@ -701,6 +750,34 @@ fn apply(world: &mut World, injection: &Injection) -> Result<Value, String> {
         ),
         Injection::SetCurrently { persona, text } => {
             skills::set_currently(In(call(json!({"persona": persona, "text": text}))), world)
+        }
+        Injection::Stage { scene, turns } => {
+            let actors: Vec<Value> = scene
+                .actors
+                .iter()
+                .map(|a| {
+                    let mut actor = json!({"appearance": a.appearance, "hidden": a.hidden,
+                                           "attributes": a.attributes});
+                    for (key, value) in [
+                        ("name", &a.name),
+                        ("persona", &a.persona),
+                        ("position", &a.position),
+                        ("posture", &a.posture),
+                        ("special", &a.special),
+                    ] {
+                        if let Some(value) = value {
+                            actor[key] = json!(value);
+                        }
+                    }
+                    actor
+                })
+                .collect();
+            let mut args = json!({"stage": scene.name, "environment": scene.environment,
+                                  "actors": actors, "turns": turns});
+            if let Some(arena) = &scene.arena {
+                args["arena"] = json!(arena);
+            }
+            crate::stage::tools::open_stage(In(call(args)), world)
         }
     }
 }

@@ -69,7 +69,7 @@ pub use saves::{
     save_shortcut_for_key,
 };
 pub use sprites::{PersonaSprite, PersonaSpritesPlugin, Selected, WalkState, approach, reselect};
-pub use stage::{ActorCard, StagePanel, StagePanelPlugin, actor_card, auto_turn};
+pub use stage::{ActorCard, StagePanel, StagePanelPlugin, actor_card, auto_turn, plan_bubble};
 pub use talk::{MAX_MESSAGE_CHARS, PLAYER, TalkBox, TalkLine, TalkView, talk_lines, talk_request};
 
 use bevy::app::plugin_group;

@@ -2,7 +2,7 @@
 //! actor with a health bar, attack, effects and state (hidden actors marked: the panel is the
 //! game master's view) — with *Next turn*, *Auto-play* and *Close*. `F3` shows and hides it;
 //! the game's `--stage FILE` opens a scene with the panel open and auto-play on. A persona
-//! actor's plan is typed in its bubble, like a line of talk.
+//! actor's observation and plan are typed in its bubble, like a line of talk.
 //!
 //! The panel only writes [`StageCommand`]s and reads [`Stages`]; the scene plays in the
 //! simulation's schedule like headless. What it shows is built by pure functions
@@ -59,6 +59,15 @@ pub fn actor_card(actor: &Actor) -> ActorCard {
         ),
         state: format!("{} | {}{special}", actor.position, actor.posture),
         effects: actor.effects.join(", "),
+    }
+}
+
+/// What a persona actor's bubble says of its turn: what it noticed, then what it means to do.
+pub fn plan_bubble(plan: &crate::stage::ActorPlan) -> String {
+    if plan.observation.is_empty() {
+        plan.plan.clone()
+    } else {
+        format!("👀 {} → {}", plan.observation, plan.plan)
     }
 }
 
@@ -120,7 +129,7 @@ fn auto_play(
 fn plans_in_bubbles(mut plans: MessageReader<ActorPlanned>, mut speech: ResMut<GroupSpeech>) {
     for plan in plans.read() {
         if let Some(persona) = plan.persona {
-            speech.say(persona, &plan.plan.plan);
+            speech.say(persona, &plan_bubble(&plan.plan));
         }
     }
 }
@@ -249,6 +258,23 @@ mod tests {
         assert_eq!(card.state, "the corridor | standing | watching");
         assert_eq!(card.effects, "bleeding");
         assert_eq!(actor_card(&Actor::new("Ann", "x")).title, "Ann");
+    }
+
+    #[test]
+    fn a_bubble_says_what_the_actor_noticed_and_means_to_do() {
+        let plan = crate::stage::ActorPlan {
+            observation: "A stranger is dripping on my floor.".into(),
+            plan: "I ask him to leave.".into(),
+        };
+        assert_eq!(
+            plan_bubble(&plan),
+            "👀 A stranger is dripping on my floor. → I ask him to leave."
+        );
+        let quiet = crate::stage::ActorPlan {
+            observation: String::new(),
+            plan: "I wait and watch.".into(),
+        };
+        assert_eq!(plan_bubble(&quiet), "I wait and watch.");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use bevy::prelude::*;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::actor::{ATTACK, Actor, HEALTH, MAX_HEALTH};
 use super::scene::Scene;
@@ -29,7 +29,7 @@ use super::scene::Scene;
 pub const MAX_SCENE_FILE_BYTES: u64 = 256 * 1024;
 
 /// A scene file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SceneFile {
     /// The stage's name.
@@ -44,7 +44,7 @@ pub struct SceneFile {
 }
 
 /// One actor of a scene file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActorFile {
     /// Its name (a persona actor's defaults to the persona's).
