@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use bevy::tasks::block_on;
-use bevy::time::TimeUpdateStrategy;
-use bevy_generative_agents::clock::{SimClock, SimSpeed, TimeMode};
 use bevy_generative_agents::cognition::CognitionPlugin;
 use bevy_generative_agents::director::DirectorPlugin;
 use bevy_generative_agents::group::GroupPlugin;
@@ -37,24 +35,14 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 fn app(client: LlmClient) -> App {
-    let mut app = App::new();
-    app.add_plugins(MinimalPlugins.set(bevy_generative_agents::headless::simulation_task_pools()))
-        .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_millis(
-            16,
-        )))
-        .insert_resource(client)
-        .insert_resource(
-            SimClock::default()
-                .with_mode(TimeMode::Lockstep)
-                .with_speed(SimSpeed::Max),
-        )
-        .add_plugins(
-            bevy_generative_agents::GenerativeAgentsPlugins
-                .build()
-                .disable::<CognitionPlugin>()
-                .disable::<DirectorPlugin>()
-                .disable::<GroupPlugin>(),
-        );
+    let mut app = bevy_generative_agents::testing::create_test_app_with(
+        client,
+        bevy_generative_agents::GenerativeAgentsPlugins
+            .build()
+            .disable::<CognitionPlugin>()
+            .disable::<DirectorPlugin>()
+            .disable::<GroupPlugin>(),
+    );
     app.update();
     app
 }

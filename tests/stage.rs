@@ -11,9 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bevy::prelude::*;
-use bevy::time::TimeUpdateStrategy;
 use bevy_generative_agents::clock::Held;
-use bevy_generative_agents::clock::{SimClock, SimSpeed, TimeMode};
+use bevy_generative_agents::clock::{SimClock, SimSpeed};
 use bevy_generative_agents::cognition::CognitionPlugin;
 use bevy_generative_agents::director::DirectorPlugin;
 use bevy_generative_agents::group::GroupPlugin;
@@ -33,24 +32,14 @@ struct Standoff {
 }
 
 fn standoff(client: LlmClient) -> Standoff {
-    let mut app = App::new();
-    app.add_plugins(MinimalPlugins.set(bevy_generative_agents::headless::simulation_task_pools()))
-        .insert_resource(TimeUpdateStrategy::ManualDuration(
-            std::time::Duration::from_millis(16),
-        ))
-        .insert_resource(client)
-        .insert_resource(
-            SimClock::default()
-                .with_mode(TimeMode::Lockstep)
-                .with_speed(SimSpeed::Max),
-        )
-        .add_plugins(
-            bevy_generative_agents::GenerativeAgentsPlugins
-                .build()
-                .disable::<CognitionPlugin>()
-                .disable::<DirectorPlugin>()
-                .disable::<GroupPlugin>(),
-        );
+    let mut app = bevy_generative_agents::testing::create_test_app_with(
+        client,
+        bevy_generative_agents::GenerativeAgentsPlugins
+            .build()
+            .disable::<CognitionPlugin>()
+            .disable::<DirectorPlugin>()
+            .disable::<GroupPlugin>(),
+    );
     let mut spawn = |name: &str, who: &str| {
         let scratch = Scratch {
             name: name.to_string(),

@@ -14,8 +14,8 @@
 
 use serde_json::json;
 
-/// FNV-1a of the parts, for stable per-prompt choices.
-fn hash(parts: &[&str]) -> u64 {
+/// FNV-1a of the parts, for stable per-prompt choices (the stage stand-in's too).
+pub(super) fn hash(parts: &[&str]) -> u64 {
     parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, part| {
         part.bytes()
             .chain(std::iter::once(0xff))

@@ -9,14 +9,7 @@
 
 use serde_json::json;
 
-/// FNV-1a of the parts, for stable per-prompt choices.
-fn hash(parts: &[&str]) -> u64 {
-    parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, part| {
-        part.bytes()
-            .chain(std::iter::once(0xff))
-            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-    })
-}
+use super::offline_group::hash;
 
 /// The names in `**Name**:` state lines of `text`, in order.
 fn state_names(text: &str) -> Vec<&str> {

@@ -14,6 +14,7 @@ pub mod fake_openai;
 
 use std::time::Duration;
 
+use bevy::app::PluginGroupBuilder;
 use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 
@@ -31,6 +32,12 @@ use crate::llm::LlmClient;
 /// agent plugins, the given client, a Lockstep clock at
 /// max speed, and virtual time advancing a fixed 16 ms per update.
 pub fn create_test_app(client: LlmClient) -> App {
+    create_test_app_with(client, crate::GenerativeAgentsPlugins.build())
+}
+
+/// [`create_test_app`] with a chosen set of the agent plugins (some disabled, say: a test of
+/// one system without the cognition loop).
+pub fn create_test_app_with(client: LlmClient, plugins: PluginGroupBuilder) -> App {
     let mut app = App::new();
     app.add_plugins(MinimalPlugins.set(crate::headless::simulation_task_pools()))
         .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_millis(
@@ -42,7 +49,7 @@ pub fn create_test_app(client: LlmClient) -> App {
                 .with_mode(TimeMode::Lockstep)
                 .with_speed(SimSpeed::Max),
         )
-        .add_plugins(crate::GenerativeAgentsPlugins);
+        .add_plugins(plugins);
     app
 }
 
