@@ -297,6 +297,13 @@ impl Prompting {
 
 /// Starts the due turns, in the step (so a Lockstep run starts each turn at the same step).
 pub(super) fn start_turns(world: &mut World) {
+    // Every step: nothing to do (and nothing to clone) while no scene plays.
+    if world
+        .get_resource::<Stages>()
+        .is_none_or(|s| s.runs.is_empty())
+    {
+        return;
+    }
     let Some(prompting) = Prompting::of(world) else {
         return;
     };
@@ -324,6 +331,17 @@ pub(super) fn start_turns(world: &mut World) {
 /// Lands the turns' calls, closes finished scenes and runs their aftermaths (see the module
 /// docs).
 pub(super) fn drive_stages(world: &mut World) {
+    // Every poll (Lockstep polls many times a frame): nothing to do while no scene plays and
+    // no aftermath waits.
+    let idle = world
+        .get_resource::<Stages>()
+        .is_none_or(|s| s.runs.is_empty())
+        && world
+            .get_resource::<Aftermaths>()
+            .is_none_or(|a| a.0.is_empty());
+    if idle {
+        return;
+    }
     let Some(prompting) = Prompting::of(world) else {
         return;
     };
