@@ -74,11 +74,14 @@ if [ ! -s "$play_png" ]; then
   echo "error: scripts/play.sh --screenshot wrote no picture" >&2
   exit 1
 fi
-# What the first minute showed (the state written beside the picture), for the log.
+# What the first minute showed (the state written beside the picture): the town must be living,
+# at least one persona out of bed after 60 real seconds at the default settings (issue 13).
 python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
 up = [p["name"] for p in s["personas"] if p["out_of_bed"]]
-print("first minute:", s["time"], "step", s["step"], "up:", len(up), "of", len(s["personas"]), up)' "${play_png%.png}.json"
+print("first minute:", s["time"], "step", s["step"], "up:", len(up), "of", len(s["personas"]), up)
+if not up:
+    sys.exit("error: after the first minute nobody in the town is out of bed")' "${play_png%.png}.json"
 
 echo
 echo "all checks passed"

@@ -309,6 +309,7 @@ fn errors_and_transport_retries_are_counted_and_errors_not_cached() {
         kind: "pick".into(),
         messages: Vec::new(),
         options: vec!["a".into()],
+        affinity: None,
     }));
     assert_eq!(unsupported, Err(LlmError::Unsupported("choice scoring")));
     assert!(!client.supports_choice_scoring());
@@ -325,6 +326,7 @@ fn choice_scores_come_from_the_backend_and_are_cached() {
             "Should Klaus talk to Maria?",
         )],
         options: vec!["yes".into(), "no".into()],
+        affinity: None,
     };
     assert_eq!(
         block_on(client.score_choices(request.clone())),
@@ -343,6 +345,7 @@ fn choice_scores_come_from_the_backend_and_are_cached() {
             "Klaus reads in the library",
         )],
         options: vec!["the park".into(), "the library".into()],
+        affinity: None,
     };
     let scores = block_on(client.score_choices(overlap)).expect("scores");
     assert!(scores[1] > scores[0], "{scores:?}");

@@ -79,6 +79,7 @@ fn choice_scoring_picks_the_obvious_answer() {
             kind: "test_choice".into(),
             messages: vec![ChatMessage::user(question)],
             options: options.iter().map(|s| (*s).to_owned()).collect(),
+            affinity: None,
         };
         let scores = block_on(llm.score_choices(request.clone())).expect("scores");
         assert_eq!(scores.len(), options.len());
@@ -97,6 +98,7 @@ fn choice_scoring_picks_the_obvious_answer() {
         kind: "test_choice".into(),
         messages: vec![ChatMessage::user("Pick one.")],
         options: Vec::new(),
+        affinity: None,
     };
     assert_eq!(
         block_on(llm.score_choices(none)).expect("empty"),

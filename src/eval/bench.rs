@@ -80,6 +80,7 @@ fn choice_request(nonce: usize) -> ChoiceRequest {
             OPTIONS.join("\n- ")
         ))],
         options: OPTIONS.iter().map(|s| (*s).to_owned()).collect(),
+        affinity: None,
     }
 }
 

@@ -304,6 +304,7 @@ pub async fn evaluate(
                     kind: item.kind.clone(),
                     messages,
                     options: item.options.clone(),
+                    affinity: None,
                 })
                 .await
                 .ok()

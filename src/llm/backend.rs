@@ -182,6 +182,10 @@ pub struct ChoiceRequest {
     pub messages: Vec<ChatMessage>,
     /// The candidate answers, scored as continuations of the assistant turn.
     pub options: Vec<String>,
+    /// The routing key of the thought that asks (as [`ChatRequest::affinity`]): the embedded
+    /// model serves one thought's calls back to back. Not part of the cache key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<String>,
 }
 
 /// Failures of a backend call. Messages never contain secrets.

@@ -66,6 +66,8 @@ mod plugin;
 mod pool;
 mod replay;
 mod scripted;
+#[cfg(feature = "local-llm")]
+mod serve_order;
 mod usage;
 
 pub use backend::*;

@@ -304,6 +304,7 @@ async fn run_prompt_inner<P: Prompt>(
             kind: kind.to_string(),
             messages: request.messages.clone(),
             options: options.clone(),
+            affinity: request.affinity.clone(),
         };
         match ctx.client.score_choices(choice).await {
             Ok(scores) => {
