@@ -80,6 +80,7 @@ fn choice_scoring_picks_the_obvious_answer() {
             messages: vec![ChatMessage::user(question)],
             options: options.iter().map(|s| (*s).to_owned()).collect(),
             affinity: None,
+            about: None,
         };
         let scores = block_on(llm.score_choices(request.clone())).expect("scores");
         assert_eq!(scores.len(), options.len());
@@ -99,6 +100,7 @@ fn choice_scoring_picks_the_obvious_answer() {
         messages: vec![ChatMessage::user("Pick one.")],
         options: Vec::new(),
         affinity: None,
+        about: None,
     };
     assert_eq!(
         block_on(llm.score_choices(none)).expect("empty"),

@@ -330,7 +330,7 @@ pub(crate) async fn embedding_for(
     if let Some(vector) = mind.associative.embedding(text) {
         return Some(vector.to_vec());
     }
-    match ctx.client.embed_one(text).await {
+    match ctx.embed_one(text).await {
         Ok(vector) if !vector.is_empty() && vector.iter().all(|v| v.is_finite()) => Some(vector),
         Ok(_) => {
             warn!("the embedding backend returned an unusable vector");

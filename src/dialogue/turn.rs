@@ -335,7 +335,7 @@ pub(super) async fn run_turn(input: TurnInput, link: WorldLink) -> TurnOutcome {
 }
 
 async fn embed(ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
-    match ctx.client.embed_one(text).await {
+    match ctx.embed_one(text).await {
         Ok(v) if !v.is_empty() && v.iter().all(|x| x.is_finite()) => Some(v),
         _ => {
             ctx.record_failure(ModelFailure {

@@ -81,6 +81,7 @@ fn choice_request(nonce: usize) -> ChoiceRequest {
         ))],
         options: OPTIONS.iter().map(|s| (*s).to_owned()).collect(),
         affinity: None,
+        about: None,
     }
 }
 

@@ -305,6 +305,7 @@ pub async fn evaluate(
                     messages,
                     options: item.options.clone(),
                     affinity: None,
+                    about: None,
                 })
                 .await
                 .ok()

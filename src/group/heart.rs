@@ -722,7 +722,7 @@ fn said(name: &str, place: &str, text: String, emoji: bool) -> Said {
 
 /// `said` with the embedding of its memory description (none when the embedding fails).
 async fn embedded(ctx: &PromptContext, mut said: Said) -> Said {
-    match ctx.client.embed_one(said.description.clone()).await {
+    match ctx.embed_one(said.description.clone()).await {
         Ok(vector) => said.embedding = Some(vector),
         Err(_) => ctx.record_failure(ModelFailure {
             kind: EMBED_KIND,

@@ -7,6 +7,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -95,6 +97,17 @@ pub struct ChatRequest {
     /// server and not part of the cache key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<String>,
+    /// The thought's allowance for failed attempts and back-off, shared by all its calls
+    /// ([`RetryBudget`]); a backend that retries stops retrying once it is spent. Never sent,
+    /// never cached.
+    #[serde(skip)]
+    pub retry_budget: Option<RetryBudget>,
+    /// What the request is about in plain words — the event to rate, the errand to place —
+    /// for backends that answer some kinds by other means than the chat model (the local
+    /// default rates poignancy and picks places with its sentence embedder). Not sent to a
+    /// server and not part of the cache key (the messages say the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
 }
 
 impl ChatRequest {
@@ -111,12 +124,20 @@ impl ChatRequest {
             json_schema: None,
             seed: None,
             affinity: None,
+            retry_budget: None,
+            about: None,
         }
     }
 
     /// Sets the routing key for prefix affinity (see [`ChatRequest::affinity`]).
     pub fn with_affinity(mut self, key: impl Into<String>) -> Self {
         self.affinity = Some(key.into());
+        self
+    }
+
+    /// Says what the request is about (see [`ChatRequest::about`]).
+    pub fn with_about(mut self, about: impl Into<String>) -> Self {
+        self.about = Some(about.into());
         self
     }
 
@@ -173,6 +194,53 @@ pub struct ChatResponse {
     pub usage: TokenUsage,
 }
 
+/// How much time one thought may lose to failed model calls: failed attempts and the back-off
+/// before retrying them, summed over all the thought's calls (SPEC §12 R2). A backend that
+/// retries on its own sets the allowance on the first failure — for the HTTP backend its
+/// `timeout × max_retries`, so that with the last attempt the thought waits on failures at
+/// most `timeout × (max_retries + 1)`, what one call may take — and retries only while the
+/// failures fit. Without it a chain of calls, each failing a little, could hold a Lockstep
+/// step for many times that. Cheap to clone: clones share the allowance.
+#[derive(Debug, Clone, Default)]
+pub struct RetryBudget(Arc<Mutex<Option<Duration>>>);
+
+impl RetryBudget {
+    /// A fresh budget (its allowance is set by the first backend that spends from it).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Spends `cost` (a failed attempt and the back-off before the next), setting the
+    /// allowance to `allowance` if nothing was spent yet. Whether it fit: `false` means
+    /// do not retry.
+    pub fn spend(&self, allowance: Duration, cost: Duration) -> bool {
+        let mut remaining = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let left = remaining.get_or_insert(allowance);
+        match left.checked_sub(cost) {
+            Some(rest) => {
+                *left = rest;
+                true
+            }
+            None => {
+                *left = Duration::ZERO;
+                false
+            }
+        }
+    }
+
+    /// What is left (`None`: nothing spent yet).
+    pub fn remaining(&self) -> Option<Duration> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl PartialEq for RetryBudget {
+    /// The same budget (clones of one), not equal amounts.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// A closed-set question: which of `options` best continues `messages`?
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChoiceRequest {
@@ -186,6 +254,9 @@ pub struct ChoiceRequest {
     /// model serves one thought's calls back to back. Not part of the cache key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<String>,
+    /// What the choice is about in plain words (as [`ChatRequest::about`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
 }
 
 /// Failures of a backend call. Messages never contain secrets.
@@ -240,6 +311,19 @@ pub enum LlmErrorKind {
     Unsupported,
     /// [`LlmError::Closed`].
     Closed,
+}
+
+impl LlmErrorKind {
+    /// Whether a call that ended in this error (after the retries it was allowed) says the
+    /// backend is not answering now — unreachable, overloaded, timing out or shut down — rather
+    /// than that one answer was bad: the rest of the thought does not wait on it.
+    pub fn gives_out(self) -> bool {
+        match self {
+            Self::Connection | Self::Timeout | Self::RateLimited | Self::Closed => true,
+            Self::Status(status) => status >= 500,
+            Self::Malformed | Self::Unsupported => false,
+        }
+    }
 }
 
 impl LlmError {
@@ -298,6 +382,17 @@ pub trait LlmBackend: Send + Sync + 'static {
     /// Embeds each text; every vector has [`LlmBackend::embedding_dim`] entries.
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>>;
 
+    /// [`LlmBackend::embed`] for a thought with a [`RetryBudget`]: a backend that retries
+    /// stops once the budget is spent. The default ignores the budget.
+    fn embed_within(
+        &self,
+        texts: Vec<String>,
+        budget: Option<RetryBudget>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        let _ = budget;
+        self.embed(texts)
+    }
+
     /// The embedding model's name, recorded in saves.
     fn embedding_model(&self) -> &str;
 
@@ -337,6 +432,15 @@ pub trait LlmBackend: Send + Sync + 'static {
     /// forward it to the backend they wrap.
     fn set_guess_hook(&self, hook: RetryHook) {
         let _ = hook;
+    }
+
+    /// Whether the backend already retries transient failures itself (the HTTP backend's
+    /// `max_retries` with back-off; a pool's failover), so a transient error it returns has
+    /// used up what the configuration allows: the prompt layer then takes the fail-safe instead
+    /// of asking again, which would multiply the configured wait (SPEC §12 R2). The default
+    /// says no: a transient error is asked again at the prompt level.
+    fn retries_transient_errors(&self) -> bool {
+        false
     }
 
     /// A cheap check that the backend answers at all (a pool probes an ejected server with it

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::Resource;
 
-use super::backend::{ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError};
+use super::backend::{ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError, RetryBudget};
 use super::cache::{
     CacheEntry, CacheError, CacheKey, CacheLimits, CachedAnswer, ResponseCache, chat_cache_key,
     choice_cache_key, embedding_cache_key,
@@ -585,6 +585,16 @@ impl LlmClient {
     /// Embeds `texts`, returning one vector per text in order. Cached texts (and repeats
     /// within `texts`) are not sent again; the rest go to the backend in batches.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, LlmError> {
+        self.embed_within(texts, None).await
+    }
+
+    /// [`LlmClient::embed`] for a thought with a [`RetryBudget`] (see
+    /// [`LlmBackend::embed_within`]).
+    pub async fn embed_within(
+        &self,
+        texts: Vec<String>,
+        budget: Option<RetryBudget>,
+    ) -> Result<Vec<Vec<f32>>, LlmError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -625,7 +635,7 @@ impl LlmClient {
             let vectors = {
                 let _permit = self.permit().await;
                 let start = Instant::now();
-                let result = backend.embed(batch).await;
+                let result = backend.embed_within(batch, budget.clone()).await;
                 let elapsed = start.elapsed();
                 let result = result.and_then(|vectors| {
                     usable_embeddings(&vectors, backend.embedding_dim()).map(|()| vectors)
@@ -736,6 +746,12 @@ impl LlmClient {
     /// Whether the backend can score choices.
     pub fn supports_choice_scoring(&self) -> bool {
         self.inner.backend.supports_choice_scoring()
+    }
+
+    /// Whether the backend retries transient failures itself
+    /// ([`LlmBackend::retries_transient_errors`]).
+    pub fn retries_transient_errors(&self) -> bool {
+        self.inner.backend.retries_transient_errors()
     }
 
     /// Counts a prompt-level retry of `kind` (the answer was unusable; asking again).

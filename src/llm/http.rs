@@ -36,8 +36,8 @@ use rand::Rng;
 use serde_json::{Value, json};
 
 use super::backend::{
-    BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmError, RetryHook, Role, TokenUsage,
-    estimate_tokens,
+    BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmError, RetryBudget, RetryHook, Role,
+    TokenUsage, estimate_tokens,
 };
 use super::endpoint::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
@@ -423,6 +423,7 @@ impl Shared {
         &self,
         kind: &str,
         no_retry_after_output: &AtomicBool,
+        budget: Option<&RetryBudget>,
         mut attempt: impl FnMut() -> Fut,
     ) -> Result<T, LlmError>
     where
@@ -432,6 +433,7 @@ impl Shared {
         // Each downgrade lowers a level that only has a few steps, so this loop ends.
         let mut downgrades = 0u32;
         loop {
+            let started = std::time::Instant::now();
             match attempt().await {
                 Ok(value) => return Ok(value),
                 Err(AttemptError::Downgrade) if downgrades < 8 => downgrades += 1,
@@ -448,6 +450,14 @@ impl Shared {
                         return Err(err);
                     }
                     let delay = self.backoff(retries, &err);
+                    // The thought's allowance for failures: spent, no more retries.
+                    let allowance = self.config.timeout.saturating_mul(self.config.max_retries);
+                    if let Some(budget) = budget
+                        && !budget.spend(allowance, started.elapsed() + delay)
+                    {
+                        bevy::log::debug!(kind, "the thought's retry budget is spent ({err})");
+                        return Err(err);
+                    }
                     retries += 1;
                     bevy::log::debug!(
                         kind,
@@ -1041,7 +1051,9 @@ impl LlmBackend for HttpBackend {
             let never = AtomicBool::new(false);
             let kind = request.kind.clone();
             shared
-                .with_retries(&kind, &never, || shared.chat_once(&request))
+                .with_retries(&kind, &never, request.retry_budget.as_ref(), || {
+                    shared.chat_once(&request)
+                })
                 .await
         })
     }
@@ -1056,7 +1068,7 @@ impl LlmBackend for HttpBackend {
             let sent_output = AtomicBool::new(false);
             let kind = request.kind.clone();
             shared
-                .with_retries(&kind, &sent_output, || {
+                .with_retries(&kind, &sent_output, request.retry_budget.as_ref(), || {
                     shared.stream_once(&request, &deltas, &sent_output)
                 })
                 .await
@@ -1064,6 +1076,14 @@ impl LlmBackend for HttpBackend {
     }
 
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        self.embed_within(texts, None)
+    }
+
+    fn embed_within(
+        &self,
+        texts: Vec<String>,
+        budget: Option<RetryBudget>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
         if texts.is_empty() {
             return Box::pin(async { Ok(Vec::new()) });
         }
@@ -1071,7 +1091,9 @@ impl LlmBackend for HttpBackend {
         self.spawn(async move {
             let never = AtomicBool::new(false);
             shared
-                .with_retries(EMBED_KIND, &never, || shared.embed_once(&texts))
+                .with_retries(EMBED_KIND, &never, budget.as_ref(), || {
+                    shared.embed_once(&texts)
+                })
                 .await
         })
     }
@@ -1082,6 +1104,10 @@ impl LlmBackend for HttpBackend {
 
     fn embedding_dim(&self) -> usize {
         self.shared.embedding_dim.load(Ordering::SeqCst)
+    }
+
+    fn retries_transient_errors(&self) -> bool {
+        self.shared.config.max_retries > 0
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {

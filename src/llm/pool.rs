@@ -42,7 +42,9 @@ use std::time::{Duration, Instant};
 use bevy::tasks::futures_lite::future;
 use rand::Rng;
 
-use super::backend::{BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmError, RetryHook};
+use super::backend::{
+    BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmError, RetryBudget, RetryHook,
+};
 use super::config::PoolTimings;
 use super::usage::{EMBED_KIND, EndpointUsage};
 
@@ -772,6 +774,11 @@ impl LlmBackend for PoolBackend {
         "http"
     }
 
+    /// A pool fails a call over to another server and each server retries on its own.
+    fn retries_transient_errors(&self) -> bool {
+        true
+    }
+
     fn model(&self) -> &str {
         &self.shared.model
     }
@@ -830,6 +837,14 @@ impl LlmBackend for PoolBackend {
     }
 
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        self.embed_within(texts, None)
+    }
+
+    fn embed_within(
+        &self,
+        texts: Vec<String>,
+        budget: Option<RetryBudget>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
         if texts.is_empty() {
             return Box::pin(async { Ok(Vec::new()) });
         }
@@ -840,7 +855,8 @@ impl LlmBackend for PoolBackend {
             shared
                 .route(shared.embed_pool(), EMBED_KIND, None, &never, |backend| {
                     let texts = Arc::clone(&texts);
-                    Box::pin(async move { backend.embed((*texts).clone()).await })
+                    let budget = budget.clone();
+                    Box::pin(async move { backend.embed_within((*texts).clone(), budget).await })
                 })
                 .await
         })

@@ -55,7 +55,9 @@ use bevy::prelude::*;
 
 use bevy::tasks::futures_lite::future;
 
-use crate::llm::{ChatAnswer, ChatRequest, ChoiceRequest, LlmClient, LlmError, LlmErrorKind};
+use crate::llm::{
+    ChatAnswer, ChatRequest, ChoiceRequest, LlmClient, LlmError, LlmErrorKind, RetryBudget,
+};
 
 /// One typed question to a model.
 pub trait Prompt {
@@ -135,6 +137,25 @@ impl PromptContext {
         self
     }
 
+    /// Embeds one text for this context's thought: with the thought's [`RetryBudget`], and
+    /// not at all once the backend has given out on the thought (its failures are already
+    /// written down; the caller takes its own fail-safe).
+    pub async fn embed_one(&self, text: impl Into<String>) -> Result<Vec<f32>, LlmError> {
+        if let Some(kind) = self.failures.as_ref().and_then(FailureLog::gave_out) {
+            return Err(match kind {
+                LlmErrorKind::Closed => LlmError::Closed,
+                _ => LlmError::Connection("the backend gave out earlier in this thought".into()),
+            });
+        }
+        let budget = self.failures.as_ref().map(|log| log.budget.clone());
+        self.client
+            .embed_within(vec![text.into()], budget)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| LlmError::Malformed("no embedding returned".into()))
+    }
+
     /// Writes `failure` down in the failure log, if the context has one.
     pub(crate) fn record_failure(&self, failure: ModelFailure) {
         if let Some(log) = &self.failures {
@@ -170,12 +191,19 @@ pub(crate) struct ModelFailure {
 /// [`run_prompt`] through a [`PromptContext::with_failure_log`] and read when the thought
 /// lands. Bounded: past [`FailureLog::CAPACITY`] entries further failures are counted only.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct FailureLog(Arc<Mutex<FailureEntries>>);
+pub(crate) struct FailureLog {
+    entries: Arc<Mutex<FailureEntries>>,
+    /// The thought's allowance for failed attempts, handed to every request it makes.
+    budget: RetryBudget,
+}
 
 #[derive(Debug, Default)]
 struct FailureEntries {
     failures: Vec<ModelFailure>,
     dropped: u64,
+    /// The backend failed this thought after all its retries (a transient error, or closed):
+    /// the thought's later prompts take their fail-safes without calling it.
+    gave_out: Option<LlmErrorKind>,
 }
 
 impl FailureLog {
@@ -184,7 +212,12 @@ impl FailureLog {
 
     /// Writes `failure` down (or counts it, when full).
     pub fn push(&self, failure: ModelFailure) {
-        let mut entries = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if let FailureReason::Backend(kind) = failure.reason
+            && kind.gives_out()
+        {
+            entries.gave_out.get_or_insert(kind);
+        }
         if entries.failures.len() < Self::CAPACITY {
             entries.failures.push(failure);
         } else {
@@ -192,9 +225,17 @@ impl FailureLog {
         }
     }
 
+    /// The error that made the backend give out on this thought, if it did.
+    fn gave_out(&self) -> Option<LlmErrorKind> {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .gave_out
+    }
+
     /// Takes the failures written so far, oldest first, and how many did not fit.
     pub fn take(&self) -> (Vec<ModelFailure>, u64) {
-        let mut entries = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let dropped = std::mem::take(&mut entries.dropped);
         (std::mem::take(&mut entries.failures), dropped)
     }
@@ -274,10 +315,32 @@ async fn run_prompt_inner<P: Prompt>(
     mut watcher: Option<&mut dyn AnswerWatcher>,
 ) -> PromptOutcome<P::Output> {
     let kind = prompt.kind();
+    // The backend already failed this thought after every retry it is allowed: the rest of
+    // the thought does not keep the town waiting on it (SPEC §12 R2).
+    if let Some(error) = ctx.failures.as_ref().and_then(FailureLog::gave_out) {
+        debug!(
+            kind,
+            "the backend gave out earlier in this thought; using the fail-safe"
+        );
+        ctx.client.record_fail_safe(kind);
+        ctx.record_failure(ModelFailure {
+            kind,
+            reason: FailureReason::Backend(error),
+            attempts: 0,
+        });
+        return PromptOutcome {
+            value: prompt.fail_safe(),
+            attempts: 0,
+            fail_safe: true,
+        };
+    }
     let request = match prompt.request(&ctx.library) {
         Ok(mut request) => {
             if request.affinity.is_none() {
                 request.affinity = ctx.affinity.as_deref().map(str::to_owned);
+            }
+            if request.retry_budget.is_none() {
+                request.retry_budget = ctx.failures.as_ref().map(|log| log.budget.clone());
             }
             request
         }
@@ -305,6 +368,7 @@ async fn run_prompt_inner<P: Prompt>(
             messages: request.messages.clone(),
             options: options.clone(),
             affinity: request.affinity.clone(),
+            about: request.about.clone(),
         };
         match ctx.client.score_choices(choice).await {
             Ok(scores) => {
@@ -368,7 +432,9 @@ async fn run_prompt_inner<P: Prompt>(
             Err(error) => {
                 debug!(kind, attempt, %error, "model call failed");
                 reason = FailureReason::Backend(error.kind());
-                if !error.is_transient() {
+                // A backend that retries by itself has used up its retries (asking again would
+                // multiply the configured wait); other transient errors are asked again.
+                if !error.is_transient() || ctx.client.retries_transient_errors() {
                     break;
                 }
             }
@@ -563,5 +629,90 @@ mod tests {
 
         // Unwatched, the same outcome.
         assert_eq!(block_on(run_prompt(&ctx, &question())), watched);
+    }
+
+    /// A server that is down, behind a backend that retries by itself (`retries`), counting
+    /// the calls that reach it.
+    struct Down {
+        calls: std::sync::atomic::AtomicU32,
+        retries: bool,
+    }
+
+    impl crate::llm::LlmBackend for Down {
+        fn name(&self) -> &str {
+            "down"
+        }
+        fn model(&self) -> &str {
+            "down"
+        }
+        fn chat(
+            &self,
+            _: ChatRequest,
+        ) -> crate::llm::BoxFuture<'_, Result<crate::llm::ChatResponse, LlmError>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { Err(LlmError::Connection("refused".into())) })
+        }
+        fn embed(
+            &self,
+            _: Vec<String>,
+        ) -> crate::llm::BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { Err(LlmError::Connection("refused".into())) })
+        }
+        fn embedding_model(&self) -> &str {
+            "down"
+        }
+        fn embedding_dim(&self) -> usize {
+            4
+        }
+        fn retries_transient_errors(&self) -> bool {
+            self.retries
+        }
+    }
+
+    #[test]
+    fn a_thought_stops_asking_a_backend_that_gave_out() {
+        let thought = |retries: bool| {
+            let down = Arc::new(Down {
+                calls: Default::default(),
+                retries,
+            });
+            let client = LlmClient::new(Arc::clone(&down) as Arc<dyn crate::llm::LlmBackend>);
+            let log = FailureLog::default();
+            let ctx =
+                PromptContext::new(client, PromptLibrary::default()).with_failure_log(log.clone());
+            let first = block_on(run_prompt(&ctx, &question()));
+            let second = block_on(run_prompt(&ctx, &question()));
+            let embedded = block_on(ctx.embed_one("a memory"));
+            let calls = down.calls.load(std::sync::atomic::Ordering::SeqCst);
+            (first, second, embedded.is_err(), calls, log.take().0.len())
+        };
+        // The backend retried on its own: one call, then the thought asks nothing more.
+        let (first, second, embed_failed, calls, failures) = thought(true);
+        assert!(first.fail_safe && second.fail_safe && embed_failed);
+        assert_eq!((first.attempts, second.attempts), (1, 0));
+        assert_eq!(calls, 1);
+        assert_eq!(failures, 2);
+        // A backend that does not retry: the prompt asks again (1 + 3 retries), then gives out.
+        let (first, second, _, calls, _) = thought(false);
+        assert_eq!((first.attempts, second.attempts), (4, 0));
+        assert_eq!(calls, 4);
+    }
+
+    #[test]
+    fn a_budget_is_shared_and_runs_out() {
+        let budget = RetryBudget::new();
+        let clone = budget.clone();
+        assert_eq!(budget.remaining(), None);
+        let allowance = std::time::Duration::from_secs(4);
+        assert!(budget.spend(allowance, std::time::Duration::from_millis(2_500)));
+        assert_eq!(
+            clone.remaining(),
+            Some(std::time::Duration::from_millis(1_500))
+        );
+        assert!(!clone.spend(allowance, std::time::Duration::from_secs(2)));
+        assert_eq!(budget.remaining(), Some(std::time::Duration::ZERO));
+        assert_eq!(budget, clone);
+        assert_ne!(budget, RetryBudget::new());
     }
 }

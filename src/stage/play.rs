@@ -518,7 +518,7 @@ async fn aftermath(
     now: NaiveDateTime,
 ) -> Box<MindState> {
     let name = mind.scratch.name.clone();
-    if let Ok(vector) = ctx.client.embed_one(description.clone()).await {
+    if let Ok(vector) = ctx.embed_one(description.clone()).await {
         let memory = NewMemory::new(
             now,
             (name.clone(), "was in", format!("a scene at {stage}")),
