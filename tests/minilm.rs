@@ -509,3 +509,102 @@ fn the_wrapper_embeds_with_minilm_and_saves_refuse_other_embeddings() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The local default's judge (issue 18): a deciding wrapper rates poignancy by the anchors and
+/// places errands by meaning, for requests that say what they are about; a request that does
+/// not, and a wrapper that does not decide, leave the question to the chat model.
+#[test]
+fn the_deciding_wrapper_rates_and_places_by_meaning() {
+    use bevy_generative_agents::llm::{ChatRequest, ChoiceRequest};
+    let Some(dir) = model_dir() else { return };
+    let embedder = MiniLmEmbedder::load(&dir).expect("loads");
+    let scripted: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::new(3));
+    let deciding = SentenceEmbeddings::new(Arc::clone(&scripted), embedder.clone()).deciding();
+    let rate = |text: &str| -> u8 {
+        let request = ChatRequest::new("event_poignancy", format!("Rate: {text}")).with_about(text);
+        let answer = block_on(deciding.chat(request)).expect("answers");
+        answer.text.parse().expect("a number")
+    };
+    let mundane = [
+        "Sam Lindqvist is brushing his teeth",
+        "Elena is sweeping the kitchen floor",
+        "Tomas is tying his shoelaces",
+    ];
+    let poignant = [
+        "Priya's father died in the night",
+        "Mira got engaged to her partner",
+        "Sam's house burned to the ground",
+    ];
+    for text in mundane {
+        assert!(rate(text) <= 3, "{text}: {}", rate(text));
+    }
+    for text in poignant {
+        assert!(rate(text) >= 7, "{text}: {}", rate(text));
+    }
+
+    let places: Vec<String> = [
+        "Okafor house",
+        "Harbor Bakery",
+        "Town Library",
+        "Maple Park",
+    ]
+    .map(String::from)
+    .to_vec();
+    let pick = |about: &str, kind: &str, options: &[String]| -> String {
+        let scores = block_on(deciding.score_choices(ChoiceRequest {
+            kind: kind.into(),
+            messages: Vec::new(),
+            options: options.to_vec(),
+            affinity: None,
+            about: Some(about.into()),
+        }))
+        .expect("scores");
+        let best = (0..options.len())
+            .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
+            .expect("options");
+        options[best].clone()
+    };
+    // Errands worded as the town's plans word them: most go where a reader would send them.
+    let errands = [
+        ("buying a loaf of bread", "Harbor Bakery"),
+        ("borrowing a novel", "Town Library"),
+        ("going for a walk", "Maple Park"),
+        ("taking a walk", "Maple Park"),
+        ("jogging in the morning", "Maple Park"),
+        ("having a picnic", "Maple Park"),
+        ("sleeping", "Okafor house"),
+        ("cooking dinner at home", "Okafor house"),
+        ("studying for an exam", "Town Library"),
+        ("picking up pastries for breakfast", "Harbor Bakery"),
+    ];
+    let mut misses = Vec::new();
+    for (errand, want) in errands {
+        let got = pick(errand, "action_sector", &places);
+        if got != want {
+            misses.push(format!("{errand} -> {got} (want {want})"));
+        }
+    }
+    println!(
+        "places: {} of {} right; misses: {misses:?}",
+        errands.len() - misses.len(),
+        errands.len()
+    );
+    assert!(misses.len() <= 2, "{misses:?}");
+    let objects: Vec<String> = ["bed", "stove", "bookshelf"].map(String::from).to_vec();
+    assert_eq!(
+        pick("frying eggs for breakfast", "action_object", &objects),
+        "stove"
+    );
+    assert_eq!(pick("going to sleep", "action_object", &objects), "bed");
+
+    // No plain-words subject, or a wrapper that does not decide: the chat model answers
+    // (the scripted town's own answer, not a bare number from the anchors).
+    let plain = ChatRequest::new("event_poignancy", "Rate: Sam's father died");
+    let by_chat = block_on(deciding.chat(plain.clone())).expect("answers");
+    let not_deciding = SentenceEmbeddings::new(scripted, embedder);
+    let about = plain.with_about("Sam's father died");
+    assert_eq!(
+        block_on(not_deciding.chat(about)).expect("answers").text,
+        by_chat.text
+    );
+}

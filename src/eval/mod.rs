@@ -169,6 +169,54 @@ pub(crate) fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
     vec![ChatMessage::user(prompt)]
 }
 
+/// What an item is about in plain words, as the simulation's prompts say it
+/// ([`ChatRequest::about`]): for a poignancy item the event (the context, else the question's
+/// text after its last colon); for a place, arena or object item the errand — the context
+/// without the subject's name it opens with and without sentences that list the options
+/// (an intent, not a map). Other kinds: none.
+pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
+    let about = match item.kind.as_str() {
+        "poignancy" => {
+            if item.context.trim().is_empty() {
+                item.question.rsplit(':').next().unwrap_or("").to_owned()
+            } else {
+                item.context.clone()
+            }
+        }
+        "place" | "arena" | "object" => errand(&item.context, &item.options),
+        _ => return None,
+    };
+    let about = about.trim().to_owned();
+    (!about.is_empty()).then_some(about)
+}
+
+/// `context` without the name it opens with (its leading capitalised words, at most three) and
+/// without the sentences that name two or more of `options`.
+fn errand(context: &str, options: &[String]) -> String {
+    let mut words = context.split_whitespace().peekable();
+    let mut skipped = 0;
+    while skipped < 3
+        && words
+            .peek()
+            .is_some_and(|w| w.chars().next().is_some_and(char::is_uppercase))
+    {
+        words.next();
+        skipped += 1;
+    }
+    let rest: Vec<&str> = words.collect();
+    let rest = rest.join(" ");
+    rest.split_inclusive(['.', '!', '?'])
+        .filter(|sentence| {
+            let lower = sentence.to_lowercase();
+            options
+                .iter()
+                .filter(|o| lower.contains(&o.to_lowercase()))
+                .count()
+                < 2
+        })
+        .collect::<String>()
+}
+
 /// The option a generated answer names: an exact match, else the longest option the answer
 /// contains, else the first number in the answer when the options are numbers.
 pub(crate) fn match_option<'a>(answer: &str, options: &'a [String]) -> Option<&'a str> {
@@ -305,7 +353,7 @@ pub async fn evaluate(
                     messages,
                     options: item.options.clone(),
                     affinity: None,
-                    about: None,
+                    about: item_about(item),
                 })
                 .await
                 .ok()
@@ -436,6 +484,43 @@ mod tests {
             answer: answer.into(),
             tolerance,
         }
+    }
+
+    #[test]
+    fn an_errand_drops_the_subjects_name_and_the_list_of_places() {
+        let mut place = item(
+            "place",
+            &["Okafor house", "Maple Park", "Riverside Cafe"],
+            "x",
+            None,
+        );
+        place.context = "Mira Okafor lives in the Okafor house. She wants a walk under the trees. \
+                         The areas are: Okafor house, Maple Park, Riverside Cafe."
+            .into();
+        assert_eq!(
+            item_about(&place).as_deref(),
+            Some("lives in the Okafor house. She wants a walk under the trees.")
+        );
+        let mut rating = item("poignancy", &["1", "2"], "1", Some(2.0));
+        rating.question = "On a scale of 1 to 10, rate: Tomas is making coffee".into();
+        assert_eq!(
+            item_about(&rating).as_deref(),
+            Some("Tomas is making coffee")
+        );
+        rating.context = "Tomas Reyes got engaged.".into();
+        assert_eq!(
+            item_about(&rating).as_deref(),
+            Some("Tomas Reyes got engaged.")
+        );
+        // Questions the embedder does not decide have no plain-words subject.
+        assert_eq!(
+            item_about(&item("yes_no", &["yes", "no"], "yes", None)),
+            None
+        );
+        assert_eq!(
+            item_about(&item("wake_up_hour", &["6", "7"], "7", Some(1.0))),
+            None
+        );
     }
 
     #[test]

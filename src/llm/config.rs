@@ -933,7 +933,7 @@ fn build_local(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
     let mut local = super::local::LocalConfig::new(&path);
     local.threads = config.local_threads;
     let backend = super::local::LocalBackend::new(local).map_err(|err| startup(err.to_string()))?;
-    let backend = with_sentence_embedder(config, Arc::new(backend));
+    let backend = sentence_embedder(config, Arc::new(backend), true);
     bevy::log::info!(
         "LLM backend: local model {} ({} thread{}, embeddings {}, {}-d)",
         path.display(),
@@ -951,6 +951,16 @@ fn build_local(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
 pub fn with_sentence_embedder(
     config: &LlmConfig,
     backend: Arc<dyn LlmBackend>,
+) -> Arc<dyn LlmBackend> {
+    sentence_embedder(config, backend, false)
+}
+
+/// [`with_sentence_embedder`], the embedder also deciding what it decides better than a tiny
+/// chat model when `deciding` ([`SentenceEmbeddings::deciding`](super::SentenceEmbeddings::deciding)).
+fn sentence_embedder(
+    config: &LlmConfig,
+    backend: Arc<dyn LlmBackend>,
+    deciding: bool,
 ) -> Arc<dyn LlmBackend> {
     let fallback = |why: String| {
         bevy::log::warn!(
@@ -975,7 +985,14 @@ pub fn with_sentence_embedder(
         return backend;
     };
     match super::minilm::MiniLmEmbedder::load(&dir) {
-        Ok(embedder) => Arc::new(super::minilm::SentenceEmbeddings::new(backend, embedder)),
+        Ok(embedder) => {
+            let embeddings = super::minilm::SentenceEmbeddings::new(backend, embedder);
+            Arc::new(if deciding {
+                embeddings.deciding()
+            } else {
+                embeddings
+            })
+        }
         Err(err) => {
             fallback(format!(
                 "the sentence-embedding model could not be loaded: {err}"

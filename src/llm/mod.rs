@@ -97,7 +97,7 @@ pub use local::{
 };
 pub use minilm::{
     MINILM_DIR, MINILM_FILES, MINILM_MAX_TOKENS, MINILM_NAME, MiniLm, MiniLmEmbedder, MiniLmError,
-    SentenceEmbeddings, minilm_dir,
+    SentenceEmbeddings, judge, minilm_dir,
 };
 pub use offline::{town_script_backend, town_script_client};
 pub use plugin::LlmPlugin;

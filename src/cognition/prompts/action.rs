@@ -79,7 +79,8 @@ impl Prompt for ActionSector {
         let prompt = library.fill(self.kind(), &inputs)?;
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(32)
-            .with_temperature(0.0))
+            .with_temperature(0.0)
+            .with_about(&self.action))
     }
 
     fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
@@ -134,7 +135,8 @@ impl Prompt for ActionArena {
         let prompt = library.fill(self.kind(), &inputs)?;
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(32)
-            .with_temperature(0.0))
+            .with_temperature(0.0)
+            .with_about(&self.action))
     }
 
     fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
@@ -194,7 +196,8 @@ impl Prompt for ActionObject {
         let prompt = library.fill(self.kind(), &inputs)?;
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(32)
-            .with_temperature(0.0))
+            .with_temperature(0.0)
+            .with_about(&self.action))
     }
 
     fn parse(&self, cleaned: &str) -> Result<String, ParseError> {

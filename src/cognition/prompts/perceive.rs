@@ -17,6 +17,7 @@ pub(crate) const CHAT_POIGNANCY_FAIL_SAFE: u8 = 4;
 /// Poignancy used when a thought cannot be rated.
 pub(crate) const THOUGHT_POIGNANCY_FAIL_SAFE: u8 = 3;
 
+/// A rating request; the rated text (the last input) is what it is about.
 fn rating_request(
     kind: &'static str,
     library: &PromptLibrary,
@@ -25,7 +26,8 @@ fn rating_request(
     let prompt = library.fill(kind, &inputs)?;
     Ok(ChatRequest::new(kind, prompt)
         .with_max_tokens(8)
-        .with_temperature(0.0))
+        .with_temperature(0.0)
+        .with_about(inputs[2]))
 }
 
 /// The poignancy of a perceived event (SPEC §3.1). Output: 1..=10; fail-safe

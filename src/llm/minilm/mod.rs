@@ -16,6 +16,7 @@
 //! [`MINILM_NAME`] so saves record it. The embedded local default uses it whenever the files
 //! are in the model cache (`build_backend`).
 
+pub mod judge;
 mod model;
 mod safetensors;
 mod tokenizer;
@@ -274,6 +275,9 @@ impl MiniLmEmbedder {
 pub struct SentenceEmbeddings {
     inner: Arc<dyn LlmBackend>,
     embedder: MiniLmEmbedder,
+    /// Whether the embedder also answers the questions it decides better than a tiny chat
+    /// model ([`judge`]).
+    deciding: bool,
 }
 
 impl std::fmt::Debug for SentenceEmbeddings {
@@ -288,7 +292,51 @@ impl std::fmt::Debug for SentenceEmbeddings {
 impl SentenceEmbeddings {
     /// `inner` for chat and choices, `embedder` for embeddings.
     pub fn new(inner: Arc<dyn LlmBackend>, embedder: MiniLmEmbedder) -> Self {
-        Self { inner, embedder }
+        Self {
+            inner,
+            embedder,
+            deciding: false,
+        }
+    }
+
+    /// Also lets the embedder answer what it decides better than a tiny chat model
+    /// ([`judge`]): poignancy ratings and where to go, for requests that say what they are
+    /// about. The local default does this; a capable chat model should keep its own judgement.
+    pub fn deciding(mut self) -> Self {
+        self.deciding = true;
+        self
+    }
+
+    /// Poignancy by the anchors, when this backend decides and the request says what it rates.
+    async fn judged_chat(&self, request: &ChatRequest) -> Option<ChatResponse> {
+        let about = request.about.as_deref().filter(|_| self.deciding)?;
+        if !judge::is_rating_kind(&request.kind) {
+            return None;
+        }
+        match judge::rate(&self.embedder, about).await {
+            Ok(rating) => Some(ChatResponse {
+                text: rating.to_string(),
+                usage: Default::default(),
+            }),
+            // The chat model answers instead.
+            Err(_) => None,
+        }
+    }
+
+    /// Ratings and places by the embedder, when this backend decides and the request says what
+    /// it is about.
+    async fn judged_choice(&self, request: &ChoiceRequest) -> Option<Vec<f32>> {
+        let about = request.about.as_deref().filter(|_| self.deciding)?;
+        if judge::is_rating_kind(&request.kind) {
+            let rating = judge::rate(&self.embedder, about).await.ok()?;
+            Some(judge::rating_option_scores(rating, &request.options))
+        } else if judge::is_place_kind(&request.kind) {
+            judge::place_scores(&self.embedder, &request.kind, about, &request.options)
+                .await
+                .ok()
+        } else {
+            None
+        }
     }
 
     /// The wrapped backend.
@@ -307,7 +355,12 @@ impl LlmBackend for SentenceEmbeddings {
     }
 
     fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
-        self.inner.chat(request)
+        Box::pin(async move {
+            match self.judged_chat(&request).await {
+                Some(answer) => Ok(answer),
+                None => self.inner.chat(request).await,
+            }
+        })
     }
 
     fn chat_stream(
@@ -331,7 +384,12 @@ impl LlmBackend for SentenceEmbeddings {
     }
 
     fn score_choices(&self, request: ChoiceRequest) -> BoxFuture<'_, Result<Vec<f32>, LlmError>> {
-        self.inner.score_choices(request)
+        Box::pin(async move {
+            match self.judged_choice(&request).await {
+                Some(scores) => Ok(scores),
+                None => self.inner.score_choices(request).await,
+            }
+        })
     }
 
     fn supports_choice_scoring(&self) -> bool {
@@ -348,6 +406,10 @@ impl LlmBackend for SentenceEmbeddings {
 
     fn shut_down(&self) {
         self.inner.shut_down();
+    }
+
+    fn retries_transient_errors(&self) -> bool {
+        self.inner.retries_transient_errors()
     }
 
     fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {
