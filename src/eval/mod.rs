@@ -143,7 +143,9 @@ pub fn load_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
 /// How a backend answers an item.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Strategy {
-    /// Score each option's likelihood (falls back to `generate` when unsupported).
+    /// Score each option's likelihood (falls back to `generate` when unsupported), as the
+    /// simulation asks closed questions; a wake-up hour is generated under its own prompt
+    /// kind (`wake_up_hour`, whose grammar the local backend applies), as the simulation asks it.
     #[default]
     Score,
     /// Generate a short answer (greedy) and match it to an option.
@@ -346,8 +348,15 @@ pub async fn evaluate(
     let mut results = Vec::with_capacity(items.len());
     for item in items {
         let messages = item_messages(item);
-        let choice = match strategy {
-            Strategy::Score => backend
+        let generated_kind = match strategy {
+            Strategy::Generate => Some(format!("eval_{}", item.kind)),
+            // The simulation never scores an hour as a choice: it generates it under the
+            // `wake_up_hour` kind (the local backend's grammar), and so does the eval.
+            Strategy::Score if item.kind == "wake_up_hour" => Some(item.kind.clone()),
+            Strategy::Score => None,
+        };
+        let choice = match generated_kind {
+            None => backend
                 .score_choices(ChoiceRequest {
                     kind: item.kind.clone(),
                     messages,
@@ -365,10 +374,10 @@ pub async fn evaluate(
                         .max_by(|a, b| a.1.total_cmp(b.1))
                         .and_then(|(i, _)| item.options.get(i).cloned())
                 }),
-            Strategy::Generate => {
+            Some(kind) => {
                 let request = ChatRequest {
                     messages,
-                    ..ChatRequest::new(format!("eval_{}", item.kind), "")
+                    ..ChatRequest::new(kind, "")
                 }
                 .with_temperature(0.0)
                 .with_max_tokens(24);

@@ -62,8 +62,12 @@ impl Prompt for WakeUpHour {
                 self.first_name.as_str(),
             ],
         )?;
+        // Room for a short lead-in before the hour: a tiny model decoded under the local
+        // backend's `wake_up_hour` grammar reads the hour off the lifestyle line better when
+        // it may say a few words first (the grammar keeps digits out of them, so the first
+        // number is the hour, and bounds the answer's length).
         Ok(ChatRequest::new(self.kind(), prompt)
-            .with_max_tokens(16)
+            .with_max_tokens(96)
             .with_temperature(0.0))
     }
 
