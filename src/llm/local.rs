@@ -463,7 +463,17 @@ fn next_job(
                 order.end_streak();
             }
         }
-        return order.pop(std::time::Instant::now());
+        let job = order.pop(std::time::Instant::now());
+        if let Some(job) = &job {
+            let (kind, key) = match job {
+                Job::Chat { request, .. } => (request.kind.as_str(), request.affinity.as_deref()),
+                Job::Score { request, .. } => (request.kind.as_str(), request.affinity.as_deref()),
+                Job::Embed { .. } => ("embed", None),
+                Job::Stats { .. } => ("stats", None),
+            };
+            bevy::log::trace!(kind, ?key, waiting = ?order.waiting(), "local model: serving");
+        }
+        return job;
     }
 }
 

@@ -22,16 +22,20 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// The most calls of one thought served before it yields to the threads that waited longer.
-pub(crate) const MAX_STREAK: u32 = 48;
+/// The most calls of one thought served before it yields to the thoughts that waited longer
+/// (a new day's plan is about a dozen calls).
+pub(crate) const MAX_STREAK: u32 = 16;
 
 /// How long the inference thread waits for the current thought's next call (the thought's
 /// task parses the answer and asks again within a few milliseconds) before serving another.
 pub(crate) const FOLLOW_UP_WAIT: Duration = Duration::from_millis(40);
 
-/// A key quiet this long (no call waiting or running) starts a new thought when it asks again:
-/// the gaps inside one thought (an embedding, a memory search) are far shorter.
-pub(crate) const THOUGHT_GAP: Duration = Duration::from_secs(2);
+/// A key quiet this long (no call waiting or running) starts a new thought when it asks again.
+/// The gaps inside one thought (embeddings and place choices by the sentence embedder, a
+/// memory search) are usually short, but the embedder has its own queue: on a busy 2-core
+/// machine a debug build's gap reached several seconds, and with 2 s a planning persona lost
+/// its turn halfway through its first plan.
+pub(crate) const THOUGHT_GAP: Duration = Duration::from_secs(10);
 
 /// A queue of jobs served thought by thought (see the module docs).
 #[derive(Debug)]
@@ -99,6 +103,23 @@ impl<J> ServeOrder<J> {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The waiting jobs' keys and ranks, oldest thought first (for the trace log).
+    pub(crate) fn waiting(&self) -> Vec<(Option<String>, u64)> {
+        let mut list: Vec<(Option<String>, u64)> = self
+            .pending
+            .iter()
+            .map(|(key, arrival, ..)| {
+                let rank = key
+                    .as_ref()
+                    .and_then(|k| self.thoughts.get(k))
+                    .map_or(*arrival, |t| t.since);
+                (key.clone(), rank)
+            })
+            .collect();
+        list.sort_by_key(|(_, rank)| *rank);
+        list
     }
 
     /// Whether the thread should wait a moment for the next call of the thought it served

@@ -214,7 +214,13 @@ pub struct MiniLmEmbedder {
     jobs: async_channel::Sender<EmbedJob>,
     name: Arc<str>,
     dim: usize,
+    /// Recent texts' vectors (the judge's anchors and option phrases, events seen again), so
+    /// the thread embeds only what it has not seen lately. Bounded: emptied when full.
+    recent: Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<f32>>>>,
 }
+
+/// Texts whose vectors [`MiniLmEmbedder`] keeps (about 6 MB of vectors at 384 dimensions).
+const RECENT_TEXTS: usize = 4096;
 
 impl std::fmt::Debug for MiniLmEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -245,7 +251,12 @@ impl MiniLmEmbedder {
                 }
             })
             .map_err(|e| MiniLmError::Thread(e.to_string()))?;
-        Ok(Self { jobs, name, dim })
+        Ok(Self {
+            jobs,
+            name,
+            dim,
+            recent: Arc::default(),
+        })
     }
 
     /// The model's name.
@@ -260,12 +271,48 @@ impl MiniLmEmbedder {
 
     /// The embedding of each text (see [`MiniLm::embed`]).
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, LlmError> {
-        let (reply, answer) = async_channel::bounded(1);
-        self.jobs
-            .send(EmbedJob { texts, reply })
-            .await
-            .map_err(|_| LlmError::Closed)?;
-        answer.recv().await.map_err(|_| LlmError::Closed)
+        let mut out: Vec<Option<Vec<f32>>> = {
+            let recent = self
+                .recent
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            texts.iter().map(|t| recent.get(t).cloned()).collect()
+        };
+        let missing: Vec<String> = texts
+            .iter()
+            .zip(&out)
+            .filter(|(_, known)| known.is_none())
+            .map(|(t, _)| t.clone())
+            .collect();
+        if !missing.is_empty() {
+            let (reply, answer) = async_channel::bounded(1);
+            self.jobs
+                .send(EmbedJob {
+                    texts: missing.clone(),
+                    reply,
+                })
+                .await
+                .map_err(|_| LlmError::Closed)?;
+            let vectors = answer.recv().await.map_err(|_| LlmError::Closed)?;
+            if vectors.len() != missing.len() {
+                return Err(LlmError::Malformed("embeddings missing".into()));
+            }
+            let mut recent = self
+                .recent
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if recent.len() + missing.len() > RECENT_TEXTS {
+                recent.clear();
+            }
+            let mut fresh = missing.into_iter().zip(vectors);
+            for slot in out.iter_mut().filter(|slot| slot.is_none()) {
+                if let Some((text, vector)) = fresh.next() {
+                    recent.insert(text, vector.clone());
+                    *slot = Some(vector);
+                }
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 
