@@ -684,7 +684,16 @@ impl LlmClient {
 
     /// Embeds one text.
     pub async fn embed_one(&self, text: impl Into<String>) -> Result<Vec<f32>, LlmError> {
-        self.embed(vec![text.into()])
+        self.embed_one_within(text, None).await
+    }
+
+    /// [`LlmClient::embed_one`] for a thought with a [`RetryBudget`].
+    pub async fn embed_one_within(
+        &self,
+        text: impl Into<String>,
+        budget: Option<RetryBudget>,
+    ) -> Result<Vec<f32>, LlmError> {
+        self.embed_within(vec![text.into()], budget)
             .await?
             .into_iter()
             .next()

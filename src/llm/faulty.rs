@@ -308,12 +308,6 @@ impl LlmBackend for FaultyBackend {
         self.inner.shut_down();
     }
 
-    /// The faults this wrapper injects are its own and not retried here; the wrapped
-    /// backend's own retries say nothing about them.
-    fn retries_transient_errors(&self) -> bool {
-        false
-    }
-
     fn probe(&self) -> BoxFuture<'_, Result<(), LlmError>> {
         self.inner.probe()
     }

@@ -465,12 +465,7 @@ fn next_job(
         }
         let job = order.pop(std::time::Instant::now());
         if let Some(job) = &job {
-            let (kind, key) = match job {
-                Job::Chat { request, .. } => (request.kind.as_str(), request.affinity.as_deref()),
-                Job::Score { request, .. } => (request.kind.as_str(), request.affinity.as_deref()),
-                Job::Embed { .. } => ("embed", None),
-                Job::Stats { .. } => ("stats", None),
-            };
+            let (kind, key) = job.thought();
             bevy::log::trace!(kind, ?key, waiting = ?order.waiting(), "local model: serving");
         }
         return job;
@@ -480,17 +475,23 @@ fn next_job(
 impl ServeOrder<Job> {
     /// Queues a job under its thought's key; statistics jump the queue.
     fn push_job(&mut self, job: Job, now: std::time::Instant) -> bool {
-        let (key, urgent) = match &job {
-            Job::Chat { request, .. } => (request.affinity.clone(), false),
-            Job::Score { request, .. } => (request.affinity.clone(), false),
-            Job::Embed { .. } => (None, false),
-            Job::Stats { .. } => (None, true),
-        };
+        let key = job.thought().1.map(str::to_owned);
+        let urgent = matches!(job, Job::Stats { .. });
         self.push(key, job, urgent, now)
     }
 }
 
 impl Job {
+    /// The job's kind and the thought (routing key) that asked it, if any.
+    fn thought(&self) -> (&str, Option<&str>) {
+        match self {
+            Job::Chat { request, .. } => (request.kind.as_str(), request.affinity.as_deref()),
+            Job::Score { request, .. } => (request.kind.as_str(), request.affinity.as_deref()),
+            Job::Embed { .. } => ("embed", None),
+            Job::Stats { .. } => ("stats", None),
+        }
+    }
+
     /// Answers the job with [`LlmError::Closed`] without running it.
     fn refuse(self) {
         match self {

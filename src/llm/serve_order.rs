@@ -110,16 +110,17 @@ impl<J> ServeOrder<J> {
         let mut list: Vec<(Option<String>, u64)> = self
             .pending
             .iter()
-            .map(|(key, arrival, ..)| {
-                let rank = key
-                    .as_ref()
-                    .and_then(|k| self.thoughts.get(k))
-                    .map_or(*arrival, |t| t.since);
-                (key.clone(), rank)
-            })
+            .map(|(key, arrival, ..)| (key.clone(), self.rank(key.as_deref(), *arrival)))
             .collect();
         list.sort_by_key(|(_, rank)| *rank);
         list
+    }
+
+    /// A waiting job's rank (lower runs first): when its thought started, or for a job of no
+    /// thought its own arrival.
+    fn rank(&self, key: Option<&str>, arrival: u64) -> u64 {
+        key.and_then(|k| self.thoughts.get(k))
+            .map_or(arrival, |t| t.since)
     }
 
     /// Whether the thread should wait a moment for the next call of the thought it served
@@ -156,20 +157,15 @@ impl<J> ServeOrder<J> {
         });
         let index = match self.pending.iter().position(|(.., urgent, _)| *urgent) {
             Some(index) => index,
-            None => {
-                let rank = |(key, arrival, ..): &(Option<String>, u64, bool, J)| {
-                    key.as_ref()
-                        .and_then(|k| self.thoughts.get(k))
-                        .map_or(*arrival, |t| t.since)
-                };
-                let mut best = 0;
-                for (index, entry) in self.pending.iter().enumerate() {
-                    if rank(entry) < rank(&self.pending[best]) {
-                        best = index;
-                    }
-                }
-                best
-            }
+            // The first of the lowest rank: ties keep arrival order.
+            None => self
+                .pending
+                .iter()
+                .enumerate()
+                .min_by_key(|(index, (key, arrival, ..))| {
+                    (self.rank(key.as_deref(), *arrival), *index)
+                })
+                .map_or(0, |(index, _)| index),
         };
         let (key, _, _, job) = self.pending.remove(index)?;
         // A job of no thought (an embedding, statistics) leaves the thought served last as it was.

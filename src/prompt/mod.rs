@@ -148,12 +148,7 @@ impl PromptContext {
             });
         }
         let budget = self.failures.as_ref().map(|log| log.budget.clone());
-        self.client
-            .embed_within(vec![text.into()], budget)
-            .await?
-            .into_iter()
-            .next()
-            .ok_or_else(|| LlmError::Malformed("no embedding returned".into()))
+        self.client.embed_one_within(text, budget).await
     }
 
     /// Writes `failure` down in the failure log, if the context has one.
@@ -322,17 +317,7 @@ async fn run_prompt_inner<P: Prompt>(
             kind,
             "the backend gave out earlier in this thought; using the fail-safe"
         );
-        ctx.client.record_fail_safe(kind);
-        ctx.record_failure(ModelFailure {
-            kind,
-            reason: FailureReason::Backend(error),
-            attempts: 0,
-        });
-        return PromptOutcome {
-            value: prompt.fail_safe(),
-            attempts: 0,
-            fail_safe: true,
-        };
+        return fail_safe(ctx, prompt, FailureReason::Backend(error), 0);
     }
     let request = match prompt.request(&ctx.library) {
         Ok(mut request) => {
@@ -346,17 +331,7 @@ async fn run_prompt_inner<P: Prompt>(
         }
         Err(error) => {
             error!(kind, %error, "prompt template unusable; using the fail-safe");
-            ctx.client.record_fail_safe(kind);
-            ctx.record_failure(ModelFailure {
-                kind,
-                reason: FailureReason::Template,
-                attempts: 0,
-            });
-            return PromptOutcome {
-                value: prompt.fail_safe(),
-                attempts: 0,
-                fail_safe: true,
-            };
+            return fail_safe(ctx, prompt, FailureReason::Template, 0);
         }
     };
 
@@ -440,6 +415,17 @@ async fn run_prompt_inner<P: Prompt>(
             }
         }
     }
+    fail_safe(ctx, prompt, reason, attempts)
+}
+
+/// The prompt's fail-safe, counted in the usage and written down in the thought's failure log.
+fn fail_safe<P: Prompt>(
+    ctx: &PromptContext,
+    prompt: &P,
+    reason: FailureReason,
+    attempts: u32,
+) -> PromptOutcome<P::Output> {
+    let kind = prompt.kind();
     ctx.client.record_fail_safe(kind);
     ctx.record_failure(ModelFailure {
         kind,
