@@ -311,6 +311,7 @@ fn errors_and_transport_retries_are_counted_and_errors_not_cached() {
         options: vec!["a".into()],
         affinity: None,
         about: None,
+        option_phrases: Vec::new(),
     }));
     assert_eq!(unsupported, Err(LlmError::Unsupported("choice scoring")));
     assert!(!client.supports_choice_scoring());
@@ -329,6 +330,7 @@ fn choice_scores_come_from_the_backend_and_are_cached() {
         options: vec!["yes".into(), "no".into()],
         affinity: None,
         about: None,
+        option_phrases: Vec::new(),
     };
     assert_eq!(
         block_on(client.score_choices(request.clone())),
@@ -349,6 +351,7 @@ fn choice_scores_come_from_the_backend_and_are_cached() {
         options: vec!["the park".into(), "the library".into()],
         affinity: None,
         about: None,
+        option_phrases: Vec::new(),
     };
     let scores = block_on(client.score_choices(overlap)).expect("scores");
     assert!(scores[1] > scores[0], "{scores:?}");

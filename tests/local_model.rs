@@ -81,6 +81,7 @@ fn choice_scoring_picks_the_obvious_answer() {
             options: options.iter().map(|s| (*s).to_owned()).collect(),
             affinity: None,
             about: None,
+            option_phrases: Vec::new(),
         };
         let scores = block_on(llm.score_choices(request.clone())).expect("scores");
         assert_eq!(scores.len(), options.len());
@@ -101,6 +102,7 @@ fn choice_scoring_picks_the_obvious_answer() {
         options: Vec::new(),
         affinity: None,
         about: None,
+        option_phrases: Vec::new(),
     };
     assert_eq!(
         block_on(llm.score_choices(none)).expect("empty"),

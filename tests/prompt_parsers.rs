@@ -377,6 +377,7 @@ fn sector() -> ActionSector {
             "Maple Park",
             "Copper Kettle Pub",
         ]),
+        option_arenas: Vec::new(),
     }
 }
 
@@ -1045,7 +1046,7 @@ proptest! {
             request(&HourlySchedule { identity: a.clone(), first_name: b.clone(), date_text: a.clone(), home: b.clone(), workplace: None, daily_plan: list.clone(), wake_up_hour: hour }, &library),
             request(&TaskDecomposition { identity: a.clone(), first_name: b.clone(), date_text: a.clone(), schedule: items.clone(), task: b.clone(), start_minute: minutes, duration: minutes }, &library),
             request(&NewDecompositionSchedule { first_name: a.clone(), date_text: b.clone(), window_start_minute: minutes, items: items.clone(), inserted: b.clone(), insert_offset: hour, inserted_duration: minutes }, &library),
-            request(&ActionSector { name: a.clone(), action: b.clone(), living_sector: a.clone(), workplace_sector: None, current_sector: b.clone(), options: list.clone() }, &library),
+            request(&ActionSector { name: a.clone(), action: b.clone(), living_sector: a.clone(), workplace_sector: None, current_sector: b.clone(), options: list.clone() , option_arenas: Vec::new() }, &library),
             request(&ActionArena { name: a.clone(), action: b.clone(), sector: a.clone(), living_arena: b.clone(), options: list.clone() }, &library),
             request(&ActionObject { name: a.clone(), action: b.clone(), place: a.clone(), options: list.clone(), seed: u64::from(minutes) }, &library),
             request(&ActionEmoji { action: a.clone() }, &library),

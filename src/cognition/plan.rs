@@ -310,6 +310,10 @@ async fn choose_sector(
             living_sector: home.living_sector.clone(),
             workplace_sector: home.workplace_sector.clone(),
             current_sector: current_sector.unwrap_or(&home.living_sector).to_string(),
+            option_arenas: sectors
+                .iter()
+                .map(|sector| mind.spatial.accessible_arenas(world, sector))
+                .collect(),
             options: sectors.clone(),
         },
     )

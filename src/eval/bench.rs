@@ -82,6 +82,7 @@ fn choice_request(nonce: usize) -> ChoiceRequest {
         options: OPTIONS.iter().map(|s| (*s).to_owned()).collect(),
         affinity: None,
         about: None,
+        option_phrases: Vec::new(),
     }
 }
 

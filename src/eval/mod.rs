@@ -175,7 +175,9 @@ pub(crate) fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
 /// ([`ChatRequest::about`]): for a poignancy item the event (the context, else the question's
 /// text after its last colon); for a place, arena or object item the errand — the context
 /// without the subject's name it opens with and without sentences that list the options
-/// (an intent, not a map). Other kinds: none.
+/// (an intent, not a map) — for an object, also without where they are ("is in the kitchen
+/// and …": the room is already chosen, and the simulation asks with the action alone); for a
+/// yes/no item the situation and the question. Other kinds: none.
 pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
     let about = match item.kind.as_str() {
         "poignancy" => {
@@ -185,7 +187,9 @@ pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
                 item.context.clone()
             }
         }
-        "place" | "arena" | "object" => errand(&item.context, &item.options),
+        "place" | "arena" => errand(&item.context, &item.options),
+        "object" => without_whereabouts(&errand(&item.context, &item.options)).to_owned(),
+        "yes_no" => format!("{} {}", item.context.trim(), item.question.trim()),
         _ => return None,
     };
     let about = about.trim().to_owned();
@@ -217,6 +221,18 @@ fn errand(context: &str, options: &[String]) -> String {
                 < 2
         })
         .collect::<String>()
+}
+
+/// `errand` without an opening "is in …, and" / "is at … and" clause: what the persona wants
+/// to do, not where it is.
+fn without_whereabouts(errand: &str) -> &str {
+    let lower = errand.trim_start();
+    if lower.starts_with("is in ") || lower.starts_with("is at ") {
+        if let Some(at) = lower.find(" and ") {
+            return &lower[at + " and ".len()..];
+        }
+    }
+    errand
 }
 
 /// The option a generated answer names: an exact match, else the longest option the answer
@@ -363,6 +379,7 @@ pub async fn evaluate(
                     options: item.options.clone(),
                     affinity: None,
                     about: item_about(item),
+                    option_phrases: Vec::new(),
                 })
                 .await
                 .ok()
@@ -521,11 +538,22 @@ mod tests {
             item_about(&rating).as_deref(),
             Some("Tomas Reyes got engaged.")
         );
-        // Questions the embedder does not decide have no plain-words subject.
+        let mut object = item("object", &["stove", "sink"], "stove", None);
+        object.context = "Mira Okafor is in her kitchen and wants to fry eggs.".into();
+        assert_eq!(item_about(&object).as_deref(), Some("wants to fry eggs."));
+        object.context = "Mira Okafor wants to fry eggs in the kitchen.".into();
         assert_eq!(
-            item_about(&item("yes_no", &["yes", "no"], "yes", None)),
-            None
+            item_about(&object).as_deref(),
+            Some("wants to fry eggs in the kitchen.")
         );
+        let mut yes = item("yes_no", &["yes", "no"], "yes", None);
+        yes.context = "Mira is hungry.".into();
+        yes.question = "Should she eat?".into();
+        assert_eq!(
+            item_about(&yes).as_deref(),
+            Some("Mira is hungry. Should she eat?")
+        );
+        // Questions the embedder does not decide have no plain-words subject.
         assert_eq!(
             item_about(&item("wake_up_hour", &["6", "7"], "7", Some(1.0))),
             None

@@ -108,6 +108,11 @@ pub struct ChatRequest {
     /// server and not part of the cache key (the messages say the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub about: Option<String>,
+    /// How each option of a choice reads in plain words, in the options' order ("at home:
+    /// kitchen, bedroom" for the persona's own house), for the same backends as `about`;
+    /// empty when the option names say enough. Not sent, not part of the cache key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub option_phrases: Vec<String>,
 }
 
 impl ChatRequest {
@@ -126,6 +131,7 @@ impl ChatRequest {
             affinity: None,
             retry_budget: None,
             about: None,
+            option_phrases: Vec::new(),
         }
     }
 
@@ -138,6 +144,12 @@ impl ChatRequest {
     /// Says what the request is about (see [`ChatRequest::about`]).
     pub fn with_about(mut self, about: impl Into<String>) -> Self {
         self.about = Some(about.into());
+        self
+    }
+
+    /// Says how each option reads in plain words (see [`ChatRequest::option_phrases`]).
+    pub fn with_option_phrases(mut self, phrases: Vec<String>) -> Self {
+        self.option_phrases = phrases;
         self
     }
 
@@ -257,6 +269,9 @@ pub struct ChoiceRequest {
     /// What the choice is about in plain words (as [`ChatRequest::about`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub about: Option<String>,
+    /// How each option reads in plain words (as [`ChatRequest::option_phrases`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub option_phrases: Vec<String>,
 }
 
 /// Failures of a backend call. Messages never contain secrets.

@@ -3257,6 +3257,7 @@ mod tests {
                 .map(String::from),
             current_sector: home,
             options: sectors(),
+            option_arenas: Vec::new(),
         }
     }
 
@@ -4040,6 +4041,7 @@ mod tests {
             workplace_sector: Some("Fish Market".into()),
             current_sector: "Fish Market".into(),
             options: strings(options),
+            option_arenas: Vec::new(),
         };
         let town = [
             "Visser cottage",

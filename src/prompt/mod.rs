@@ -344,6 +344,7 @@ async fn run_prompt_inner<P: Prompt>(
             options: options.clone(),
             affinity: request.affinity.clone(),
             about: request.about.clone(),
+            option_phrases: request.option_phrases.clone(),
         };
         match ctx.client.score_choices(choice).await {
             Ok(scores) => {

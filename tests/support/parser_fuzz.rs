@@ -843,6 +843,7 @@ pub fn kinds() -> Vec<Kind> {
                 "Maple Park",
                 "Copper Kettle Pub",
             ]),
+            option_arenas: Vec::new(),
         },
         &[
             "Riverside Cafe",

@@ -56,6 +56,38 @@ pub struct ActionSector {
     pub current_sector: String,
     /// The known sectors to choose from.
     pub options: Vec<String>,
+    /// The known arenas of each option, in the options' order (empty: not given). A backend
+    /// that decides by meaning reads an option as the persona sees it: "at home: kitchen,
+    /// bedroom", "at work: classroom, office", "at Maple Park: park, garden".
+    pub option_arenas: Vec<Vec<String>>,
+}
+
+impl ActionSector {
+    /// How each option reads in plain words ([`ChatRequest::option_phrases`]); empty when
+    /// the arenas are not given.
+    pub fn option_phrases(&self) -> Vec<String> {
+        if self.option_arenas.len() != self.options.len() {
+            return Vec::new();
+        }
+        self.options
+            .iter()
+            .zip(&self.option_arenas)
+            .map(|(sector, arenas)| {
+                let whose = if *sector == self.living_sector {
+                    "home".to_string()
+                } else if self.workplace_sector.as_ref() == Some(sector) {
+                    "work".to_string()
+                } else {
+                    sector.clone()
+                };
+                if arenas.is_empty() {
+                    format!("at {whose}")
+                } else {
+                    format!("at {whose}: {}", arenas.join(", "))
+                }
+            })
+            .collect()
+    }
 }
 
 impl Prompt for ActionSector {
@@ -80,7 +112,8 @@ impl Prompt for ActionSector {
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(32)
             .with_temperature(0.0)
-            .with_about(&self.action))
+            .with_about(&self.action)
+            .with_option_phrases(self.option_phrases()))
     }
 
     fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
@@ -452,6 +485,7 @@ mod tests {
                 "Riverside Cafe".into(),
                 "Maple Park".into(),
             ],
+            option_arenas: Vec::new(),
         }
     }
 

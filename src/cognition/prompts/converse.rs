@@ -37,6 +37,24 @@ pub struct DecideToTalk {
     pub last_chat: Option<String>,
 }
 
+impl DecideToTalk {
+    /// The situation and the question in plain words, for a backend that decides by meaning
+    /// ([`ChatRequest::about`]): who is doing what, where and when.
+    pub fn situation(&self) -> String {
+        format!(
+            "It is {}. {} is {} at {}. {} is {}. Should {} start a conversation with {} now?",
+            self.time_text,
+            self.name,
+            self.activity,
+            self.place,
+            self.partner,
+            self.partner_activity,
+            first_name(&self.name),
+            first_name(&self.partner),
+        )
+    }
+}
+
 impl Prompt for DecideToTalk {
     type Output = bool;
 
@@ -60,7 +78,8 @@ impl Prompt for DecideToTalk {
         let prompt = library.fill(self.kind(), &inputs)?;
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(8)
-            .with_temperature(0.0))
+            .with_temperature(0.0)
+            .with_about(self.situation()))
     }
 
     fn parse(&self, cleaned: &str) -> Result<bool, ParseError> {

@@ -11,12 +11,18 @@
 //!   the rating is the anchors' ratings weighted by a sharp softmax of the similarities
 //!   ([`rating_from_similarities`]).
 //! * **Where to go** (places, sectors, arenas, objects): each option is embedded as
-//!   "go to {option}" ("use the {option}" for objects) and scored by its cosine similarity to
-//!   the errand ([`place_scores`]). (Subtracting each option's similarity to a question with no
+//!   "go to {option}" ("use the {option}" for objects) — or as the request words it: the town
+//!   says which sector is home and which is work, with their rooms ("at home: kitchen,
+//!   bedroom") — and scored by its cosine similarity to the errand ([`place_scores`]). (Subtracting each option's similarity to a question with no
 //!   errand in it, which scored well on questions that carried the whole prompt, sent errands
 //!   as plain as "sleeping" or "taking a walk" to the library: the plain similarity is kept.)
+//! * **Yes or no** (any choice between exactly "yes" and "no", such as whether to start a
+//!   conversation): the situation and question are compared with [`YES_NO_ANCHORS`], everyday
+//!   rules of thumb (helping someone who needs it: yes; interrupting someone who is busy: no);
+//!   the answer is the side that carries more weight under the same sharp softmax
+//!   ([`yes_from_similarities`]). SmolLM2 answered "No" to nearly everything.
 //!
-//! Everything else (free text, yes/no, hours) stays with the chat model.
+//! Everything else (free text, hours, option 1 / option 2) stays with the chat model.
 
 use super::MiniLmEmbedder;
 use crate::llm::LlmError;
@@ -49,6 +55,48 @@ pub const ANCHORS: &[(&str, f32)] = &[
     ("a parent has died", 10.0),
 ];
 
+/// Rules of thumb for a persona's everyday yes/no calls, each marked with the answer it stands
+/// for (`true`: yes). Written once as general rules of everyday life, balanced between the two
+/// answers; chosen on `assets/evals/dev/yes_no.jsonl`, not on any eval item.
+pub const YES_NO_ANCHORS: &[(&str, bool)] = &[
+    ("helping someone who needs help", true),
+    ("comforting a friend or family member who is upset", true),
+    ("eating when hungry at mealtime", true),
+    ("drinking when thirsty", true),
+    ("resting or sleeping when tired at night", true),
+    ("checking on a possible danger such as fire or smoke", true),
+    ("accepting a kind offer of help when you need it", true),
+    ("greeting a friend you meet when you both have time", true),
+    ("chatting with a friend or colleague during free time", true),
+    ("leaving on time to keep an appointment or promise", true),
+    ("going to work or class when it is time", true),
+    ("returning something that belongs to someone else", true),
+    ("going to a fun event in your free time", true),
+    ("serving a customer who asks for something", true),
+    ("making up with a family member after a quarrel", true),
+    ("waking someone up at night for no good reason", false),
+    (
+        "interrupting your work or a class to chat about nothing",
+        false,
+    ),
+    ("interrupting someone who is busy", false),
+    ("doing something dangerous or illegal", false),
+    ("using a phone while driving", false),
+    ("partying late before an important day", false),
+    ("eating something that will make you ill", false),
+    ("starting a long activity just before you must leave", false),
+    ("repeating a conversation you just had", false),
+    (
+        "doing chores in the middle of the night instead of sleeping",
+        false,
+    ),
+    ("leaving people in your care alone", false),
+    ("spending money you need for bills", false),
+    ("being loud where people need quiet", false),
+    ("taking something that is not yours", false),
+    ("going out among people when you are sick", false),
+];
+
 /// The softmax temperature over anchor similarities: sharp enough that the nearest anchors
 /// decide, soft enough that two near ones average.
 const ANCHOR_TEMPERATURE: f32 = 0.05;
@@ -60,6 +108,18 @@ fn kind_uses_objects(kind: &str) -> bool {
 /// Whether `kind` is a poignancy rating.
 pub fn is_rating_kind(kind: &str) -> bool {
     kind == "poignancy" || kind.ends_with("_poignancy")
+}
+
+/// Whether a choice is between exactly "yes" and "no" (in either order, any case). Returns the
+/// index of "yes".
+pub fn yes_index(options: &[String]) -> Option<usize> {
+    let [a, b] = options else { return None };
+    let (a, b) = (a.trim().to_ascii_lowercase(), b.trim().to_ascii_lowercase());
+    match (a.as_str(), b.as_str()) {
+        ("yes", "no") => Some(0),
+        ("no", "yes") => Some(1),
+        _ => None,
+    }
 }
 
 /// Whether `kind` asks where to go or what to use among named places.
@@ -98,42 +158,90 @@ pub fn rating_from_similarities(similarities: &[f32]) -> Option<u8> {
     Some(rating as u8)
 }
 
-/// Rates `text` against the anchors.
-pub async fn rate(embedder: &MiniLmEmbedder, text: &str) -> Result<u8, LlmError> {
+/// The weight of "yes" (0..=1) for a situation whose similarity to each of [`YES_NO_ANCHORS`]
+/// is `similarities`: the summed softmax weights of the yes-anchors. `None` when the lengths
+/// differ or a similarity is not a number.
+pub fn yes_from_similarities(similarities: &[f32]) -> Option<f32> {
+    if similarities.len() != YES_NO_ANCHORS.len() || similarities.iter().any(|s| !s.is_finite()) {
+        return None;
+    }
+    let max = similarities.iter().copied().fold(f32::MIN, f32::max);
+    let (mut yes, mut total) = (0.0f32, 0.0f32);
+    for (s, (_, answer)) in similarities.iter().zip(YES_NO_ANCHORS) {
+        let w = ((s - max) / ANCHOR_TEMPERATURE).exp();
+        if *answer {
+            yes += w;
+        }
+        total += w;
+    }
+    Some(yes / total)
+}
+
+/// Scores for a yes/no choice about the situation `about` (yes first or second, as `options`
+/// have it): the weight of each answer among the rules of thumb.
+pub async fn yes_no_scores(
+    embedder: &MiniLmEmbedder,
+    about: &str,
+    options: &[String],
+) -> Result<Vec<f32>, LlmError> {
+    let yes_at = yes_index(options)
+        .ok_or_else(|| LlmError::Malformed("the options are not yes and no".into()))?;
+    let similarities = similarities_to(embedder, about, YES_NO_ANCHORS.iter().map(|a| a.0)).await?;
+    let yes = yes_from_similarities(&similarities)
+        .ok_or_else(|| LlmError::Malformed("the anchor similarities are unusable".into()))?;
+    let mut scores = vec![1.0 - yes; 2];
+    scores[yes_at] = yes;
+    Ok(scores)
+}
+
+/// The cosine similarity of `text` to each of `anchors` (the embedder's vectors are unit
+/// length).
+async fn similarities_to<'a>(
+    embedder: &MiniLmEmbedder,
+    text: &str,
+    anchors: impl Iterator<Item = &'a str>,
+) -> Result<Vec<f32>, LlmError> {
     let mut texts = vec![text.to_owned()];
-    texts.extend(ANCHORS.iter().map(|(a, _)| (*a).to_owned()));
+    texts.extend(anchors.map(str::to_owned));
     let vectors = embedder.embed(texts).await?;
-    let (first, anchors) = vectors
+    let (first, rest) = vectors
         .split_first()
         .ok_or_else(|| LlmError::Malformed("no embedding came back".into()))?;
-    let similarities: Vec<f32> = anchors.iter().map(|a| dot(first, a)).collect();
+    Ok(rest.iter().map(|a| dot(first, a)).collect())
+}
+
+/// Rates `text` against the anchors.
+pub async fn rate(embedder: &MiniLmEmbedder, text: &str) -> Result<u8, LlmError> {
+    let similarities = similarities_to(embedder, text, ANCHORS.iter().map(|a| a.0)).await?;
     rating_from_similarities(&similarities)
         .ok_or_else(|| LlmError::Malformed("the anchor similarities are unusable".into()))
 }
 
-/// One score per option for the intent `about` (higher is better): the cosine similarity of
-/// "go to {option}" (for objects "use the {option}") to the intent.
+/// One score per option for the intent `about` (higher is better): the cosine similarity to
+/// the intent of each option as `phrases` word it (when there is one per option), else of
+/// "go to {option}" (for objects "use the {option}").
 pub async fn place_scores(
     embedder: &MiniLmEmbedder,
     kind: &str,
     about: &str,
     options: &[String],
+    phrases: &[String],
 ) -> Result<Vec<f32>, LlmError> {
     let verb = if kind_uses_objects(kind) {
         "use the"
     } else {
         "go to"
     };
-    let mut texts = vec![about.to_owned()];
-    texts.extend(options.iter().map(|o| format!("{verb} {o}")));
-    let vectors = embedder.embed(texts).await?;
-    let Some((intent, options_vectors)) = vectors.split_first() else {
-        return Err(LlmError::Malformed("no embedding came back".into()));
+    let worded: Vec<String> = if phrases.len() == options.len() {
+        phrases.to_vec()
+    } else {
+        options.iter().map(|o| format!("{verb} {o}")).collect()
     };
-    if options_vectors.len() != options.len() {
+    let scores = similarities_to(embedder, about, worded.iter().map(String::as_str)).await?;
+    if scores.len() != options.len() {
         return Err(LlmError::Malformed("embeddings missing".into()));
     }
-    Ok(options_vectors.iter().map(|o| dot(intent, o)).collect())
+    Ok(scores)
 }
 
 /// Scores for a rating question asked as a choice among numbers: the closer an option is to
@@ -183,6 +291,32 @@ mod tests {
         let best = (0..4).max_by(|&a, &b| scores[a].total_cmp(&scores[b]));
         assert_eq!(best, Some(2));
         assert_eq!(scores[3], f32::MIN);
+    }
+
+    #[test]
+    fn the_weightier_side_of_the_rules_answers() {
+        let yes = YES_NO_ANCHORS.iter().position(|a| a.1).unwrap_or(0);
+        let no = YES_NO_ANCHORS.iter().position(|a| !a.1).unwrap_or(0);
+        let mut s = vec![0.1; YES_NO_ANCHORS.len()];
+        s[yes] = 0.7;
+        assert!(yes_from_similarities(&s).is_some_and(|p| p > 0.9));
+        s[no] = 0.8;
+        assert!(yes_from_similarities(&s).is_some_and(|p| p < 0.2));
+        s[no] = f32::INFINITY;
+        assert_eq!(yes_from_similarities(&s), None);
+        assert_eq!(yes_from_similarities(&[0.3]), None);
+        // The anchors speak for both answers about equally.
+        let yeses = YES_NO_ANCHORS.iter().filter(|a| a.1).count();
+        assert_eq!(yeses * 2, YES_NO_ANCHORS.len());
+    }
+
+    #[test]
+    fn yes_and_no_are_found_in_either_order() {
+        let options = |a: &str, b: &str| vec![a.to_owned(), b.to_owned()];
+        assert_eq!(yes_index(&options("yes", "no")), Some(0));
+        assert_eq!(yes_index(&options(" No", "YES ")), Some(1));
+        assert_eq!(yes_index(&options("Option 1", "Option 2")), None);
+        assert_eq!(yes_index(&["yes".to_owned()]), None);
     }
 
     #[test]

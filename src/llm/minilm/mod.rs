@@ -347,7 +347,7 @@ impl SentenceEmbeddings {
     }
 
     /// Also lets the embedder answer what it decides better than a tiny chat model
-    /// ([`judge`]): poignancy ratings and where to go, for requests that say what they are
+    /// ([`judge`]): poignancy ratings, where to go and yes/no calls, for requests that say what they are
     /// about. The local default does this; a capable chat model should keep its own judgement.
     pub fn deciding(mut self) -> Self {
         self.deciding = true;
@@ -370,7 +370,7 @@ impl SentenceEmbeddings {
         }
     }
 
-    /// Ratings and places by the embedder, when this backend decides and the request says what
+    /// Ratings, places and yes/no calls by the embedder, when this backend decides and the request says what
     /// it is about.
     async fn judged_choice(&self, request: &ChoiceRequest) -> Option<Vec<f32>> {
         let about = request.about.as_deref().filter(|_| self.deciding)?;
@@ -378,7 +378,17 @@ impl SentenceEmbeddings {
             let rating = judge::rate(&self.embedder, about).await.ok()?;
             Some(judge::rating_option_scores(rating, &request.options))
         } else if judge::is_place_kind(&request.kind) {
-            judge::place_scores(&self.embedder, &request.kind, about, &request.options)
+            judge::place_scores(
+                &self.embedder,
+                &request.kind,
+                about,
+                &request.options,
+                &request.option_phrases,
+            )
+            .await
+            .ok()
+        } else if judge::yes_index(&request.options).is_some() {
+            judge::yes_no_scores(&self.embedder, about, &request.options)
                 .await
                 .ok()
         } else {
