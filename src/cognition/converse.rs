@@ -399,6 +399,23 @@ async fn next_line(
     (utterance.text, utterance.end)
 }
 
+/// Whether `line` repeats a line already said in the conversation (ignoring case, spacing and
+/// punctuation): a conversation going round in circles ends there, as small chat models
+/// otherwise echo one greeting for every round the settings allow.
+pub(crate) fn said_before(lines: &[(String, String)], line: &str) -> bool {
+    let plain = |text: &str| -> String {
+        text.chars()
+            .filter(|c| c.is_alphanumeric() || c.is_whitespace())
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let line = plain(line);
+    !line.is_empty() && lines.iter().any(|(_, said)| plain(said) == line)
+}
+
 /// Minutes a conversation takes: `ceil(chars / 8 / 30)`, at least 1 (SPEC §3.7).
 pub(crate) fn conversation_minutes(lines: &[(String, String)]) -> u32 {
     let chars: usize = lines.iter().map(|(_, l)| l.chars().count()).sum();
@@ -444,6 +461,7 @@ pub(crate) async fn generate_conversation(
             watched(ChatSide::Initiator),
         )
         .await;
+        let end = end || said_before(&lines, &line);
         lines.push((a_name.clone(), line));
         if end {
             break;
@@ -460,6 +478,7 @@ pub(crate) async fn generate_conversation(
             watched(ChatSide::Partner),
         )
         .await;
+        let end = end || said_before(&lines, &line);
         lines.push((b_name.clone(), line));
         if end {
             break;
@@ -588,6 +607,22 @@ mod tests {
         assert_eq!(conversation_minutes(&[line(240)]), 1);
         assert_eq!(conversation_minutes(&[line(241)]), 2);
         assert_eq!(conversation_minutes(&[line(400), line(400)]), 4);
+    }
+
+    #[test]
+    fn a_line_said_before_ends_the_round() {
+        let lines = vec![
+            (
+                "Mira".to_string(),
+                "Good morning! Did you sleep well?".to_string(),
+            ),
+            ("Tomas".to_string(), "Yes, thanks.".to_string()),
+        ];
+        assert!(said_before(&lines, "good morning -- did you   sleep well"));
+        assert!(said_before(&lines, "Yes, thanks"));
+        assert!(!said_before(&lines, "Good morning! Did you sleep badly?"));
+        assert!(!said_before(&lines, "..."), "an empty line is not a repeat");
+        assert!(!said_before(&[], "Hello"));
     }
 
     #[test]

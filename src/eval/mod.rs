@@ -226,11 +226,11 @@ fn errand(context: &str, options: &[String]) -> String {
 /// `errand` without an opening "is in …, and" / "is at … and" clause: what the persona wants
 /// to do, not where it is.
 fn without_whereabouts(errand: &str) -> &str {
-    let lower = errand.trim_start();
-    if lower.starts_with("is in ") || lower.starts_with("is at ") {
-        if let Some(at) = lower.find(" and ") {
-            return &lower[at + " and ".len()..];
-        }
+    let trimmed = errand.trim_start();
+    if (trimmed.starts_with("is in ") || trimmed.starts_with("is at "))
+        && let Some(at) = trimmed.find(" and ")
+    {
+        return &trimmed[at + " and ".len()..];
     }
     errand
 }
