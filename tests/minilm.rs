@@ -15,8 +15,8 @@ use std::sync::{Arc, OnceLock};
 
 use bevy::tasks::block_on;
 use bevy_generative_agents::llm::{
-    LlmBackend, LlmClient, LlmConfig, MINILM_MAX_TOKENS, MINILM_NAME, MiniLm, MiniLmEmbedder,
-    ScriptedBackend, SentenceEmbeddings, minilm_dir,
+    ChatRequest, ChoiceRequest, LlmBackend, LlmClient, LlmConfig, MINILM_MAX_TOKENS, MINILM_NAME,
+    MiniLm, MiniLmEmbedder, ScriptedBackend, SentenceEmbeddings, minilm_dir,
 };
 use bevy_generative_agents::persist::{PersistError, check_save, decode};
 use bevy_generative_agents::world::TownMap;
@@ -510,12 +510,29 @@ fn the_wrapper_embeds_with_minilm_and_saves_refuse_other_embeddings() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// The option a backend scores best for `request`, asked as a choice among `options`.
+fn best_choice(backend: &dyn LlmBackend, request: &ChatRequest, options: &[String]) -> String {
+    let scores = block_on(backend.score_choices(ChoiceRequest {
+        kind: request.kind.clone(),
+        messages: request.messages.clone(),
+        options: options.to_vec(),
+        affinity: None,
+        about: request.about.clone(),
+        option_phrases: request.option_phrases.clone(),
+    }))
+    .expect("scores");
+    assert_eq!(scores.len(), options.len());
+    let best = (0..options.len())
+        .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
+        .expect("options");
+    options[best].clone()
+}
+
 /// The local default's judge (issue 18): a deciding wrapper rates poignancy by the anchors and
 /// places errands by meaning, for requests that say what they are about; a request that does
 /// not, and a wrapper that does not decide, leave the question to the chat model.
 #[test]
 fn the_deciding_wrapper_rates_and_places_by_meaning() {
-    use bevy_generative_agents::llm::{ChatRequest, ChoiceRequest};
     let Some(dir) = model_dir() else { return };
     let embedder = MiniLmEmbedder::load(&dir).expect("loads");
     let scripted: Arc<dyn LlmBackend> = Arc::new(ScriptedBackend::new(3));
@@ -551,19 +568,11 @@ fn the_deciding_wrapper_rates_and_places_by_meaning() {
     .map(String::from)
     .to_vec();
     let pick = |about: &str, kind: &str, options: &[String]| -> String {
-        let scores = block_on(deciding.score_choices(ChoiceRequest {
-            kind: kind.into(),
-            messages: Vec::new(),
-            options: options.to_vec(),
-            affinity: None,
-            about: Some(about.into()),
-            option_phrases: Vec::new(),
-        }))
-        .expect("scores");
-        let best = (0..options.len())
-            .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
-            .expect("options");
-        options[best].clone()
+        best_choice(
+            &deciding,
+            &ChatRequest::new(kind, "").with_about(about),
+            options,
+        )
     };
     // Errands worded as the town's plans word them: most go where a reader would send them.
     let errands = [
@@ -617,7 +626,6 @@ fn the_deciding_wrapper_rates_and_places_by_meaning() {
 #[test]
 fn the_deciding_wrapper_answers_yes_or_no_by_rules_of_thumb() {
     use bevy_generative_agents::cognition::prompts::DecideToTalk;
-    use bevy_generative_agents::llm::ChoiceRequest;
     use bevy_generative_agents::prompt::{Prompt, PromptLibrary};
     let Some(dir) = model_dir() else { return };
     let embedder = MiniLmEmbedder::load(&dir).expect("loads");
@@ -637,20 +645,8 @@ fn the_deciding_wrapper_answers_yes_or_no_by_rules_of_thumb() {
         };
         let request = prompt.request(&library).expect("fills");
         assert!(request.about.is_some(), "the town says what it asks");
-        let options = prompt.options().expect("yes/no");
-        let scores = block_on(deciding.score_choices(ChoiceRequest {
-            kind: request.kind.clone(),
-            messages: request.messages.clone(),
-            options: options.clone(),
-            affinity: None,
-            about: request.about.clone(),
-            option_phrases: Vec::new(),
-        }))
-        .expect("scores");
-        assert_eq!(scores.len(), 2);
-        scores[0] > scores[1]
+        best_choice(&deciding, &request, &prompt.options().expect("yes/no")) == "yes"
     };
-    // Free time together: talk. Someone in the middle of work: let them be.
     let (cafe, park) = ("Riverside Cafe, cafe", "Maple Park, park");
     let (college, home) = ("Northgate College, classroom", "Okafor house, study");
     for (activity, partner, place) in [
@@ -704,7 +700,6 @@ fn the_deciding_wrapper_answers_yes_or_no_by_rules_of_thumb() {
 #[test]
 fn the_sector_judge_knows_home_and_work() {
     use bevy_generative_agents::cognition::prompts::ActionSector;
-    use bevy_generative_agents::llm::ChoiceRequest;
     use bevy_generative_agents::prompt::{Prompt, PromptLibrary};
     let Some(dir) = model_dir() else { return };
     let embedder = MiniLmEmbedder::load(&dir).expect("loads");
@@ -733,20 +728,7 @@ fn the_sector_judge_knows_home_and_work() {
         let phrases = prompt.option_phrases();
         assert!(phrases[0].starts_with("at home") && phrases[2].starts_with("at work"));
         let request = prompt.request(&library).expect("fills");
-        let options = prompt.options().expect("options");
-        let scores = block_on(deciding.score_choices(ChoiceRequest {
-            kind: request.kind.clone(),
-            messages: request.messages.clone(),
-            options: options.clone(),
-            affinity: None,
-            about: request.about.clone(),
-            option_phrases: request.option_phrases.clone(),
-        }))
-        .expect("scores");
-        let best = (0..options.len())
-            .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
-            .expect("options");
-        options[best].clone()
+        best_choice(&deciding, &request, &prompt.options().expect("options"))
     };
     let cases = [
         ("having breakfast in the kitchen at home", "Brandt house"),

@@ -140,41 +140,44 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// The rating (1..=10) for a text whose similarity to each of [`ANCHORS`] is `similarities`:
-/// the anchors' ratings weighted by `exp((s - max) / T)`. `None` when the lengths differ or a
+/// The anchors' weights for a text whose similarity to each of `count` anchors is
+/// `similarities`: `exp((s - max) / T)`, summing to 1. `None` when the lengths differ or a
 /// similarity is not a number.
-pub fn rating_from_similarities(similarities: &[f32]) -> Option<u8> {
-    if similarities.len() != ANCHORS.len() || similarities.iter().any(|s| !s.is_finite()) {
+fn anchor_weights(similarities: &[f32], count: usize) -> Option<Vec<f32>> {
+    if similarities.len() != count || similarities.iter().any(|s| !s.is_finite()) {
         return None;
     }
     let max = similarities.iter().copied().fold(f32::MIN, f32::max);
-    let (mut weighted, mut total) = (0.0f32, 0.0f32);
-    for (s, (_, rating)) in similarities.iter().zip(ANCHORS) {
-        let w = ((s - max) / ANCHOR_TEMPERATURE).exp();
-        weighted += w * rating;
-        total += w;
-    }
-    let rating = (weighted / total).round().clamp(1.0, 10.0);
-    Some(rating as u8)
+    let weights: Vec<f32> = similarities
+        .iter()
+        .map(|s| ((s - max) / ANCHOR_TEMPERATURE).exp())
+        .collect();
+    let total: f32 = weights.iter().sum();
+    Some(weights.into_iter().map(|w| w / total).collect())
+}
+
+/// The rating (1..=10) for a text whose similarity to each of [`ANCHORS`] is `similarities`:
+/// the anchors' ratings weighted by their [softmax weights](anchor_weights). `None` when the
+/// lengths differ or a similarity is not a number.
+pub fn rating_from_similarities(similarities: &[f32]) -> Option<u8> {
+    let weights = anchor_weights(similarities, ANCHORS.len())?;
+    let rating: f32 = weights.iter().zip(ANCHORS).map(|(w, (_, r))| w * r).sum();
+    Some(rating.round().clamp(1.0, 10.0) as u8)
 }
 
 /// The weight of "yes" (0..=1) for a situation whose similarity to each of [`YES_NO_ANCHORS`]
 /// is `similarities`: the summed softmax weights of the yes-anchors. `None` when the lengths
 /// differ or a similarity is not a number.
 pub fn yes_from_similarities(similarities: &[f32]) -> Option<f32> {
-    if similarities.len() != YES_NO_ANCHORS.len() || similarities.iter().any(|s| !s.is_finite()) {
-        return None;
-    }
-    let max = similarities.iter().copied().fold(f32::MIN, f32::max);
-    let (mut yes, mut total) = (0.0f32, 0.0f32);
-    for (s, (_, answer)) in similarities.iter().zip(YES_NO_ANCHORS) {
-        let w = ((s - max) / ANCHOR_TEMPERATURE).exp();
-        if *answer {
-            yes += w;
-        }
-        total += w;
-    }
-    Some(yes / total)
+    let weights = anchor_weights(similarities, YES_NO_ANCHORS.len())?;
+    Some(
+        weights
+            .iter()
+            .zip(YES_NO_ANCHORS)
+            .filter(|(_, (_, yes))| *yes)
+            .map(|(w, _)| w)
+            .sum(),
+    )
 }
 
 /// Scores for a yes/no choice about the situation `about` (yes first or second, as `options`
