@@ -30,6 +30,7 @@ use bevy::window::{PresentMode, WindowResolution};
 use bevy_egui::EguiPlugin;
 
 use super::GameRenderPlugins;
+use super::frame_report::{FrameReport, FrameSummary};
 use super::saves::QuickSavePlugin;
 use crate::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
 use crate::cognition::ChatStreamSettings;
@@ -189,7 +190,9 @@ fn window_app(title: String, screenshot: bool) -> App {
     )
     .insert_resource(ClearColor(Color::srgb(0.12, 0.16, 0.12)))
     .init_resource::<SimFrameTime>()
-    .add_systems(Update, run_timed_sim);
+    .init_resource::<FrameReport>()
+    .add_systems(Update, run_timed_sim)
+    .add_systems(Last, super::frame_report::end_frame);
     app
 }
 
@@ -469,6 +472,9 @@ fn run_timed_sim(world: &mut World) {
     world.run_schedule(GameSim);
     let ms = start.elapsed().as_secs_f64() * 1e3;
     world.resource_mut::<SimFrameTime>().record(ms);
+    if let Some(mut report) = world.get_resource_mut::<FrameReport>() {
+        report.record_sim(ms);
+    }
 }
 
 /// The persona to select once the personas exist (lower-case name prefix).
@@ -524,6 +530,7 @@ struct ShotExtras<'w> {
     speech: Option<Res<'w, super::bubbles::GroupSpeech>>,
     stages: Option<Res<'w, crate::stage::Stages>>,
     stage_panel: Option<Res<'w, super::StagePanel>>,
+    frames: Option<Res<'w, FrameReport>>,
 }
 
 fn drive_screenshot(
@@ -542,6 +549,7 @@ fn drive_screenshot(
         speech,
         stages,
         stage_panel,
+        frames: frame_report,
     } = extras;
     progress.frames += 1;
     let started = *progress.started.get_or_insert_with(Instant::now);
@@ -600,6 +608,7 @@ fn drive_screenshot(
         if let Some(speech) = speech.as_deref() {
             state.group_bubbles = speech.shown(|e| personas.get(e).ok().map(|(n, ..)| n.as_str()));
         }
+        state.frame_report = frame_report.as_deref().map(FrameReport::summary);
         let state_path = request.path.with_extension("json");
         if let Err(err) = write_screenshot_state(&state_path, &state) {
             error!("cannot write {}: {err}", state_path.display());
@@ -617,6 +626,22 @@ fn drive_screenshot(
             clock.step(),
             clock.now().format("%H:%M")
         );
+        if let Some(summary) = state.frame_report {
+            info!(
+                "frame report: {} frames after {} of warm-up; sim CPU p50 {:.2} / p99 {:.2} / max \
+                 {:.2} ms; frame p50 {:.1} / p99 {:.1} / max {:.1} ms; {} frames over {} ms",
+                summary.frames,
+                summary.warm_up_frames,
+                summary.sim_ms.p50,
+                summary.sim_ms.p99,
+                summary.sim_ms.max,
+                summary.frame_ms.p50,
+                summary.frame_ms.p99,
+                summary.frame_ms.max,
+                summary.long_frames,
+                FrameReport::LONG_FRAME_MS,
+            );
+        }
         return;
     }
     let Some(at) = progress.requested_at else {
@@ -666,6 +691,9 @@ pub struct ScreenshotState {
     /// The stage scenes playing.
     #[serde(default)]
     pub stages: Vec<StageShot>,
+    /// What the frames cost up to the capture ([`FrameReport`]).
+    #[serde(default)]
+    pub frame_report: Option<FrameSummary>,
 }
 
 /// A stage scene in a [`ScreenshotState`]: what its panel shows.
@@ -781,6 +809,7 @@ fn screenshot_state(
         groups: Vec::new(),
         group_bubbles: Vec::new(),
         stages: Vec::new(),
+        frame_report: None,
     }
 }
 

@@ -24,7 +24,8 @@
 //! ([`GameOptions::load`]), with [`QuickSavePlugin`] for `F5` / `F9`. [`run_replay`] opens the
 //! same window on a run's movement log, played by the
 //! [`ReplayPlugin`](crate::output::ReplayPlugin) with no model: its display-only personas are
-//! drawn by the same plugins.
+//! drawn by the same plugins. Every frame's simulation and frame time go to a
+//! [`FrameReport`]; a screenshot run writes its spread (p50 / p99 / max) beside the picture.
 //!
 //! Coordinates: tile `(x, y)` (y down, as in Tiled) has its centre at world
 //! `(x · 32, −y · 32)` ([`tile_to_world`]); the tile map is placed to match.
@@ -36,6 +37,7 @@ mod art;
 mod bubbles;
 mod camera;
 mod director;
+mod frame_report;
 mod game;
 mod hud;
 mod inspector;
@@ -55,6 +57,7 @@ pub use director::{
     ChecklistLine, DirectorPanel, DirectorPanelPlugin, MAX_DIRECTIVE_CHARS, PanelAction, checklist,
     command_for, panel_actions,
 };
+pub use frame_report::{FrameReport, FrameSummary, Spread};
 pub use game::{
     DEFAULT_GAME_START, DirectorShot, GameError, GameOptions, GameSim, PersonaShot, ReplayOptions,
     ScreenshotRequest, ScreenshotState, SimFrameTime, StageShot, WINDOW_SIZE, build_game_app,
