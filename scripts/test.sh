@@ -83,5 +83,21 @@ print("first minute:", s["time"], "step", s["step"], "up:", len(up), "of", len(s
 if not up:
     sys.exit("error: after the first minute nobody in the town is out of bed")' "${play_png%.png}.json"
 
+step "the frame report: Fernside's 25 personas at 32x (scripted stand-in), under Xvfb"
+# What a frame costs (issue 19): simulation CPU per frame and whole frames, p50 / p99 / max, as
+# the screenshot run writes them. Printed, not asserted: speed targets live in benchmarks, and
+# this is a debug build under software rendering.
+frames_png="$(mktemp -d)/frames.png"
+WGPU_BACKEND=vulkan xvfb-run -a -s "-screen 0 1600x1000x24" \
+  cargo run --quiet -- --town fernside --speed 32 --llm-backend scripted \
+  --screenshot "$frames_png" --screenshot-after 30
+python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+r = s.get("frame_report")
+if not r or r["frames"] < 50:
+    sys.exit("error: the screenshot run wrote no frame report (or fewer than 50 frames)")
+f = lambda k: "p50 %.2f / p99 %.2f / max %.2f ms" % (r[k]["p50"], r[k]["p99"], r[k]["max"])
+print("frame report (debug, 25 personas, 32x):", r["frames"], "frames; sim", f("sim_ms"), "; frame", f("frame_ms"), ";", r["long_frames"], "frames over 50 ms")' "${frames_png%.png}.json"
+
 echo
 echo "all checks passed"

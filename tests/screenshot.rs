@@ -214,6 +214,26 @@ fn the_first_seconds_of_a_game_show_someone_up() {
         time.ends_with("07:0") || time.contains(" 07:"),
         "the game starts at 07:00: {time}"
     );
+    // The frame report (issue 19): 20 s of frames after the warm-up, with spreads that are
+    // consistent (p50 ≤ p99 ≤ max; the sim's share within the frame's).
+    let report = &state["frame_report"];
+    let number = |path: &[&str]| -> f64 {
+        let mut v = report;
+        for key in path {
+            v = &v[*key];
+        }
+        v.as_f64().unwrap_or_else(|| panic!("{path:?} missing: {report}"))
+    };
+    assert!(number(&["frames"]) >= 20.0, "{report}");
+    for kind in ["sim_ms", "frame_ms"] {
+        let (p50, p99, max) = (
+            number(&[kind, "p50"]),
+            number(&[kind, "p99"]),
+            number(&[kind, "max"]),
+        );
+        assert!(0.0 <= p50 && p50 <= p99 && p99 <= max, "{kind}: {report}");
+    }
+    assert!(number(&["sim_ms", "mean"]) <= number(&["frame_ms", "mean"]), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
