@@ -222,7 +222,8 @@ fn the_first_seconds_of_a_game_show_someone_up() {
         for key in path {
             v = &v[*key];
         }
-        v.as_f64().unwrap_or_else(|| panic!("{path:?} missing: {report}"))
+        v.as_f64()
+            .unwrap_or_else(|| panic!("{path:?} missing: {report}"))
     };
     assert!(number(&["frames"]) >= 20.0, "{report}");
     for kind in ["sim_ms", "frame_ms"] {
@@ -233,7 +234,10 @@ fn the_first_seconds_of_a_game_show_someone_up() {
         );
         assert!(0.0 <= p50 && p50 <= p99 && p99 <= max, "{kind}: {report}");
     }
-    assert!(number(&["sim_ms", "mean"]) <= number(&["frame_ms", "mean"]), "{report}");
+    assert!(
+        number(&["sim_ms", "mean"]) <= number(&["frame_ms", "mean"]),
+        "{report}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -433,15 +433,15 @@ pub(super) fn group_step(world: &mut World) {
             let StreamKey::Arena(arena) = &key else {
                 continue;
             };
-            let members: BTreeSet<Entity> = by_arena
+            let present: Vec<Entity> = by_arena
                 .get(arena.as_str())
                 .map(|p| p.iter().map(|s| s.entity).collect())
                 .unwrap_or_default();
-            if members.len() < 2 {
+            if present.len() < 2 {
                 streams.close(&key);
                 closed.push(key);
             } else if let Some(stream) = streams.get_mut(&key) {
-                stream.members = members;
+                stream.members = circle(&stream.members, &present, settings.max_members);
             }
         }
     }
@@ -1083,6 +1083,20 @@ fn land(
     false
 }
 
+/// The members of an arena's stream among those `present`: the members still there first,
+/// then newcomers in entity order, at most `cap` (at least 2).
+fn circle(members: &BTreeSet<Entity>, present: &[Entity], cap: usize) -> BTreeSet<Entity> {
+    let (mut staying, mut newcomers): (Vec<Entity>, Vec<Entity>) =
+        present.iter().partition(|e| members.contains(e));
+    staying.sort();
+    newcomers.sort();
+    staying
+        .into_iter()
+        .chain(newcomers)
+        .take(cap.max(2))
+        .collect()
+}
+
 /// Queues line `seq` of the call's stream as a memory of everyone who heard it: the speaker,
 /// whoever follows the stream, and in an arena everyone present.
 fn remember(
@@ -1144,6 +1158,35 @@ mod tests {
         assert!(!is_arena("Willowbrook:Main Street"));
         assert!(!is_arena("w::a"));
         assert!(!is_arena(""));
+    }
+
+    #[test]
+    fn a_crowded_arena_keeps_its_circle() {
+        let e = |i: u32| Entity::from_raw_u32(i).unwrap_or(Entity::PLACEHOLDER);
+        let present: Vec<Entity> = (1..=20).map(e).collect();
+        let mut in_order = present.clone();
+        in_order.sort();
+        // A new stream takes the first newcomers (in entity order).
+        let first = circle(&BTreeSet::new(), &present, 5);
+        assert_eq!(first, in_order[..5].iter().copied().collect());
+        // Members who stay keep their place ahead of newcomers; one who left makes room.
+        let members: BTreeSet<Entity> = [e(7), e(9), e(30)].into_iter().collect();
+        let next = circle(&members, &present, 4);
+        let newcomers: Vec<Entity> = in_order
+            .iter()
+            .copied()
+            .filter(|x| *x != e(7) && *x != e(9))
+            .take(2)
+            .collect();
+        assert_eq!(
+            next,
+            [e(7), e(9), newcomers[0], newcomers[1]]
+                .into_iter()
+                .collect()
+        );
+        // Never fewer than two seats, never more than are present.
+        assert_eq!(circle(&BTreeSet::new(), &present, 0).len(), 2);
+        assert_eq!(circle(&BTreeSet::new(), &present[..3], 12).len(), 3);
     }
 
     #[test]

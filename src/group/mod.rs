@@ -87,6 +87,11 @@ pub struct GroupSettings {
     pub enabled: bool,
     /// Awake personas in one arena that open a stream (3; at least 2).
     pub min_gathering: usize,
+    /// Most members of one arena's stream (12; at least 2): those already in it stay, then
+    /// newcomers in entity order. The rest of a crowded arena is not in the conversation and
+    /// does not hear it — a chat is a circle, not a stadium, and every line becomes a memory of
+    /// each member (1,000 personas in one town otherwise filled 23 GB).
+    pub max_members: usize,
     /// Lines of the stream a prompt shows (8).
     pub recent_lines: usize,
     /// Poignancy of a heard line's memory (2), and of one naming the listener (5).
@@ -108,6 +113,7 @@ impl Default for GroupSettings {
         Self {
             enabled: true,
             min_gathering: 3,
+            max_members: 12,
             recent_lines: 8,
             line_poignancy: 2,
             named_poignancy: 5,
