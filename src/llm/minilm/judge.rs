@@ -157,7 +157,7 @@ fn anchor_weights(similarities: &[f32], count: usize) -> Option<Vec<f32>> {
 }
 
 /// The rating (1..=10) for a text whose similarity to each of [`ANCHORS`] is `similarities`:
-/// the anchors' ratings weighted by their [softmax weights](anchor_weights). `None` when the
+/// the anchors' ratings weighted by their softmax weights. `None` when the
 /// lengths differ or a similarity is not a number.
 pub fn rating_from_similarities(similarities: &[f32]) -> Option<u8> {
     let weights = anchor_weights(similarities, ANCHORS.len())?;
