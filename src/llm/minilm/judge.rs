@@ -2,7 +2,7 @@
 //! tiny chat model (issue 18).
 //!
 //! SmolLM2-135M rates every event alike and picks places at chance. all-MiniLM-L6-v2 knows
-//! what sentences mean, so for the local default it takes two kinds of question off the chat
+//! what sentences mean, so for the local default it takes three kinds of question off the chat
 //! model, whenever the request says in plain words what it is about
 //! ([`ChatRequest::about`](crate::llm::ChatRequest::about)):
 //!
@@ -13,9 +13,10 @@
 //! * **Where to go** (places, sectors, arenas, objects): each option is embedded as
 //!   "go to {option}" ("use the {option}" for objects) — or as the request words it: the town
 //!   says which sector is home and which is work, with their rooms ("at home: kitchen,
-//!   bedroom") — and scored by its cosine similarity to the errand ([`place_scores`]). (Subtracting each option's similarity to a question with no
-//!   errand in it, which scored well on questions that carried the whole prompt, sent errands
-//!   as plain as "sleeping" or "taking a walk" to the library: the plain similarity is kept.)
+//!   bedroom") — and scored by its cosine similarity to the errand ([`place_scores`]).
+//!   (Subtracting each option's similarity to a question with no errand in it, which scored
+//!   well on questions that carried the whole prompt, sent errands as plain as "sleeping" or
+//!   "taking a walk" to the library: the plain similarity is kept.)
 //! * **Yes or no** (any choice between exactly "yes" and "no", such as whether to start a
 //!   conversation): the situation and question are compared with [`YES_NO_ANCHORS`], everyday
 //!   rules of thumb (helping someone who needs it: yes; interrupting someone who is busy: no);
@@ -157,8 +158,8 @@ fn anchor_weights(similarities: &[f32], count: usize) -> Option<Vec<f32>> {
 }
 
 /// The rating (1..=10) for a text whose similarity to each of [`ANCHORS`] is `similarities`:
-/// the anchors' ratings weighted by their softmax weights. `None` when the
-/// lengths differ or a similarity is not a number.
+/// the anchors' ratings weighted by their softmax weights. `None` when the lengths differ or a
+/// similarity is not a number.
 pub fn rating_from_similarities(similarities: &[f32]) -> Option<u8> {
     let weights = anchor_weights(similarities, ANCHORS.len())?;
     let rating: f32 = weights.iter().zip(ANCHORS).map(|(w, (_, r))| w * r).sum();
@@ -180,15 +181,18 @@ pub fn yes_from_similarities(similarities: &[f32]) -> Option<f32> {
     )
 }
 
-/// Scores for a yes/no choice about the situation `about` (yes first or second, as `options`
-/// have it): the weight of each answer among the rules of thumb.
+/// Scores for a yes/no choice about the situation `about`, whose "yes" is option `yes_at` (0
+/// or 1, as [`yes_index`] finds it): the weight of each answer among the rules of thumb.
 pub async fn yes_no_scores(
     embedder: &MiniLmEmbedder,
     about: &str,
-    options: &[String],
+    yes_at: usize,
 ) -> Result<Vec<f32>, LlmError> {
-    let yes_at = yes_index(options)
-        .ok_or_else(|| LlmError::Malformed("the options are not yes and no".into()))?;
+    if yes_at > 1 {
+        return Err(LlmError::Malformed(
+            "a yes/no choice has two options".into(),
+        ));
+    }
     let similarities = similarities_to(embedder, about, YES_NO_ANCHORS.iter().map(|a| a.0)).await?;
     let yes = yes_from_similarities(&similarities)
         .ok_or_else(|| LlmError::Malformed("the anchor similarities are unusable".into()))?;

@@ -387,8 +387,8 @@ impl SentenceEmbeddings {
             )
             .await
             .ok()
-        } else if judge::yes_index(&request.options).is_some() {
-            judge::yes_no_scores(&self.embedder, about, &request.options)
+        } else if let Some(yes_at) = judge::yes_index(&request.options) {
+            judge::yes_no_scores(&self.embedder, about, yes_at)
                 .await
                 .ok()
         } else {
