@@ -342,7 +342,12 @@ pub(crate) async fn embedding_for(
             None
         }
         Err(error) => {
-            warn!(%error, "embedding failed");
+            if matches!(error, crate::llm::LlmError::Closed) {
+                // The backend was shut down: the app is exiting.
+                debug!(%error, "embedding abandoned");
+            } else {
+                warn!(%error, "embedding failed");
+            }
             ctx.record_failure(ModelFailure {
                 kind: EMBED_KIND,
                 reason: FailureReason::Backend(error.kind()),

@@ -100,7 +100,7 @@ pub use minilm::{
     SentenceEmbeddings, judge, minilm_dir,
 };
 pub use offline::{town_script_backend, town_script_client};
-pub use plugin::LlmPlugin;
+pub use plugin::{LlmPlugin, LlmShutDown};
 #[cfg(feature = "http")]
 pub use pool::{PoolBackend, PoolMember, PoolSettings};
 pub use replay::ReplayBackend;

@@ -407,8 +407,17 @@ pub fn build_replay_app(options: &ReplayOptions) -> Result<App, GameError> {
 }
 
 /// Runs an app built here until its window closes (or the screenshot is written).
+///
+/// The LLM backend is shut down again once the runner returns (idempotent; `LlmPlugin` has
+/// normally done it in the exit frame): nothing may still decode on the embedded model's
+/// thread when `main` returns, or llama.cpp's static destructors crash the process.
 fn run_app(mut app: App) -> Result<(), GameError> {
-    match app.run() {
+    let client = app.world().get_resource::<crate::llm::LlmClient>().cloned();
+    let exit = app.run();
+    if let Some(client) = client {
+        client.shut_down();
+    }
+    match exit {
         AppExit::Success => Ok(()),
         AppExit::Error(code) => Err(GameError::Exit(code.get())),
     }
