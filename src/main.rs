@@ -73,6 +73,11 @@ struct GameArgs {
     /// assets/stages/standoff.json; its panel, F3, plays it turn by turn, auto-play on).
     #[arg(long, value_name = "FILE")]
     stage: Option<PathBuf>,
+    /// Lean mode: fewer model calls per agent-day (an action grounded before is not asked
+    /// about again, a step's percepts are embedded together, reflections look at two focal
+    /// points, a group's focused personas decide in one call per round).
+    #[arg(long)]
+    lean: bool,
     /// Where F5 quick-saves and F9 quick-loads [default:
     /// $XDG_DATA_HOME/bevy_generative_agents/saves/quick, or under ~/.local/share].
     #[arg(long = "save-dir", value_name = "DIR")]
@@ -106,6 +111,16 @@ enum Command {
         src: PathBuf,
         /// The new folder (must not exist).
         dst: PathBuf,
+    },
+    /// Set run folders side by side: calls, tokens and behaviour per agent-day, per prompt
+    /// kind (lean mode's report: faithful runs as the base, lean runs as the other side).
+    Compare {
+        /// The base side's run folders (e.g. faithful runs of several seeds).
+        #[arg(long, num_args = 1.., required = true, value_name = "RUN_DIR")]
+        base: Vec<PathBuf>,
+        /// The other side's run folders (e.g. `--lean` runs of the same seeds).
+        #[arg(long, num_args = 1.., required = true, value_name = "RUN_DIR")]
+        other: Vec<PathBuf>,
     },
     /// Play a run's movement.jsonl in the window without any model, or validate it with --check.
     Replay(ReplayArgs),
@@ -217,6 +232,7 @@ fn main() -> ExitCode {
         Some(Command::Demo(args)) => args,
         Some(Command::Run(args)) => return run_command(&args),
         Some(Command::Fork { src, dst }) => return fork_command(&src, &dst),
+        Some(Command::Compare { base, other }) => return compare_command(&base, &other),
         Some(Command::Replay(args)) => return replay_command(&args),
         Some(Command::Report { dir }) => return report_command(&dir),
         Some(Command::EvalDecisions(args)) => {
@@ -375,6 +391,29 @@ fn report_command(dir: &std::path::Path) -> ExitCode {
 }
 
 /// `smallville run`: exit code 2 for unusable flags, 1 for a failed run.
+/// `smallville compare`: the table of two sides' spend and behaviour per agent-day.
+fn compare_command(base: &[PathBuf], other: &[PathBuf]) -> ExitCode {
+    use bevy_generative_agents::output::cost::{RunCost, compare};
+    let load = |dirs: &[PathBuf]| {
+        dirs.iter()
+            .map(RunCost::load)
+            .collect::<Result<Vec<_>, _>>()
+    };
+    match load(base)
+        .and_then(|base| Ok((base, load(other)?)))
+        .and_then(|(base, other)| compare(&base, &other))
+    {
+        Ok(comparison) => {
+            print!("{}", comparison.to_markdown());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn run_command(args: &RunArgs) -> ExitCode {
     let mut options = match args.to_options() {
         Ok(options) => options,
@@ -534,6 +573,7 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
         fast_forward_nights: !game.no_fast_forward,
         directive: game.directive.clone(),
         stage: game.stage.clone(),
+        lean: game.lean,
     };
     match run_game(&options) {
         Ok(()) => ExitCode::SUCCESS,

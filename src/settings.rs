@@ -58,6 +58,10 @@ pub struct AgentSettings {
     /// Realtime mode: show the pending-thought marker after cognition has been pending this many
     /// real seconds.
     pub thinking_marker_after_secs: f32,
+    /// The savings of lean mode (all off: faithful, the default, and then absent from saves).
+    /// See [`AgentSettings::lean`].
+    #[serde(skip_serializing_if = "LeanSettings::is_faithful")]
+    pub lean: LeanSettings,
 }
 
 impl Default for AgentSettings {
@@ -83,6 +87,62 @@ impl Default for AgentSettings {
             max_steps_per_frame: 64,
             max_speed_frame_budget_ms: 12,
             thinking_marker_after_secs: 1.5,
+            lean: LeanSettings::default(),
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The lean profile: every saving of [`LeanSettings`] on, and reflections that look at two
+    /// focal points with three insights each (SPEC §3.8 asks for 3 × 5). Everything else is
+    /// as faithful. What goes is repetition — the same action grounded again, a step's
+    /// percepts embedded one by one, a third of each reflection, one call per focused persona
+    /// of a group conversation. `headless::make_lean` switches a built app to it.
+    pub fn lean() -> Self {
+        Self {
+            reflection_focal_points: 2,
+            reflection_insights: 3,
+            lean: LeanSettings::all(),
+            ..Self::default()
+        }
+    }
+
+    /// Whether any saving of lean mode is on.
+    pub fn is_lean(&self) -> bool {
+        !self.lean.is_faithful()
+    }
+}
+
+/// The savings lean mode makes, each on its own switch (all off by default: faithful).
+#[derive(Reflect, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LeanSettings {
+    /// A persona grounds an action it has grounded before (the same words, from the same
+    /// sector) where it did then: the place, the object, the emoji and the event triples are
+    /// reused instead of asked again (about six calls per action).
+    pub reuse_grounding: bool,
+    /// A step's new percepts are embedded in one request instead of one request each (the
+    /// vectors are the same).
+    pub batch_percepts: bool,
+    /// Group conversations in rounds: the focused personas of one stream whose cycles are
+    /// due decide together in one call (`group_round`) instead of one call each, and their
+    /// cycles keep one beat (every `GroupSettings::focus_cycle_every` seconds of the clock) so
+    /// they fall due together. No tools in a round.
+    pub group_rounds: bool,
+}
+
+impl LeanSettings {
+    /// Whether every saving is off.
+    pub fn is_faithful(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Every saving on.
+    pub fn all() -> Self {
+        Self {
+            reuse_grounding: true,
+            batch_percepts: true,
+            group_rounds: true,
         }
     }
 }

@@ -161,6 +161,7 @@ fn in_window() -> ExitCode {
         fast_forward_nights: false,
         directive: None,
         stage: None,
+        lean: false,
     };
     let mut app = match build_game_app(&options) {
         Ok(app) => app,

@@ -172,6 +172,12 @@ pub struct RunArgs {
     /// the run folder gets `scenario.json` and the report a diffusion chart and the attendance.
     #[arg(long, value_name = "FILE", conflicts_with = "from")]
     pub scenario: Option<PathBuf>,
+    /// Lean mode: fewer model calls per agent-day — an action grounded before is not asked
+    /// about again, a step's percepts are embedded together, reflections look at two focal
+    /// points, a group's focused personas decide in one call per round (see
+    /// `headless::make_lean`).
+    #[arg(long)]
+    pub lean: bool,
     /// The LLM flags.
     #[command(flatten)]
     pub llm: LlmArgs,
@@ -224,6 +230,7 @@ impl RunArgs {
             },
             start: None,
             setup: None,
+            lean: self.lean,
         })
     }
 

@@ -6,6 +6,8 @@
 //! model (poignancy, embeddings), so it runs inside the persona's thought
 //! (`form_memories`) on the checked-out mind.
 
+use std::collections::HashMap;
+
 use bevy::prelude::*;
 use chrono::NaiveDateTime;
 
@@ -245,22 +247,32 @@ pub(crate) fn event_keywords(subject: &str, object: &str) -> Vec<String> {
 /// Turns the new perceived events into memories (SPEC §3.1 steps 3–4) and returns the new
 /// event nodes. Events already among the latest `retention` are skipped; "is idle" events get
 /// poignancy 1 without a model call; the persona's own "chat with" event also stores a chat.
+/// With `batch` (lean mode), the new events' descriptions are embedded in one request first.
 pub(crate) async fn form_memories(
     mind: &mut MindState,
     percepts: &Percepts,
     ctx: &PromptContext,
     now: NaiveDateTime,
+    batch: bool,
 ) -> Vec<NodeId> {
     let name = mind.scratch.name.clone();
     let first_name = mind.scratch.first_name.clone();
     let identity = mind.scratch.identity_summary();
+    let mut prefetched = if batch {
+        prefetch_embeddings(mind, percepts, ctx).await
+    } else {
+        HashMap::new()
+    };
     let mut added = Vec::new();
     for event in &percepts.events {
         if recently_perceived(mind, event) {
             continue;
         }
         let (s, p, o, description) = event_memory_parts(event);
-        let embedding = embedding_for(mind, ctx, &description).await;
+        let embedding = match prefetched.remove(&description) {
+            Some(vector) => Some(vector),
+            None => embedding_for(mind, ctx, &description).await,
+        };
         let Some(embedding) = embedding else { continue };
         let idle = p == "is" && o == "idle";
         let poignancy = if idle {
@@ -318,6 +330,37 @@ pub(crate) async fn form_memories(
         }
     }
     added
+}
+
+/// Lean mode's batch: the embeddings of the step's new percepts that memory does not hold
+/// yet, in one request when there are two or more. Whatever is missing from the answer (a
+/// failed request, an unusable vector) is asked again one by one, with the usual fail-safe.
+async fn prefetch_embeddings(
+    mind: &MindState,
+    percepts: &Percepts,
+    ctx: &PromptContext,
+) -> HashMap<String, Vec<f32>> {
+    let mut texts: Vec<String> = Vec::new();
+    for event in &percepts.events {
+        if recently_perceived(mind, event) {
+            continue;
+        }
+        let description = event_memory_parts(event).3;
+        if mind.associative.embedding(&description).is_none() && !texts.contains(&description) {
+            texts.push(description);
+        }
+    }
+    if texts.len() < 2 {
+        return HashMap::new();
+    }
+    match ctx.embed_many(texts.clone()).await {
+        Ok(vectors) if vectors.len() == texts.len() => texts
+            .into_iter()
+            .zip(vectors)
+            .filter(|(_, v)| !v.is_empty() && v.iter().all(|x| x.is_finite()))
+            .collect(),
+        Ok(_) | Err(_) => HashMap::new(),
+    }
 }
 
 /// The embedding of `text`: the one already in memory, else the model's. `None` (with a

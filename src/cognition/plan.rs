@@ -15,7 +15,7 @@ use chrono::{Duration, NaiveDateTime, Timelike};
 
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
-use crate::persona::{DayRecord, MindState, ScheduleItem, Scratch};
+use crate::persona::{DayRecord, KnownGrounding, MindState, ScheduleItem, Scratch};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
 use crate::world::{ActionAddress, Address, AddressLevel};
@@ -445,6 +445,24 @@ pub(crate) async fn determine_action(
         item_start(schedule, index).saturating_add(schedule.get(index).map_or(1, |i| i.minutes));
     let duration = end.saturating_sub(minute).max(1);
 
+    if settings.lean.reuse_grounding
+        && let Some(known) = mind.scratch.known_groundings.get_mut(&task)
+        && still_on_map(book, &known.address)
+    {
+        known.used = now;
+        let known = known.clone();
+        add_new_action(
+            mind,
+            now,
+            known.address,
+            duration,
+            task,
+            known.emoji,
+            known.event,
+            known.object,
+        );
+        return;
+    }
     let grounding = ground_action(mind, ctx, book, current_sector, &task, seed).await;
     let name = mind.scratch.name.clone();
 
@@ -487,6 +505,23 @@ pub(crate) async fn determine_action(
         }
         None => None,
     };
+    if settings.lean.reuse_grounding
+        && matches!(
+            grounding.address,
+            ActionAddress::Place(_) | ActionAddress::RandomInArena(_)
+        )
+    {
+        mind.scratch.remember_grounding(
+            &task,
+            KnownGrounding {
+                address: grounding.address.clone(),
+                emoji: emoji.value.clone(),
+                event: triple.value.clone(),
+                object: object.clone(),
+                used: now,
+            },
+        );
+    }
     add_new_action(
         mind,
         now,
@@ -497,6 +532,17 @@ pub(crate) async fn determine_action(
         triple.value,
         object,
     );
+}
+
+/// Whether a remembered grounding's place is still on the map (a save moved to an edited
+/// map may have lost it).
+fn still_on_map(book: &AddressBook, address: &ActionAddress) -> bool {
+    match address {
+        ActionAddress::Place(place) | ActionAddress::RandomInArena(place) => {
+            book.contains(&place.to_string())
+        }
+        _ => false,
+    }
 }
 
 /// Whether `now` starts a new day for a persona whose last step was at `last` (SPEC §3:

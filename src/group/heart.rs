@@ -53,7 +53,9 @@ use crate::prompt::{
 use crate::settings::AgentSettings;
 
 use super::attention::{Change, ChatState};
-use super::prompts::{FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupScene, OfferedTool};
+use super::prompts::{
+    FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupRound, GroupScene, OfferedTool, RoundSeat,
+};
 use super::social::{Attention, SocialState};
 use super::stream::{
     GroupCommand, GroupStreams, MAX_CHANNELS, StreamKey, check_channel_name, check_post,
@@ -452,11 +454,15 @@ pub(super) fn group_step(world: &mut World) {
     let retries = world
         .get_resource::<AgentSettings>()
         .map_or(3, |s| s.prompt_retries);
+    let rounds_on = world
+        .get_resource::<AgentSettings>()
+        .is_some_and(|s| s.lean.group_rounds);
     // The streams are read-only from here on: lent out of the world for the loop (no copy;
     // the scope puts them back, change ticks and all, even if the loop unwinds).
     let names_by_entity: BTreeMap<Entity, String> =
         people.iter().map(|p| (p.entity, p.name.clone())).collect();
     let mut starts: Vec<(Entity, Call)> = Vec::new();
+    let mut rounds: BTreeMap<StreamKey, PendingRound> = BTreeMap::new();
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
         for someone in &people {
@@ -565,9 +571,14 @@ pub(super) fn group_step(world: &mut World) {
                 && let Some(stream) = streams.get(key)
             {
                 let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
-                group
-                    .cycles
-                    .insert(key.clone(), (stream.last_seq(), step + every));
+                // In rounds the cycles keep the clock's beat, so a stream's focused personas
+                // fall due together.
+                let due = if rounds_on {
+                    (step / every + 1) * every
+                } else {
+                    step + every
+                };
+                group.cycles.insert(key.clone(), (stream.last_seq(), due));
             }
             if let (Some((kind, key)), Some(client), Some(library)) = (call, &client, &library)
                 && let Some(stream) = streams.get(&key)
@@ -612,7 +623,12 @@ pub(super) fn group_step(world: &mut World) {
                 } else {
                     Vec::new()
                 };
-                let task = spawn_call(kind, ctx, scene, new_lines, tools);
+                let task = if kind == CallKind::Focus && rounds_on {
+                    let looked = group.cycles.get(&key).map_or(0, |(looked, _)| *looked);
+                    seat_in_round(&mut rounds, &key, ctx, scene, looked, step)
+                } else {
+                    spawn_call(kind, ctx, scene, new_lines, tools)
+                };
                 starts.push((
                     someone.entity,
                     Call {
@@ -639,6 +655,11 @@ pub(super) fn group_step(world: &mut World) {
             }
             if let Some(mut slot) = world.get_mut::<GroupAttention>(someone.entity) {
                 *slot = group;
+            }
+        }
+        for (key, round) in std::mem::take(&mut rounds) {
+            if let Some(stream) = streams.get(&key) {
+                spawn_round(round, stream, &names_by_entity, settings.recent_lines);
             }
         }
     });
@@ -790,6 +811,113 @@ fn spawn_call(
             }
         }
     })
+}
+
+/// Lean mode: the focused cycles of one stream gathered during a step, asked together once
+/// the step's personas have all been seen.
+struct PendingRound {
+    /// The first seat's context (its failure log hears of the round's failed calls).
+    ctx: PromptContext,
+    /// Each seat's scene, and where its answer goes.
+    seats: Vec<(GroupScene, async_channel::Sender<Landed>)>,
+    /// The earliest line any seat looked at last.
+    looked: u64,
+    /// Seed of the request.
+    seed: u64,
+}
+
+/// Seats a persona at its stream's round of this step; its call's task waits for its part
+/// of the round's answer (quiet if the round is dropped).
+fn seat_in_round(
+    rounds: &mut BTreeMap<StreamKey, PendingRound>,
+    key: &StreamKey,
+    ctx: PromptContext,
+    scene: GroupScene,
+    looked: u64,
+    step: u64,
+) -> Task<Landed> {
+    let (answer, heard) = async_channel::bounded(1);
+    let round = rounds.entry(key.clone()).or_insert_with(|| PendingRound {
+        ctx,
+        seats: Vec::new(),
+        looked,
+        seed: step ^ scene.seed.rotate_left(7),
+    });
+    round.looked = round.looked.min(looked);
+    round.seats.push((scene, answer));
+    AsyncComputeTaskPool::get()
+        .spawn(async move { heard.recv().await.unwrap_or(Landed::Focused(None)) })
+}
+
+/// Asks a round on the task pool and hands each seat its part: a line, an emoji or quiet.
+fn spawn_round(
+    round: PendingRound,
+    stream: &super::stream::GroupStream,
+    names_by_entity: &BTreeMap<Entity, String>,
+    recent_lines: usize,
+) {
+    let PendingRound {
+        ctx,
+        seats,
+        looked,
+        seed,
+    } = round;
+    let present: Vec<String> = stream
+        .members
+        .iter()
+        .filter_map(|e| names_by_entity.get(e).cloned())
+        .collect();
+    let recent: Vec<String> = stream
+        .lines
+        .iter()
+        .rev()
+        .take(recent_lines)
+        .rev()
+        .map(|l| format!("{}: {}", l.speaker, l.text))
+        .collect();
+    let new_lines: Vec<String> = stream
+        .lines_after(looked)
+        .map(|l| format!("{}: {}", l.speaker, l.text))
+        .collect();
+    let place = seats
+        .first()
+        .map(|(s, _)| s.place.clone())
+        .unwrap_or_default();
+    let prompt = GroupRound {
+        place: place.clone(),
+        present,
+        recent,
+        new_lines,
+        seats: seats
+            .iter()
+            .map(|(scene, _)| RoundSeat {
+                name: scene.name.clone(),
+                first_name: scene.first_name.clone(),
+                identity: scene.identity.clone(),
+                activity: scene.activity.clone(),
+                memories: scene.memories.clone(),
+            })
+            .collect(),
+        seed,
+    };
+    AsyncComputeTaskPool::get()
+        .spawn(async move {
+            let plans = run_prompt(&ctx, &prompt).await.value;
+            for ((scene, answer), plan) in seats.into_iter().zip(plans) {
+                let landed = match plan {
+                    FocusPlan::TextReply(text) => Landed::Focused(Some(
+                        embedded(&ctx, said(&scene.name, &place, text, false)).await,
+                    )),
+                    FocusPlan::EmojiReply(emoji) => Landed::Focused(Some(
+                        embedded(&ctx, said(&scene.name, &place, emoji, true)).await,
+                    )),
+                    FocusPlan::NoReply | FocusPlan::UseTool { .. } => Landed::Focused(None),
+                };
+                // A seat whose call was dropped (the app is closing) hears nothing.
+                let _ = answer.send(landed).await;
+            }
+        })
+        .detach();
 }
 
 /// Runs a focused cycle's look-up in the world (the dialogue's checks and outcome events) and

@@ -1,4 +1,4 @@
-//! The three model calls of a group conversation (SPEC §8), each with its parser and its
+//! The model calls of a group conversation (SPEC §8), each with its parser and its
 //! fail-safe:
 //!
 //! | prompt | asked when | answer | fail-safe |
@@ -6,6 +6,7 @@
 //! | `GroupJoin` (`group_join`) | an absent persona's join question is due (one stream per 60 s) | yes / no (a closed set: scored when the backend can) | no |
 //! | `GroupReply` (`group_reply`) | a chatting persona's reply draw wins, or a persona has just joined | one spoken line | silence |
 //! | `GroupFocus` (`group_focus`) | a focused persona observes new lines | JSON: thought, plan (`text_reply` / `emoji_reply` / `no_reply`, or `use_tool` with a tool and its arguments), reply, reason | `no_reply` |
+//! | `GroupRound` (`group_round`, lean mode) | the focused personas of one stream whose cycles are due, together | JSON: a plan and a reply per persona | everyone `no_reply` |
 //!
 //! The focused cycle may think with the persona's tools (SPEC §8 "think may use the persona's
 //! tools"): the prompt lists the read-only tools the persona is allowed; a `use_tool` plan
@@ -332,6 +333,203 @@ impl Prompt for GroupFocus {
     }
 }
 
+/// One persona of a lean round: who, doing what, and what it remembers of recent chats.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RoundSeat {
+    /// The persona's full name.
+    pub name: String,
+    /// The persona's first name.
+    pub first_name: String,
+    /// Identity summary (the round shows its traits and `Currently` lines).
+    pub identity: String,
+    /// What the persona is doing.
+    pub activity: String,
+    /// Related memories (descriptions); the round shows the latest two.
+    pub memories: Vec<String>,
+}
+
+impl RoundSeat {
+    /// "- Ana Ruiz is having coffee; friendly, curious; currently …; remembers: …; …".
+    fn line(&self) -> String {
+        let field = |label: &str| {
+            self.identity
+                .lines()
+                .find_map(|l| l.strip_prefix(label))
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+        };
+        let mut line = format!("- {} is {}", self.name, self.activity);
+        if let Some(innate) = field("Innate traits:") {
+            line.push_str(&format!("; {innate}"));
+        }
+        if let Some(currently) = field("Currently:") {
+            line.push_str(&format!("; currently: {}", truncate_chars(currently, 200)));
+        }
+        let memories: Vec<&str> = self.memories.iter().take(2).map(String::as_str).collect();
+        if !memories.is_empty() {
+            line.push_str(&format!("; remembers: {}", memories.join("; ")));
+        }
+        line
+    }
+}
+
+/// Lean mode's round (template `group_round`): the FOCUSED cycles of every persona of one
+/// stream whose cycle is due, in one call instead of one each. No tools (a look-up would
+/// need a second call per persona). Output: one plan per seat, in the seats' order — an
+/// entry that names nobody at the table is ignored, a seat without a usable entry stays quiet.
+/// Fail-safe: everyone `no_reply`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct GroupRound {
+    /// Where the talk is.
+    pub place: String,
+    /// Everyone in the stream, by name.
+    pub present: Vec<String>,
+    /// Recent lines, "Speaker: text".
+    pub recent: Vec<String>,
+    /// Lines new since the seats last looked, "Speaker: text".
+    pub new_lines: Vec<String>,
+    /// The personas whose cycle is due.
+    pub seats: Vec<RoundSeat>,
+    /// Seed of the request (step, stream).
+    pub seed: u64,
+}
+
+/// Most entries of a round's answer that are read (a round seats at most a stream's members).
+const MAX_ROUND_ENTRIES: usize = 64;
+
+impl Prompt for GroupRound {
+    type Output = Vec<FocusPlan>;
+
+    fn kind(&self) -> &'static str {
+        "group_round"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let or = |lines: &[String], none: &str| {
+            if lines.is_empty() {
+                none.to_string()
+            } else {
+                lines.join("\n")
+            }
+        };
+        let firsts: Vec<&str> = self.seats.iter().map(|s| s.first_name.as_str()).collect();
+        let names = match firsts.as_slice() {
+            [] => String::new(),
+            [one] => (*one).to_string(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+        };
+        let prompt = library.fill(
+            self.kind(),
+            &[
+                self.place.clone(),
+                if self.present.is_empty() {
+                    "nobody else".to_string()
+                } else {
+                    self.present.join(", ")
+                },
+                or(&self.recent, "(nobody has spoken yet)"),
+                or(&self.new_lines, "(nothing new)"),
+                self.seats
+                    .iter()
+                    .map(RoundSeat::line)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                names,
+            ],
+        )?;
+        let mut request = ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(60 + 80 * self.seats.len().min(MAX_ROUND_ENTRIES) as u32)
+            .with_temperature(0.5);
+        request.json_schema = Some(round_schema());
+        request.seed = Some(self.seed);
+        Ok(request)
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<Vec<FocusPlan>, ParseError> {
+        parse_round(cleaned, &self.seats)
+    }
+
+    fn fail_safe(&self) -> Vec<FocusPlan> {
+        vec![FocusPlan::NoReply; self.seats.len()]
+    }
+}
+
+/// The JSON schema of a round's answer.
+fn round_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "replies": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "plan": {"type": "string", "enum": ["text_reply", "emoji_reply", "no_reply"]},
+                        "reply": {"type": "string"}
+                    },
+                    "required": ["name", "plan", "reply"]
+                }
+            }
+        },
+        "required": ["replies"]
+    })
+}
+
+/// Parses a round's JSON into one plan per seat. Entries are matched to seats by full or
+/// first name (ignoring case); the first usable entry of a seat counts. An entry with a bad
+/// plan, an empty line or a non-emoji reaction leaves its seat quiet. An answer that names
+/// no seat at all is refused (so the retry or the fail-safe decides).
+pub(crate) fn parse_round(
+    cleaned: &str,
+    seats: &[RoundSeat],
+) -> Result<Vec<FocusPlan>, ParseError> {
+    let value = crate::prompt::extract_json(cleaned)
+        .ok_or_else(|| ParseError::new("no JSON object in the answer"))?;
+    let entries = value
+        .get("replies")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ParseError::new("no \"replies\" list in the answer"))?;
+    let mut plans: Vec<Option<FocusPlan>> = vec![None; seats.len()];
+    let mut named_any = false;
+    for entry in entries.iter().take(MAX_ROUND_ENTRIES) {
+        let Some(name) = entry.get("name").and_then(Value::as_str).map(str::trim) else {
+            continue;
+        };
+        let Some(seat) = seats.iter().position(|s| {
+            s.name.eq_ignore_ascii_case(name) || s.first_name.eq_ignore_ascii_case(name)
+        }) else {
+            continue;
+        };
+        named_any = true;
+        if plans[seat].is_some() {
+            continue;
+        }
+        let reply = entry
+            .get("reply")
+            .and_then(Value::as_str)
+            .map(|s| truncate_chars(s.trim(), MAX_LINE_CHARS).to_string())
+            .unwrap_or_default();
+        let plan = match entry.get("plan").and_then(Value::as_str).map(str::trim) {
+            Some("text_reply") => spoken_line(&reply, &seats[seat].first_name)
+                .map(FocusPlan::TextReply)
+                .unwrap_or(FocusPlan::NoReply),
+            Some("emoji_reply") if is_emoji(reply.trim()) => {
+                FocusPlan::EmojiReply(reply.trim().to_string())
+            }
+            _ => FocusPlan::NoReply,
+        };
+        plans[seat] = Some(plan);
+    }
+    if !named_any {
+        return Err(ParseError::new("the answer names nobody at the table"));
+    }
+    Ok(plans
+        .into_iter()
+        .map(|p| p.unwrap_or(FocusPlan::NoReply))
+        .collect())
+}
+
 /// A spoken line from a model's answer: cleaned like a dialogue reply, a leading `Name:` the
 /// model wrote dropped, surrounding quotes removed, the first line kept, bounded.
 pub(crate) fn spoken_line(raw: &str, first_name: &str) -> Result<String, ParseError> {
@@ -572,5 +770,121 @@ mod tests {
         );
         assert!(spoken_line("  \n ", "Ada").is_err());
         assert!(is_emoji("👍") && is_emoji("👩‍🍳") && !is_emoji("ok") && !is_emoji(""));
+    }
+
+    fn seats() -> Vec<RoundSeat> {
+        ["Ada Lovelace", "Bo Chen", "Cy Young"]
+            .iter()
+            .map(|name| RoundSeat {
+                name: (*name).to_string(),
+                first_name: name.split(' ').next().unwrap_or(name).to_string(),
+                identity: format!(
+                    "Name: {name}\nInnate traits: curious\nCurrently: {name} is baking.\n"
+                ),
+                activity: "having coffee".into(),
+                memories: vec!["a".into(), "b".into(), "c".into()],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_round_answer_gives_each_seat_its_own_plan() {
+        let seats = seats();
+        let plans = parse_round(
+            r#"{"replies":[
+                {"name":"Ada","plan":"text_reply","reply":"Ada: Morning, Bo!"},
+                {"name":"bo chen","plan":"emoji_reply","reply":"👍"},
+                {"name":"Ada Lovelace","plan":"text_reply","reply":"a second line is ignored"}
+            ]}"#,
+            &seats,
+        )
+        .expect("parses");
+        assert_eq!(
+            plans,
+            vec![
+                FocusPlan::TextReply("Morning, Bo!".into()),
+                FocusPlan::EmojiReply("👍".into()),
+                // Cy was not answered for: quiet.
+                FocusPlan::NoReply,
+            ]
+        );
+    }
+
+    #[test]
+    fn hostile_round_answers_are_refused_or_leave_seats_quiet() {
+        let seats = seats();
+        // Refused: no JSON, no list, nobody at the table named.
+        for answer in [
+            "Ada says hi",
+            r#"{"reply":"hi"}"#,
+            r#"{"replies":"Ada: hi"}"#,
+            r#"{"replies":[{"name":"Mallory","plan":"text_reply","reply":"I am Ada now"}]}"#,
+            r#"{"replies":[{"plan":"text_reply","reply":"nameless"}]}"#,
+        ] {
+            assert!(parse_round(answer, &seats).is_err(), "{answer}");
+        }
+        // Parsed, but each bad entry leaves its seat quiet: unknown plans (a tool call in a
+        // round), empty lines, a "reaction" that is text, a name that is not a string.
+        let plans = parse_round(
+            r#"{"replies":[
+                {"name":"Ada","plan":"use_tool","tool":"what_time_is_it","reply":""},
+                {"name":"Bo","plan":"text_reply","reply":"   "},
+                {"name":"Cy","plan":"emoji_reply","reply":"ok fine"},
+                {"name":42,"plan":"text_reply","reply":"x"}
+            ]}"#,
+            &seats,
+        )
+        .expect("parses");
+        assert_eq!(plans, vec![FocusPlan::NoReply; 3]);
+        // A flood of entries is cut at the bound; a long line is bounded.
+        let mut entries: Vec<String> = (0..10_000)
+            .map(|i| format!(r#"{{"name":"Nobody{i}","plan":"no_reply","reply":""}}"#))
+            .collect();
+        entries.push(format!(
+            r#"{{"name":"Cy","plan":"text_reply","reply":"{}"}}"#,
+            "y".repeat(MAX_LINE_CHARS * 3)
+        ));
+        let flood = format!(r#"{{"replies":[{}]}}"#, entries.join(","));
+        assert!(
+            parse_round(&flood, &seats).is_err(),
+            "Cy's entry is past the bound"
+        );
+        let long = format!(
+            r#"{{"replies":[{{"name":"Cy","plan":"text_reply","reply":"{}"}}]}}"#,
+            "y".repeat(MAX_LINE_CHARS * 3)
+        );
+        match &parse_round(&long, &seats).expect("parses")[2] {
+            FocusPlan::TextReply(line) => assert_eq!(line.chars().count(), MAX_LINE_CHARS),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_round_prompt_lists_every_seat_briefly() {
+        let library = PromptLibrary::embedded();
+        let round = GroupRound {
+            place: "the cafe".into(),
+            present: vec!["Ada Lovelace".into(), "Bo Chen".into(), "Cy Young".into()],
+            recent: vec!["Ada Lovelace: Morning!".into()],
+            new_lines: vec!["Ada Lovelace: Morning!".into()],
+            seats: seats(),
+            seed: 7,
+        };
+        let request = round.request(&library).expect("fills");
+        let text = request.prompt_text();
+        assert!(
+            text.contains(
+                "A group conversation in the cafe. Present: Ada Lovelace, Bo Chen, Cy Young."
+            ),
+            "{text}"
+        );
+        assert!(text.contains("- Bo Chen is having coffee; curious; currently: Bo Chen is baking.; remembers: a; b\n"), "{text}");
+        assert!(
+            !text.contains("remembers: a; b; c"),
+            "two memories a seat: {text}"
+        );
+        assert!(text.contains("For each of Ada, Bo and Cy,"), "{text}");
+        assert_eq!(request.seed, Some(7));
+        assert_eq!(round.fail_safe(), vec![FocusPlan::NoReply; 3]);
     }
 }

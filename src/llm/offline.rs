@@ -258,6 +258,9 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         .with_responder("group_focus", |req, _| {
             super::offline_group::focus(&req.prompt_text())
         })
+        .with_responder("group_round", |req, _| {
+            super::offline_group::round(&req.prompt_text())
+        })
         .with_responder("stage_actor", |req, _| {
             super::offline_stage::actor(&req.prompt_text())
         })

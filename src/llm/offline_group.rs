@@ -7,6 +7,8 @@
 //! - **Reply** (`group_reply`): answers the last speaker by name (or greets someone present),
 //!   and says what the persona is doing there — naming people keeps the talk going, as it does
 //!   in a real group.
+//! - **Round** (`group_round`, lean mode): each persona listed decides as in a focused cycle,
+//!   without tools.
 //! - **Focused cycle** (`group_focus`): asked the time by name with the clock tool offered →
 //!   `use_tool` `what_time_is_it`, then (asked again with what it found) the time; named in the
 //!   new lines → a text reply to whoever named it; otherwise, by the hash, a reply, an emoji,
@@ -207,16 +209,6 @@ pub(super) fn focus(text: &str) -> String {
             .to_string();
         }
     }
-    if let Some(speaker) = named_by(&scene.new_lines, scene.first_name) {
-        let line = say(&scene, Some(&format!("{speaker}: …")));
-        return json!({
-            "thought": format!("{} spoke to me; I should answer.", first(speaker)),
-            "plan": "text_reply",
-            "reply": line,
-            "reason": "I was named",
-        })
-        .to_string();
-    }
     // Someone who just spoke lets the others talk.
     let spoke_lately = scene
         .lines
@@ -224,8 +216,23 @@ pub(super) fn focus(text: &str) -> String {
         .rev()
         .take(3)
         .any(|l| l.split_once(": ").is_some_and(|(who, _)| who == scene.name));
+    focused(&scene, spoke_lately).to_string()
+}
+
+/// What a focused persona does without a tool: answers whoever named it; else, unless it
+/// spoke lately, by the hash a reply, an emoji or quiet.
+fn focused(scene: &Scene<'_>, spoke_lately: bool) -> serde_json::Value {
+    if let Some(speaker) = named_by(&scene.new_lines, scene.first_name) {
+        let line = say(scene, Some(&format!("{speaker}: …")));
+        return json!({
+            "thought": format!("{} spoke to me; I should answer.", first(speaker)),
+            "plan": "text_reply",
+            "reply": line,
+            "reason": "I was named",
+        });
+    }
     let h = hash(&[scene.name, &scene.new_lines.join("|")]);
-    let answer = match if spoke_lately { 0 } else { h % 3 } {
+    match if spoke_lately { 0 } else { h % 3 } {
         0 => json!({
             "thought": "Nothing I need to add right now.",
             "plan": "no_reply",
@@ -241,11 +248,70 @@ pub(super) fn focus(text: &str) -> String {
         _ => json!({
             "thought": "I have something to add.",
             "plan": "text_reply",
-            "reply": say(&scene, scene.new_lines.last().copied()),
+            "reply": say(scene, scene.new_lines.last().copied()),
             "reason": "joining in",
         }),
-    };
-    answer.to_string()
+    }
+}
+
+/// As the round's prompt asks, at most two of the table speak: those answering someone who
+/// named them first, then in the order listed; the rest stay quiet.
+fn at_most_two_speak(mut replies: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    let speaks = |r: &serde_json::Value| r["plan"] != "no_reply";
+    let mut order: Vec<usize> = (0..replies.len())
+        .filter(|&i| speaks(&replies[i]))
+        .collect();
+    order.sort_by_key(|&i| replies[i]["reason"] != "I was named");
+    for &i in order.iter().skip(2) {
+        replies[i]["plan"] = json!("no_reply");
+        replies[i]["reply"] = json!("");
+        replies[i]["reason"] = json!("letting the others talk");
+    }
+    replies
+}
+
+/// A lean round's JSON: each persona listed under "Following it closely:" decides as a
+/// focused persona would on its own (no tools in a round).
+pub(super) fn round(text: &str) -> String {
+    // "A group conversation in <place>. Present: a, b."
+    let header = text
+        .lines()
+        .find_map(|l| l.strip_prefix("A group conversation in "))
+        .unwrap_or("");
+    let (place, present) = header.split_once(". Present: ").unwrap_or((header, ""));
+    let present: Vec<&str> = present
+        .trim_end_matches('.')
+        .split(", ")
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && *p != "nobody else")
+        .collect();
+    let lines = block(text, "The conversation so far:");
+    let new_lines = block(text, "New since they last looked:");
+    let replies: Vec<serde_json::Value> = block(text, "Following it closely:")
+        .into_iter()
+        .filter_map(|seat| {
+            // "- Ana Ruiz is having coffee; friendly; currently: …"
+            let seat = seat.strip_prefix("- ")?;
+            let (name, rest) = seat.split_once(" is ")?;
+            let activity = rest.split(';').next().unwrap_or("").trim();
+            let own = |l: &&str| l.split_once(": ").is_some_and(|(who, _)| who == name);
+            let scene = Scene {
+                name,
+                first_name: first(name),
+                activity,
+                place: place.trim(),
+                present: present.iter().copied().filter(|p| *p != name).collect(),
+                lines: lines.clone(),
+                new_lines: new_lines.iter().copied().filter(|l| !own(l)).collect(),
+            };
+            // In a round, who spoke in the last round lets the others talk.
+            let spoke_lately = new_lines.iter().any(own);
+            let mut answer = focused(&scene, spoke_lately);
+            answer["name"] = json!(name);
+            Some(answer)
+        })
+        .collect();
+    json!({ "replies": at_most_two_speak(replies) }).to_string()
 }
 
 #[cfg(test)]
@@ -277,5 +343,24 @@ mod tests {
         let answer: serde_json::Value = serde_json::from_str(&focus(&focus_prompt)).expect("json");
         assert_eq!(answer["plan"], "text_reply");
         assert!(answer["reply"].as_str().is_some_and(|r| r.contains("Ana")));
+    }
+
+    #[test]
+    fn in_a_round_each_persona_decides_for_itself() {
+        let prompt = "A group conversation in the main room. Present: Ana Ruiz, Bo Chen, Mo Li.\n\nThe conversation so far:\nAna Ruiz: Mo, tea?\nBo Chen: Lovely day.\n\nNew since they last looked:\nAna Ruiz: Mo, tea?\nBo Chen: Lovely day.\n\nFollowing it closely:\n- Mo Li is having coffee; shy; currently: Mo is baking.\n- Bo Chen is reading (turning a page); calm\n\nFor each of Mo and Bo, think.";
+        let answer: serde_json::Value = serde_json::from_str(&round(prompt)).expect("json");
+        let replies = answer["replies"].as_array().expect("a list");
+        assert_eq!(replies.len(), 2);
+        // Mo was named: Mo answers Ana.
+        assert_eq!(replies[0]["name"], "Mo Li");
+        assert_eq!(replies[0]["plan"], "text_reply");
+        assert!(
+            replies[0]["reply"]
+                .as_str()
+                .is_some_and(|r| r.contains("Ana"))
+        );
+        // Bo spoke in the last round: Bo lets the others talk.
+        assert_eq!(replies[1]["name"], "Bo Chen");
+        assert_eq!(replies[1]["plan"], "no_reply");
     }
 }

@@ -13,6 +13,9 @@
 //!   metadata.
 //! - **`usage.json`**: the LLM accounting per prompt kind ([`crate::llm::UsageReport`]).
 //!
+//! `smallville compare` ([`cost`]) sets runs side by side — calls, tokens and behaviour per
+//! agent-day — as lean mode's report does against faithful runs.
+//!
 //! `summary.json` and `usage.json` are written atomically: to a temporary file in the same
 //! folder, synced, then renamed over the final name, so a crash never leaves a half-written
 //! file under the real name. `movement.jsonl` grows as the run goes, whole lines at a time, and
@@ -23,6 +26,7 @@
 //! [`persist`](crate::persist) (a run folder holds a save); `persist` never imports `output`.
 
 mod charts;
+pub mod cost;
 pub mod movement;
 pub mod playback;
 pub mod replay;

@@ -154,6 +154,9 @@ pub struct RunOptions {
     /// Called on the built app before anything is written (a scenario adds its systems here);
     /// an error stops the run with nothing on disk.
     pub setup: Option<RunSetup>,
+    /// Lean mode (see [`make_lean`](crate::headless::make_lean)): fewer model calls per
+    /// agent-day; `summary.json` says `"lean": true`. Off: faithful.
+    pub lean: bool,
 }
 
 /// What a [`RunSetup`] calls: adds to the app, or says why the run cannot start.
@@ -192,6 +195,7 @@ impl RunOptions {
             integrity: SaveIntegrity::Verify,
             start: None,
             setup: None,
+            lean: false,
         }
     }
 
@@ -481,6 +485,9 @@ fn open_run(options: &RunOptions) -> Result<OpenRun, RunError> {
     let prompts =
         PromptLibrary::load(options.llm.prompts.as_deref()).map_err(HeadlessError::from)?;
     let (mut app, seed, map_path) = build_run_app(options)?;
+    if options.lean {
+        crate::headless::make_lean(&mut app);
+    }
     if let Some(setup) = &options.setup {
         (setup.0)(&mut app).map_err(RunError::Invalid)?;
     }
@@ -762,6 +769,10 @@ fn write_outputs(
             model,
             map: shareable_path(&opened.map_path),
             time_mode: options.time_mode,
+            lean: app
+                .world()
+                .get_resource::<crate::settings::AgentSettings>()
+                .is_some_and(crate::settings::AgentSettings::is_lean),
             wall_seconds: driven.wall.as_secs_f64(),
         },
         personas,

@@ -57,6 +57,10 @@ pub struct RunMetadata {
     pub map: PathBuf,
     /// Lockstep or realtime.
     pub time_mode: TimeMode,
+    /// Whether the run was lean (`smallville run --lean`, or a lean save resumed; absent when
+    /// faithful).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lean: bool,
     /// Real seconds the run took.
     pub wall_seconds: f64,
 }

@@ -168,9 +168,51 @@ pub struct Scratch {
     pub chatting_end_time: Option<NaiveDateTime>,
     /// Whether the planning thought and memo of the current chat are stored (SPEC §3.7).
     pub chat_thoughts_done: bool,
+
+    // --- lean mode ---
+    /// How the persona grounded its recent actions, by the action's words (lean mode reuses
+    /// them; see `LeanSettings::reuse_grounding`). Empty — and absent from saves — in faithful
+    /// mode; at most [`Scratch::KNOWN_GROUNDINGS`] entries.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub known_groundings: BTreeMap<String, KnownGrounding>,
+}
+
+/// How a persona grounded one action: where it went, what it used, and how the action and
+/// the object's state read (the four answers lean mode does not ask for again).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KnownGrounding {
+    /// Where the action took the persona (an object's tile or any tile of an arena).
+    pub address: ActionAddress,
+    /// The action as an emoji.
+    pub emoji: String,
+    /// The action as a triple.
+    pub event: EventTriple,
+    /// The object used: its state, the state as an emoji and as a triple.
+    pub object: Option<(String, String, EventTriple)>,
+    /// When it was last used (the oldest is forgotten first).
+    pub used: NaiveDateTime,
 }
 
 impl Scratch {
+    /// Most actions whose grounding a persona keeps in lean mode (a day holds about fifty).
+    pub const KNOWN_GROUNDINGS: usize = 256;
+
+    /// Keeps how `action` was grounded, forgetting the least recently used grounding when
+    /// [`Scratch::KNOWN_GROUNDINGS`] are kept already.
+    pub fn remember_grounding(&mut self, action: &str, grounding: KnownGrounding) {
+        if !self.known_groundings.contains_key(action)
+            && self.known_groundings.len() >= Self::KNOWN_GROUNDINGS
+            && let Some(oldest) = self
+                .known_groundings
+                .iter()
+                .min_by_key(|(_, g)| g.used)
+                .map(|(k, _)| k.clone())
+        {
+            self.known_groundings.remove(&oldest);
+        }
+        self.known_groundings.insert(action.to_string(), grounding);
+    }
+
     /// The identity stable set as prompt text (Smallville's `get_str_iss`).
     pub fn identity_summary(&self) -> String {
         use std::fmt::Write as _;
@@ -355,5 +397,37 @@ mod tests {
         assert!(!is_sleep_text("sleepwalking to the café"));
         assert!(is_sleep_text("lying in bed, asleep"));
         assert!(!is_sleep_text("making the bed"));
+    }
+
+    #[test]
+    fn known_groundings_keep_the_most_recently_used() {
+        let at = |minute: u32| {
+            chrono::NaiveDate::from_ymd_opt(2023, 2, 13)
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|t| t + chrono::Duration::minutes(i64::from(minute)))
+                .expect("a time")
+        };
+        let grounding = |minute: u32| KnownGrounding {
+            address: ActionAddress::parse("w:s:a:o").expect("an address"),
+            emoji: "🍳".into(),
+            event: EventTriple::default(),
+            object: None,
+            used: at(minute),
+        };
+        let mut s = Scratch::default();
+        for i in 0..Scratch::KNOWN_GROUNDINGS as u32 {
+            s.remember_grounding(&format!("task {i}"), grounding(i + 10));
+        }
+        assert_eq!(s.known_groundings.len(), Scratch::KNOWN_GROUNDINGS);
+        // Task 0 was used again lately: task 1 is now the oldest, and goes first.
+        s.remember_grounding("task 0", grounding(100_000));
+        s.remember_grounding("one more", grounding(100_001));
+        assert_eq!(s.known_groundings.len(), Scratch::KNOWN_GROUNDINGS);
+        assert!(s.known_groundings.contains_key("task 0"));
+        assert!(!s.known_groundings.contains_key("task 1"));
+        assert!(s.known_groundings.contains_key("one more"));
+        // Faithful scratch pads save without the field.
+        let faithful = serde_json::to_string(&Scratch::default()).expect("serialises");
+        assert!(!faithful.contains("known_groundings"));
     }
 }

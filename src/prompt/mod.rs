@@ -151,6 +151,19 @@ impl PromptContext {
         self.client.embed_one_within(text, budget).await
     }
 
+    /// Embeds several texts in one request, as [`PromptContext::embed_one`] embeds one (lean
+    /// mode's batched percepts). One vector per text, in order.
+    pub async fn embed_many(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, LlmError> {
+        if let Some(kind) = self.failures.as_ref().and_then(FailureLog::gave_out) {
+            return Err(match kind {
+                LlmErrorKind::Closed => LlmError::Closed,
+                _ => LlmError::Connection("the backend gave out earlier in this thought".into()),
+            });
+        }
+        let budget = self.failures.as_ref().map(|log| log.budget.clone());
+        self.client.embed_within(texts, budget).await
+    }
+
     /// Writes `failure` down in the failure log, if the context has one.
     pub(crate) fn record_failure(&self, failure: ModelFailure) {
         if let Some(log) = &self.failures {

@@ -175,6 +175,7 @@ embedded_templates![
     "group_join",
     "group_reply",
     "group_focus",
+    "group_round",
     "stage_actor",
     "stage_resolve",
 ];

@@ -96,6 +96,9 @@ pub struct GameOptions {
     /// A stage scene file opened as the game starts (its panel open, auto-play on); checked
     /// before the window opens.
     pub stage: Option<std::path::PathBuf>,
+    /// Lean mode ([`make_lean`](crate::headless::make_lean)): fewer model calls per
+    /// agent-day.
+    pub lean: bool,
 }
 
 /// The game's first day starts in the morning, so the first minute shows the town living
@@ -346,6 +349,9 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
                 app.insert_resource(map);
             }
         }
+    }
+    if options.lean {
+        crate::headless::make_lean(&mut app);
     }
     if let Some(path) = &options.stage {
         let world = app.world_mut();

@@ -1,0 +1,112 @@
+//! Lean mode end to end: a day of the default town's five personas, faithful and lean, on the
+//! offline scripted stand-in and the same seed — the model calls counted, not timed.
+//!
+//! The numbers of the closing note (48 hours, three seeds) come from
+//! `smallville run --hours 48 --personas 5 --seed N [--lean]` and `smallville compare`; this
+//! test holds the shorter run to what lean mode must keep saving.
+
+use std::path::{Path, PathBuf};
+
+use bevy_generative_agents::llm::BackendChoice;
+use bevy_generative_agents::output::cost::{RunCost, compare};
+use bevy_generative_agents::output::{RunOptions, RunSummary, run};
+
+/// A fresh folder under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("bga-lean-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn day_of_five(out: &Path, lean: bool) -> RunOptions {
+    let mut options = RunOptions::new(24.0, out)
+        .with_backend(BackendChoice::Scripted)
+        .with_personas(5)
+        .with_seed(1);
+    options.report = false;
+    options.lean = lean;
+    options
+}
+
+fn summary(dir: &Path) -> RunSummary {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary"))
+        .expect("a summary")
+}
+
+#[test]
+fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
+    let faithful = TempDir::new("faithful");
+    let lean = TempDir::new("lean");
+    run(&day_of_five(faithful.path(), false)).expect("the faithful day runs");
+    run(&day_of_five(lean.path(), true)).expect("the lean day runs");
+    assert!(!summary(faithful.path()).run.lean);
+    assert!(summary(lean.path()).run.lean, "summary.json says lean");
+
+    let base = RunCost::load(faithful.path()).expect("faithful folder");
+    let other = RunCost::load(lean.path()).expect("lean folder");
+    let calls = |run: &RunCost, kind: &str| run.usage.kinds.get(kind).map_or(0, |k| k.calls);
+    // Groups talk in rounds: no per-persona focused cycle, fewer calls than there were.
+    assert!(calls(&base, "group_focus") > 0 && calls(&base, "group_round") == 0);
+    assert_eq!(calls(&other, "group_focus"), 0);
+    assert!(calls(&other, "group_round") > 0);
+    assert!(calls(&other, "group_round") < calls(&base, "group_focus"));
+    // Reflections look at two focal points with three insights each: fewer insight calls
+    // per reflection.
+    let per_reflection =
+        |run: &RunCost, kind: &str| calls(run, kind) as f64 / run.behaviour.reflections.max(1.0);
+    assert!(
+        per_reflection(&other, "insights_with_evidence")
+            < per_reflection(&base, "insights_with_evidence")
+    );
+    // An action grounded before is not asked about again, and percepts share embeddings.
+    assert!(calls(&other, "action_sector") < calls(&base, "action_sector"));
+    assert!(calls(&other, "embed") < calls(&base, "embed"));
+
+    let comparison = compare(&[base], &[other]).expect("compares");
+    let table = comparison.to_markdown();
+    // Measured on this day: 89 % of the calls and 75 % of the tokens.
+    assert!(comparison.calls_ratio() < 0.93, "{table}");
+    assert!(comparison.tokens_ratio() < 0.80, "{table}");
+    // Where they go and what they plan stay the same; talk and reflection counts move with
+    // the chance of one seed (the note compares three seeds' means), so they are held loosely.
+    for (name, ratio) in comparison.behaviour_ratios() {
+        let bound = match name {
+            "arenas visited" | "schedule items" => 0.1,
+            _ => 0.5,
+        };
+        assert!((ratio - 1.0).abs() <= bound, "{name}: {ratio:.2}\n{table}");
+    }
+}
+
+#[test]
+fn a_lean_town_stays_lean_when_its_save_is_resumed() {
+    let first = TempDir::new("first");
+    let mut options = day_of_five(first.path(), true);
+    options.hours = 2.0;
+    run(&options).expect("runs");
+    let second = TempDir::new("second");
+    // Resumed without --lean: the save's settings are the town's.
+    let mut resumed = RunOptions::new(1.0, second.path())
+        .with_backend(BackendChoice::Scripted)
+        .resuming(first.path().join("save"));
+    resumed.report = false;
+    run(&resumed).expect("resumes");
+    assert!(summary(second.path()).run.lean);
+    let settings = std::fs::read_to_string(first.path().join("save/settings.json")).expect("saved");
+    assert!(settings.contains("\"group_rounds\": true"), "{settings}");
+}
