@@ -376,7 +376,8 @@ impl RoundSeat {
 /// Lean mode's round (template `group_round`): the FOCUSED cycles of every persona of one
 /// stream whose cycle is due, in one call instead of one each. No tools (a look-up would
 /// need a second call per persona). Output: one plan per seat, in the seats' order — an
-/// entry that names nobody at the table is ignored, a seat without a usable entry stays quiet.
+/// entry that names nobody at the table is ignored, a seat without a usable entry stays quiet
+/// (an empty list: everyone quiet).
 /// Fail-safe: everyone `no_reply`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct GroupRound {
@@ -393,6 +394,10 @@ pub(crate) struct GroupRound {
     /// Seed of the request (step, stream).
     pub seed: u64,
 }
+
+/// Most characters of a round's reply a schema-decoding backend writes (a small model keeps
+/// talking inside the string until its tokens run out, and the JSON is cut).
+const ROUND_REPLY_CHARS: usize = 160;
 
 /// Most entries of a round's answer that are read (a round seats at most a stream's members).
 const MAX_ROUND_ENTRIES: usize = 64;
@@ -440,7 +445,7 @@ impl Prompt for GroupRound {
         let mut request = ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(60 + 80 * self.seats.len().min(MAX_ROUND_ENTRIES) as u32)
             .with_temperature(0.5);
-        request.json_schema = Some(round_schema());
+        request.json_schema = Some(round_schema(&self.seats));
         request.seed = Some(self.seed);
         Ok(request)
     }
@@ -454,8 +459,10 @@ impl Prompt for GroupRound {
     }
 }
 
-/// The JSON schema of a round's answer.
-fn round_schema() -> Value {
+/// The JSON schema of a round's answer: the names are the seats' (a backend decoding under
+/// the schema cannot name anyone else).
+fn round_schema(seats: &[RoundSeat]) -> Value {
+    let names: Vec<&str> = seats.iter().map(|s| s.name.as_str()).collect();
     json!({
         "type": "object",
         "properties": {
@@ -464,12 +471,13 @@ fn round_schema() -> Value {
                 "items": {
                     "type": "object",
                     "properties": {
-                        "name": {"type": "string"},
+                        "name": {"type": "string", "enum": names},
                         "plan": {"type": "string", "enum": ["text_reply", "emoji_reply", "no_reply"]},
-                        "reply": {"type": "string"}
+                        "reply": {"type": "string", "maxLength": ROUND_REPLY_CHARS}
                     },
                     "required": ["name", "plan", "reply"]
-                }
+                },
+                "maxItems": names.len()
             }
         },
         "required": ["replies"]
@@ -521,7 +529,8 @@ pub(crate) fn parse_round(
         };
         plans[seat] = Some(plan);
     }
-    if !named_any {
+    // An empty list is everyone staying quiet; entries for nobody at the table are no answer.
+    if !named_any && !entries.is_empty() {
         return Err(ParseError::new("the answer names nobody at the table"));
     }
     Ok(plans
@@ -886,5 +895,19 @@ mod tests {
         assert!(text.contains("For each of Ada, Bo and Cy,"), "{text}");
         assert_eq!(request.seed, Some(7));
         assert_eq!(round.fail_safe(), vec![FocusPlan::NoReply; 3]);
+        // A backend decoding under the schema names only the seats and keeps replies short.
+        let schema = request.json_schema.expect("a schema");
+        let entry = &schema["properties"]["replies"]["items"]["properties"];
+        assert_eq!(
+            entry["name"]["enum"],
+            json!(["Ada Lovelace", "Bo Chen", "Cy Young"])
+        );
+        assert_eq!(entry["reply"]["maxLength"], json!(ROUND_REPLY_CHARS));
+        assert_eq!(schema["properties"]["replies"]["maxItems"], json!(3));
+        // An empty list is everyone staying quiet.
+        assert_eq!(
+            parse_round(r#"{"replies":[]}"#, &round.seats),
+            Ok(vec![FocusPlan::NoReply; 3])
+        );
     }
 }
