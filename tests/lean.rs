@@ -5,40 +5,16 @@
 //! `smallville run --hours 48 --personas 5 --seed N [--lean]` and `smallville compare`; this
 //! test holds the shorter run to what lean mode must keep saving.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use bevy_generative_agents::llm::BackendChoice;
+use std::path::Path;
+
 use bevy_generative_agents::output::cost::{RunCost, compare};
 use bevy_generative_agents::output::{RunOptions, RunSummary, run};
-
-/// A fresh folder under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("bga-lean-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Self(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{TempDir, scripted_run_options};
 
 fn day_of_five(out: &Path, lean: bool) -> RunOptions {
-    let mut options = RunOptions::new(24.0, out)
-        .with_backend(BackendChoice::Scripted)
-        .with_personas(5)
-        .with_seed(1);
-    options.report = false;
+    let mut options = scripted_run_options(24.0, 5, 1, out);
     options.lean = lean;
     options
 }
@@ -50,8 +26,8 @@ fn summary(dir: &Path) -> RunSummary {
 
 #[test]
 fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
-    let faithful = TempDir::new("faithful");
-    let lean = TempDir::new("lean");
+    let faithful = TempDir::new("lean-faithful");
+    let lean = TempDir::new("lean-lean");
     run(&day_of_five(faithful.path(), false)).expect("the faithful day runs");
     run(&day_of_five(lean.path(), true)).expect("the lean day runs");
     assert!(!summary(faithful.path()).run.lean);
@@ -95,14 +71,14 @@ fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
 
 #[test]
 fn a_lean_town_stays_lean_when_its_save_is_resumed() {
-    let first = TempDir::new("first");
+    let first = TempDir::new("lean-first");
     let mut options = day_of_five(first.path(), true);
     options.hours = 2.0;
     run(&options).expect("runs");
-    let second = TempDir::new("second");
+    let second = TempDir::new("lean-second");
     // Resumed without --lean: the save's settings are the town's.
     let mut resumed = RunOptions::new(1.0, second.path())
-        .with_backend(BackendChoice::Scripted)
+        .with_backend(bevy_generative_agents::llm::BackendChoice::Scripted)
         .resuming(first.path().join("save"));
     resumed.report = false;
     run(&resumed).expect("resumes");

@@ -589,14 +589,7 @@ pub(super) fn group_step(world: &mut World) {
                     .filter(|e| **e != someone.entity)
                     .filter_map(|e| names_by_entity.get(e).cloned())
                     .collect();
-                let recent: Vec<String> = stream
-                    .lines
-                    .iter()
-                    .rev()
-                    .take(settings.recent_lines)
-                    .rev()
-                    .map(|l| format!("{}: {}", l.speaker, l.text))
-                    .collect();
+                let recent = recent_lines(stream, settings.recent_lines);
                 let seed = step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said;
                 let Details { identity, memories } = details_now
                     .take()
@@ -813,6 +806,17 @@ fn spawn_call(
     })
 }
 
+/// The stream's last `n` lines as a prompt shows them, "Speaker: text", oldest first.
+fn recent_lines(stream: &super::stream::GroupStream, n: usize) -> Vec<String> {
+    let skip = stream.lines.len().saturating_sub(n);
+    stream
+        .lines
+        .iter()
+        .skip(skip)
+        .map(|l| format!("{}: {}", l.speaker, l.text))
+        .collect()
+}
+
 /// Lean mode: the focused cycles of one stream gathered during a step, asked together once
 /// the step's personas have all been seen.
 struct PendingRound {
@@ -854,7 +858,7 @@ fn spawn_round(
     round: PendingRound,
     stream: &super::stream::GroupStream,
     names_by_entity: &BTreeMap<Entity, String>,
-    recent_lines: usize,
+    recent: usize,
 ) {
     let PendingRound {
         ctx,
@@ -867,14 +871,7 @@ fn spawn_round(
         .iter()
         .filter_map(|e| names_by_entity.get(e).cloned())
         .collect();
-    let recent: Vec<String> = stream
-        .lines
-        .iter()
-        .rev()
-        .take(recent_lines)
-        .rev()
-        .map(|l| format!("{}: {}", l.speaker, l.text))
-        .collect();
+    let recent = recent_lines(stream, recent);
     let new_lines: Vec<String> = stream
         .lines_after(looked)
         .map(|l| format!("{}: {}", l.speaker, l.text))

@@ -44,3 +44,27 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A fresh folder under the system temp dir (`bga-<tag>-<pid>`), removed on drop.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// Creates it, empty.
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("bga-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
