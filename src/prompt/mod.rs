@@ -141,27 +141,27 @@ impl PromptContext {
     /// not at all once the backend has given out on the thought (its failures are already
     /// written down; the caller takes its own fail-safe).
     pub async fn embed_one(&self, text: impl Into<String>) -> Result<Vec<f32>, LlmError> {
-        if let Some(kind) = self.failures.as_ref().and_then(FailureLog::gave_out) {
-            return Err(match kind {
-                LlmErrorKind::Closed => LlmError::Closed,
-                _ => LlmError::Connection("the backend gave out earlier in this thought".into()),
-            });
-        }
-        let budget = self.failures.as_ref().map(|log| log.budget.clone());
+        let budget = self.embedding_budget()?;
         self.client.embed_one_within(text, budget).await
     }
 
     /// Embeds several texts in one request, as [`PromptContext::embed_one`] embeds one (lean
     /// mode's batched percepts). One vector per text, in order.
     pub async fn embed_many(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, LlmError> {
+        let budget = self.embedding_budget()?;
+        self.client.embed_within(texts, budget).await
+    }
+
+    /// The thought's retry budget for an embedding — or the error to answer with at once when
+    /// the backend has given out on the thought.
+    fn embedding_budget(&self) -> Result<Option<RetryBudget>, LlmError> {
         if let Some(kind) = self.failures.as_ref().and_then(FailureLog::gave_out) {
             return Err(match kind {
                 LlmErrorKind::Closed => LlmError::Closed,
                 _ => LlmError::Connection("the backend gave out earlier in this thought".into()),
             });
         }
-        let budget = self.failures.as_ref().map(|log| log.budget.clone());
-        self.client.embed_within(texts, budget).await
+        Ok(self.failures.as_ref().map(|log| log.budget.clone()))
     }
 
     /// Writes `failure` down in the failure log, if the context has one.
