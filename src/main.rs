@@ -390,7 +390,6 @@ fn report_command(dir: &std::path::Path) -> ExitCode {
     }
 }
 
-/// `smallville run`: exit code 2 for unusable flags, 1 for a failed run.
 /// `smallville compare`: the table of two sides' spend and behaviour per agent-day.
 fn compare_command(base: &[PathBuf], other: &[PathBuf]) -> ExitCode {
     use bevy_generative_agents::output::cost::{RunCost, compare};
@@ -414,6 +413,7 @@ fn compare_command(base: &[PathBuf], other: &[PathBuf]) -> ExitCode {
     }
 }
 
+/// `smallville run`: exit code 2 for unusable flags, 1 for a failed run.
 fn run_command(args: &RunArgs) -> ExitCode {
     let mut options = match args.to_options() {
         Ok(options) => options,

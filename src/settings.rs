@@ -99,12 +99,17 @@ impl AgentSettings {
     /// percepts embedded one by one, a third of each reflection, one call per focused persona
     /// of a group conversation. `headless::make_lean` switches a built app to it.
     pub fn lean() -> Self {
-        Self {
-            reflection_focal_points: 2,
-            reflection_insights: 3,
-            lean: LeanSettings::all(),
-            ..Self::default()
-        }
+        let mut settings = Self::default();
+        settings.make_lean();
+        settings
+    }
+
+    /// Switches these settings to the lean profile of [`AgentSettings::lean`], keeping every
+    /// setting lean mode does not touch.
+    pub fn make_lean(&mut self) {
+        self.reflection_focal_points = 2;
+        self.reflection_insights = 3;
+        self.lean = LeanSettings::all();
     }
 
     /// Whether any saving of lean mode is on.
@@ -117,8 +122,7 @@ impl AgentSettings {
 #[derive(Reflect, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LeanSettings {
-    /// A persona grounds an action it has grounded before (the same words, from the same
-    /// sector) where it did then: the place, the object, the emoji and the event triples are
+    /// A persona grounds an action it has grounded before (the same words) where it did then: the place, the object, the emoji and the event triples are
     /// reused instead of asked again (about six calls per action).
     pub reuse_grounding: bool,
     /// A step's new percepts are embedded in one request instead of one request each (the

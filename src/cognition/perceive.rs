@@ -357,10 +357,15 @@ async fn prefetch_embeddings(
         Ok(vectors) if vectors.len() == texts.len() => texts
             .into_iter()
             .zip(vectors)
-            .filter(|(_, v)| !v.is_empty() && v.iter().all(|x| x.is_finite()))
+            .filter(|(_, v)| usable(v))
             .collect(),
         Ok(_) | Err(_) => HashMap::new(),
     }
+}
+
+/// Whether an embedding the model returned can be stored: not empty, every entry finite.
+fn usable(vector: &[f32]) -> bool {
+    !vector.is_empty() && vector.iter().all(|v| v.is_finite())
 }
 
 /// The embedding of `text`: the one already in memory, else the model's. `None` (with a
@@ -374,7 +379,7 @@ pub(crate) async fn embedding_for(
         return Some(vector.to_vec());
     }
     match ctx.embed_one(text).await {
-        Ok(vector) if !vector.is_empty() && vector.iter().all(|v| v.is_finite()) => Some(vector),
+        Ok(vector) if usable(&vector) => Some(vector),
         Ok(_) => {
             warn!("the embedding backend returned an unusable vector");
             ctx.record_failure(ModelFailure {

@@ -58,7 +58,7 @@ use super::prompts::{
 };
 use super::social::{Attention, SocialState};
 use super::stream::{
-    GroupCommand, GroupStreams, MAX_CHANNELS, StreamKey, check_channel_name, check_post,
+    GroupCommand, GroupLine, GroupStreams, MAX_CHANNELS, StreamKey, check_channel_name, check_post,
     check_speaker,
 };
 use super::{
@@ -556,7 +556,7 @@ pub(super) fn group_step(world: &mut World) {
                 let new: Vec<String> = stream
                     .lines_after(looked)
                     .filter(|l| l.persona != Some(someone.entity))
-                    .map(|l| format!("{}: {}", l.speaker, l.text))
+                    .map(shown)
                     .collect();
                 if !new.is_empty() {
                     observed.insert(key.clone(), new);
@@ -806,15 +806,15 @@ fn spawn_call(
     })
 }
 
-/// The stream's last `n` lines as a prompt shows them, "Speaker: text", oldest first.
+/// A line as a prompt shows it: "Speaker: text".
+fn shown(line: &GroupLine) -> String {
+    format!("{}: {}", line.speaker, line.text)
+}
+
+/// The stream's last `n` lines as a prompt shows them, oldest first.
 fn recent_lines(stream: &super::stream::GroupStream, n: usize) -> Vec<String> {
     let skip = stream.lines.len().saturating_sub(n);
-    stream
-        .lines
-        .iter()
-        .skip(skip)
-        .map(|l| format!("{}: {}", l.speaker, l.text))
-        .collect()
+    stream.lines.iter().skip(skip).map(shown).collect()
 }
 
 /// Lean mode: the focused cycles of one stream gathered during a step, asked together once
@@ -872,10 +872,7 @@ fn spawn_round(
         .filter_map(|e| names_by_entity.get(e).cloned())
         .collect();
     let recent = recent_lines(stream, recent);
-    let new_lines: Vec<String> = stream
-        .lines_after(looked)
-        .map(|l| format!("{}: {}", l.speaker, l.text))
-        .collect();
+    let new_lines: Vec<String> = stream.lines_after(looked).map(shown).collect();
     let place = seats
         .first()
         .map(|(s, _)| s.place.clone())

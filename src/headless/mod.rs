@@ -50,17 +50,13 @@ pub fn simulation_task_pools() -> TaskPoolPlugin {
     }
 }
 
-/// Switches a built app to lean mode (`smallville run --lean`, `smallville --lean`): the
-/// savings and reflection sizes of [`AgentSettings::lean`]; every other setting the app was
-/// given stays. A game building its own app can instead insert `AgentSettings::lean()`
+/// Switches a built app to lean mode (`smallville run --lean`, `smallville --lean`):
+/// [`AgentSettings::make_lean`] on its settings, so every setting lean mode does not touch
+/// stays as the app was given it. A game building its own app can instead insert `AgentSettings::lean()`
 /// before adding the plugins. Saves keep the settings, so a lean town stays lean when loaded.
 pub fn make_lean(app: &mut App) {
-    let world = app.world_mut();
-    if let Some(mut settings) = world.get_resource_mut::<AgentSettings>() {
-        let lean = AgentSettings::lean();
-        settings.lean = lean.lean;
-        settings.reflection_focal_points = lean.reflection_focal_points;
-        settings.reflection_insights = lean.reflection_insights;
+    if let Some(mut settings) = app.world_mut().get_resource_mut::<AgentSettings>() {
+        settings.make_lean();
     }
 }
 

@@ -69,12 +69,7 @@ fn scene(text: &str) -> Scene<'_> {
         .split_once(". Present: ")
         .unwrap_or((place_part, ""));
     let place = place.trim_end_matches(" closely");
-    let present = present
-        .trim_end_matches('.')
-        .split(", ")
-        .map(str::trim)
-        .filter(|p| !p.is_empty() && *p != "nobody else")
-        .collect();
+    let present = present_list(present);
     let first_name = name.split_whitespace().next().unwrap_or(name);
     let lines = block(text, "The conversation so far:");
     let lines = if lines.is_empty() {
@@ -92,6 +87,15 @@ fn scene(text: &str) -> Scene<'_> {
         lines,
         new_lines: block(text, &new_marker),
     }
+}
+
+/// The names after "Present: " ("a, b." — "nobody else" is none).
+fn present_list(text: &str) -> Vec<&str> {
+    text.trim_end_matches('.')
+        .split(", ")
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && *p != "nobody else")
+        .collect()
 }
 
 /// Whether any of `lines` names `first_name`; the speaker of the last one that does.
@@ -279,12 +283,7 @@ pub(super) fn round(text: &str) -> String {
         .find_map(|l| l.strip_prefix("A group conversation in "))
         .unwrap_or("");
     let (place, present) = header.split_once(". Present: ").unwrap_or((header, ""));
-    let present: Vec<&str> = present
-        .trim_end_matches('.')
-        .split(", ")
-        .map(str::trim)
-        .filter(|p| !p.is_empty() && *p != "nobody else")
-        .collect();
+    let present = present_list(present);
     let lines = block(text, "The conversation so far:");
     let new_lines = block(text, "New since they last looked:");
     let replies: Vec<serde_json::Value> = block(text, "Following it closely:")
