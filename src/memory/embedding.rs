@@ -33,8 +33,13 @@
 //! large is a long-lived town's.
 //!
 //! [`RelevancePrecision::Auto`] uses the exact `f32` rows while the store is small (below
-//! [`AUTO_QUANTIZE_MIN_ELEMENTS`] numbers, where the scan is cache-friendly anyway) and the int8
-//! copy above that.
+//! [`AUTO_QUANTIZE_MIN_ELEMENTS`] numbers, where the scan is cache-friendly anyway) and the
+//! quantised copies above that. From that size on each chunk also keeps an **int4 copy** (two
+//! numbers a byte, half the int8 copy's bytes), made for every row at once when the store
+//! reaches it and row by row after: retrieval scans it for intervals proven to hold each exact
+//! cosine and narrows the few that matter from the int8 copy and then the exact rows
+//! ([`RelevanceProbe`]), ranking exactly as the `f32` scan does at half the int8 scan's reads.
+//! Its scan touches nothing ahead (see `scan_coarse_rows`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -52,21 +57,50 @@ pub(crate) const AUTO_QUANTIZE_MIN_ELEMENTS: usize = 1 << 20;
 /// exact scan sums 384 products in 16 lanes: about 40 roundings of 2⁻²⁴ each, 3·10⁻⁶ at most).
 const BOUND_SLACK: f32 = 2e-5;
 
-/// Every row's relevance as an interval proven to hold the exact cosine: `estimates[r]` from
-/// the int8 scan, and `bounds[r]` such that the exact cosine (bit for bit what
-/// [`RelevancePrecision::Exact`] gives) lies within `estimates[r] ± bounds[r]`.
+/// A focal point prepared for bounded retrieval: every row's cosine as an interval proven to
+/// hold the exact value (bit for bit what [`RelevancePrecision::Exact`] gives), from the int4
+/// copy, plus what narrows one row's interval on demand — its int8 interval
+/// ([`EmbeddingStore::fine_interval`]), then its exact cosine
+/// ([`EmbeddingStore::exact_relevance`]).
 ///
-/// The bound is Cauchy–Schwarz on the two quantisations: with `q̂` and `r̂` the query and row
-/// the int8 kernel multiplies, `|q·r − q̂·r̂| ≤ ‖q − q̂‖‖r‖ + ‖q̂‖‖r − r̂‖`; `‖r − r̂‖` is
-/// measured once per row when it is stored, `‖q − q̂‖` once per query.
+/// Every scan of every row is memory bandwidth: the int4 copy is half the int8 copy's bytes,
+/// and its intervals (about ±0.07 in cosine for 384 dimensions, against ±0.004 for int8) are
+/// narrow enough that retrieval refines only a thousand or so rows of 100,000 further.
+///
+/// The bounds are Cauchy–Schwarz on the two quantisations: with `q̂` and `r̂` the query and row
+/// a kernel multiplies, `|q·r − q̂·r̂| ≤ ‖q − q̂‖‖r‖ + ‖q̂‖‖r − r̂‖`; `‖r − r̂‖` is measured once
+/// per row when it is stored, `‖q − q̂‖` once per query.
 #[derive(Debug, Clone)]
-pub(crate) struct RelevanceBounds {
+pub(crate) struct RelevanceProbe {
     /// The focal point, normalised: what exact cosines are taken with.
     pub query: Vec<f32>,
-    /// Per row, the int8 estimate.
-    pub estimates: Vec<f32>,
-    /// Per row, the most the exact cosine can differ from the estimate.
-    pub bounds: Vec<f32>,
+    /// Per row, `[low, high]` from the int4 scan.
+    pub coarse: Vec<[f32; 2]>,
+    /// The query as the int8 kernel reads it; `None` for a zero query.
+    fine: Option<QuantizedQuery>,
+}
+
+/// A query quantised for one of the integer kernels, with what its quantisation may lose.
+#[derive(Debug, Clone)]
+struct QuantizedQuery {
+    /// What the kernel multiplies by.
+    q: Vec<i16>,
+    /// `query ≈ q · scale` (after the kernel's own shift).
+    scale: f32,
+    /// `‖q − q̂‖`, rounded up.
+    term: f32,
+    /// `‖q̂‖`, rounded up.
+    norm: f32,
+    /// What the kernel's raw sum is off by, taken off before scaling (see [`dot_coarse`]).
+    offset: i32,
+}
+
+impl QuantizedQuery {
+    /// The most a row's exact cosine can differ from its estimate, given the row's
+    /// quantisation error (plus the `f32` rounding of the exact dot product and the estimate).
+    fn bound(&self, row_error: f32) -> f32 {
+        (self.term + self.norm * row_error) * (1.0 + 1e-5) + BOUND_SLACK
+    }
 }
 
 /// How [`EmbeddingStore::relevance`] computes cosines.
@@ -88,6 +122,9 @@ pub enum RelevancePrecision {
 pub(crate) const PARALLEL_SCAN_MIN_ELEMENTS: usize = 1 << 23;
 /// Most threads one relevance scan uses (memory bandwidth stops growing after a few cores).
 pub(crate) const MAX_SCAN_THREADS: usize = 4;
+/// Rows a scan thread takes at a time (see `EmbeddingStore::split_scan`): 768 KiB of the int4
+/// copy, 1.5 MiB of int8 — a few dozen pieces for a store large enough to be split at all.
+const SCAN_PIECE_ROWS: usize = 4096;
 
 /// Threads a quantised scan over `elements` numbers uses (see [`PARALLEL_SCAN_MIN_ELEMENTS`]).
 fn scan_threads(elements: usize) -> usize {
@@ -119,6 +156,16 @@ const CACHE_LINE: usize = 64;
 const ROW_Q_MAX: f32 = 127.0;
 /// Largest magnitude of a quantised query component: 4 × 127 × 64 fits an `i16` lane.
 const QUERY_Q_MAX: f32 = 64.0;
+/// Largest magnitude of a stored int4 component.
+const COARSE_Q_MAX: f32 = 7.0;
+/// Largest magnitude of a query component for the int4 kernel.
+const COARSE_QUERY_Q_MAX: f32 = 127.0;
+/// Numbers per block of the int4 copy (32 bytes; a row is padded to whole blocks).
+const COARSE_BLOCK: usize = 64;
+/// Blocks the int4 kernel sums in 16-bit lanes before widening (see [`dot_coarse`]).
+const COARSE_GROUP: usize = 4;
+/// What a stored int4 value is offset by, so the kernel reads unsigned nibbles.
+const COARSE_BIAS: i8 = 8;
 /// 16-bit lanes of the int8 kernel.
 const LANES: usize = 16;
 /// Elements accumulated in 16-bit lanes before widening: 4 products per lane.
@@ -139,6 +186,10 @@ pub struct EmbeddingStore {
     /// Row `r` is row `r % CHUNK_ROWS` of chunk `r / CHUNK_ROWS`; every chunk but the last holds
     /// exactly [`CHUNK_ROWS`] rows.
     chunks: Vec<Chunk>,
+    /// Whether every row has its int4 copy: from the row that makes the store large enough
+    /// for [`RelevancePrecision::Auto`] to bound retrieval with it on (small stores, such as a
+    /// crowd's thousand personas each have, never pay for it).
+    coarse_ready: bool,
 }
 
 /// Up to [`CHUNK_ROWS`] consecutive rows of a store.
@@ -151,8 +202,15 @@ struct Chunk {
     /// Per row: `vectors[r] ≈ quantized[r] * scales[r]`.
     scales: Vec<f32>,
     /// Per row: an upper bound of `‖vectors[r] − quantized[r] · scales[r]‖₂`, what
-    /// [`EmbeddingStore::relevance_bounds`] proves its intervals with.
+    /// [`EmbeddingStore::fine_interval`] proves its intervals with.
     errors: Vec<f32>,
+    /// Row-major int4 copy, [`coarse_row_bytes`] bytes per row (see [`quantize_coarse_row`]).
+    coarse: Vec<u8>,
+    /// Per row: `vectors[r] ≈ coarse[r] * coarse_scales[r]`.
+    coarse_scales: Vec<f32>,
+    /// Per row: an upper bound of `‖vectors[r] − coarse[r] · coarse_scales[r]‖₂`, what
+    /// [`EmbeddingStore::probe`] proves its intervals with.
+    coarse_errors: Vec<f32>,
 }
 
 impl Chunk {
@@ -163,6 +221,9 @@ impl Chunk {
             quantized: Vec::with_capacity(rows * dim),
             scales: Vec::with_capacity(rows),
             errors: Vec::with_capacity(rows),
+            coarse: Vec::new(),
+            coarse_scales: Vec::new(),
+            coarse_errors: Vec::new(),
         }
     }
 
@@ -187,6 +248,26 @@ impl Chunk {
         self.quantized.reserve_exact(extra * dim);
         self.scales.reserve_exact(extra);
         self.errors.reserve_exact(extra);
+    }
+
+    /// Adds the int4 copy of the first row that has none yet (see [`quantize_coarse_row`]).
+    fn push_coarse(&mut self, dim: usize) {
+        let row = self.coarse_scales.len();
+        let Some(vector) = self.vectors.get(row * dim..(row + 1) * dim) else {
+            return;
+        };
+        let bytes = coarse_row_bytes(dim);
+        // Room for every row the chunk has room for, so the copy grows with the chunk.
+        let rows = (self.vectors.capacity() / dim.max(1)).max(row + 1);
+        self.coarse
+            .reserve_exact((rows * bytes).saturating_sub(self.coarse.len()));
+        let start = self.coarse.len();
+        let scale = quantize_coarse_row(vector, &mut self.coarse);
+        let error = self.coarse.get(start..).map_or(f32::INFINITY, |packed| {
+            coarse_quantization_error(vector, packed, scale)
+        });
+        self.coarse_scales.push(scale);
+        self.coarse_errors.push(error);
     }
 }
 
@@ -277,6 +358,18 @@ impl EmbeddingStore {
 
     /// Numbers stored (rows × dim), the size [`AUTO_QUANTIZE_MIN_ELEMENTS`] and
     /// [`PARALLEL_SCAN_MIN_ELEMENTS`] are measured in.
+    /// Gives every row its int4 copy (once, when the store grows large enough; see
+    /// `coarse_ready`).
+    fn build_coarse(&mut self) {
+        let dim = self.dim;
+        for chunk in &mut self.chunks {
+            while chunk.coarse_scales.len() < chunk.rows() {
+                chunk.push_coarse(dim);
+            }
+        }
+        self.coarse_ready = true;
+    }
+
     fn elements(&self) -> usize {
         self.len() * self.dim
     }
@@ -349,8 +442,14 @@ impl EmbeddingStore {
             .map_or(f32::INFINITY, |q| quantization_error(normalised, q, scale));
         chunk.scales.push(scale);
         chunk.errors.push(error);
+        if self.coarse_ready {
+            chunk.push_coarse(dim);
+        }
         self.keys.push(text.to_owned());
         self.index.insert(text.to_owned(), row);
+        if !self.coarse_ready && self.elements() >= AUTO_QUANTIZE_MIN_ELEMENTS {
+            self.build_coarse();
+        }
         Ok(row as usize)
     }
 
@@ -388,52 +487,124 @@ impl EmbeddingStore {
     }
 
     /// Relevance as proven intervals, for retrieval that must rank exactly as
-    /// [`RelevancePrecision::Exact`] does at the cost of the int8 scan (see
-    /// [`RelevanceBounds`]). `None` when the store is empty; errors as [`Self::relevance`].
-    pub(crate) fn relevance_bounds(
+    /// [`RelevancePrecision::Exact`] does while reading as little as it can (see
+    /// [`RelevanceProbe`]): the int4 scan over every row, done here. `None` when the store is
+    /// empty; errors as [`Self::relevance`]. The intervals are written into `coarse` (cleared
+    /// first; a caller that keeps the buffer between probes saves allocating and faulting in
+    /// a fresh one each time). `side` runs on this thread while other cores scan (see
+    /// `split_scan`); it is not run when the store is empty or `focal` is an error.
+    pub(crate) fn probe(
         &self,
         focal: &[f32],
-    ) -> Result<Option<RelevanceBounds>, MemoryError> {
+        mut coarse: Vec<[f32; 2]>,
+        side: impl FnOnce(),
+    ) -> Result<Option<RelevanceProbe>, MemoryError> {
         if self.is_empty() {
             return Ok(None);
         }
         self.validate("<focal point>", focal)?;
         let mut query = focal.to_vec();
         normalise(&mut query);
-        let mut estimates = Vec::with_capacity(self.len());
-        let Some((q, query_scale)) = quantize_query(&query) else {
+        coarse.clear();
+        let (Some(fine), Some(coarse_query)) = (
+            quantize_query(&query).map(|(q, scale)| {
+                let (term, norm) = query_error(&query, &q, scale, |v| v >> 8);
+                QuantizedQuery {
+                    q,
+                    scale,
+                    term,
+                    norm,
+                    offset: 0,
+                }
+            }),
+            quantize_coarse_query(&query).map(|(q, scale)| {
+                let (term, norm) = query_error(&query, &q, scale, |v| v);
+                QuantizedQuery {
+                    offset: coarse_query_offset(&q),
+                    q,
+                    scale,
+                    term,
+                    norm,
+                }
+            }),
+        ) else {
             // A zero query: every cosine is exactly 0.
-            estimates.resize(self.len(), 0.0);
-            let bounds = vec![0.0; self.len()];
-            return Ok(Some(RelevanceBounds {
+            coarse.resize(self.len(), [0.0; 2]);
+            side();
+            return Ok(Some(RelevanceProbe {
                 query,
-                estimates,
-                bounds,
+                coarse,
+                fine: None,
             }));
         };
-        self.scan_quantized(&query, &mut estimates, scan_threads(self.elements()));
-        // ‖q − q̂‖ and ‖q̂‖, with q̂ the query the kernel multiplies by.
-        let (mut err2, mut norm2) = (0f64, 0f64);
-        for (&v, &qi) in query.iter().zip(&q) {
-            let approx = f64::from(qi >> 8) * f64::from(query_scale);
-            err2 += (f64::from(v) - approx).powi(2);
-            norm2 += approx * approx;
+        if !self.coarse_ready {
+            // No int4 copy (a store too small for it): intervals every cosine lies in, so
+            // retrieval refines what it must from the int8 copy. Correct, only slower.
+            coarse.resize(self.len(), [-2.0, 2.0]);
+            side();
+            return Ok(Some(RelevanceProbe {
+                query,
+                coarse,
+                fine: Some(fine),
+            }));
         }
-        // |q·r − q̂·r̂| ≤ ‖q − q̂‖‖r‖ + ‖q̂‖‖r − r̂‖, with ‖r‖ ≤ 1 (normalised), plus the `f32`
-        // rounding of the exact scan's dot product and of the estimate.
-        let query_term = round_up(err2.sqrt() * (1.0 + 1e-5));
-        let query_norm = round_up(norm2.sqrt());
-        let bounds = self
-            .chunks
-            .iter()
-            .flat_map(|chunk| &chunk.errors)
-            .map(|&row_error| (query_term + query_norm * row_error) * (1.0 + 1e-5) + BOUND_SLACK)
-            .collect();
-        Ok(Some(RelevanceBounds {
+        coarse.resize(self.len(), [0.0; 2]);
+        self.split_scan(
+            &mut coarse,
+            scan_threads(self.elements() / 2),
+            side,
+            |first, out| self.scan_coarse_rows(first, &coarse_query, out),
+        );
+        Ok(Some(RelevanceProbe {
             query,
-            estimates,
-            bounds,
+            coarse,
+            fine: Some(fine),
         }))
+    }
+
+    /// Touches the memory [`Self::fine_interval`] (or, with `exact`, [`Self::exact_relevance`])
+    /// reads for `row` — one byte per cache line — so that a batch of refinements has its
+    /// cache misses in flight together. Returns a value to pass to `black_box`.
+    pub(crate) fn warm(&self, row: usize, exact: bool) -> u32 {
+        let Some(chunk) = self.chunks.get(row / CHUNK_ROWS) else {
+            return 0;
+        };
+        let offset = row % CHUNK_ROWS;
+        if exact {
+            return self.vector(row).map_or(0, |v| {
+                v.iter()
+                    .step_by(CACHE_LINE / size_of::<f32>())
+                    .fold(0, |t, x| t ^ x.to_bits())
+            });
+        }
+        let row_bytes = self.quantized_row(row).map_or(0, |q| {
+            q.iter()
+                .step_by(CACHE_LINE)
+                .fold(0u32, |t, &v| t ^ u32::from(v as u8))
+        });
+        let scale = chunk.scales.get(offset).map_or(0, |v| v.to_bits());
+        let error = chunk.errors.get(offset).map_or(0, |v| v.to_bits());
+        row_bytes ^ scale ^ error
+    }
+
+    /// The int8 interval of `row`'s cosine with the probe's query (narrower than its int4
+    /// interval; `[0, 0]` for a zero query or a row that does not exist).
+    pub(crate) fn fine_interval(&self, probe: &RelevanceProbe, row: usize) -> [f32; 2] {
+        let (Some(fine), Some(values), Some(chunk)) = (
+            probe.fine.as_ref(),
+            self.quantized_row(row),
+            self.chunks.get(row / CHUNK_ROWS),
+        ) else {
+            return [0.0; 2];
+        };
+        let offset = row % CHUNK_ROWS;
+        let (scale, error) = (
+            chunk.scales.get(offset).copied().unwrap_or(0.0),
+            chunk.errors.get(offset).copied().unwrap_or(f32::INFINITY),
+        );
+        let estimate = dot_quantized(values, &fine.q) as f32 * (scale * fine.scale);
+        let bound = fine.bound(error);
+        [estimate - bound, estimate + bound]
     }
 
     /// The exact cosine of `row` with `query` (normalised), the very number
@@ -466,47 +637,124 @@ impl EmbeddingStore {
         let Some((q, query_scale)) = quantize_query(query) else {
             return;
         };
-        let rows = self.len();
-        let per = rows.div_ceil(threads.max(1));
-        if threads <= 1 || per == 0 {
-            self.scan_quantized_rows(0, &q, query_scale, out);
+        self.split_scan(
+            out,
+            threads,
+            || {},
+            |first, slot| {
+                self.scan_quantized_rows(first, &q, query_scale, slot);
+            },
+        );
+    }
+
+    /// Runs `score(first, slots)` over `out` (one slot per row) on up to `threads` threads
+    /// (1: this one only), and `side` on this thread meanwhile.
+    ///
+    /// The rows are cut into pieces of [`SCAN_PIECE_ROWS`]; each thread takes the next piece
+    /// left until none is, scoring straight into its part of `out`, and this thread joins in
+    /// once `side` is done — so the side job costs the scan nothing while another core is free,
+    /// and a thread slowed by a busy machine simply takes fewer pieces. The result is the same
+    /// as one thread's, bit for bit. A piece whose thread could not start or failed is scored
+    /// here afterwards.
+    fn split_scan<T, F>(&self, out: &mut [T], threads: usize, side: impl FnOnce(), score: F)
+    where
+        T: Send,
+        F: Fn(usize, &mut [T]) + Sync,
+    {
+        let rows = out.len();
+        if threads <= 1 || rows <= SCAN_PIECE_ROWS {
+            side();
+            score(0, out);
             return;
         }
-        // Runs of rows after the first go to helper threads, each scoring into a buffer of its
-        // own; the first run is scored in place meanwhile. The result is the same as one
-        // thread's, bit for bit. A run whose thread cannot start (or fails) is scored here.
-        let q = q.as_slice();
-        std::thread::scope(|scope| {
+        let pieces = std::sync::Mutex::new(out.chunks_mut(SCAN_PIECE_ROWS).enumerate());
+        let work = || {
+            let mut done = Vec::new();
+            loop {
+                let next = pieces
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .next();
+                let Some((index, slots)) = next else {
+                    return done;
+                };
+                score(index * SCAN_PIECE_ROWS, slots);
+                done.push(index);
+            }
+        };
+        let work = &work;
+        let done: Vec<usize> = std::thread::scope(|scope| {
             let helpers: Vec<_> = (1..threads)
-                .map(|part| part * per)
-                .take_while(|&first| first < rows)
-                .map(|first| {
-                    let len = per.min(rows - first);
-                    let job = move || {
-                        let mut part = vec![0f32; len];
-                        self.scan_quantized_rows(first, q, query_scale, &mut part);
-                        part
-                    };
-                    let handle = std::thread::Builder::new()
+                .map(|_| {
+                    std::thread::Builder::new()
                         .name("relevance-scan".into())
-                        .spawn_scoped(scope, job);
-                    (first, len, handle)
+                        .spawn_scoped(scope, work)
                 })
                 .collect();
-            let head = per.min(rows);
-            if let Some(slot) = out.get_mut(..head) {
-                self.scan_quantized_rows(0, q, query_scale, slot);
-            }
-            for (first, len, handle) in helpers {
-                let Some(slot) = out.get_mut(first..first + len) else {
-                    continue;
-                };
-                match handle.ok().and_then(|h| h.join().ok()) {
-                    Some(part) if part.len() == len => slot.copy_from_slice(&part),
-                    _ => self.scan_quantized_rows(first, q, query_scale, slot),
+            side();
+            let mut done = work();
+            for helper in helpers {
+                if let Ok(Ok(theirs)) = helper.map(|h| h.join()) {
+                    done.extend(theirs);
                 }
             }
+            done
         });
+        let mut finished = vec![false; rows.div_ceil(SCAN_PIECE_ROWS)];
+        for index in done {
+            if let Some(flag) = finished.get_mut(index) {
+                *flag = true;
+            }
+        }
+        for ((index, slots), finished) in out.chunks_mut(SCAN_PIECE_ROWS).enumerate().zip(finished)
+        {
+            if !finished {
+                score(index * SCAN_PIECE_ROWS, slots);
+            }
+        }
+    }
+
+    /// Scores rows `first..first + out.len()` of the int4 copy into `out` as proven intervals
+    /// (rows past the end of the store leave their slots as they are).
+    ///
+    /// Unlike the int8 scan it touches no row ahead: its rows are short and its arithmetic
+    /// light, so the hardware prefetcher keeps up within a chunk, and a touch (a real load whose
+    /// value the loop carries) made every row wait out a DRAM miss — three times slower.
+    fn scan_coarse_rows(&self, first: usize, query: &QuantizedQuery, out: &mut [[f32; 2]]) {
+        let bytes = coarse_row_bytes(self.dim);
+        let mut row = first;
+        let mut slots = out;
+        while !slots.is_empty() {
+            let offset = row % CHUNK_ROWS;
+            let Some(chunk) = self.chunks.get(row / CHUNK_ROWS) else {
+                return;
+            };
+            let n = slots.len().min(chunk.rows().saturating_sub(offset));
+            let (Some(rows), Some(scales), Some(errors)) = (
+                chunk.coarse.get(offset * bytes..(offset + n) * bytes),
+                chunk.coarse_scales.get(offset..offset + n),
+                chunk.coarse_errors.get(offset..offset + n),
+            ) else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            let (here, rest) = slots.split_at_mut(n);
+            for (((packed, &scale), &error), slot) in rows
+                .chunks_exact(bytes)
+                .zip(scales)
+                .zip(errors)
+                .zip(here.iter_mut())
+            {
+                let dot = dot_coarse(packed, &query.q).wrapping_sub(query.offset);
+                let estimate = dot as f32 * (scale * query.scale);
+                let bound = query.bound(error);
+                *slot = [estimate - bound, estimate + bound];
+            }
+            row += n;
+            slots = rest;
+        }
     }
 
     /// Scores rows `first..first + out.len()` of the int8 copy into `out` (rows past the end of
@@ -619,6 +867,155 @@ fn quantize_query(query: &[f32]) -> Option<(Vec<i16>, f32)> {
         .map(|v| ((v / query_scale).round().clamp(-QUERY_Q_MAX, QUERY_Q_MAX) as i16) << 8)
         .collect();
     Some((q, query_scale))
+}
+
+/// `(‖q − q̂‖, ‖q̂‖)` rounded up, with `q̂ = unshift(q) · scale` the query a kernel multiplies.
+fn query_error(query: &[f32], q: &[i16], scale: f32, unshift: impl Fn(i16) -> i16) -> (f32, f32) {
+    let (mut err2, mut norm2) = (0f64, 0f64);
+    for (&v, &qi) in query.iter().zip(q) {
+        let approx = f64::from(unshift(qi)) * f64::from(scale);
+        err2 += (f64::from(v) - approx).powi(2);
+        norm2 += approx * approx;
+    }
+    (round_up(err2.sqrt() * (1.0 + 1e-5)), round_up(norm2.sqrt()))
+}
+
+/// Bytes of one row of the int4 copy: whole blocks of [`COARSE_BLOCK`] numbers, two per byte.
+fn coarse_row_bytes(dim: usize) -> usize {
+    dim.div_ceil(COARSE_BLOCK) * COARSE_BLOCK / 2
+}
+
+/// Appends the int4 version of `row` to `out` and returns its scale.
+///
+/// Every 32 numbers are 16 bytes: byte `j` holds number `j` of the 32 in its low nibble and
+/// number `j + 16` in its high nibble, each a value in −7..=7 stored plus
+/// [`COARSE_BIAS`] (so 1..=15; a block past the end of the row is padded with zeros, stored as
+/// the bias; a row is padded to whole [`COARSE_BLOCK`]s). The kernel then unpacks a byte vector
+/// into two vectors of consecutive numbers with a mask and a shift.
+fn quantize_coarse_row(row: &[f32], out: &mut Vec<u8>) -> f32 {
+    let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let bytes = coarse_row_bytes(row.len());
+    if max == 0.0 {
+        out.extend(std::iter::repeat_n(
+            COARSE_BIAS as u8 | ((COARSE_BIAS as u8) << 4),
+            bytes,
+        ));
+        return 0.0;
+    }
+    let scale = max / COARSE_Q_MAX;
+    // `v / scale` is within ±7; shifted by the bias and a half it is positive, where `as`
+    // (truncation) rounds down: round-half-up in two instructions, with no call to `round`
+    // (every row stored pays this). The error bound is measured on the result, whatever it is.
+    let biased = f32::from(COARSE_BIAS) + 0.5;
+    let nibble = |i: usize| {
+        row.get(i).map_or(COARSE_BIAS as u8, |v| {
+            ((v / scale + biased) as u8).clamp(1, 2 * COARSE_BIAS as u8 - 1)
+        })
+    };
+    for byte in 0..bytes {
+        let first = byte / 16 * 32 + byte % 16;
+        out.push(nibble(first) | (nibble(first + 16) << 4));
+    }
+    scale
+}
+
+/// The number at `index` of a row packed by [`quantize_coarse_row`] (0 past its end).
+fn coarse_value(packed: &[u8], index: usize) -> i8 {
+    let (half, j) = (index / 32, index % 32);
+    let Some(&byte) = packed.get(half * 16 + j % 16) else {
+        return 0;
+    };
+    let nibble = if j < 16 { byte & 0x0F } else { byte >> 4 };
+    nibble as i8 - COARSE_BIAS
+}
+
+/// An upper bound of `‖row − coarse · scale‖₂` (computed in `f64`, rounded up).
+fn coarse_quantization_error(row: &[f32], packed: &[u8], scale: f32) -> f32 {
+    let sum: f64 = row
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let d = f64::from(v) - f64::from(coarse_value(packed, i)) * f64::from(scale);
+            d * d
+        })
+        .sum();
+    round_up(sum.sqrt())
+}
+
+/// The query as the int4 kernel reads it (±127, padded with zeros to whole blocks), and its
+/// scale; `None` for a zero query.
+fn quantize_coarse_query(query: &[f32]) -> Option<(Vec<i16>, f32)> {
+    let max = query.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 {
+        return None;
+    }
+    let scale = max / COARSE_QUERY_Q_MAX;
+    let mut q: Vec<i16> = query
+        .iter()
+        .map(|v| {
+            (v / scale)
+                .round()
+                .clamp(-COARSE_QUERY_Q_MAX, COARSE_QUERY_Q_MAX) as i16
+        })
+        .collect();
+    q.resize(coarse_row_bytes(query.len()) * 2, 0);
+    Some((q, scale))
+}
+
+/// Integer dot product of an int4 row (packed by [`quantize_coarse_row`]) with a query from
+/// [`quantize_coarse_query`], *before* the nibbles' bias is taken off: the caller subtracts
+/// `COARSE_BIAS × Σ query` ([`coarse_query_offset`]).
+///
+/// A block's 32 bytes become four vectors of 16 consecutive numbers (`byte & 15` and
+/// `byte >> 4`, zero-extended to 16 bits — the shape SSE2 runs fast: `pand`, `psrlw`,
+/// `punpcklbw`), each multiplied by its 16 query numbers in 16-bit lanes (`pmullw`). A lane
+/// gains at most 4 × 15 × 127 = 7,620 per block, so [`COARSE_GROUP`] blocks (30,480) are summed
+/// before the lanes are widened. (Written as one block per step with fixed-size arrays: with
+/// the row's length unknown at compile time, other shapes of this loop came out several times
+/// slower.)
+fn dot_coarse(row: &[u8], query: &[i16]) -> i32 {
+    let (row_blocks, _) = row.as_chunks::<{ COARSE_BLOCK / 2 }>();
+    let (q_blocks, _) = query.as_chunks::<COARSE_BLOCK>();
+    let (row_groups, row_rest) = row_blocks.as_chunks::<COARSE_GROUP>();
+    let (q_groups, q_rest) = q_blocks.as_chunks::<COARSE_GROUP>();
+    let mut acc32 = [0i32; 16];
+    let mut widen = |lanes: &[i16; 16]| {
+        for (wide, &narrow) in acc32.iter_mut().zip(lanes) {
+            *wide = wide.wrapping_add(i32::from(narrow));
+        }
+    };
+    for (bytes, q) in row_groups.iter().zip(q_groups) {
+        let mut lanes = [0i16; 16];
+        for (bytes, q) in bytes.iter().zip(q) {
+            coarse_block(bytes, q, &mut lanes);
+        }
+        widen(&lanes);
+    }
+    let mut lanes = [0i16; 16];
+    for (bytes, q) in row_rest.iter().zip(q_rest) {
+        coarse_block(bytes, q, &mut lanes);
+    }
+    widen(&lanes);
+    acc32.iter().fold(0i32, |s, &v| s.wrapping_add(v))
+}
+
+/// One block of [`dot_coarse`]: adds its 64 products into 16 lanes.
+#[inline(always)]
+fn coarse_block(bytes: &[u8; COARSE_BLOCK / 2], q: &[i16; COARSE_BLOCK], lanes: &mut [i16; 16]) {
+    for j in 0..16 {
+        let (a, b) = (bytes[j], bytes[j + 16]);
+        let sum = i16::from(a & 0x0F)
+            .wrapping_mul(q[j])
+            .wrapping_add(i16::from(a >> 4).wrapping_mul(q[j + 16]))
+            .wrapping_add(i16::from(b & 0x0F).wrapping_mul(q[j + 32]))
+            .wrapping_add(i16::from(b >> 4).wrapping_mul(q[j + 48]));
+        lanes[j] = lanes[j].wrapping_add(sum);
+    }
+}
+
+/// What [`dot_coarse`] adds for the nibbles' bias: `COARSE_BIAS × Σ query`.
+fn coarse_query_offset(query: &[i16]) -> i32 {
+    query.iter().map(|&q| i32::from(q)).sum::<i32>() * i32::from(COARSE_BIAS)
 }
 
 /// Dot product with 16 independent accumulators so the compiler vectorises it.
@@ -816,19 +1213,46 @@ mod tests {
 
     #[test]
     fn parallel_scan_equals_one_thread_bit_for_bit() {
-        let dim = 100;
+        // Two and a half pieces of rows: threads take whole pieces, the last one short.
+        let dim = 20;
+        let rows = SCAN_PIECE_ROWS * 2 + 1_003;
         let mut store = EmbeddingStore::new("test", dim);
-        for i in 0..103u64 {
+        for i in 0..rows as u64 {
             store
                 .insert(&format!("row {i}"), &pseudo_random(i + 7, dim))
                 .unwrap();
         }
+        // Too small to get its int4 copy by itself.
+        assert!(!store.coarse_ready);
+        store.build_coarse();
         let mut query = pseudo_random(4242, dim);
         normalise(&mut query);
         let mut one = Vec::new();
         store.scan_quantized(&query, &mut one, 1);
-        assert_eq!(one.len(), 103);
-        // 103 rows over 2, 3 and 4 threads: uneven runs, the last one short.
+        assert_eq!(one.len(), rows);
+        let (q, scale) = quantize_coarse_query(&query).expect("non-zero");
+        let coarse_query = QuantizedQuery {
+            offset: coarse_query_offset(&q),
+            q,
+            scale,
+            term: 0.0,
+            norm: 0.0,
+        };
+        let coarse = |threads: usize| {
+            let mut out = vec![[0f32; 2]; rows];
+            let mut side_ran = false;
+            store.split_scan(
+                &mut out,
+                threads,
+                || side_ran = true,
+                |first, slots| {
+                    store.scan_coarse_rows(first, &coarse_query, slots);
+                },
+            );
+            assert!(side_ran, "{threads} threads: the side job did not run");
+            out
+        };
+        let coarse_one = coarse(1);
         for threads in [2, 3, 4, 200] {
             let mut many = Vec::new();
             store.scan_quantized(&query, &mut many, threads);
@@ -837,6 +1261,12 @@ mod tests {
                 .zip(&many)
                 .all(|(a, b)| a.to_bits() == b.to_bits());
             assert!(same && many.len() == one.len(), "{threads} threads differ");
+            let coarse_many = coarse(threads);
+            let same = coarse_one
+                .iter()
+                .zip(&coarse_many)
+                .all(|(a, b)| a[0].to_bits() == b[0].to_bits() && a[1].to_bits() == b[1].to_bits());
+            assert!(same, "int4: {threads} threads differ");
         }
         assert_eq!(scan_threads(PARALLEL_SCAN_MIN_ELEMENTS - 1), 1);
         assert!((1..=MAX_SCAN_THREADS).contains(&scan_threads(PARALLEL_SCAN_MIN_ELEMENTS)));
@@ -1015,6 +1445,77 @@ mod tests {
         store.scan_quantized_rows(store.len() - 3, &q, query_scale, &mut tail);
         assert_eq!(&tail[3..], &[9.0; 7]);
         assert_eq!(tail[..3], one[store.len() - 3..]);
+    }
+
+    #[test]
+    fn the_int4_copy_is_made_when_the_store_grows_large_and_kept_after() {
+        let dim = 256;
+        let threshold_rows = AUTO_QUANTIZE_MIN_ELEMENTS / dim;
+        let mut store = EmbeddingStore::new("test", dim);
+        for i in 0..threshold_rows as u64 - 1 {
+            store
+                .insert(&format!("row {i}"), &pseudo_random(i, dim))
+                .unwrap();
+        }
+        assert!(!store.coarse_ready);
+        assert!(store.chunks.iter().all(|c| c.coarse_scales.is_empty()));
+        for i in threshold_rows as u64 - 1..threshold_rows as u64 + 300 {
+            store
+                .insert(&format!("row {i}"), &pseudo_random(i, dim))
+                .unwrap();
+        }
+        assert!(store.coarse_ready);
+        for chunk in &store.chunks {
+            assert_eq!(chunk.coarse_scales.len(), chunk.rows());
+            assert_eq!(chunk.coarse_errors.len(), chunk.rows());
+            assert_eq!(chunk.coarse.len(), chunk.rows() * coarse_row_bytes(dim));
+        }
+        // The copy made all at once is the one made row by row.
+        let mut fresh = Vec::new();
+        let last = store.len() - 1;
+        let scale = quantize_coarse_row(store.vector(last).unwrap(), &mut fresh);
+        let chunk = &store.chunks[last / CHUNK_ROWS];
+        let offset = last % CHUNK_ROWS;
+        let bytes = coarse_row_bytes(dim);
+        assert_eq!(
+            chunk.coarse[offset * bytes..(offset + 1) * bytes],
+            fresh[..]
+        );
+        assert_eq!(chunk.coarse_scales[offset], scale);
+    }
+
+    #[test]
+    fn coarse_kernel_matches_scalar_integer_dot() {
+        // Whole blocks, a padded last block, more blocks than one 16-bit group holds, and the
+        // largest values both ways (the lanes must not overflow).
+        for dim in [1, 31, 32, 50, 384, 700] {
+            for seed in 0..4u64 {
+                let mut row = pseudo_random(seed, dim);
+                let mut query = pseudo_random(seed + 100, dim);
+                if seed == 3 {
+                    row.iter_mut()
+                        .for_each(|v| *v = if v.is_sign_positive() { 1.0 } else { -1.0 });
+                    query = row.clone();
+                }
+                let mut packed = Vec::new();
+                let scale = quantize_coarse_row(&row, &mut packed);
+                assert_eq!(packed.len(), coarse_row_bytes(dim));
+                let (q, _) = quantize_coarse_query(&query).expect("non-zero");
+                let expected: i32 = (0..dim)
+                    .map(|i| i32::from(coarse_value(&packed, i)) * i32::from(q[i]))
+                    .sum();
+                assert_eq!(
+                    dot_coarse(&packed, &q) - coarse_query_offset(&q),
+                    expected,
+                    "dim {dim} seed {seed}"
+                );
+                // The packed values are the row's, rounded: within half a step.
+                for (i, &v) in row.iter().enumerate() {
+                    let back = f32::from(coarse_value(&packed, i)) * scale;
+                    assert!((back - v).abs() <= scale * 0.5 + 1e-6, "dim {dim} i {i}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -13,24 +13,26 @@
 //! [`RetrievalWeights`] value times the persona's multiplier. The top `n` are returned (score
 //! descending, ties broken newer node first) and their `last_accessed` is set to `now`.
 //!
-//! With [`RelevancePrecision::Auto`] (the default) a large store is scanned on its int8 copy
+//! With [`RelevancePrecision::Auto`] (the default) a large store is scanned on its int4 copy
 //! and still ranked exactly as the `f32` scan ranks it: every cosine comes with a proven
 //! interval, and only the memories whose interval could change the range or the top `n` are
-//! rescored exactly (about a hundred of 100,000 in the bench; see `bounded_top_n`).
+//! narrowed — to their int8 interval, then to the exact cosine — best first (about a thousand
+//! of 100,000 in the bench, a few dozen of them exactly; see `bounded_top_n`).
 //!
 //! The scan reads the memory's flat per-node columns and the embedding store's chunked rows
-//! (split over threads when the store is large, see [`EmbeddingStore`](super::EmbeddingStore));
-//! the recency powers are computed in one vectorised pass, and the top `n` are kept in a heap
-//! of `n` while the scores stream by, with no list of every score and no sort.
+//! (split over threads when the store is large, see [`EmbeddingStore`](super::EmbeddingStore),
+//! with the candidates' recency and importance found on this thread meanwhile); the recency
+//! powers are computed in one vectorised pass, and the top `n` are kept in a heap of `n` while
+//! the scores stream by, with no list of every score and no sort.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use bevy::prelude::Reflect;
 use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 
 use super::associative::epoch_seconds;
-use super::embedding::RelevancePrecision;
+use super::embedding::{RelevancePrecision, RelevanceProbe};
 use super::{AssociativeMemory, MemoryError, NodeId};
 
 /// A min–max range narrower than this counts as flat (every value normalises to 0.5).
@@ -174,17 +176,26 @@ pub fn new_retrieve(
     Ok(top)
 }
 
-/// The exact top `n` at the cost of the int8 scan: bound, prune, rescore.
+/// The exact top `n` at the cost of the int4 scan: bound, prune, refine best first.
 ///
-/// The int8 scan gives every row an interval proven to hold its exact cosine
-/// ([`RelevanceBounds`]). The relevance range's ends are found exactly by rescoring only the
-/// rows whose interval reaches past the best lower (worst upper) end; with the exact range,
-/// every candidate's score has a lower and an upper bound (the score rises with relevance for a
-/// non-negative weight; both ends are taken either way). The `n`-th best lower bound `L` is a
-/// score at least `n` candidates reach, so a candidate whose upper bound is below `L` cannot be
-/// among the top `n`; the rest are rescored exactly and ranked as the exact scan ranks them.
+/// The int4 scan gives every row an interval proven to hold its exact cosine
+/// ([`RelevanceProbe`]); one row's interval narrows on demand to its int8 interval and then to
+/// its exact cosine. Three searches refine only what they must, each best first (a heap keyed
+/// by the current bound; a popped interval is narrowed and pushed back; a popped exact value
+/// is the answer, since every bound left is no better):
+///
+/// 1. the largest and 2. the smallest exact relevance — the ends of the min–max range — among
+///    the candidates whose interval reaches past the best lower (worst upper) end;
+/// 3. with the exact range, every candidate's score has an upper and a lower bound (the score
+///    rises with relevance for a non-negative weight, falls for a negative one, and rounding
+///    keeps that order). The `n`-th best lower bound `L` is a score at least `n` candidates
+///    reach, so a candidate whose upper bound is below `L` cannot be among the top `n`; the
+///    rest are refined best first, and the exact scores come out in rank order (score, then
+///    the newer node), `n` of them.
+///
 /// Same numbers, same formula, same tie-break: the result is the exact scan's, bit for bit
-/// (`tests` compare them on random stores).
+/// (`tests` compare them on random stores). At 100,000 memories of 384 dimensions about a
+/// thousand rows are read past the int4 scan.
 fn bounded_top_n(
     memory: &AssociativeMemory,
     focal: &[f32],
@@ -192,109 +203,446 @@ fn bounded_top_n(
     n: usize,
     params: &RetrievalParams,
 ) -> Result<Vec<NodeId>, MemoryError> {
+    let run = |scratch: &mut Scratch| bounded_top_n_in(scratch, memory, focal, now, n, params);
+    SCRATCH
+        .try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => run(&mut scratch),
+            Err(_) => run(&mut Scratch::default()),
+        })
+        .unwrap_or_else(|_| run(&mut Scratch::default()))
+}
+
+thread_local! {
+    /// Each thread's buffers for [`bounded_top_n`], kept between retrievals: at 100,000
+    /// memories they are a few megabytes, and allocating them afresh each time (large blocks
+    /// come straight from the kernel as untouched pages) cost more than all the arithmetic on
+    /// them. They hold what the largest retrieval on this thread needed.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// The buffers of one bounded retrieval (see [`SCRATCH`]).
+#[derive(Default)]
+struct Scratch {
+    /// Every row's int4 interval.
+    coarse: Vec<[f32; 2]>,
+    /// The candidates' ids, in node order.
+    ids: Vec<u32>,
+    /// Per candidate, `w.recency × normalised recency` (first the raw recency).
+    recency: Vec<f32>,
+    /// Per candidate, `w.importance × normalised importance` (first the raw importance).
+    importance: Vec<f32>,
+    /// Per candidate, its int4 relevance interval.
+    intervals: Vec<[f32; 2]>,
+    /// Candidates that may hold the largest (smallest) relevance.
+    may_be_largest: Vec<u32>,
+    may_be_smallest: Vec<u32>,
+    /// Per candidate, the lower and upper bound of its score.
+    lows: Vec<f32>,
+    highs: Vec<f32>,
+    /// Candidates whose upper bound reaches `L`.
+    kept: Vec<u32>,
+    /// The best-first searches' heap.
+    pending: Vec<Pending>,
+}
+
+fn bounded_top_n_in(
+    scratch: &mut Scratch,
+    memory: &AssociativeMemory,
+    focal: &[f32],
+    now: NaiveDateTime,
+    n: usize,
+    params: &RetrievalParams,
+) -> Result<Vec<NodeId>, MemoryError> {
     let store = memory.embeddings();
-    let Some(bounds) = store.relevance_bounds(focal)? else {
+    // The candidates' recency and importance are found while other cores scan.
+    let mut raw = Raw {
+        ids: std::mem::take(&mut scratch.ids),
+        recency: std::mem::take(&mut scratch.recency),
+        relevance: Vec::new(),
+        importance: std::mem::take(&mut scratch.importance),
+        ranges: [Range::new(0.0, 0.0); 3],
+    };
+    let side = || fill_candidate_parts(&mut raw, memory, now, params);
+    let Some(probe) = store.probe(focal, std::mem::take(&mut scratch.coarse), side)? else {
         let raw = raw_components_from(memory, now, params, &[]);
         return Ok(top_n(raw.scores(params.effective_weights()), n));
     };
-    let raw = raw_components_from(memory, now, params, &bounds.estimates);
-    if raw.ids.is_empty() || n == 0 {
-        return Ok(Vec::new());
-    }
-    let cols = &memory.columns;
-    // The row each candidate reads, as the exact scan picks it (a missing row reads 0).
-    let rows: Vec<Option<usize>> = raw
-        .ids
-        .iter()
-        .map(|&i| {
-            let row = cols.row.get(i as usize).copied().unwrap_or_default() as usize;
-            (row < store.len()).then_some(row)
-        })
-        .collect();
-    let interval = |k: usize| -> (f32, f32) {
-        match rows[k] {
-            Some(row) => {
-                let (estimate, bound) = (
-                    bounds.estimates.get(row).copied().unwrap_or(0.0),
-                    bounds.bounds.get(row).copied().unwrap_or(f32::INFINITY),
-                );
-                (estimate - bound, estimate + bound)
-            }
-            None => (0.0, 0.0),
-        }
-    };
-    let mut exact_rows: std::collections::HashMap<usize, f32> = std::collections::HashMap::new();
-    let mut exact = |k: usize| -> f32 {
-        rows[k].map_or(0.0, |row| {
-            *exact_rows
-                .entry(row)
-                .or_insert_with(|| store.exact_relevance(&bounds.query, row))
-        })
-    };
-    let intervals: Vec<(f32, f32)> = (0..raw.ids.len()).map(interval).collect();
-    // The exact ends of the relevance range.
-    let best_low = intervals
-        .iter()
-        .fold(f32::NEG_INFINITY, |m, &(lo, _)| m.max(lo));
-    let worst_high = intervals
-        .iter()
-        .fold(f32::INFINITY, |m, &(_, hi)| m.min(hi));
-    let (mut relevance_lo, mut relevance_hi) = (f32::INFINITY, f32::NEG_INFINITY);
-    for (k, &(lo, hi)) in intervals.iter().enumerate() {
-        if hi >= best_low || lo <= worst_high {
-            let relevance = exact(k);
-            if relevance < relevance_lo {
-                relevance_lo = relevance;
-            }
-            if relevance > relevance_hi {
-                relevance_hi = relevance;
-            }
-        }
-    }
     let w = params.effective_weights();
-    let (rec, rel, imp) = (
-        raw.recency_range(),
-        Range::new(relevance_lo, relevance_hi),
-        raw.importance_range(),
-    );
-    let score = |k: usize, relevance: f32| {
-        w.recency * rec.apply(raw.recency[k])
-            + w.relevance * rel.apply(relevance)
-            + w.importance * imp.apply(raw.importance[k])
+    candidate_terms(scratch, raw, memory, w, &probe.coarse);
+    let top = if scratch.ids.is_empty() || n == 0 {
+        Vec::new()
+    } else {
+        ranked(scratch, memory, &probe, n, w)
     };
-    // The score rises with relevance for a non-negative weight and falls for a negative one.
+    scratch.coarse = probe.coarse;
+    Ok(top)
+}
+
+/// Steps 1–3 of [`bounded_top_n`] over the candidates in `scratch`.
+fn ranked(
+    scratch: &mut Scratch,
+    memory: &AssociativeMemory,
+    probe: &RelevanceProbe,
+    n: usize,
+    w: RetrievalWeights,
+) -> Vec<NodeId> {
+    let store = memory.embeddings();
+    let cols = &memory.columns;
+    let Scratch {
+        ids,
+        recency,
+        importance,
+        intervals,
+        may_be_largest,
+        may_be_smallest,
+        lows,
+        highs,
+        kept,
+        pending,
+        ..
+    } = scratch;
+    let (ids, recency, importance, intervals) = (&*ids, &*recency, &*importance, &*intervals);
+    let row_of = |k: u32| {
+        let id = ids.get(k as usize).copied().unwrap_or_default();
+        cols.row.get(id as usize).copied().unwrap_or_default() as usize
+    };
+    let id_of = |k: u32| ids.get(k as usize).copied().unwrap_or_default();
+    let interval_of = |k: u32| intervals.get(k as usize).copied().unwrap_or([0.0; 2]);
+    // Where a candidate starts: its int4 interval, or its exact value when its row is past the
+    // store's end (it reads 0).
+    let start_level = |k: u32| {
+        if row_of(k) < probe.coarse.len() {
+            Level::Coarse
+        } else {
+            Level::Exact
+        }
+    };
+    // Narrows candidate `k`'s interval from `level` to the next.
+    let refine = |k: u32, level: Level| -> [f32; 2] {
+        let [lo, hi] = interval_of(k);
+        match level {
+            Level::Coarse => {
+                let [fine_lo, fine_hi] = store.fine_interval(probe, row_of(k));
+                // Both intervals hold the exact cosine: so does their intersection.
+                [fine_lo.max(lo), fine_hi.min(hi)]
+            }
+            Level::Fine | Level::Exact => {
+                let exact = store.exact_relevance(&probe.query, row_of(k));
+                [exact, exact]
+            }
+        }
+    };
+    let warm = |pending: &Pending| store.warm(row_of(pending.k), pending.level == Level::Fine);
+
+    // 1–2: the exact ends of the relevance range.
+    let mut extreme = |may_be: &[u32], view: fn([f32; 2]) -> [f32; 2]| -> f32 {
+        let best_low = may_be
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &k| m.max(view(interval_of(k))[0]));
+        pending.clear();
+        pending.extend(may_be.iter().filter_map(|&k| {
+            let high = view(interval_of(k))[1];
+            (high >= best_low).then(|| Pending::new(high, 0, k, start_level(k)))
+        }));
+        let mut heap = BinaryHeap::from(std::mem::take(pending));
+        let mut found = best_low;
+        best_first(
+            &mut heap,
+            1,
+            warm,
+            |p| Pending::new(view(refine(p.k, p.level))[1], 0, p.k, p.level.next()),
+            |p| found = p.key,
+        );
+        *pending = heap.into_vec();
+        found
+    };
+    let largest = extreme(may_be_largest, |interval| interval);
+    let smallest = -extreme(may_be_smallest, |[lo, hi]| [-hi, -lo]);
+    let relevance = Range::new(smallest, largest);
+
+    // 3: the top n.
+    // The score as the exact scan computes it, term by term in the same order (so the same
+    // bits): `(recency term + relevance term) + importance term`.
+    let score = |k: u32, relevance_value: f32| {
+        let k = k as usize;
+        (recency.get(k).copied().unwrap_or_default()
+            + w.relevance * relevance.apply(relevance_value))
+            + importance.get(k).copied().unwrap_or_default()
+    };
+    // The score rises with relevance for a non-negative weight and falls for a negative one;
+    // `+ 0.0` makes a −0 bound +0, so `total_cmp` never ranks a bound below an equal score.
     let rising = w.relevance >= 0.0;
-    let low_score = |k: usize| {
-        let (lo, hi) = intervals[k];
-        score(k, if rising { lo } else { hi })
+    let bounds = |k: u32, [lo, hi]: [f32; 2]| -> [f32; 2] {
+        let (a, b) = (score(k, lo), score(k, hi));
+        if rising { [a, b + 0.0] } else { [b, a + 0.0] }
     };
-    let high_score = |k: usize| {
-        let (lo, hi) = intervals[k];
-        score(k, if rising { hi } else { lo })
-    };
-    // `L`: the n-th best lower bound (every candidate counts when there are at most n).
-    let threshold = if raw.ids.len() <= n {
+    // Every candidate's bounds, in a pass the compiler vectorises; `L`, the n-th best lower
+    // bound (every candidate counts when there are at most n); then the candidates whose upper
+    // bound reaches `L`.
+    let term = |relevance_value: f32| w.relevance * relevance.apply(relevance_value);
+    lows.clear();
+    lows.resize(intervals.len(), 0.0);
+    highs.clear();
+    highs.resize(intervals.len(), 0.0);
+    for ((((low, high), &r), &i), &[lo, hi]) in lows
+        .iter_mut()
+        .zip(highs.iter_mut())
+        .zip(recency)
+        .zip(importance)
+        .zip(intervals)
+    {
+        let (a, b) = ((r + term(lo)) + i, (r + term(hi)) + i);
+        (*low, *high) = if rising { (a, b + 0.0) } else { (b, a + 0.0) };
+    }
+    let threshold = if ids.len() <= n {
         f32::NEG_INFINITY
     } else {
-        let mut best: std::collections::BinaryHeap<Ranked> =
-            std::collections::BinaryHeap::with_capacity(n + 1);
-        for (k, &id) in raw.ids.iter().enumerate() {
-            let candidate = Ranked(low_score(k), id);
-            if best.len() < n {
-                best.push(candidate);
-            } else if let Some(mut worst) = best.peek_mut()
-                && candidate < *worst
-            {
-                *worst = candidate;
-            }
-        }
-        best.peek().map_or(f32::NEG_INFINITY, |worst| worst.0)
+        nth_largest(lows, n)
     };
-    let survivors: Vec<(f32, u32)> = (0..raw.ids.len())
-        .filter(|&k| high_score(k) >= threshold)
-        .map(|k| (score(k, exact(k)), raw.ids[k]))
-        .collect();
-    Ok(top_n(survivors, n))
+    select(kept, highs, |high| high >= threshold);
+    pending.clear();
+    pending.extend(kept.iter().map(|&k| {
+        let high = highs.get(k as usize).copied().unwrap_or_default();
+        Pending::new(high, id_of(k), k, start_level(k))
+    }));
+    pending.retain(|p| p.key >= threshold);
+    for p in pending.iter_mut() {
+        if p.level == Level::Exact {
+            // Exact already: its key is its score, not a bound.
+            p.key = score(p.k, interval_of(p.k)[0]);
+        }
+    }
+    let mut heap = BinaryHeap::from(std::mem::take(pending));
+    let mut top = Vec::with_capacity(n);
+    best_first(
+        &mut heap,
+        n,
+        warm,
+        |p| {
+            let interval = refine(p.k, p.level);
+            let next = p.level.next();
+            let key = if next == Level::Exact {
+                score(p.k, interval[0])
+            } else {
+                bounds(p.k, interval)[1]
+            };
+            Pending::new(key, p.id, p.k, next)
+        },
+        |p| top.push(NodeId(p.id)),
+    );
+    *pending = heap.into_vec();
+    top
+}
+
+/// Sets `out` to the indices of the `values` that pass `keep`, in order.
+///
+/// Branch-free: each index is written and the length advanced by whether it passes, so a test
+/// that passes for a few scattered values costs no mispredicted branches.
+fn select<T: Copy>(out: &mut Vec<u32>, values: &[T], keep: impl Fn(T) -> bool) {
+    out.clear();
+    out.resize(values.len(), 0);
+    let mut len = 0;
+    for (k, &value) in values.iter().enumerate() {
+        if let Some(slot) = out.get_mut(len) {
+            *slot = k as u32;
+        }
+        len += usize::from(keep(value));
+    }
+    out.truncate(len);
+}
+
+/// The `n`-th largest of `values` (`n ≥ 1`, at most `values.len()`): a heap of the `n` best
+/// so far, which most values pass after one comparison with its smallest.
+fn nth_largest(values: &[f32], n: usize) -> f32 {
+    let mut best: BinaryHeap<std::cmp::Reverse<Total>> = BinaryHeap::with_capacity(n + 1);
+    let mut floor = f32::NEG_INFINITY;
+    for &value in values {
+        if best.len() < n {
+            best.push(std::cmp::Reverse(Total(value)));
+            if best.len() == n {
+                floor = best.peek().map_or(floor, |r| r.0.0);
+            }
+        } else if value > floor {
+            if let Some(mut smallest) = best.peek_mut() {
+                *smallest = std::cmp::Reverse(Total(value));
+            }
+            floor = best.peek().map_or(floor, |r| r.0.0);
+        }
+    }
+    floor
+}
+
+/// Candidates refined together in a best-first search (see [`best_first`]).
+const REFINE_BATCH: usize = 16;
+
+/// Takes `wanted` exact items off `heap`, best first, refining the rest as it must.
+///
+/// The best item, when exact, is the next result: every bound left is no better. Otherwise it
+/// and up to [`REFINE_BATCH`]` − 1` more inexact items behind it are refined together — first
+/// `warm` touches the memory each refinement reads, so the rows' cache misses overlap instead
+/// of coming one after another — and pushed back with their narrower bounds. Refining a few
+/// more than strictly needed changes no result.
+fn best_first(
+    heap: &mut BinaryHeap<Pending>,
+    wanted: usize,
+    warm: impl Fn(&Pending) -> u32,
+    refine: impl Fn(Pending) -> Pending,
+    mut take: impl FnMut(Pending),
+) {
+    let mut taken = 0;
+    let mut batch: Vec<Pending> = Vec::with_capacity(REFINE_BATCH);
+    while taken < wanted
+        && let Some(best) = heap.pop()
+    {
+        if best.level == Level::Exact {
+            take(best);
+            taken += 1;
+            continue;
+        }
+        batch.push(best);
+        while batch.len() < REFINE_BATCH
+            && let Some(next) = heap.peek_mut()
+            && next.level != Level::Exact
+        {
+            batch.push(std::collections::binary_heap::PeekMut::pop(next));
+        }
+        let touched = batch.iter().fold(0, |t, p| t ^ warm(p));
+        std::hint::black_box(touched);
+        heap.extend(batch.drain(..).map(&refine));
+    }
+}
+
+/// An `f32` ordered by `total_cmp`.
+#[derive(Debug, Clone, Copy)]
+struct Total(f32);
+
+impl PartialEq for Total {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+
+impl Eq for Total {}
+
+impl PartialOrd for Total {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Total {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Fills `scratch`'s candidate columns from `raw` (the candidates with their raw recency and
+/// importance, as [`candidate_parts`] picks them): `w.recency × normalised recency`,
+/// `w.importance × normalised importance`, the int4 relevance interval (a row past the store's
+/// end reads 0, exactly), and the candidates that may hold the largest or smallest relevance
+/// (whose interval reaches past the best lower, or worst upper, end seen so far: a superset of
+/// those that reach past the final one).
+fn candidate_terms(
+    scratch: &mut Scratch,
+    mut raw: Raw,
+    memory: &AssociativeMemory,
+    w: RetrievalWeights,
+    coarse: &[[f32; 2]],
+) {
+    let (rec, imp) = (raw.recency_range(), raw.importance_range());
+    for r in &mut raw.recency {
+        *r = w.recency * rec.apply(*r);
+    }
+    for i in &mut raw.importance {
+        *i = w.importance * imp.apply(*i);
+    }
+    let cols = &memory.columns;
+    scratch.intervals.clear();
+    scratch.may_be_largest.clear();
+    scratch.may_be_smallest.clear();
+    // A plain gather first (its reads stream, even where another core wrote the intervals),
+    // then the ends, then the lists, over intervals now in this core's cache.
+    scratch.intervals.extend(raw.ids.iter().map(|&id| {
+        let row = cols.row.get(id as usize).copied().unwrap_or_default() as usize;
+        coarse.get(row).copied().unwrap_or([0.0; 2])
+    }));
+    let (best_low, worst_high) = scratch.intervals.iter().fold(
+        (f32::NEG_INFINITY, f32::INFINITY),
+        |(best_low, worst_high), &[lo, hi]| (best_low.max(lo), worst_high.min(hi)),
+    );
+    select(
+        &mut scratch.may_be_largest,
+        &scratch.intervals,
+        |[_, hi]| hi >= best_low,
+    );
+    select(
+        &mut scratch.may_be_smallest,
+        &scratch.intervals,
+        |[lo, _]| lo <= worst_high,
+    );
+    scratch.ids = raw.ids;
+    scratch.recency = raw.recency;
+    scratch.importance = raw.importance;
+}
+
+/// How far a candidate's relevance has been narrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// The int4 interval.
+    Coarse,
+    /// The int8 interval.
+    Fine,
+    /// The exact cosine.
+    Exact,
+}
+
+impl Level {
+    fn next(self) -> Self {
+        match self {
+            Self::Coarse => Self::Fine,
+            Self::Fine | Self::Exact => Self::Exact,
+        }
+    }
+}
+
+/// A candidate waiting in a best-first search: its current bound (an exact value once `level`
+/// is `Exact`), ordered by bound, then the newer node, so the heap's top is the best.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    key: f32,
+    id: u32,
+    /// The candidate's index.
+    k: u32,
+    level: Level,
+}
+
+impl Pending {
+    fn new(key: f32, id: u32, k: u32, level: Level) -> Self {
+        Self { key, id, k, level }
+    }
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key
+            .total_cmp(&other.key)
+            .then(self.id.cmp(&other.id))
+            .then(self.k.cmp(&other.k))
+    }
 }
 
 /// [`new_retrieve`] for several focal points, in order, as Smallville does it: each retrieval
@@ -490,24 +838,41 @@ fn raw_components(
     Ok(raw_components_from(memory, now, params, &rows))
 }
 
-/// [`raw_components`] with each row's relevance given (`rows[r]`; a missing row reads 0).
-fn raw_components_from(
+/// The candidates of a retrieval — events and thoughts that are not idle and have not expired
+/// at `now` — in node order, with raw recency and importance and those two ranges (the
+/// relevance range is left flat for the caller).
+fn candidate_parts(
     memory: &AssociativeMemory,
     now: NaiveDateTime,
     params: &RetrievalParams,
-    rows: &[f32],
 ) -> Raw {
-    let now_s = epoch_seconds(now);
-    let ln_decay = params.ln_decay();
-    let cols = &memory.columns;
     let mut raw = Raw {
-        ids: Vec::with_capacity(cols.candidate.len()),
+        ids: Vec::new(),
         recency: Vec::new(),
         relevance: Vec::new(),
         importance: Vec::new(),
-        // No candidates: never applied.
         ranges: [Range::new(0.0, 0.0); 3],
     };
+    fill_candidate_parts(&mut raw, memory, now, params);
+    raw
+}
+
+/// [`candidate_parts`] into `raw`'s buffers (cleared first).
+fn fill_candidate_parts(
+    raw: &mut Raw,
+    memory: &AssociativeMemory,
+    now: NaiveDateTime,
+    params: &RetrievalParams,
+) {
+    let now_s = epoch_seconds(now);
+    let ln_decay = params.ln_decay();
+    let cols = &memory.columns;
+    raw.ids.clear();
+    raw.recency.clear();
+    raw.relevance.clear();
+    raw.importance.clear();
+    // No candidates: never applied.
+    raw.ranges = [Range::new(0.0, 0.0); 3];
     // The candidates first, with cheap integer extents; then each component in a pass of its
     // own over them (simple gathers, and a recency pass the compiler vectorises).
     let hours_since = |accessed: i64| (now_s - accessed).max(0) as f32 / 3600.0;
@@ -530,16 +895,41 @@ fn raw_components_from(
     }
     let column = |values: &[i64], i: u32| values.get(i as usize).copied().unwrap_or_default();
     // A last_accessed in the future (an edited save) counts as "just now".
-    raw.recency = raw
-        .ids
-        .iter()
-        .map(|&i| hours_since(column(&cols.last_accessed, i)) * ln_decay)
-        .collect();
-    raw.importance = raw
-        .ids
-        .iter()
-        .map(|&i| f32::from(cols.poignancy.get(i as usize).copied().unwrap_or_default()))
-        .collect();
+    raw.recency.extend(
+        raw.ids
+            .iter()
+            .map(|&i| hours_since(column(&cols.last_accessed, i)) * ln_decay),
+    );
+    raw.importance.extend(
+        raw.ids
+            .iter()
+            .map(|&i| f32::from(cols.poignancy.get(i as usize).copied().unwrap_or_default())),
+    );
+    for r in &mut raw.recency {
+        *r = exp_non_positive(*r);
+    }
+    if !raw.ids.is_empty() {
+        // Recency falls with the hours since access: the oldest access is the least recent.
+        raw.ranges = [
+            Range::new(
+                exp_non_positive(hours_since(accessed_lo) * ln_decay),
+                exp_non_positive(hours_since(accessed_hi) * ln_decay),
+            ),
+            Range::new(0.0, 0.0),
+            Range::new(f32::from(poignancy_lo), f32::from(poignancy_hi)),
+        ];
+    }
+}
+
+/// [`raw_components`] with each row's relevance given (`rows[r]`; a missing row reads 0).
+fn raw_components_from(
+    memory: &AssociativeMemory,
+    now: NaiveDateTime,
+    params: &RetrievalParams,
+    rows: &[f32],
+) -> Raw {
+    let mut raw = candidate_parts(memory, now, params);
+    let cols = &memory.columns;
     let (mut relevance_lo, mut relevance_hi) = (f32::INFINITY, f32::NEG_INFINITY);
     raw.relevance = raw
         .ids
@@ -556,19 +946,8 @@ fn raw_components_from(
             relevance
         })
         .collect();
-    for r in &mut raw.recency {
-        *r = exp_non_positive(*r);
-    }
     if !raw.ids.is_empty() {
-        // Recency falls with the hours since access: the oldest access is the least recent.
-        raw.ranges = [
-            Range::new(
-                exp_non_positive(hours_since(accessed_lo) * ln_decay),
-                exp_non_positive(hours_since(accessed_hi) * ln_decay),
-            ),
-            Range::new(relevance_lo, relevance_hi),
-            Range::new(f32::from(poignancy_lo), f32::from(poignancy_hi)),
-        ];
+        raw.ranges[1] = Range::new(relevance_lo, relevance_hi);
     }
     raw
 }
@@ -796,32 +1175,56 @@ mod tests {
 
     #[test]
     fn the_bounds_hold_the_exact_cosines() {
-        let dim = 384;
-        let (memory, _) = random_memory(5, 3_000, dim, 2, false);
-        let store = memory.embeddings();
-        let focal: Vec<f32> = store.vector(17).map(<[f32]>::to_vec).expect("a row");
-        let bounds = store
-            .relevance_bounds(&focal)
-            .expect("valid")
-            .expect("not empty");
-        let exact = store
-            .relevance(&focal, RelevancePrecision::Exact)
-            .expect("valid");
-        let mut widest = 0f32;
-        for (row, &cosine) in exact.iter().enumerate() {
-            let (estimate, bound) = (bounds.estimates[row], bounds.bounds[row]);
-            assert!(
-                (cosine - estimate).abs() <= bound,
-                "row {row}: {cosine} vs {estimate} ± {bound}"
-            );
-            assert_eq!(
-                store.exact_relevance(&bounds.query, row).to_bits(),
-                cosine.to_bits()
-            );
-            widest = widest.max(bound);
+        // 384 dims (whole int4 blocks) and 50 (a padded last block), both large enough to have
+        // the int4 copy; and a store too small for it, whose probe gives the widest intervals.
+        // A focal point on a stored row (cosines near 1) and a random one.
+        for (dim, rows, cluster, has_int4) in [
+            (384, 3_000, 2, true),
+            (50, 21_000, 0, true),
+            (50, 3_000, 0, false),
+        ] {
+            let (memory, _) = random_memory(5, rows, dim, cluster, false);
+            let store = memory.embeddings();
+            let on_row: Vec<f32> = store.vector(17).map(<[f32]>::to_vec).expect("a row");
+            let random: Vec<f32> = (0..dim).map(|d| ((d * 37 % 11) as f32) - 5.0).collect();
+            for focal in [on_row, random] {
+                let probe = store
+                    .probe(&focal, Vec::new(), || {})
+                    .expect("valid")
+                    .expect("not empty");
+                let exact = store
+                    .relevance(&focal, RelevancePrecision::Exact)
+                    .expect("valid");
+                let (mut widest_coarse, mut widest_fine) = (0f32, 0f32);
+                for (row, &cosine) in exact.iter().enumerate() {
+                    let [lo, hi] = probe.coarse[row];
+                    assert!(
+                        lo <= cosine && cosine <= hi,
+                        "row {row}: {cosine} vs int4 [{lo}, {hi}]"
+                    );
+                    let [flo, fhi] = store.fine_interval(&probe, row);
+                    assert!(
+                        flo <= cosine && cosine <= fhi,
+                        "row {row}: {cosine} vs int8 [{flo}, {fhi}]"
+                    );
+                    assert_eq!(
+                        store.exact_relevance(&probe.query, row).to_bits(),
+                        cosine.to_bits()
+                    );
+                    widest_coarse = widest_coarse.max(hi - lo);
+                    widest_fine = widest_fine.max(fhi - flo);
+                }
+                // Tight enough to prune: int8 a few hundredths of a cosine at most, int4 a few
+                // tenths, and int4 wider than int8.
+                assert!(widest_fine < 0.05, "int8 width {widest_fine}");
+                if has_int4 {
+                    assert!(widest_coarse < 0.4, "int4 width {widest_coarse}");
+                } else {
+                    assert_eq!(widest_coarse, 4.0);
+                }
+                assert!(widest_coarse > widest_fine);
+            }
         }
-        // Tight enough to prune: a few hundredths of a cosine at most.
-        assert!(widest < 0.05, "bound {widest}");
     }
 
     #[test]
