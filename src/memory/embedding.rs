@@ -714,14 +714,16 @@ impl EmbeddingStore {
         }
     }
 
-    /// Scores rows `first..first + out.len()` of the int4 copy into `out` as proven intervals
-    /// (rows past the end of the store leave their slots as they are).
-    ///
-    /// Unlike the int8 scan it touches no row ahead: its rows are short and its arithmetic
-    /// light, so the hardware prefetcher keeps up within a chunk, and a touch (a real load whose
-    /// value the loop carries) made every row wait out a DRAM miss — three times slower.
-    fn scan_coarse_rows(&self, first: usize, query: &QuantizedQuery, out: &mut [[f32; 2]]) {
-        let bytes = coarse_row_bytes(self.dim);
+    /// Walks rows `first..first + out.len()` a chunk at a time: `run(chunk, row, offset, slots)`
+    /// for each run of rows within one chunk — `row` its first row, `offset` that row's place
+    /// in the chunk, `slots` one per row. Stops at the store's end or when `run` says `false`
+    /// (the chunk lacks data it needs); the slots left keep what they hold.
+    fn chunk_runs<T>(
+        &self,
+        first: usize,
+        out: &mut [T],
+        mut run: impl FnMut(&Chunk, usize, usize, &mut [T]) -> bool,
+    ) {
         let mut row = first;
         let mut slots = out;
         while !slots.is_empty() {
@@ -730,17 +732,35 @@ impl EmbeddingStore {
                 return;
             };
             let n = slots.len().min(chunk.rows().saturating_sub(offset));
+            if n == 0 {
+                return;
+            }
+            let (here, rest) = slots.split_at_mut(n);
+            if !run(chunk, row, offset, here) {
+                return;
+            }
+            row += n;
+            slots = rest;
+        }
+    }
+
+    /// Scores rows `first..first + out.len()` of the int4 copy into `out` as proven intervals
+    /// (rows past the end of the store leave their slots as they are).
+    ///
+    /// Unlike the int8 scan it touches no row ahead: its rows are short and its arithmetic
+    /// light, so the hardware prefetcher keeps up within a chunk, and a touch (a real load whose
+    /// value the loop carries) made every row wait out a DRAM miss — three times slower.
+    fn scan_coarse_rows(&self, first: usize, query: &QuantizedQuery, out: &mut [[f32; 2]]) {
+        let bytes = coarse_row_bytes(self.dim);
+        self.chunk_runs(first, out, |chunk, _, offset, here| {
+            let n = here.len();
             let (Some(rows), Some(scales), Some(errors)) = (
                 chunk.coarse.get(offset * bytes..(offset + n) * bytes),
                 chunk.coarse_scales.get(offset..offset + n),
                 chunk.coarse_errors.get(offset..offset + n),
             ) else {
-                return;
+                return false;
             };
-            if n == 0 {
-                return;
-            }
-            let (here, rest) = slots.split_at_mut(n);
             for (((packed, &scale), &error), slot) in rows
                 .chunks_exact(bytes)
                 .zip(scales)
@@ -752,9 +772,8 @@ impl EmbeddingStore {
                 let bound = query.bound(error);
                 *slot = [estimate - bound, estimate + bound];
             }
-            row += n;
-            slots = rest;
-        }
+            true
+        });
     }
 
     /// Scores rows `first..first + out.len()` of the int8 copy into `out` (rows past the end of
@@ -764,24 +783,14 @@ impl EmbeddingStore {
         let ahead = (TOUCH_AHEAD_BYTES / dim).max(1);
         let end = first + out.len();
         let mut touched = 0i8;
-        let mut row = first;
-        let mut slots = out;
-        while !slots.is_empty() {
-            let offset = row % CHUNK_ROWS;
-            let Some(chunk) = self.chunks.get(row / CHUNK_ROWS) else {
-                return;
-            };
-            let n = slots.len().min(chunk.rows().saturating_sub(offset));
+        self.chunk_runs(first, out, |chunk, row, offset, here| {
+            let n = here.len();
             let (Some(rows), Some(scales)) = (
                 chunk.quantized.get(offset * dim..(offset + n) * dim),
                 chunk.scales.get(offset..offset + n),
             ) else {
-                return;
+                return false;
             };
-            if n == 0 {
-                return;
-            }
-            let (here, rest) = slots.split_at_mut(n);
             for (i, ((values, &scale), slot)) in rows
                 .chunks_exact(dim)
                 .zip(scales)
@@ -799,9 +808,8 @@ impl EmbeddingStore {
                 }
                 *slot = dot_quantized(values, q) as f32 * (scale * query_scale);
             }
-            row += n;
-            slots = rest;
-        }
+            true
+        });
         std::hint::black_box(touched);
     }
 }
