@@ -268,23 +268,25 @@ fn bounded_top_n_in(
         return Ok(top_n(raw.scores(params.effective_weights()), n));
     };
     let w = params.effective_weights();
-    candidate_terms(scratch, raw, memory, w, &probe.coarse);
+    let ends = candidate_terms(scratch, raw, memory, w, &probe.coarse);
     let top = if scratch.ids.is_empty() || n == 0 {
         Vec::new()
     } else {
-        ranked(scratch, memory, &probe, n, w)
+        ranked(scratch, memory, &probe, n, w, ends)
     };
     scratch.coarse = probe.coarse;
     Ok(top)
 }
 
-/// Steps 1–3 of [`bounded_top_n`] over the candidates in `scratch`.
+/// Steps 1–3 of [`bounded_top_n`] over the candidates in `scratch`; `[best_low, worst_high]`
+/// are the largest lower and smallest upper end of their int4 intervals.
 fn ranked(
     scratch: &mut Scratch,
     memory: &AssociativeMemory,
     probe: &RelevanceProbe,
     n: usize,
     w: RetrievalWeights,
+    [best_low, worst_high]: [f32; 2],
 ) -> Vec<NodeId> {
     let store = memory.embeddings();
     let cols = &memory.columns;
@@ -335,10 +337,9 @@ fn ranked(
     let warm = |pending: &Pending| store.warm(row_of(pending.k), pending.level == Level::Fine);
 
     // 1–2: the exact ends of the relevance range.
-    let mut extreme = |may_be: &[u32], view: fn([f32; 2]) -> [f32; 2]| -> f32 {
-        let best_low = may_be
-            .iter()
-            .fold(f32::NEG_INFINITY, |m, &k| m.max(view(interval_of(k))[0]));
+    // `view` maps an interval to the search's direction (the identity for the largest,
+    // `[-hi, -lo]` for the smallest, negated back); `best_low` is the largest viewed lower end.
+    let mut extreme = |may_be: &[u32], view: fn([f32; 2]) -> [f32; 2], best_low: f32| -> f32 {
         pending.clear();
         pending.extend(may_be.iter().filter_map(|&k| {
             let high = view(interval_of(k))[1];
@@ -356,43 +357,47 @@ fn ranked(
         *pending = heap.into_vec();
         found
     };
-    let largest = extreme(may_be_largest, |interval| interval);
-    let smallest = -extreme(may_be_smallest, |[lo, hi]| [-hi, -lo]);
+    let largest = extreme(may_be_largest, |interval| interval, best_low);
+    let smallest = -extreme(may_be_smallest, |[lo, hi]| [-hi, -lo], -worst_high);
     let relevance = Range::new(smallest, largest);
 
     // 3: the top n.
     // The score as the exact scan computes it, term by term in the same order (so the same
     // bits): `(recency term + relevance term) + importance term`.
-    let score = |k: u32, relevance_value: f32| {
-        let k = k as usize;
-        (recency.get(k).copied().unwrap_or_default()
-            + w.relevance * relevance.apply(relevance_value))
-            + importance.get(k).copied().unwrap_or_default()
-    };
+    let term = |relevance_value: f32| w.relevance * relevance.apply(relevance_value);
     // The score rises with relevance for a non-negative weight and falls for a negative one;
     // `+ 0.0` makes a −0 bound +0, so `total_cmp` never ranks a bound below an equal score.
     let rising = w.relevance >= 0.0;
-    let bounds = |k: u32, [lo, hi]: [f32; 2]| -> [f32; 2] {
-        let (a, b) = (score(k, lo), score(k, hi));
+    let span = |r: f32, i: f32, [lo, hi]: [f32; 2]| -> [f32; 2] {
+        let (a, b) = ((r + term(lo)) + i, (r + term(hi)) + i);
         if rising { [a, b + 0.0] } else { [b, a + 0.0] }
+    };
+    let terms_of = |k: u32| {
+        let k = k as usize;
+        (
+            recency.get(k).copied().unwrap_or_default(),
+            importance.get(k).copied().unwrap_or_default(),
+        )
+    };
+    let score = |k: u32, relevance_value: f32| {
+        let (r, i) = terms_of(k);
+        (r + term(relevance_value)) + i
     };
     // Every candidate's bounds, in a pass the compiler vectorises; `L`, the n-th best lower
     // bound (every candidate counts when there are at most n); then the candidates whose upper
     // bound reaches `L`.
-    let term = |relevance_value: f32| w.relevance * relevance.apply(relevance_value);
     lows.clear();
     lows.resize(intervals.len(), 0.0);
     highs.clear();
     highs.resize(intervals.len(), 0.0);
-    for ((((low, high), &r), &i), &[lo, hi]) in lows
+    for ((((low, high), &r), &i), &interval) in lows
         .iter_mut()
         .zip(highs.iter_mut())
         .zip(recency)
         .zip(importance)
         .zip(intervals)
     {
-        let (a, b) = ((r + term(lo)) + i, (r + term(hi)) + i);
-        (*low, *high) = if rising { (a, b + 0.0) } else { (b, a + 0.0) };
+        [*low, *high] = span(r, i, interval);
     }
     let threshold = if ids.len() <= n {
         f32::NEG_INFINITY
@@ -401,17 +406,14 @@ fn ranked(
     };
     select(kept, highs, |high| high >= threshold);
     pending.clear();
-    pending.extend(kept.iter().map(|&k| {
-        let high = highs.get(k as usize).copied().unwrap_or_default();
-        Pending::new(high, id_of(k), k, start_level(k))
-    }));
-    pending.retain(|p| p.key >= threshold);
-    for p in pending.iter_mut() {
-        if p.level == Level::Exact {
-            // Exact already: its key is its score, not a bound.
-            p.key = score(p.k, interval_of(p.k)[0]);
+    pending.extend(kept.iter().map(|&k| match start_level(k) {
+        // Exact already: its key is its score, not a bound.
+        Level::Exact => Pending::new(score(k, interval_of(k)[0]), id_of(k), k, Level::Exact),
+        level => {
+            let high = highs.get(k as usize).copied().unwrap_or_default();
+            Pending::new(high, id_of(k), k, level)
         }
-    }
+    }));
     let mut heap = BinaryHeap::from(std::mem::take(pending));
     let mut top = Vec::with_capacity(n);
     best_first(
@@ -424,7 +426,8 @@ fn ranked(
             let key = if next == Level::Exact {
                 score(p.k, interval[0])
             } else {
-                bounds(p.k, interval)[1]
+                let (r, i) = terms_of(p.k);
+                span(r, i, interval)[1]
             };
             Pending::new(key, p.id, p.k, next)
         },
@@ -452,21 +455,22 @@ fn select<T: Copy>(out: &mut Vec<u32>, values: &[T], keep: impl Fn(T) -> bool) {
 }
 
 /// The `n`-th largest of `values` (`n ≥ 1`, at most `values.len()`): a heap of the `n` best
-/// so far, which most values pass after one comparison with its smallest.
+/// so far (a [`Ranked`] heap keeps its worst on top), which most values pass after one
+/// comparison with that worst.
 fn nth_largest(values: &[f32], n: usize) -> f32 {
-    let mut best: BinaryHeap<std::cmp::Reverse<Total>> = BinaryHeap::with_capacity(n + 1);
+    let mut best: BinaryHeap<Ranked> = BinaryHeap::with_capacity(n + 1);
     let mut floor = f32::NEG_INFINITY;
     for &value in values {
         if best.len() < n {
-            best.push(std::cmp::Reverse(Total(value)));
+            best.push(Ranked(value, 0));
             if best.len() == n {
-                floor = best.peek().map_or(floor, |r| r.0.0);
+                floor = best.peek().map_or(floor, |worst| worst.0);
             }
         } else if value > floor {
-            if let Some(mut smallest) = best.peek_mut() {
-                *smallest = std::cmp::Reverse(Total(value));
+            if let Some(mut worst) = best.peek_mut() {
+                *worst = Ranked(value, 0);
             }
-            floor = best.peek().map_or(floor, |r| r.0.0);
+            floor = best.peek().map_or(floor, |worst| worst.0);
         }
     }
     floor
@@ -512,43 +516,19 @@ fn best_first(
     }
 }
 
-/// An `f32` ordered by `total_cmp`.
-#[derive(Debug, Clone, Copy)]
-struct Total(f32);
-
-impl PartialEq for Total {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.total_cmp(&other.0).is_eq()
-    }
-}
-
-impl Eq for Total {}
-
-impl PartialOrd for Total {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Total {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
 /// Fills `scratch`'s candidate columns from `raw` (the candidates with their raw recency and
 /// importance, as [`candidate_parts`] picks them): `w.recency × normalised recency`,
 /// `w.importance × normalised importance`, the int4 relevance interval (a row past the store's
 /// end reads 0, exactly), and the candidates that may hold the largest or smallest relevance
-/// (whose interval reaches past the best lower, or worst upper, end seen so far: a superset of
-/// those that reach past the final one).
+/// (whose interval reaches past the best lower, or worst upper, end). Returns those two ends,
+/// `[best_low, worst_high]`.
 fn candidate_terms(
     scratch: &mut Scratch,
     mut raw: Raw,
     memory: &AssociativeMemory,
     w: RetrievalWeights,
     coarse: &[[f32; 2]],
-) {
+) -> [f32; 2] {
     let (rec, imp) = (raw.recency_range(), raw.importance_range());
     for r in &mut raw.recency {
         *r = w.recency * rec.apply(*r);
@@ -583,6 +563,7 @@ fn candidate_terms(
     scratch.ids = raw.ids;
     scratch.recency = raw.recency;
     scratch.importance = raw.importance;
+    [best_low, worst_high]
 }
 
 /// How far a candidate's relevance has been narrowed.
