@@ -96,6 +96,32 @@ struct QuantizedQuery {
 }
 
 impl QuantizedQuery {
+    /// `q` (with `scale`) as a kernel reads `query`, `unshift` undoing the kernel's own shift
+    /// of its numbers, with the quantisation's error terms measured: `‖q − q̂‖` and `‖q̂‖`,
+    /// rounded up, with `q̂ = unshift(q) · scale` the query the kernel multiplies.
+    fn new(
+        query: &[f32],
+        q: Vec<i16>,
+        scale: f32,
+        unshift: impl Fn(i16) -> i16,
+        offset: i32,
+    ) -> Self {
+        let (mut err2, mut norm2) = (0f64, 0f64);
+        for (&v, &qi) in query.iter().zip(&q) {
+            let approx = f64::from(unshift(qi)) * f64::from(scale);
+            err2 += (f64::from(v) - approx).powi(2);
+            norm2 += approx * approx;
+        }
+        let (term, norm) = (round_up(err2.sqrt() * (1.0 + 1e-5)), round_up(norm2.sqrt()));
+        Self {
+            q,
+            scale,
+            term,
+            norm,
+            offset,
+        }
+    }
+
     /// The most a row's exact cosine can differ from its estimate, given the row's
     /// quantisation error (plus the `f32` rounding of the exact dot product and the estimate).
     fn bound(&self, row_error: f32) -> f32 {
@@ -264,7 +290,8 @@ impl Chunk {
         let start = self.coarse.len();
         let scale = quantize_coarse_row(vector, &mut self.coarse);
         let error = self.coarse.get(start..).map_or(f32::INFINITY, |packed| {
-            coarse_quantization_error(vector, packed, scale)
+            let values = (0..vector.len()).map(|i| coarse_value(packed, i));
+            quantization_error(vector, values, scale)
         });
         self.coarse_scales.push(scale);
         self.coarse_errors.push(error);
@@ -439,7 +466,9 @@ impl EmbeddingStore {
         let error = chunk
             .quantized
             .get(chunk.quantized.len() - dim..)
-            .map_or(f32::INFINITY, |q| quantization_error(normalised, q, scale));
+            .map_or(f32::INFINITY, |q| {
+                quantization_error(normalised, q.iter().copied(), scale)
+            });
         chunk.scales.push(scale);
         chunk.errors.push(error);
         if self.coarse_ready {
@@ -507,25 +536,13 @@ impl EmbeddingStore {
         normalise(&mut query);
         coarse.clear();
         let (Some(fine), Some(coarse_query)) = (
-            quantize_query(&query).map(|(q, scale)| {
-                let (term, norm) = query_error(&query, &q, scale, |v| v >> 8);
-                QuantizedQuery {
-                    q,
-                    scale,
-                    term,
-                    norm,
-                    offset: 0,
-                }
-            }),
+            // The int8 kernel reads its query shifted up by 8 bits; the int4 kernel's raw sum
+            // carries the nibbles' bias.
+            quantize_query(&query)
+                .map(|(q, scale)| QuantizedQuery::new(&query, q, scale, |v| v >> 8, 0)),
             quantize_coarse_query(&query).map(|(q, scale)| {
-                let (term, norm) = query_error(&query, &q, scale, |v| v);
-                QuantizedQuery {
-                    offset: coarse_query_offset(&q),
-                    q,
-                    scale,
-                    term,
-                    norm,
-                }
+                let offset = coarse_query_offset(&q);
+                QuantizedQuery::new(&query, q, scale, |v| v, offset)
             }),
         ) else {
             // A zero query: every cosine is exactly 0.
@@ -829,7 +846,7 @@ fn normalise(v: &mut [f32]) {
 
 /// Appends the int8 version of `row` to `out` and returns its scale.
 fn quantize_row(row: &[f32], out: &mut Vec<i8>) -> f32 {
-    let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let max = max_abs(row);
     if max == 0.0 {
         out.extend(std::iter::repeat_n(0, row.len()));
         return 0.0;
@@ -843,16 +860,21 @@ fn quantize_row(row: &[f32], out: &mut Vec<i8>) -> f32 {
 }
 
 /// An upper bound of `‖row − quantized · scale‖₂` (computed in `f64`, rounded up).
-fn quantization_error(row: &[f32], quantized: &[i8], scale: f32) -> f32 {
+fn quantization_error(row: &[f32], quantized: impl IntoIterator<Item = i8>, scale: f32) -> f32 {
     let sum: f64 = row
         .iter()
         .zip(quantized)
-        .map(|(&v, &q)| {
+        .map(|(&v, q)| {
             let d = f64::from(v) - f64::from(q) * f64::from(scale);
             d * d
         })
         .sum();
     round_up(sum.sqrt())
+}
+
+/// The largest magnitude in `v` (0 for an empty or zero vector).
+fn max_abs(v: &[f32]) -> f32 {
+    v.iter().fold(0f32, |m, x| m.max(x.abs()))
 }
 
 /// `x` as an `f32` no smaller than `x`.
@@ -864,7 +886,7 @@ fn round_up(x: f64) -> f32 {
 /// The query as the int8 kernel reads it, and its scale; `None` for a zero query (every score
 /// is then 0).
 fn quantize_query(query: &[f32]) -> Option<(Vec<i16>, f32)> {
-    let max = query.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let max = max_abs(query);
     if max == 0.0 {
         return None;
     }
@@ -875,17 +897,6 @@ fn quantize_query(query: &[f32]) -> Option<(Vec<i16>, f32)> {
         .map(|v| ((v / query_scale).round().clamp(-QUERY_Q_MAX, QUERY_Q_MAX) as i16) << 8)
         .collect();
     Some((q, query_scale))
-}
-
-/// `(‖q − q̂‖, ‖q̂‖)` rounded up, with `q̂ = unshift(q) · scale` the query a kernel multiplies.
-fn query_error(query: &[f32], q: &[i16], scale: f32, unshift: impl Fn(i16) -> i16) -> (f32, f32) {
-    let (mut err2, mut norm2) = (0f64, 0f64);
-    for (&v, &qi) in query.iter().zip(q) {
-        let approx = f64::from(unshift(qi)) * f64::from(scale);
-        err2 += (f64::from(v) - approx).powi(2);
-        norm2 += approx * approx;
-    }
-    (round_up(err2.sqrt() * (1.0 + 1e-5)), round_up(norm2.sqrt()))
 }
 
 /// Bytes of one row of the int4 copy: whole blocks of [`COARSE_BLOCK`] numbers, two per byte.
@@ -901,7 +912,7 @@ fn coarse_row_bytes(dim: usize) -> usize {
 /// the bias; a row is padded to whole [`COARSE_BLOCK`]s). The kernel then unpacks a byte vector
 /// into two vectors of consecutive numbers with a mask and a shift.
 fn quantize_coarse_row(row: &[f32], out: &mut Vec<u8>) -> f32 {
-    let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let max = max_abs(row);
     let bytes = coarse_row_bytes(row.len());
     if max == 0.0 {
         out.extend(std::iter::repeat_n(
@@ -937,23 +948,10 @@ fn coarse_value(packed: &[u8], index: usize) -> i8 {
     nibble as i8 - COARSE_BIAS
 }
 
-/// An upper bound of `‖row − coarse · scale‖₂` (computed in `f64`, rounded up).
-fn coarse_quantization_error(row: &[f32], packed: &[u8], scale: f32) -> f32 {
-    let sum: f64 = row
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let d = f64::from(v) - f64::from(coarse_value(packed, i)) * f64::from(scale);
-            d * d
-        })
-        .sum();
-    round_up(sum.sqrt())
-}
-
 /// The query as the int4 kernel reads it (±127, padded with zeros to whole blocks), and its
 /// scale; `None` for a zero query.
 fn quantize_coarse_query(query: &[f32]) -> Option<(Vec<i16>, f32)> {
-    let max = query.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let max = max_abs(query);
     if max == 0.0 {
         return None;
     }
