@@ -128,10 +128,12 @@ pub struct LeanSettings {
     /// A step's new percepts are embedded in one request instead of one request each (the
     /// vectors are the same).
     pub batch_percepts: bool,
-    /// Group conversations in rounds: the focused personas of one stream whose cycles are
-    /// due decide together in one call (`group_round`) instead of one call each, and their
-    /// cycles keep one beat (every `GroupSettings::focus_cycle_every` seconds of the clock) so
-    /// they fall due together. No tools in a round.
+    /// Group conversations in rounds: the focused personas of one stream decide together in
+    /// one call (`group_round`) instead of one call each, and their cycles keep one beat
+    /// (every `GroupSettings::focus_cycle_every` seconds of the clock) so they fall due
+    /// together. A round also plans each seat's next line, said at its next cycle without a
+    /// call if the talk went about as planned; focused personas with nothing new to answer
+    /// sit at it to plan theirs. No tools in a round.
     pub group_rounds: bool,
 }
 

@@ -306,6 +306,52 @@ fn eight_personas_hold_a_group_conversation_for_an_hour_on_the_town_script() {
     );
 }
 
+#[test]
+fn lean_rounds_plan_a_beat_ahead_and_hold_the_talk_for_fewer_calls() {
+    let lean_hour = |lean: bool| {
+        let client = bevy_generative_agents::testing::scripted_client(4);
+        let mut cafe = cafe(client.clone());
+        cafe.app
+            .world_mut()
+            .resource_mut::<bevy_generative_agents::settings::AgentSettings>()
+            .lean
+            .group_rounds = lean;
+        let hour = run_hour(&mut cafe, STEPS_PER_HOUR);
+        let label = if lean {
+            "lean rounds"
+        } else {
+            "focused cycles"
+        };
+        check_hour(&mut cafe, &client, &hour, label);
+        (hour.lines.len() as f64, group_calls(&client))
+    };
+    let (faithful_lines, faithful) = lean_hour(false);
+    let (lean_lines, lean) = lean_hour(true);
+    let total = |calls: &BTreeMap<String, u64>| calls.values().sum::<u64>() as f64;
+    let count = |kind: &str| lean.get(kind).copied().unwrap_or(0);
+    assert_eq!(count("group_focus"), 0, "{lean:?}");
+    assert!(count("group_round") > 0, "{lean:?}");
+    // A round lets at most two of its table speak now (the stand-in's rule, as the prompt
+    // asks) and a reply or a join says at most one line: every line past that bound was
+    // planned by a round a beat ahead and said with no call of its own.
+    let bound = 2 * count("group_round") + count("group_reply") + count("group_join");
+    assert!(
+        lean_lines > bound as f64,
+        "{lean_lines} lines for {lean:?}: no line was said as planned"
+    );
+    // Every focused persona sits at the round (those with nothing new to answer plan their
+    // answer), and only a quiet table counts as not replying: the table stays focused instead
+    // of leaving and being asked to join again. The talk goes on at a calmer pace.
+    assert!(
+        total(&lean) <= 0.25 * total(&faithful),
+        "lean {lean:?} against faithful {faithful:?}"
+    );
+    assert!(
+        lean_lines >= 0.4 * faithful_lines,
+        "{lean_lines} lines in the lean hour, {faithful_lines} in the faithful one"
+    );
+}
+
 fn cafe_again(client: LlmClient) -> Cafe {
     cafe(client)
 }

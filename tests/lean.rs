@@ -55,9 +55,9 @@ fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
 
     let comparison = compare(&[base], &[other]).expect("compares");
     let table = comparison.to_markdown();
-    // Measured on this day: 89 % of the calls and 75 % of the tokens.
-    assert!(comparison.calls_ratio() < 0.93, "{table}");
-    assert!(comparison.tokens_ratio() < 0.80, "{table}");
+    // Measured on this day: 83 % of the calls and 64 % of the tokens.
+    assert!(comparison.calls_ratio() < 0.88, "{table}");
+    assert!(comparison.tokens_ratio() < 0.70, "{table}");
     // Where they go and what they plan stay the same; talk and reflection counts move with
     // the chance of one seed (the note compares three seeds' means), so they are held loosely.
     for (name, ratio) in comparison.behaviour_ratios() {

@@ -52,9 +52,10 @@ use crate::prompt::{
 };
 use crate::settings::AgentSettings;
 
-use super::attention::{Change, ChatState};
+use super::attention::{Change, ChatState, SubFlow};
 use super::prompts::{
-    FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupRound, GroupScene, OfferedTool, RoundSeat,
+    FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupRound, GroupScene, OfferedTool, RoundPlan,
+    RoundSeat,
 };
 use super::social::{Attention, SocialState};
 use super::stream::{
@@ -81,6 +82,51 @@ pub struct GroupAttention {
     /// The activity the social state was last read from, and that state (an action lasts many
     /// steps; reading the words of its description again each step is wasted).
     social_of: Option<(String, SocialState)>,
+    /// Lean mode: per focused stream, the line the last round planned for the persona's next
+    /// cycle (see [`PlannedLine`]).
+    planned: BTreeMap<StreamKey, PlannedLine>,
+}
+
+/// A line a lean round planned for a seat's next cycle: said then without a call if the talk
+/// went about as the round expected and the cycle comes within two beats; otherwise dropped,
+/// and the cycle sits in a new round. Lines from the round's own seats are the exchange it
+/// planned; a line from anyone else may pass (a group talks over itself), unless it names
+/// the persona — that deserves a real answer — or [`MAX_INTERJECTIONS`] such lines came.
+#[derive(Debug, Clone)]
+struct PlannedLine {
+    /// The line, with its memory's embedding (made with the round's).
+    said: Said,
+    /// The stream's last line when the round was asked.
+    after: u64,
+    /// The round's seats.
+    seats: Vec<Entity>,
+    /// The last step at which it may be said.
+    until: u64,
+}
+
+/// Most lines from outside a round that its planned lines outlive (see [`PlannedLine`]).
+const MAX_INTERJECTIONS: usize = 2;
+
+impl PlannedLine {
+    /// Whether the talk in `stream` went about as the round expected, at `step`, for the
+    /// persona `name` (`first_name`).
+    fn still_fits(
+        &self,
+        stream: &super::stream::GroupStream,
+        step: u64,
+        name: &str,
+        first_name: &str,
+    ) -> bool {
+        let mut interjections = stream
+            .lines_after(self.after)
+            .filter(|line| !line.persona.is_some_and(|p| self.seats.contains(&p)));
+        step <= self.until
+            && interjections
+                .by_ref()
+                .take(MAX_INTERJECTIONS + 1)
+                .enumerate()
+                .all(|(i, line)| i < MAX_INTERJECTIONS && !names(&line.text, name, first_name))
+    }
 }
 
 impl GroupAttention {
@@ -110,7 +156,7 @@ struct PendingMemory {
 }
 
 /// A line a call produced, with the embedding of its memory description.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Said {
     text: String,
     emoji: bool,
@@ -127,6 +173,15 @@ enum Landed {
     Replied(Option<Said>),
     /// A focused cycle: a line or emoji, or `no_reply`.
     Focused(Option<Said>),
+    /// A lean round's seat: as `Focused`, and the line planned for its next cycle. Staying
+    /// quiet counts as planning `no_reply` only when the whole table was quiet (the round asks
+    /// that only one or two speak; the rest are listening) and the seat's cycle was due (a
+    /// listener seated only to plan its answer decided nothing).
+    Round {
+        said: Option<Said>,
+        then: Option<PlannedLine>,
+        quiet_counts: bool,
+    },
     /// A focused cycle that wants to look something up first: the tool runs in the world,
     /// then the cycle is asked again.
     LookUp(Box<LookUp>),
@@ -463,9 +518,23 @@ pub(super) fn group_step(world: &mut World) {
         people.iter().map(|p| (p.entity, p.name.clone())).collect();
     let mut starts: Vec<(Entity, Call)> = Vec::new();
     let mut rounds: BTreeMap<StreamKey, PendingRound> = BTreeMap::new();
+    // Lean rounds: per stream, its focused personas with nothing new to answer (their index
+    // in `people`, the last line they looked at), and who has been seated as one.
+    let mut listeners: BTreeMap<StreamKey, Vec<(usize, u64)>> = BTreeMap::new();
+    let mut seated: BTreeSet<Entity> = BTreeSet::new();
+    // A focused cycle comes due again a beat later; in rounds the cycles keep the clock's
+    // beat, so a stream's focused personas fall due together.
+    let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
+    let next_cycle = |on_the_beat: bool| {
+        if on_the_beat {
+            (step / every + 1) * every
+        } else {
+            step + every
+        }
+    };
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
-        for someone in &people {
+        for (index, someone) in people.iter().enumerate() {
             let Some(mut group) = world
                 .get_mut::<GroupAttention>(someone.entity)
                 .map(|mut g| std::mem::take(&mut *g))
@@ -481,13 +550,17 @@ pub(super) fn group_step(world: &mut World) {
                 }
             }
             group.seen.retain(|key, _| streams.get(key).is_some());
-            group.cycles.retain(|key, _| {
-                group
-                    .attention
-                    .flows
+            let focused = |flows: &BTreeMap<StreamKey, SubFlow>, key: &StreamKey| {
+                flows
                     .get(key)
                     .is_some_and(|f| f.state == ChatState::Focused)
-            });
+            };
+            group
+                .cycles
+                .retain(|key, _| focused(&group.attention.flows, key));
+            group
+                .planned
+                .retain(|key, _| focused(&group.attention.flows, key));
             group
                 .attention
                 .flows
@@ -567,44 +640,35 @@ pub(super) fn group_step(world: &mut World) {
             } else {
                 None
             };
+            // The last line this cycle's previous one observed (the round shows what is new).
+            let mut looked_before = 0;
             if let Some((CallKind::Focus, key)) = &call
                 && let Some(stream) = streams.get(key)
             {
-                let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
-                // In rounds the cycles keep the clock's beat, so a stream's focused personas
-                // fall due together.
-                let due = if rounds_on {
-                    (step / every + 1) * every
-                } else {
-                    step + every
-                };
-                group.cycles.insert(key.clone(), (stream.last_seq(), due));
+                looked_before = group.cycles.get(key).map_or(0, |(looked, _)| *looked);
+                group
+                    .cycles
+                    .insert(key.clone(), (stream.last_seq(), next_cycle(rounds_on)));
+            }
+            if rounds_on && call.is_none() && someone.free && !someone.asleep && !someone.chatting {
+                // Focused but with nothing new to answer: a listener at its streams' rounds.
+                for (key, flow) in &group.attention.flows {
+                    if flow.state == ChatState::Focused {
+                        let looked = group.cycles.get(key).map_or(0, |(looked, _)| *looked);
+                        listeners
+                            .entry(key.clone())
+                            .or_default()
+                            .push((index, looked));
+                    }
+                }
             }
             if let (Some((kind, key)), Some(client), Some(library)) = (call, &client, &library)
                 && let Some(stream) = streams.get(&key)
             {
-                let present: Vec<String> = stream
-                    .members
-                    .iter()
-                    .filter(|e| **e != someone.entity)
-                    .filter_map(|e| names_by_entity.get(e).cloned())
-                    .collect();
-                let recent = recent_lines(stream, settings.recent_lines);
-                let seed = step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said;
-                let Details { identity, memories } = details_now
+                let details = details_now
                     .take()
                     .unwrap_or_else(|| details(world, someone));
-                let scene = GroupScene {
-                    name: someone.name.clone(),
-                    first_name: someone.first_name.clone(),
-                    identity,
-                    activity: someone.activity.clone(),
-                    place: place_of(&key),
-                    recent,
-                    present,
-                    memories,
-                    seed,
-                };
+                let scene = scene_in(stream, someone, details, &names_by_entity, &settings, step);
                 let failures = FailureLog::default();
                 let ctx = PromptContext::new(client.clone(), library.clone())
                     .with_retries(retries)
@@ -616,9 +680,23 @@ pub(super) fn group_step(world: &mut World) {
                 } else {
                     Vec::new()
                 };
-                let task = if kind == CallKind::Focus && rounds_on {
-                    let looked = group.cycles.get(&key).map_or(0, |(looked, _)| *looked);
-                    seat_in_round(&mut rounds, &key, ctx, scene, looked, step)
+                let planned = group.planned.remove(&key).filter(|line| {
+                    line.still_fits(stream, step, &someone.name, &someone.first_name)
+                });
+                let task = if kind == CallKind::Focus
+                    && rounds_on
+                    && let Some(line) = planned
+                {
+                    say_planned(line.said)
+                } else if kind == CallKind::Focus && rounds_on {
+                    let seat = Seat {
+                        persona: someone.entity,
+                        scene,
+                        looked: looked_before,
+                        until: step + 2 * every,
+                        listening: false,
+                    };
+                    seat_in_round(&mut rounds, &key, ctx, seat, step)
                 } else {
                     spawn_call(kind, ctx, scene, new_lines, tools)
                 };
@@ -648,6 +726,57 @@ pub(super) fn group_step(world: &mut World) {
             }
             if let Some(mut slot) = world.get_mut::<GroupAttention>(someone.entity) {
                 *slot = group;
+            }
+        }
+        // Every round seats its stream's listeners too: quiet now, most likely, but planning
+        // their answer to what the round's speakers say, which they then say without a call.
+        for (key, round) in &mut rounds {
+            let Some(stream) = streams.get(key) else {
+                continue;
+            };
+            for &(index, looked) in listeners.get(key).into_iter().flatten() {
+                let Some(someone) = people.get(index) else {
+                    continue;
+                };
+                if seated.contains(&someone.entity) || !stream.members.contains(&someone.entity) {
+                    continue;
+                }
+                seated.insert(someone.entity);
+                let scene = scene_in(
+                    stream,
+                    someone,
+                    details(world, someone),
+                    &names_by_entity,
+                    &settings,
+                    step,
+                );
+                // The round's failures are heard by its first seat's log.
+                let failures = FailureLog::default();
+                let seat = Seat {
+                    persona: someone.entity,
+                    scene,
+                    looked,
+                    until: step + 2 * every,
+                    listening: true,
+                };
+                let task = round.seat(seat);
+                if let Some(mut group) = world.get_mut::<GroupAttention>(someone.entity) {
+                    group
+                        .cycles
+                        .insert(key.clone(), (stream.last_seq(), next_cycle(true)));
+                }
+                starts.push((
+                    someone.entity,
+                    Call {
+                        persona: Some(someone.entity),
+                        name: someone.name.clone(),
+                        stream: key.clone(),
+                        place: place_of(key),
+                        failures,
+                        task,
+                        done: None,
+                    },
+                ));
             }
         }
         for (key, round) in std::mem::take(&mut rounds) {
@@ -734,6 +863,26 @@ fn said(name: &str, place: &str, text: String, emoji: bool) -> Said {
     }
 }
 
+/// Sets the embeddings of `lines`' memory descriptions, in one request (none when it fails).
+async fn embed_all(ctx: &PromptContext, mut lines: Vec<&mut Said>) {
+    if lines.is_empty() {
+        return;
+    }
+    let texts = lines.iter().map(|l| l.description.clone()).collect();
+    match ctx.embed_many(texts).await {
+        Ok(vectors) if vectors.len() == lines.len() => {
+            for (line, vector) in lines.iter_mut().zip(vectors) {
+                line.embedding = Some(vector);
+            }
+        }
+        _ => ctx.record_failure(ModelFailure {
+            kind: EMBED_KIND,
+            reason: FailureReason::Unusable,
+            attempts: 1,
+        }),
+    }
+}
+
 /// `said` with the embedding of its memory description (none when the embedding fails).
 async fn embedded(ctx: &PromptContext, mut said: Said) -> Said {
     match ctx.embed_one(said.description.clone()).await {
@@ -817,17 +966,62 @@ fn recent_lines(stream: &super::stream::GroupStream, n: usize) -> Vec<String> {
     stream.lines.iter().skip(skip).map(shown).collect()
 }
 
+/// What a prompt shows of `someone` in `stream`: who, doing what, where, with whom, the
+/// recent lines.
+fn scene_in(
+    stream: &super::stream::GroupStream,
+    someone: &Someone,
+    Details { identity, memories }: Details,
+    names_by_entity: &BTreeMap<Entity, String>,
+    settings: &GroupSettings,
+    step: u64,
+) -> GroupScene {
+    let present: Vec<String> = stream
+        .members
+        .iter()
+        .filter(|e| **e != someone.entity)
+        .filter_map(|e| names_by_entity.get(e).cloned())
+        .collect();
+    GroupScene {
+        name: someone.name.clone(),
+        first_name: someone.first_name.clone(),
+        identity,
+        activity: someone.activity.clone(),
+        place: place_of(&stream.key),
+        recent: recent_lines(stream, settings.recent_lines),
+        present,
+        memories,
+        seed: step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said,
+    }
+}
+
 /// Lean mode: the focused cycles of one stream gathered during a step, asked together once
 /// the step's personas have all been seen.
 struct PendingRound {
     /// The first seat's context (its failure log hears of the round's failed calls).
     ctx: PromptContext,
-    /// Each seat's scene, and where its answer goes.
-    seats: Vec<(GroupScene, async_channel::Sender<Landed>)>,
+    /// Each seat's scene, where its answer goes, and whether it only listens.
+    seats: Vec<(GroupScene, async_channel::Sender<Landed>, bool)>,
+    /// The seats' personas.
+    personas: Vec<Entity>,
     /// The earliest line any seat looked at last.
     looked: u64,
+    /// The last step at which the lines the round plans may be said.
+    until: u64,
     /// Seed of the request.
     seed: u64,
+}
+
+/// A persona's focused cycle, to sit in its stream's round.
+struct Seat {
+    persona: Entity,
+    scene: GroupScene,
+    /// The last line its previous cycle observed.
+    looked: u64,
+    /// The last step at which a line planned for it may be said.
+    until: u64,
+    /// Seated with nothing new to answer, to plan its next line.
+    listening: bool,
 }
 
 /// Seats a persona at its stream's round of this step; its call's task waits for its part
@@ -836,21 +1030,38 @@ fn seat_in_round(
     rounds: &mut BTreeMap<StreamKey, PendingRound>,
     key: &StreamKey,
     ctx: PromptContext,
-    scene: GroupScene,
-    looked: u64,
+    seat: Seat,
     step: u64,
 ) -> Task<Landed> {
-    let (answer, heard) = async_channel::bounded(1);
-    let round = rounds.entry(key.clone()).or_insert_with(|| PendingRound {
-        ctx,
-        seats: Vec::new(),
-        looked,
-        seed: step ^ scene.seed.rotate_left(7),
-    });
-    round.looked = round.looked.min(looked);
-    round.seats.push((scene, answer));
-    AsyncComputeTaskPool::get()
-        .spawn(async move { heard.recv().await.unwrap_or(Landed::Focused(None)) })
+    rounds
+        .entry(key.clone())
+        .or_insert_with(|| PendingRound {
+            ctx,
+            seats: Vec::new(),
+            personas: Vec::new(),
+            looked: seat.looked,
+            until: seat.until,
+            seed: step ^ seat.scene.seed.rotate_left(7),
+        })
+        .seat(seat)
+}
+
+impl PendingRound {
+    /// Seats `seat`; its call's task waits for its part of the answer.
+    fn seat(&mut self, seat: Seat) -> Task<Landed> {
+        let (answer, heard) = async_channel::bounded(1);
+        self.looked = self.looked.min(seat.looked);
+        self.personas.push(seat.persona);
+        self.seats.push((seat.scene, answer, seat.listening));
+        AsyncComputeTaskPool::get()
+            .spawn(async move { heard.recv().await.unwrap_or(Landed::Focused(None)) })
+    }
+}
+
+/// Says the line a round planned for this cycle: no model call (its memory's embedding came
+/// with the round's).
+fn say_planned(line: Said) -> Task<Landed> {
+    AsyncComputeTaskPool::get().spawn(async move { Landed::Focused(Some(line)) })
 }
 
 /// Asks a round on the task pool and hands each seat its part: a line, an emoji or quiet.
@@ -863,9 +1074,13 @@ fn spawn_round(
     let PendingRound {
         ctx,
         seats,
+        personas,
         looked,
+        until,
         seed,
     } = round;
+    // What the round sees: lines from its seats after this are the exchange it plans.
+    let after = stream.last_seq();
     let present: Vec<String> = stream
         .members
         .iter()
@@ -875,7 +1090,7 @@ fn spawn_round(
     let new_lines: Vec<String> = stream.lines_after(looked).map(shown).collect();
     let place = seats
         .first()
-        .map(|(s, _)| s.place.clone())
+        .map(|(s, ..)| s.place.clone())
         .unwrap_or_default();
     let prompt = GroupRound {
         place: place.clone(),
@@ -884,7 +1099,7 @@ fn spawn_round(
         new_lines,
         seats: seats
             .iter()
-            .map(|(scene, _)| RoundSeat {
+            .map(|(scene, ..)| RoundSeat {
                 name: scene.name.clone(),
                 first_name: scene.first_name.clone(),
                 identity: scene.identity.clone(),
@@ -897,15 +1112,43 @@ fn spawn_round(
     AsyncComputeTaskPool::get()
         .spawn(async move {
             let plans = run_prompt(&ctx, &prompt).await.value;
-            for ((scene, answer), plan) in seats.into_iter().zip(plans) {
-                let landed = match plan {
-                    FocusPlan::TextReply(text) => Landed::Focused(Some(
-                        embedded(&ctx, said(&scene.name, &place, text, false)).await,
-                    )),
-                    FocusPlan::EmojiReply(emoji) => Landed::Focused(Some(
-                        embedded(&ctx, said(&scene.name, &place, emoji, true)).await,
-                    )),
-                    FocusPlan::NoReply | FocusPlan::UseTool { .. } => Landed::Focused(None),
+            let table_quiet = plans
+                .iter()
+                .all(|p| p.now == FocusPlan::NoReply && p.then.is_none());
+            // Every line of the round, said now or planned, with its memory's embedding — all
+            // of them in one request.
+            let mut lines: Vec<(Option<Said>, Option<Said>)> = seats
+                .iter()
+                .zip(plans)
+                .map(|((scene, ..), RoundPlan { now, then })| {
+                    let now = match now {
+                        FocusPlan::TextReply(text) => Some(said(&scene.name, &place, text, false)),
+                        FocusPlan::EmojiReply(emoji) => {
+                            Some(said(&scene.name, &place, emoji, true))
+                        }
+                        FocusPlan::NoReply | FocusPlan::UseTool { .. } => None,
+                    };
+                    let then = then.map(|text| said(&scene.name, &place, text, false));
+                    (now, then)
+                })
+                .collect();
+            let mut all: Vec<&mut Said> = Vec::new();
+            for (now, then) in &mut lines {
+                all.extend(now.as_mut());
+                all.extend(then.as_mut());
+            }
+            embed_all(&ctx, all).await;
+            for ((_, answer, listening), (said, then)) in seats.into_iter().zip(lines) {
+                let then = then.map(|said| PlannedLine {
+                    said,
+                    after,
+                    seats: personas.clone(),
+                    until,
+                });
+                let landed = Landed::Round {
+                    said,
+                    then,
+                    quiet_counts: table_quiet && !listening,
                 };
                 // A seat whose call was dropped (the app is closing) hears nothing.
                 let _ = answer.send(landed).await;
@@ -1150,6 +1393,25 @@ fn land(
             }
         }
         Landed::Focused(line) => said = line,
+        Landed::Round {
+            said: line,
+            then,
+            quiet_counts,
+        } => {
+            if let Some(persona) = call.persona
+                && let Some(mut group) = world.get_mut::<GroupAttention>(persona)
+            {
+                if quiet_counts {
+                    change = group
+                        .attention
+                        .planned_no_reply(&call.stream, &settings.attention);
+                }
+                if let Some(then) = then {
+                    group.planned.insert(call.stream.clone(), then);
+                }
+            }
+            said = line;
+        }
     }
     if let (Some(persona), Some(Change::Moved { from, to })) = (call.persona, change)
         && from != to
@@ -1271,6 +1533,61 @@ fn remember(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_planned_line_outlives_a_little_crosstalk_but_not_being_named_or_the_beat() {
+        let e = |i: u32| Entity::from_raw_u32(i).unwrap_or(Entity::PLACEHOLDER);
+        let (ana, bo, cy) = (e(1), e(2), e(3));
+        let key = StreamKey::Arena("w:s:cafe".into());
+        let now = chrono::NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(9, 0, 0))
+            .unwrap_or_default();
+        let mut streams = GroupStreams::default();
+        assert!(streams.open(key.clone(), now));
+        let say = |streams: &mut GroupStreams, who: &str, persona: Option<Entity>, text: &str| {
+            streams.say(&key, who, persona, text, false, now);
+        };
+        say(&mut streams, "Ana Ruiz", Some(ana), "Morning, all!");
+        let planned = PlannedLine {
+            said: said("Bo Chen", "cafe", "Morning, Ana!".into(), false),
+            after: streams.get(&key).map_or(0, |s| s.last_seq()),
+            seats: vec![ana, bo],
+            until: 10,
+        };
+        let fits = |streams: &GroupStreams, step: u64| {
+            streams
+                .get(&key)
+                .is_some_and(|s| planned.still_fits(s, step, "Bo Chen", "Bo"))
+        };
+        assert!(fits(&streams, 4));
+        // Past its last beat it is stale.
+        assert!(!fits(&streams, 11));
+        // The round's own seats talking is the exchange it planned, naming Bo or not.
+        say(&mut streams, "Ana Ruiz", Some(ana), "Bo, tea?");
+        assert!(fits(&streams, 4));
+        // Someone else chiming in passes.
+        say(&mut streams, "Cy Young", Some(cy), "Lovely weather today.");
+        assert!(fits(&streams, 4));
+        // Someone else naming Bo deserves a real answer.
+        let mut named = streams.clone();
+        say(
+            &mut named,
+            "Cy Young",
+            Some(cy),
+            "Bo, did you see the match?",
+        );
+        assert!(!fits(&named, 4));
+        // A third line from outside the round (game code's post too): the talk moved on.
+        say(
+            &mut streams,
+            "the notice board",
+            None,
+            "The cafe closes at six.",
+        );
+        assert!(fits(&streams, 4), "two lines from outside");
+        say(&mut streams, "Cy Young", Some(cy), "Anyone for cards?");
+        assert!(!fits(&streams, 4));
+    }
 
     #[test]
     fn only_a_whole_arena_holds_a_group_conversation() {

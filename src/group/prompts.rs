@@ -6,7 +6,7 @@
 //! | `GroupJoin` (`group_join`) | an absent persona's join question is due (one stream per 60 s) | yes / no (a closed set: scored when the backend can) | no |
 //! | `GroupReply` (`group_reply`) | a chatting persona's reply draw wins, or a persona has just joined | one spoken line | silence |
 //! | `GroupFocus` (`group_focus`) | a focused persona observes new lines | JSON: thought, plan (`text_reply` / `emoji_reply` / `no_reply`, or `use_tool` with a tool and its arguments), reply, reason | `no_reply` |
-//! | `GroupRound` (`group_round`, lean mode) | the focused personas of one stream whose cycles are due, together | JSON: a plan and a reply per persona | everyone `no_reply` |
+//! | `GroupRound` (`group_round`, lean mode) | the focused personas of one stream whose cycles are due, together | JSON: a plan and a reply per persona, and the line each says next | everyone `no_reply`, nothing next |
 //!
 //! The focused cycle may think with the persona's tools (SPEC §8 "think may use the persona's
 //! tools"): the prompt lists the read-only tools the persona is allowed; a `use_tool` plan
@@ -375,10 +375,13 @@ impl RoundSeat {
 
 /// Lean mode's round (template `group_round`): the FOCUSED cycles of every persona of one
 /// stream whose cycle is due, in one call instead of one each. No tools (a look-up would
-/// need a second call per persona). Output: one plan per seat, in the seats' order — an
-/// entry that names nobody at the table is ignored, a seat without a usable entry stays quiet
-/// (an empty list: everyone quiet).
-/// Fail-safe: everyone `no_reply`.
+/// need a second call per persona). The round plans the exchange a beat ahead: besides what
+/// each seat does now, the line it says next once the others have answered (`then`), which
+/// the persona says at its next cycle without asking again — unless someone outside the
+/// round spoke meanwhile (see `heart`). Output: one [`RoundPlan`] per seat, in the seats'
+/// order — an entry that names nobody at the table is ignored, a seat without a usable entry
+/// stays quiet (an empty list: everyone quiet).
+/// Fail-safe: everyone `no_reply`, nothing next.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct GroupRound {
     /// Where the talk is.
@@ -395,6 +398,24 @@ pub(crate) struct GroupRound {
     pub seed: u64,
 }
 
+/// What one seat of a round does now, and says next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RoundPlan {
+    /// What the seat does at this cycle (never a tool: a round offers none).
+    pub now: FocusPlan,
+    /// The line it says at its next cycle if the talk goes as the round expects (a spoken
+    /// line, cleaned and bounded like `now`'s).
+    pub then: Option<String>,
+}
+
+impl RoundPlan {
+    /// Quiet now, nothing planned.
+    pub const QUIET: Self = Self {
+        now: FocusPlan::NoReply,
+        then: None,
+    };
+}
+
 /// Most characters of a round's reply a schema-decoding backend writes (a small model keeps
 /// talking inside the string until its tokens run out, and the JSON is cut).
 const ROUND_REPLY_CHARS: usize = 160;
@@ -403,7 +424,7 @@ const ROUND_REPLY_CHARS: usize = 160;
 const MAX_ROUND_ENTRIES: usize = 64;
 
 impl Prompt for GroupRound {
-    type Output = Vec<FocusPlan>;
+    type Output = Vec<RoundPlan>;
 
     fn kind(&self) -> &'static str {
         "group_round"
@@ -443,19 +464,19 @@ impl Prompt for GroupRound {
             ],
         )?;
         let mut request = ChatRequest::new(self.kind(), prompt)
-            .with_max_tokens(60 + 80 * self.seats.len().min(MAX_ROUND_ENTRIES) as u32)
+            .with_max_tokens(60 + 120 * self.seats.len().min(MAX_ROUND_ENTRIES) as u32)
             .with_temperature(0.5);
         request.json_schema = Some(round_schema(&self.seats));
         request.seed = Some(self.seed);
         Ok(request)
     }
 
-    fn parse(&self, cleaned: &str) -> Result<Vec<FocusPlan>, ParseError> {
+    fn parse(&self, cleaned: &str) -> Result<Vec<RoundPlan>, ParseError> {
         parse_round(cleaned, &self.seats)
     }
 
-    fn fail_safe(&self) -> Vec<FocusPlan> {
-        vec![FocusPlan::NoReply; self.seats.len()]
+    fn fail_safe(&self) -> Vec<RoundPlan> {
+        vec![RoundPlan::QUIET; self.seats.len()]
     }
 }
 
@@ -473,9 +494,10 @@ fn round_schema(seats: &[RoundSeat]) -> Value {
                     "properties": {
                         "name": {"type": "string", "enum": names},
                         "plan": {"type": "string", "enum": ["text_reply", "emoji_reply", "no_reply"]},
-                        "reply": {"type": "string", "maxLength": ROUND_REPLY_CHARS}
+                        "reply": {"type": "string", "maxLength": ROUND_REPLY_CHARS},
+                        "then": {"type": "string", "maxLength": ROUND_REPLY_CHARS}
                     },
-                    "required": ["name", "plan", "reply"]
+                    "required": ["name", "plan", "reply", "then"]
                 },
                 "maxItems": names.len()
             }
@@ -486,19 +508,20 @@ fn round_schema(seats: &[RoundSeat]) -> Value {
 
 /// Parses a round's JSON into one plan per seat. Entries are matched to seats by full or
 /// first name (ignoring case); the first usable entry of a seat counts. An entry with a bad
-/// plan, an empty line or a non-emoji reaction leaves its seat quiet. An answer that names
-/// no seat at all is refused (so the retry or the fail-safe decides).
+/// plan, an empty line or a non-emoji reaction leaves its seat quiet now; a missing, empty
+/// or unusable `then` plans nothing next. An answer that names no seat at all is refused (so
+/// the retry or the fail-safe decides).
 pub(crate) fn parse_round(
     cleaned: &str,
     seats: &[RoundSeat],
-) -> Result<Vec<FocusPlan>, ParseError> {
+) -> Result<Vec<RoundPlan>, ParseError> {
     let value = crate::prompt::extract_json(cleaned)
         .ok_or_else(|| ParseError::new("no JSON object in the answer"))?;
     let entries = value
         .get("replies")
         .and_then(Value::as_array)
         .ok_or_else(|| ParseError::new("no \"replies\" list in the answer"))?;
-    let mut plans: Vec<Option<FocusPlan>> = vec![None; seats.len()];
+    let mut plans: Vec<Option<RoundPlan>> = vec![None; seats.len()];
     let mut named_any = false;
     for entry in entries.iter().take(MAX_ROUND_ENTRIES) {
         let Some(name) = entry.get("name").and_then(Value::as_str).map(str::trim) else {
@@ -513,13 +536,17 @@ pub(crate) fn parse_round(
         if plans[seat].is_some() {
             continue;
         }
-        let reply = entry
-            .get("reply")
-            .and_then(Value::as_str)
-            .map(|s| truncate_chars(s.trim(), MAX_LINE_CHARS).to_string())
-            .unwrap_or_default();
-        let plan = match entry.get("plan").and_then(Value::as_str).map(str::trim) {
-            Some("text_reply") => spoken_line(&reply, &seats[seat].first_name)
+        let text = |field: &str| {
+            entry
+                .get(field)
+                .and_then(Value::as_str)
+                .map(|s| truncate_chars(s.trim(), MAX_LINE_CHARS).to_string())
+                .unwrap_or_default()
+        };
+        let first_name = &seats[seat].first_name;
+        let reply = text("reply");
+        let now = match entry.get("plan").and_then(Value::as_str).map(str::trim) {
+            Some("text_reply") => spoken_line(&reply, first_name)
                 .map(FocusPlan::TextReply)
                 .unwrap_or(FocusPlan::NoReply),
             Some("emoji_reply") if is_emoji(reply.trim()) => {
@@ -527,7 +554,8 @@ pub(crate) fn parse_round(
             }
             _ => FocusPlan::NoReply,
         };
-        plans[seat] = Some(plan);
+        let then = spoken_line(&text("then"), first_name).ok();
+        plans[seat] = Some(RoundPlan { now, then });
     }
     // An empty list is everyone staying quiet; entries for nobody at the table are no answer.
     if !named_any && !entries.is_empty() {
@@ -535,7 +563,7 @@ pub(crate) fn parse_round(
     }
     Ok(plans
         .into_iter()
-        .map(|p| p.unwrap_or(FocusPlan::NoReply))
+        .map(|p| p.unwrap_or(RoundPlan::QUIET))
         .collect())
 }
 
@@ -801,8 +829,8 @@ mod tests {
         let seats = seats();
         let plans = parse_round(
             r#"{"replies":[
-                {"name":"Ada","plan":"text_reply","reply":"Ada: Morning, Bo!"},
-                {"name":"bo chen","plan":"emoji_reply","reply":"👍"},
+                {"name":"Ada","plan":"text_reply","reply":"Ada: Morning, Bo!","then":"Ada: \"Bread or cake?\""},
+                {"name":"bo chen","plan":"emoji_reply","reply":"👍","then":""},
                 {"name":"Ada Lovelace","plan":"text_reply","reply":"a second line is ignored"}
             ]}"#,
             &seats,
@@ -811,12 +839,33 @@ mod tests {
         assert_eq!(
             plans,
             vec![
-                FocusPlan::TextReply("Morning, Bo!".into()),
-                FocusPlan::EmojiReply("👍".into()),
+                // The next line is cleaned like the first (no name, no quotes).
+                RoundPlan {
+                    now: FocusPlan::TextReply("Morning, Bo!".into()),
+                    then: Some("Bread or cake?".into()),
+                },
+                // An empty next line plans nothing.
+                RoundPlan {
+                    now: FocusPlan::EmojiReply("👍".into()),
+                    then: None,
+                },
                 // Cy was not answered for: quiet.
-                FocusPlan::NoReply,
+                RoundPlan::QUIET,
             ]
         );
+        // Quiet now and speaking next is a plan too; an entry without "then" (an older
+        // answer's shape) plans nothing next.
+        let plans = parse_round(
+            r#"{"replies":[
+                {"name":"Cy","plan":"no_reply","reply":"","then":"Count me in."},
+                {"name":"Bo","plan":"text_reply","reply":"Hi!"}
+            ]}"#,
+            &seats,
+        )
+        .expect("parses");
+        assert_eq!(plans[2].then.as_deref(), Some("Count me in."));
+        assert_eq!(plans[2].now, FocusPlan::NoReply);
+        assert_eq!(plans[1].then, None);
     }
 
     #[test]
@@ -834,17 +883,18 @@ mod tests {
         }
         // Parsed, but each bad entry leaves its seat quiet: unknown plans (a tool call in a
         // round), empty lines, a "reaction" that is text, a name that is not a string.
+        // A next line that is not a string, or only blanks, plans nothing.
         let plans = parse_round(
             r#"{"replies":[
-                {"name":"Ada","plan":"use_tool","tool":"what_time_is_it","reply":""},
-                {"name":"Bo","plan":"text_reply","reply":"   "},
-                {"name":"Cy","plan":"emoji_reply","reply":"ok fine"},
-                {"name":42,"plan":"text_reply","reply":"x"}
+                {"name":"Ada","plan":"use_tool","tool":"what_time_is_it","reply":"","then":{"tool":"x"}},
+                {"name":"Bo","plan":"text_reply","reply":"   ","then":"  \n  "},
+                {"name":"Cy","plan":"emoji_reply","reply":"ok fine","then":["a"]},
+                {"name":42,"plan":"text_reply","reply":"x","then":"y"}
             ]}"#,
             &seats,
         )
         .expect("parses");
-        assert_eq!(plans, vec![FocusPlan::NoReply; 3]);
+        assert_eq!(plans, vec![RoundPlan::QUIET; 3]);
         // A flood of entries is cut at the bound; a long line is bounded.
         let mut entries: Vec<String> = (0..10_000)
             .map(|i| format!(r#"{{"name":"Nobody{i}","plan":"no_reply","reply":""}}"#))
@@ -859,13 +909,18 @@ mod tests {
             "Cy's entry is past the bound"
         );
         let long = format!(
-            r#"{{"replies":[{{"name":"Cy","plan":"text_reply","reply":"{}"}}]}}"#,
+            r#"{{"replies":[{{"name":"Cy","plan":"text_reply","reply":"{0}","then":"{0}"}}]}}"#,
             "y".repeat(MAX_LINE_CHARS * 3)
         );
-        match &parse_round(&long, &seats).expect("parses")[2] {
+        let cy = &parse_round(&long, &seats).expect("parses")[2];
+        match &cy.now {
             FocusPlan::TextReply(line) => assert_eq!(line.chars().count(), MAX_LINE_CHARS),
             other => panic!("{other:?}"),
         }
+        assert_eq!(
+            cy.then.as_ref().map(|l| l.chars().count()),
+            Some(MAX_LINE_CHARS)
+        );
     }
 
     #[test]
@@ -894,7 +949,11 @@ mod tests {
         );
         assert!(text.contains("For each of Ada, Bo and Cy,"), "{text}");
         assert_eq!(request.seed, Some(7));
-        assert_eq!(round.fail_safe(), vec![FocusPlan::NoReply; 3]);
+        assert_eq!(round.fail_safe(), vec![RoundPlan::QUIET; 3]);
+        assert!(
+            text.contains("in \"then\", write what they would say next"),
+            "{text}"
+        );
         // A backend decoding under the schema names only the seats and keeps replies short.
         let schema = request.json_schema.expect("a schema");
         let entry = &schema["properties"]["replies"]["items"]["properties"];
@@ -903,11 +962,12 @@ mod tests {
             json!(["Ada Lovelace", "Bo Chen", "Cy Young"])
         );
         assert_eq!(entry["reply"]["maxLength"], json!(ROUND_REPLY_CHARS));
+        assert_eq!(entry["then"]["maxLength"], json!(ROUND_REPLY_CHARS));
         assert_eq!(schema["properties"]["replies"]["maxItems"], json!(3));
         // An empty list is everyone staying quiet.
         assert_eq!(
             parse_round(r#"{"replies":[]}"#, &round.seats),
-            Ok(vec![FocusPlan::NoReply; 3])
+            Ok(vec![RoundPlan::QUIET; 3])
         );
     }
 }

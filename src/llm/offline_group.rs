@@ -8,7 +8,7 @@
 //!   and says what the persona is doing there — naming people keeps the talk going, as it does
 //!   in a real group.
 //! - **Round** (`group_round`, lean mode): each persona listed decides as in a focused cycle,
-//!   without tools.
+//!   without tools, and plans its next line as if it had heard the others' lines of the round.
 //! - **Focused cycle** (`group_focus`): asked the time by name with the clock tool offered →
 //!   `use_tool` `what_time_is_it`, then (asked again with what it found) the time; named in the
 //!   new lines → a text reply to whoever named it; otherwise, by the hash, a reply, an emoji,
@@ -275,7 +275,9 @@ fn at_most_two_speak(mut replies: Vec<serde_json::Value>) -> Vec<serde_json::Val
 }
 
 /// A lean round's JSON: each persona listed under "Following it closely:" decides as a
-/// focused persona would on its own (no tools in a round).
+/// focused persona would on its own (no tools in a round), at most two of them speak; and
+/// each plans its next line (`then`) as a focused persona would on hearing the others'
+/// lines of this round — again at most two.
 pub(super) fn round(text: &str) -> String {
     // "A group conversation in <place>. Present: a, b."
     let header = text
@@ -286,14 +288,13 @@ pub(super) fn round(text: &str) -> String {
     let present = present_list(present);
     let lines = block(text, "The conversation so far:");
     let new_lines = block(text, "New since they last looked:");
-    let replies: Vec<serde_json::Value> = block(text, "Following it closely:")
+    let seats: Vec<(Scene<'_>, bool)> = block(text, "Following it closely:")
         .into_iter()
         .filter_map(|seat| {
             // "- Ana Ruiz is having coffee; friendly; currently: …"
             let seat = seat.strip_prefix("- ")?;
             let (name, rest) = seat.split_once(" is ")?;
             let activity = rest.split(';').next().unwrap_or("").trim();
-            let own = |l: &&str| l.split_once(": ").is_some_and(|(who, _)| who == name);
             let scene = Scene {
                 name,
                 first_name: first(name),
@@ -301,16 +302,77 @@ pub(super) fn round(text: &str) -> String {
                 place: place.trim(),
                 present: present.iter().copied().filter(|p| *p != name).collect(),
                 lines: lines.clone(),
-                new_lines: new_lines.iter().copied().filter(|l| !own(l)).collect(),
+                new_lines: new_lines
+                    .iter()
+                    .copied()
+                    .filter(|l| !said_by(l, name))
+                    .collect(),
             };
             // In a round, who spoke in the last round lets the others talk.
-            let spoke_lately = new_lines.iter().any(own);
-            let mut answer = focused(&scene, spoke_lately);
-            answer["name"] = json!(name);
-            Some(answer)
+            let spoke_lately = new_lines.iter().any(|l| said_by(l, name));
+            Some((scene, spoke_lately))
         })
         .collect();
-    json!({ "replies": at_most_two_speak(replies) }).to_string()
+    let mut replies = at_most_two_speak(
+        seats
+            .iter()
+            .map(|(scene, spoke_lately)| focused(scene, *spoke_lately))
+            .collect(),
+    );
+    // The exchange a beat ahead: each seat hears the others' lines of this round.
+    let said_now: Vec<String> = seats
+        .iter()
+        .zip(&replies)
+        .filter(|(_, reply)| reply["plan"] == "text_reply")
+        .filter_map(|((scene, _), reply)| {
+            Some(format!("{}: {}", scene.name, reply["reply"].as_str()?))
+        })
+        .collect();
+    let thens = at_most_two_speak(
+        seats
+            .iter()
+            .zip(&replies)
+            .map(|((scene, _), now)| {
+                let heard: Vec<&str> = said_now
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|l| !said_by(l, scene.name))
+                    .collect();
+                if heard.is_empty() {
+                    return json!({"plan": "no_reply", "reply": "", "reason": "nothing new"});
+                }
+                let next = Scene {
+                    name: scene.name,
+                    first_name: scene.first_name,
+                    activity: scene.activity,
+                    place: scene.place,
+                    present: scene.present.clone(),
+                    lines: scene
+                        .lines
+                        .iter()
+                        .copied()
+                        .chain(said_now.iter().map(String::as_str))
+                        .collect(),
+                    new_lines: heard,
+                };
+                focused(&next, now["plan"] != "no_reply")
+            })
+            .collect(),
+    );
+    for (((scene, _), reply), then) in seats.iter().zip(&mut replies).zip(&thens) {
+        reply["name"] = json!(scene.name);
+        reply["then"] = if then["plan"] == "text_reply" {
+            then["reply"].clone()
+        } else {
+            json!("")
+        };
+    }
+    json!({ "replies": replies }).to_string()
+}
+
+/// Whether `line` ("Speaker: text") was said by `name`.
+fn said_by(line: &str, name: &str) -> bool {
+    line.split_once(": ").is_some_and(|(who, _)| who == name)
 }
 
 #[cfg(test)]
@@ -361,5 +423,24 @@ mod tests {
         // Bo spoke in the last round: Bo lets the others talk.
         assert_eq!(replies[1]["name"], "Bo Chen");
         assert_eq!(replies[1]["plan"], "no_reply");
+        // A beat ahead: Mo's answer names Ana, not Bo, and Mo just spoke — Mo plans nothing;
+        // Bo hears Mo and may join in (by the hash), never answering himself.
+        assert_eq!(replies[0]["then"], "");
+        let bo_then = replies[1]["then"].as_str().expect("a string");
+        assert!(!bo_then.contains("Bo,"), "{bo_then}");
+    }
+
+    #[test]
+    fn a_round_plans_the_answer_to_a_line_that_names_a_seat() {
+        // Ana is asked by Bo; Cy hears both. Ana answers Bo now; Bo, named by Ana's answer,
+        // plans to answer her next.
+        let prompt = "A group conversation in the yard. Present: Ana Ruiz, Bo Chen.\n\nThe conversation so far:\nBo Chen: Ana, coffee later?\n\nNew since they last looked:\nBo Chen: Ana, coffee later?\n\nFollowing it closely:\n- Ana Ruiz is weeding; kind\n- Bo Chen is raking; calm\n\nFor each of Ana and Bo, think.";
+        let answer: serde_json::Value = serde_json::from_str(&round(prompt)).expect("json");
+        let replies = answer["replies"].as_array().expect("a list");
+        assert_eq!(replies[0]["plan"], "text_reply");
+        let ana = replies[0]["reply"].as_str().expect("a line");
+        assert!(ana.contains("Bo"), "{ana}");
+        let bo_then = replies[1]["then"].as_str().expect("a string");
+        assert!(bo_then.contains("Ana"), "Bo answers Ana next: {bo_then}");
     }
 }
