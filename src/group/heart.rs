@@ -212,6 +212,21 @@ struct Call {
     done: Option<Landed>,
 }
 
+impl Call {
+    /// `someone`'s call in the stream `key`.
+    fn of(someone: &Someone, key: &StreamKey, failures: FailureLog, task: Task<Landed>) -> Self {
+        Self {
+            persona: Some(someone.entity),
+            name: someone.name.clone(),
+            stream: key.clone(),
+            place: place_of(key),
+            failures,
+            task,
+            done: None,
+        }
+    }
+}
+
 /// Calls in flight.
 #[derive(Resource, Default)]
 pub(super) struct GroupCalls(Vec<Call>);
@@ -700,18 +715,7 @@ pub(super) fn group_step(world: &mut World) {
                 } else {
                     spawn_call(kind, ctx, scene, new_lines, tools)
                 };
-                starts.push((
-                    someone.entity,
-                    Call {
-                        persona: Some(someone.entity),
-                        name: someone.name.clone(),
-                        stream: key.clone(),
-                        place: place_of(&key),
-                        failures,
-                        task,
-                        done: None,
-                    },
-                ));
+                starts.push((someone.entity, Call::of(someone, &key, failures, task)));
             }
             for (stream, Change::Moved { from, to }) in moved {
                 if from != to {
@@ -765,18 +769,7 @@ pub(super) fn group_step(world: &mut World) {
                         .cycles
                         .insert(key.clone(), (stream.last_seq(), next_cycle(true)));
                 }
-                starts.push((
-                    someone.entity,
-                    Call {
-                        persona: Some(someone.entity),
-                        name: someone.name.clone(),
-                        stream: key.clone(),
-                        place: place_of(key),
-                        failures,
-                        task,
-                        done: None,
-                    },
-                ));
+                starts.push((someone.entity, Call::of(someone, key, failures, task)));
             }
         }
         for (key, round) in std::mem::take(&mut rounds) {
