@@ -6,7 +6,9 @@
 //! int4 copy, then the int8 copy and the exact rows of about a thousand memories, checked by
 //! its tests on random stores); `exact` scans the `f32` rows. The `relevance_scan` group shows
 //! the int8 scan alone (38 MB per query at 100,000 memories; `auto`'s int4 scan reads half
-//! that).
+//! that). On x86-64 CPUs with AVX2 (found at run time) the int4 scan runs its `vpmaddubsw`
+//! kernel, about 3.5 times the portable one's speed; without AVX2 `auto` takes about 2.7 ms at
+//! 100,000 on the development machine instead of 1.5.
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -41,6 +41,13 @@ fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
     assert_eq!(calls(&other, "group_focus"), 0);
     assert!(calls(&other, "group_round") > 0);
     assert!(calls(&other, "group_round") < calls(&base, "group_focus"));
+    // Someone walking into a talk is asked whether to join in the talk's round, not alone.
+    assert!(
+        2 * calls(&other, "group_join") < calls(&base, "group_join"),
+        "{} join questions against {}",
+        calls(&other, "group_join"),
+        calls(&base, "group_join")
+    );
     // Reflections look at two focal points with three insights each: fewer insight calls
     // per reflection.
     let per_reflection =
@@ -55,9 +62,9 @@ fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
 
     let comparison = compare(&[base], &[other]).expect("compares");
     let table = comparison.to_markdown();
-    // Measured on this day: 83 % of the calls and 64 % of the tokens.
-    assert!(comparison.calls_ratio() < 0.88, "{table}");
-    assert!(comparison.tokens_ratio() < 0.70, "{table}");
+    // Measured on this day: 78 % of the calls and 63 % of the tokens.
+    assert!(comparison.calls_ratio() < 0.83, "{table}");
+    assert!(comparison.tokens_ratio() < 0.68, "{table}");
     // Where they go and what they plan stay the same; talk and reflection counts move with
     // the chance of one seed (the note compares three seeds' means), so they are held loosely.
     for (name, ratio) in comparison.behaviour_ratios() {

@@ -181,6 +181,8 @@ enum Landed {
         said: Option<Said>,
         then: Option<PlannedLine>,
         quiet_counts: bool,
+        /// A newcomer's seat: its line (or silence) answers the join question.
+        joining: bool,
     },
     /// A focused cycle that wants to look something up first: the tool runs in the world,
     /// then the cycle is asked again.
@@ -226,6 +228,11 @@ impl Call {
         }
     }
 }
+
+/// Lean rounds: the step of each open stream's last round (a join question waits for the next
+/// one within two beats).
+#[derive(Resource, Default)]
+pub(super) struct LastRounds(BTreeMap<StreamKey, u64>);
 
 /// Calls in flight.
 #[derive(Resource, Default)]
@@ -532,11 +539,19 @@ pub(super) fn group_step(world: &mut World) {
     let names_by_entity: BTreeMap<Entity, String> =
         people.iter().map(|p| (p.entity, p.name.clone())).collect();
     let mut starts: Vec<(Entity, Call)> = Vec::new();
+    // Streams whose round was asked this step.
+    let mut rounded: Vec<StreamKey> = Vec::new();
     let mut rounds: BTreeMap<StreamKey, PendingRound> = BTreeMap::new();
     // Lean rounds: per stream, its focused personas with nothing new to answer (their index
     // in `people`, the last line they looked at), and who has been seated as one.
     let mut listeners: BTreeMap<StreamKey, Vec<(usize, u64)>> = BTreeMap::new();
     let mut seated: BTreeSet<Entity> = BTreeSet::new();
+    // Lean rounds: join questions, asked in their stream's round (see below).
+    let mut joiners: Vec<(usize, StreamKey)> = Vec::new();
+    let last_rounds: BTreeMap<StreamKey, u64> = world
+        .get_resource::<LastRounds>()
+        .map(|r| r.0.clone())
+        .unwrap_or_default();
     // A focused cycle comes due again a beat later; in rounds the cycles keep the clock's
     // beat, so a stream's focused personas fall due together.
     let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
@@ -677,6 +692,14 @@ pub(super) fn group_step(world: &mut World) {
                     }
                 }
             }
+            // In rounds the join question waits for its stream's round.
+            let call = match call {
+                Some((CallKind::Join, key)) if rounds_on => {
+                    joiners.push((index, key));
+                    None
+                }
+                call => call,
+            };
             if let (Some((kind, key)), Some(client), Some(library)) = (call, &client, &library)
                 && let Some(stream) = streams.get(&key)
             {
@@ -709,7 +732,7 @@ pub(super) fn group_step(world: &mut World) {
                         scene,
                         looked: looked_before,
                         until: step + 2 * every,
-                        listening: false,
+                        role: SeatRole::Focused,
                     };
                     seat_in_round(&mut rounds, &key, ctx, seat, step)
                 } else {
@@ -732,6 +755,48 @@ pub(super) fn group_step(world: &mut World) {
                 *slot = group;
             }
         }
+        let scene_of = |world: &World, stream: &super::stream::GroupStream, someone: &Someone| {
+            let details = details(world, someone);
+            scene_in(stream, someone, details, &names_by_entity, &settings, step)
+        };
+        // A join question sits at its stream's round as a newcomer; with no round this step it
+        // waits for the next one when the stream had one within two beats, else it is asked
+        // on its own.
+        for (index, key) in joiners {
+            let (Some(someone), Some(stream)) = (people.get(index), streams.get(&key)) else {
+                continue;
+            };
+            let round = rounds.get_mut(&key);
+            if round.is_none()
+                && last_rounds
+                    .get(&key)
+                    .is_some_and(|&at| step <= at + 2 * every)
+            {
+                continue;
+            }
+            let scene = scene_of(world, stream, someone);
+            let failures = FailureLog::default();
+            let task = if let Some(round) = round {
+                round.seat(Seat {
+                    persona: someone.entity,
+                    scene,
+                    looked: stream.last_seq(),
+                    until: step,
+                    role: SeatRole::Newcomer,
+                })
+            } else {
+                let (Some(client), Some(library)) = (&client, &library) else {
+                    continue;
+                };
+                let ctx = PromptContext::new(client.clone(), library.clone())
+                    .with_retries(retries)
+                    .with_affinity(&someone.name)
+                    .with_failure_log(failures.clone());
+                spawn_call(CallKind::Join, ctx, scene, Vec::new(), Vec::new())
+            };
+            seated.insert(someone.entity);
+            starts.push((someone.entity, Call::of(someone, &key, failures, task)));
+        }
         // Every round seats its stream's listeners too: quiet now, most likely, but planning
         // their answer to what the round's speakers say, which they then say without a call.
         for (key, round) in &mut rounds {
@@ -746,14 +811,7 @@ pub(super) fn group_step(world: &mut World) {
                     continue;
                 }
                 seated.insert(someone.entity);
-                let scene = scene_in(
-                    stream,
-                    someone,
-                    details(world, someone),
-                    &names_by_entity,
-                    &settings,
-                    step,
-                );
+                let scene = scene_of(world, stream, someone);
                 // The round's failures are heard by its first seat's log.
                 let failures = FailureLog::default();
                 let seat = Seat {
@@ -761,7 +819,7 @@ pub(super) fn group_step(world: &mut World) {
                     scene,
                     looked,
                     until: step + 2 * every,
-                    listening: true,
+                    role: SeatRole::Listening,
                 };
                 let task = round.seat(seat);
                 if let Some(mut group) = world.get_mut::<GroupAttention>(someone.entity) {
@@ -775,11 +833,20 @@ pub(super) fn group_step(world: &mut World) {
         for (key, round) in std::mem::take(&mut rounds) {
             if let Some(stream) = streams.get(&key) {
                 spawn_round(round, stream, &names_by_entity, settings.recent_lines);
+                rounded.push(key);
             }
         }
     });
     if lent.is_none() {
         return;
+    }
+    let open: BTreeSet<StreamKey> = world
+        .get_resource::<GroupStreams>()
+        .map(|s| s.iter().map(|stream| stream.key.clone()).collect())
+        .unwrap_or_default();
+    if let Some(mut last) = world.get_resource_mut::<LastRounds>() {
+        last.0.retain(|key, _| open.contains(key));
+        last.0.extend(rounded.into_iter().map(|key| (key, step)));
     }
     for (entity, call) in starts {
         world
@@ -993,8 +1060,8 @@ fn scene_in(
 struct PendingRound {
     /// The first seat's context (its failure log hears of the round's failed calls).
     ctx: PromptContext,
-    /// Each seat's scene, where its answer goes, and whether it only listens.
-    seats: Vec<(GroupScene, async_channel::Sender<Landed>, bool)>,
+    /// Each seat's scene, where its answer goes, and why it sits there.
+    seats: Vec<(GroupScene, async_channel::Sender<Landed>, SeatRole)>,
     /// The seats' personas.
     personas: Vec<Entity>,
     /// The earliest line any seat looked at last.
@@ -1013,8 +1080,18 @@ struct Seat {
     looked: u64,
     /// The last step at which a line planned for it may be said.
     until: u64,
-    /// Seated with nothing new to answer, to plan its next line.
-    listening: bool,
+    role: SeatRole,
+}
+
+/// Why a persona sits at a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SeatRole {
+    /// Its focused cycle is due.
+    Focused,
+    /// Focused with nothing new to answer: seated to plan its next line.
+    Listening,
+    /// Not in the talk yet, asked whether to join: saying something joins.
+    Newcomer,
 }
 
 /// Seats a persona at its stream's round of this step; its call's task waits for its part
@@ -1045,7 +1122,7 @@ impl PendingRound {
         let (answer, heard) = async_channel::bounded(1);
         self.looked = self.looked.min(seat.looked);
         self.personas.push(seat.persona);
-        self.seats.push((seat.scene, answer, seat.listening));
+        self.seats.push((seat.scene, answer, seat.role));
         AsyncComputeTaskPool::get()
             .spawn(async move { heard.recv().await.unwrap_or(Landed::Focused(None)) })
     }
@@ -1092,7 +1169,8 @@ fn spawn_round(
         new_lines,
         seats: seats
             .iter()
-            .map(|(scene, ..)| RoundSeat {
+            .map(|(scene, _, role)| RoundSeat {
+                newcomer: *role == SeatRole::Newcomer,
                 name: scene.name.clone(),
                 first_name: scene.first_name.clone(),
                 identity: scene.identity.clone(),
@@ -1131,8 +1209,9 @@ fn spawn_round(
                 all.extend(then.as_mut());
             }
             embed_all(&ctx, all).await;
-            for ((_, answer, listening), (said, then)) in seats.into_iter().zip(lines) {
-                let then = then.map(|said| PlannedLine {
+            for ((_, answer, role), (said, then)) in seats.into_iter().zip(lines) {
+                let joining = role == SeatRole::Newcomer;
+                let then = then.filter(|_| !joining).map(|said| PlannedLine {
                     said,
                     after,
                     seats: personas.clone(),
@@ -1141,7 +1220,8 @@ fn spawn_round(
                 let landed = Landed::Round {
                     said,
                     then,
-                    quiet_counts: table_quiet && !listening,
+                    quiet_counts: table_quiet && role == SeatRole::Focused,
+                    joining,
                 };
                 // A seat whose call was dropped (the app is closing) hears nothing.
                 let _ = answer.send(landed).await;
@@ -1388,8 +1468,32 @@ fn land(
         Landed::Focused(line) => said = line,
         Landed::Round {
             said: line,
+            joining: true,
+            ..
+        } => {
+            if let Some(persona) = call.persona
+                && let Some(mut group) = world.get_mut::<GroupAttention>(persona)
+            {
+                change =
+                    group
+                        .attention
+                        .answer_join(&call.stream, line.is_some(), &settings.attention);
+            }
+            if matches!(
+                change,
+                Some(Change::Moved {
+                    to: ChatState::Chat,
+                    ..
+                })
+            ) {
+                said = line;
+            }
+        }
+        Landed::Round {
+            said: line,
             then,
             quiet_counts,
+            joining: false,
         } => {
             if let Some(persona) = call.persona
                 && let Some(mut group) = world.get_mut::<GroupAttention>(persona)

@@ -195,6 +195,7 @@ impl Plugin for GroupPlugin {
         app.init_resource::<GroupSettings>()
             .init_resource::<GroupStreams>()
             .init_resource::<heart::GroupCalls>()
+            .init_resource::<heart::LastRounds>()
             .add_message::<GroupCommand>()
             .add_message::<GroupStreamOpened>()
             .add_message::<GroupStreamClosed>()

@@ -346,6 +346,8 @@ pub(crate) struct RoundSeat {
     pub activity: String,
     /// Related memories (descriptions); the round shows the latest two.
     pub memories: Vec<String>,
+    /// Not in the talk yet: saying something joins it (the join question, asked in the round).
+    pub newcomer: bool,
 }
 
 impl RoundSeat {
@@ -444,6 +446,15 @@ impl Prompt for GroupRound {
             [one] => (*one).to_string(),
             [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
         };
+        let listed = |newcomers: bool, none: &str| {
+            let lines: Vec<String> = self
+                .seats
+                .iter()
+                .filter(|s| s.newcomer == newcomers)
+                .map(RoundSeat::line)
+                .collect();
+            or(&lines, none)
+        };
         let prompt = library.fill(
             self.kind(),
             &[
@@ -455,12 +466,9 @@ impl Prompt for GroupRound {
                 },
                 or(&self.recent, "(nobody has spoken yet)"),
                 or(&self.new_lines, "(nothing new)"),
-                self.seats
-                    .iter()
-                    .map(RoundSeat::line)
-                    .collect::<Vec<_>>()
-                    .join("\n"),
+                listed(false, "(nobody)"),
                 names,
+                listed(true, "(nobody)"),
             ],
         )?;
         let mut request = ChatRequest::new(self.kind(), prompt)
@@ -820,6 +828,7 @@ mod tests {
                 ),
                 activity: "having coffee".into(),
                 memories: vec!["a".into(), "b".into(), "c".into()],
+                newcomer: false,
             })
             .collect()
     }
@@ -926,12 +935,15 @@ mod tests {
     #[test]
     fn the_round_prompt_lists_every_seat_briefly() {
         let library = PromptLibrary::embedded();
+        let mut seats = seats();
+        // Cy is nearby, not in the talk yet: the round asks the join question too.
+        seats[2].newcomer = true;
         let round = GroupRound {
             place: "the cafe".into(),
             present: vec!["Ada Lovelace".into(), "Bo Chen".into(), "Cy Young".into()],
             recent: vec!["Ada Lovelace: Morning!".into()],
             new_lines: vec!["Ada Lovelace: Morning!".into()],
-            seats: seats(),
+            seats,
             seed: 7,
         };
         let request = round.request(&library).expect("fills");
@@ -948,6 +960,15 @@ mod tests {
             "two memories a seat: {text}"
         );
         assert!(text.contains("For each of Ada, Bo and Cy,"), "{text}");
+        let (following, nearby) = text
+            .split_once("Nearby, not in the talk yet:\n")
+            .expect("a block of those nearby");
+        assert!(!following.contains("- Cy Young"), "{text}");
+        assert!(nearby.starts_with("- Cy Young is having coffee"), "{text}");
+        assert!(
+            following.contains("- Ada Lovelace is having coffee"),
+            "{text}"
+        );
         assert_eq!(request.seed, Some(7));
         assert_eq!(round.fail_safe(), vec![RoundPlan::QUIET; 3]);
         assert!(

@@ -8,7 +8,8 @@
 //!   and says what the persona is doing there — naming people keeps the talk going, as it does
 //!   in a real group.
 //! - **Round** (`group_round`, lean mode): each persona listed decides as in a focused cycle,
-//!   without tools, and plans its next line as if it had heard the others' lines of the round.
+//!   without tools, and plans its next line as if it had heard the others' lines of the round;
+//!   each persona nearby answers the join question as above and, joining, opens with a reply.
 //! - **Focused cycle** (`group_focus`): asked the time by name with the clock tool offered →
 //!   `use_tool` `what_time_is_it`, then (asked again with what it found) the time; named in the
 //!   new lines → a text reply to whoever named it; otherwise, by the hash, a reply, an emoji,
@@ -367,6 +368,29 @@ pub(super) fn round(text: &str) -> String {
             json!("")
         };
     }
+    // Those nearby answer the join question as they would alone: joining, they open with a
+    // line; staying out, they say nothing.
+    for seat in block(text, "Nearby, not in the talk yet:") {
+        let Some((name, rest)) = seat.strip_prefix("- ").and_then(|s| s.split_once(" is ")) else {
+            continue;
+        };
+        let scene = Scene {
+            name,
+            first_name: first(name),
+            activity: rest.split(';').next().unwrap_or("").trim(),
+            place: place.trim(),
+            present: present.iter().copied().filter(|p| *p != name).collect(),
+            lines: lines.clone(),
+            new_lines: Vec::new(),
+        };
+        let joins = named_by(&scene.lines, scene.first_name).is_some()
+            || !hash(&[name, &lines.len().to_string(), scene.place]).is_multiple_of(3);
+        replies.push(if joins {
+            json!({"name": name, "plan": "text_reply", "reply": say(&scene, lines.last().copied()), "then": ""})
+        } else {
+            json!({"name": name, "plan": "no_reply", "reply": "", "then": ""})
+        });
+    }
     json!({ "replies": replies }).to_string()
 }
 
@@ -428,6 +452,23 @@ mod tests {
         assert_eq!(replies[0]["then"], "");
         let bo_then = replies[1]["then"].as_str().expect("a string");
         assert!(!bo_then.contains("Bo,"), "{bo_then}");
+    }
+
+    #[test]
+    fn a_round_asks_those_nearby_to_join_and_a_named_one_joins_with_a_line() {
+        let prompt = "A group conversation in the yard. Present: Ana Ruiz, Bo Chen, Di Park.\n\nThe conversation so far:\nBo Chen: Di, come and see the roses!\n\nNew since they last looked:\nBo Chen: Di, come and see the roses!\n\nFollowing it closely:\n- Ana Ruiz is weeding; kind\n\nNearby, not in the talk yet:\n- Di Park is reading; shy\n\nFor each of Ana and Di, think.";
+        let answer: serde_json::Value = serde_json::from_str(&round(prompt)).expect("json");
+        let replies = answer["replies"].as_array().expect("a list");
+        let di = replies
+            .iter()
+            .find(|r| r["name"] == "Di Park")
+            .expect("Di answers");
+        assert_eq!(di["plan"], "text_reply", "named, Di joins: {di}");
+        assert!(
+            di["reply"].as_str().is_some_and(|r| r.contains("Bo")),
+            "{di}"
+        );
+        assert_eq!(di["then"], "");
     }
 
     #[test]
