@@ -76,7 +76,7 @@ struct GameArgs {
     /// Lean mode: fewer model calls per agent-day (an action grounded before is not asked
     /// about again, a step's percepts are embedded together, reflections look at two focal
     /// points, a group's focused personas decide in one call per round that also plans their
-    /// next lines).
+    /// next lines and asks newcomers to join).
     #[arg(long)]
     lean: bool,
     /// Where F5 quick-saves and F9 quick-loads [default:

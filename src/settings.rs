@@ -131,8 +131,8 @@ pub struct LeanSettings {
     /// Group conversations in rounds: the focused personas of one stream decide together in
     /// one call (`group_round`) instead of one call each, and their cycles keep one beat
     /// (every `GroupSettings::focus_cycle_every` seconds of the clock) so they fall due
-    /// together. A round also plans each seat's next line, said at its next cycle without a
-    /// call if the talk went about as planned; focused personas with nothing new to answer
+    /// together. A round also plans each seat's next two lines, said at its next cycles without
+    /// a call if the talk went about as planned; focused personas with nothing new to answer
     /// sit at it to plan theirs, and the join question of someone walking into the talk is
     /// asked in it. No tools in a round.
     pub group_rounds: bool,

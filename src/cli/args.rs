@@ -175,7 +175,7 @@ pub struct RunArgs {
     /// Lean mode: fewer model calls per agent-day — an action grounded before is not asked
     /// about again, a step's percepts are embedded together, reflections look at two focal
     /// points, a group's focused personas decide in one call per round that also plans their
-    /// next lines (see `headless::make_lean`).
+    /// next lines and asks newcomers to join (see `headless::make_lean`).
     #[arg(long)]
     pub lean: bool,
     /// The LLM flags.

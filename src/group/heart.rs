@@ -87,15 +87,17 @@ pub struct GroupAttention {
     planned: BTreeMap<StreamKey, PlannedLine>,
 }
 
-/// A line a lean round planned for a seat's next cycle: said then without a call if the talk
-/// went about as the round expected and the cycle comes within two beats; otherwise dropped,
-/// and the cycle sits in a new round. Lines from the round's own seats are the exchange it
+/// A line a lean round planned for a seat's next cycle (and the one for the cycle after): said
+/// then without a call if the talk went about as the round expected and the cycle comes within
+/// two beats; otherwise dropped, and the cycle sits in a new round. Lines from the round's own seats are the exchange it
 /// planned; a line from anyone else may pass (a group talks over itself), unless it names
 /// the persona — that deserves a real answer — or [`MAX_INTERJECTIONS`] such lines came.
 #[derive(Debug, Clone)]
 struct PlannedLine {
     /// The line, with its memory's embedding (made with the round's).
     said: Said,
+    /// The line planned for the cycle after, if any (checked the same way then).
+    later: Option<Said>,
     /// The stream's last line when the round was asked.
     after: u64,
     /// The round's seats.
@@ -103,6 +105,11 @@ struct PlannedLine {
     /// The last step at which it may be said.
     until: u64,
 }
+
+/// Beats a join question waits for its stream's next round after the last one (rounds come
+/// every two or three beats while the talk goes as planned; the join question of one who
+/// declines waits a minute anyway, `AttentionSettings::join_every`).
+const JOIN_WAIT_BEATS: u64 = 4;
 
 /// Most lines from outside a round that its planned lines outlive (see [`PlannedLine`]).
 const MAX_INTERJECTIONS: usize = 2;
@@ -179,7 +186,7 @@ enum Landed {
     /// listener seated only to plan its answer decided nothing).
     Round {
         said: Option<Said>,
-        then: Option<PlannedLine>,
+        then: Option<Box<PlannedLine>>,
         quiet_counts: bool,
         /// A newcomer's seat: its line (or silence) answers the join question.
         joining: bool,
@@ -230,7 +237,7 @@ impl Call {
 }
 
 /// Lean rounds: the step of each open stream's last round (a join question waits for the next
-/// one within two beats).
+/// one, see [`JOIN_WAIT_BEATS`]).
 #[derive(Resource, Default)]
 pub(super) struct LastRounds(BTreeMap<StreamKey, u64>);
 
@@ -725,7 +732,24 @@ pub(super) fn group_step(world: &mut World) {
                     && rounds_on
                     && let Some(line) = planned
                 {
-                    say_planned(line.said)
+                    let PlannedLine {
+                        said,
+                        later,
+                        after,
+                        seats,
+                        ..
+                    } = line;
+                    if let Some(later) = later {
+                        let next = PlannedLine {
+                            said: later,
+                            later: None,
+                            after,
+                            seats,
+                            until: step + 2 * every,
+                        };
+                        group.planned.insert(key.clone(), next);
+                    }
+                    say_planned(said)
                 } else if kind == CallKind::Focus && rounds_on {
                     let seat = Seat {
                         persona: someone.entity,
@@ -760,8 +784,8 @@ pub(super) fn group_step(world: &mut World) {
             scene_in(stream, someone, details, &names_by_entity, &settings, step)
         };
         // A join question sits at its stream's round as a newcomer; with no round this step it
-        // waits for the next one when the stream had one within two beats, else it is asked
-        // on its own.
+        // waits for the next one when the stream had one within `JOIN_WAIT_BEATS`, else it is
+        // asked on its own.
         for (index, key) in joiners {
             let (Some(someone), Some(stream)) = (people.get(index), streams.get(&key)) else {
                 continue;
@@ -770,7 +794,7 @@ pub(super) fn group_step(world: &mut World) {
             if round.is_none()
                 && last_rounds
                     .get(&key)
-                    .is_some_and(|&at| step <= at + 2 * every)
+                    .is_some_and(|&at| step <= at + JOIN_WAIT_BEATS * every)
             {
                 continue;
             }
@@ -1186,12 +1210,13 @@ fn spawn_round(
             let table_quiet = plans
                 .iter()
                 .all(|p| p.now == FocusPlan::NoReply && p.then.is_none());
+            type Planned = (Option<Said>, Option<Said>, Option<Said>);
             // Every line of the round, said now or planned, with its memory's embedding — all
             // of them in one request.
-            let mut lines: Vec<(Option<Said>, Option<Said>)> = seats
+            let mut lines: Vec<Planned> = seats
                 .iter()
                 .zip(plans)
-                .map(|((scene, ..), RoundPlan { now, then })| {
+                .map(|((scene, ..), RoundPlan { now, then, later })| {
                     let now = match now {
                         FocusPlan::TextReply(text) => Some(said(&scene.name, &place, text, false)),
                         FocusPlan::EmojiReply(emoji) => {
@@ -1199,23 +1224,27 @@ fn spawn_round(
                         }
                         FocusPlan::NoReply | FocusPlan::UseTool { .. } => None,
                     };
-                    let then = then.map(|text| said(&scene.name, &place, text, false));
-                    (now, then)
+                    let line = |text| said(&scene.name, &place, text, false);
+                    (now, then.map(line), later.map(line))
                 })
                 .collect();
             let mut all: Vec<&mut Said> = Vec::new();
-            for (now, then) in &mut lines {
+            for (now, then, later) in &mut lines {
                 all.extend(now.as_mut());
                 all.extend(then.as_mut());
+                all.extend(later.as_mut());
             }
             embed_all(&ctx, all).await;
-            for ((_, answer, role), (said, then)) in seats.into_iter().zip(lines) {
+            for ((_, answer, role), (said, then, later)) in seats.into_iter().zip(lines) {
                 let joining = role == SeatRole::Newcomer;
-                let then = then.filter(|_| !joining).map(|said| PlannedLine {
-                    said,
-                    after,
-                    seats: personas.clone(),
-                    until,
+                let then = then.filter(|_| !joining).map(|said| {
+                    Box::new(PlannedLine {
+                        said,
+                        later,
+                        after,
+                        seats: personas.clone(),
+                        until,
+                    })
                 });
                 let landed = Landed::Round {
                     said,
@@ -1504,7 +1533,7 @@ fn land(
                         .planned_no_reply(&call.stream, &settings.attention);
                 }
                 if let Some(then) = then {
-                    group.planned.insert(call.stream.clone(), then);
+                    group.planned.insert(call.stream.clone(), *then);
                 }
             }
             said = line;
@@ -1647,6 +1676,7 @@ mod tests {
         say(&mut streams, "Ana Ruiz", Some(ana), "Morning, all!");
         let planned = PlannedLine {
             said: said("Bo Chen", "cafe", "Morning, Ana!".into(), false),
+            later: None,
             after: streams.get(&key).map_or(0, |s| s.last_seq()),
             seats: vec![ana, bo],
             until: 10,

@@ -408,6 +408,8 @@ pub(crate) struct RoundPlan {
     /// The line it says at its next cycle if the talk goes as the round expects (a spoken
     /// line, cleaned and bounded like `now`'s).
     pub then: Option<String>,
+    /// The line after that, at the cycle after (only with a `then`).
+    pub later: Option<String>,
 }
 
 impl RoundPlan {
@@ -415,6 +417,7 @@ impl RoundPlan {
     pub const QUIET: Self = Self {
         now: FocusPlan::NoReply,
         then: None,
+        later: None,
     };
 }
 
@@ -503,9 +506,10 @@ fn round_schema(seats: &[RoundSeat]) -> Value {
                         "name": {"type": "string", "enum": names},
                         "plan": {"type": "string", "enum": ["text_reply", "emoji_reply", "no_reply"]},
                         "reply": {"type": "string", "maxLength": ROUND_REPLY_CHARS},
-                        "then": {"type": "string", "maxLength": ROUND_REPLY_CHARS}
+                        "then": {"type": "string", "maxLength": ROUND_REPLY_CHARS},
+                        "later": {"type": "string", "maxLength": ROUND_REPLY_CHARS}
                     },
-                    "required": ["name", "plan", "reply", "then"]
+                    "required": ["name", "plan", "reply", "then", "later"]
                 },
                 "maxItems": names.len()
             }
@@ -563,7 +567,10 @@ pub(crate) fn parse_round(
             _ => FocusPlan::NoReply,
         };
         let then = spoken_line(&text("then"), first_name).ok();
-        plans[seat] = Some(RoundPlan { now, then });
+        let later = then
+            .as_ref()
+            .and_then(|_| spoken_line(&text("later"), first_name).ok());
+        plans[seat] = Some(RoundPlan { now, then, later });
     }
     // An empty list is everyone staying quiet; entries for nobody at the table are no answer.
     if !named_any && !entries.is_empty() {
@@ -838,7 +845,7 @@ mod tests {
         let seats = seats();
         let plans = parse_round(
             r#"{"replies":[
-                {"name":"Ada","plan":"text_reply","reply":"Ada: Morning, Bo!","then":"Ada: \"Bread or cake?\""},
+                {"name":"Ada","plan":"text_reply","reply":"Ada: Morning, Bo!","then":"Ada: \"Bread or cake?\"","later":"Cake, then."},
                 {"name":"bo chen","plan":"emoji_reply","reply":"👍","then":""},
                 {"name":"Ada Lovelace","plan":"text_reply","reply":"a second line is ignored"}
             ]}"#,
@@ -852,11 +859,13 @@ mod tests {
                 RoundPlan {
                     now: FocusPlan::TextReply("Morning, Bo!".into()),
                     then: Some("Bread or cake?".into()),
+                    later: Some("Cake, then.".into()),
                 },
                 // An empty next line plans nothing.
                 RoundPlan {
                     now: FocusPlan::EmojiReply("👍".into()),
                     then: None,
+                    later: None,
                 },
                 // Cy was not answered for: quiet.
                 RoundPlan::QUIET,
@@ -866,13 +875,15 @@ mod tests {
         // answer's shape) plans nothing next.
         let plans = parse_round(
             r#"{"replies":[
-                {"name":"Cy","plan":"no_reply","reply":"","then":"Count me in."},
+                {"name":"Cy","plan":"no_reply","reply":"","then":"Count me in.","later":7},
                 {"name":"Bo","plan":"text_reply","reply":"Hi!"}
             ]}"#,
             &seats,
         )
         .expect("parses");
         assert_eq!(plans[2].then.as_deref(), Some("Count me in."));
+        // A `later` that is not a line plans nothing after.
+        assert_eq!(plans[2].later, None);
         assert_eq!(plans[2].now, FocusPlan::NoReply);
         assert_eq!(plans[1].then, None);
     }
@@ -896,7 +907,7 @@ mod tests {
         let plans = parse_round(
             r#"{"replies":[
                 {"name":"Ada","plan":"use_tool","tool":"what_time_is_it","reply":"","then":{"tool":"x"}},
-                {"name":"Bo","plan":"text_reply","reply":"   ","then":"  \n  "},
+                {"name":"Bo","plan":"text_reply","reply":"   ","then":"  \n  ","later":"no then before me"},
                 {"name":"Cy","plan":"emoji_reply","reply":"ok fine","then":["a"]},
                 {"name":42,"plan":"text_reply","reply":"x","then":"y"}
             ]}"#,
@@ -972,7 +983,8 @@ mod tests {
         assert_eq!(request.seed, Some(7));
         assert_eq!(round.fail_safe(), vec![RoundPlan::QUIET; 3]);
         assert!(
-            text.contains("in \"then\", write what they would say next"),
+            text.contains("in \"then\", write what they would say next")
+                && text.contains("in \"later\""),
             "{text}"
         );
         // A backend decoding under the schema names only the seats and keeps replies short.
@@ -984,6 +996,7 @@ mod tests {
         );
         assert_eq!(entry["reply"]["maxLength"], json!(ROUND_REPLY_CHARS));
         assert_eq!(entry["then"]["maxLength"], json!(ROUND_REPLY_CHARS));
+        assert_eq!(entry["later"]["maxLength"], json!(ROUND_REPLY_CHARS));
         assert_eq!(schema["properties"]["replies"]["maxItems"], json!(3));
         // An empty list is everyone staying quiet.
         assert_eq!(

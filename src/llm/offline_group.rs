@@ -8,7 +8,8 @@
 //!   and says what the persona is doing there — naming people keeps the talk going, as it does
 //!   in a real group.
 //! - **Round** (`group_round`, lean mode): each persona listed decides as in a focused cycle,
-//!   without tools, and plans its next line as if it had heard the others' lines of the round;
+//!   without tools, and plans its next two lines as if it had heard the others' lines of the
+//!   round and of the beat after;
 //!   each persona nearby answers the join question as above and, joining, opens with a reply.
 //! - **Focused cycle** (`group_focus`): asked the time by name with the clock tool offered →
 //!   `use_tool` `what_time_is_it`, then (asked again with what it found) the time; named in the
@@ -320,53 +321,27 @@ pub(super) fn round(text: &str) -> String {
             .map(|(scene, spoke_lately)| focused(scene, *spoke_lately))
             .collect(),
     );
-    // The exchange a beat ahead: each seat hears the others' lines of this round.
-    let said_now: Vec<String> = seats
-        .iter()
-        .zip(&replies)
-        .filter(|(_, reply)| reply["plan"] == "text_reply")
-        .filter_map(|((scene, _), reply)| {
-            Some(format!("{}: {}", scene.name, reply["reply"].as_str()?))
-        })
-        .collect();
-    let thens = at_most_two_speak(
-        seats
+    // The exchange ahead, beat by beat (each seat answering the others' lines of the beat
+    // before): a seat's next two lines are its `then` and `later` — said at its next cycles,
+    // which come when the others have said something.
+    let mut beats: Vec<Vec<serde_json::Value>> = Vec::new();
+    let mut history: Vec<String> = Vec::new();
+    let mut before = replies.clone();
+    for _ in 0..PLANNED_BEATS {
+        let (answers, said) = beat_ahead(&seats, &before, &history);
+        history.extend(said);
+        beats.push(answers.clone());
+        before = answers;
+    }
+    for (i, ((scene, _), reply)) in seats.iter().zip(&mut replies).enumerate() {
+        let mut ahead = beats
             .iter()
-            .zip(&replies)
-            .map(|((scene, _), now)| {
-                let heard: Vec<&str> = said_now
-                    .iter()
-                    .map(String::as_str)
-                    .filter(|l| !said_by(l, scene.name))
-                    .collect();
-                if heard.is_empty() {
-                    return json!({"plan": "no_reply", "reply": "", "reason": "nothing new"});
-                }
-                let next = Scene {
-                    name: scene.name,
-                    first_name: scene.first_name,
-                    activity: scene.activity,
-                    place: scene.place,
-                    present: scene.present.clone(),
-                    lines: scene
-                        .lines
-                        .iter()
-                        .copied()
-                        .chain(said_now.iter().map(String::as_str))
-                        .collect(),
-                    new_lines: heard,
-                };
-                focused(&next, now["plan"] != "no_reply")
-            })
-            .collect(),
-    );
-    for (((scene, _), reply), then) in seats.iter().zip(&mut replies).zip(&thens) {
+            .filter_map(|beat| beat.get(i))
+            .filter(|answer| answer["plan"] == "text_reply")
+            .map(|answer| answer["reply"].clone());
         reply["name"] = json!(scene.name);
-        reply["then"] = if then["plan"] == "text_reply" {
-            then["reply"].clone()
-        } else {
-            json!("")
-        };
+        reply["then"] = ahead.next().unwrap_or_else(|| json!(""));
+        reply["later"] = ahead.next().unwrap_or_else(|| json!(""));
     }
     // Those nearby answer the join question as they would alone: joining, they open with a
     // line; staying out, they say nothing.
@@ -386,12 +361,67 @@ pub(super) fn round(text: &str) -> String {
         let joins = named_by(&scene.lines, scene.first_name).is_some()
             || !hash(&[name, &lines.len().to_string(), scene.place]).is_multiple_of(3);
         replies.push(if joins {
-            json!({"name": name, "plan": "text_reply", "reply": say(&scene, lines.last().copied()), "then": ""})
+            json!({"name": name, "plan": "text_reply", "reply": say(&scene, lines.last().copied()), "then": "", "later": ""})
         } else {
-            json!({"name": name, "plan": "no_reply", "reply": "", "then": ""})
+            json!({"name": name, "plan": "no_reply", "reply": "", "then": "", "later": ""})
         });
     }
     json!({ "replies": replies }).to_string()
+}
+
+/// Beats of talk a round's stand-in plays ahead to find each seat's next two lines.
+const PLANNED_BEATS: usize = 4;
+
+/// The next beat of a round: each seat hears the others' lines of the beat `before` (one
+/// answer per seat) after the lines so far and `history`, and answers as a focused persona
+/// would (one who spoke in `before` lets the others talk); at most two speak. Returns the
+/// answers and the lines of `before`.
+fn beat_ahead(
+    seats: &[(Scene<'_>, bool)],
+    before: &[serde_json::Value],
+    history: &[String],
+) -> (Vec<serde_json::Value>, Vec<String>) {
+    let said: Vec<String> = seats
+        .iter()
+        .zip(before)
+        .filter(|(_, answer)| answer["plan"] == "text_reply")
+        .filter_map(|((scene, _), answer)| {
+            Some(format!("{}: {}", scene.name, answer["reply"].as_str()?))
+        })
+        .collect();
+    let answers = at_most_two_speak(
+        seats
+            .iter()
+            .zip(before)
+            .map(|((scene, _), answer)| {
+                let heard: Vec<&str> = said
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|l| !said_by(l, scene.name))
+                    .collect();
+                if heard.is_empty() {
+                    return json!({"plan": "no_reply", "reply": "", "reason": "nothing new"});
+                }
+                let next = Scene {
+                    name: scene.name,
+                    first_name: scene.first_name,
+                    activity: scene.activity,
+                    place: scene.place,
+                    present: scene.present.clone(),
+                    lines: scene
+                        .lines
+                        .iter()
+                        .copied()
+                        .chain(history.iter().map(String::as_str))
+                        .chain(said.iter().map(String::as_str))
+                        .collect(),
+                    new_lines: heard,
+                };
+                focused(&next, answer["plan"] != "no_reply")
+            })
+            .collect(),
+    );
+    (answers, said)
 }
 
 /// Whether `line` ("Speaker: text") was said by `name`.
@@ -483,5 +513,11 @@ mod tests {
         assert!(ana.contains("Bo"), "{ana}");
         let bo_then = replies[1]["then"].as_str().expect("a string");
         assert!(bo_then.contains("Ana"), "Bo answers Ana next: {bo_then}");
+        // And a beat after that, Ana, named by Bo's planned answer, answers him.
+        let ana_later = replies[0]["later"].as_str().expect("a string");
+        assert!(
+            ana_later.contains("Bo"),
+            "Ana answers Bo after that: {ana_later}"
+        );
     }
 }
