@@ -188,8 +188,6 @@ enum Landed {
         said: Option<Said>,
         then: Option<Box<PlannedLine>>,
         quiet_counts: bool,
-        /// A newcomer's seat: its line (or silence) answers the join question.
-        joining: bool,
     },
     /// A focused cycle that wants to look something up first: the tool runs in the world,
     /// then the cycle is asked again.
@@ -538,6 +536,17 @@ pub(super) fn group_step(world: &mut World) {
     let retries = world
         .get_resource::<AgentSettings>()
         .map_or(3, |s| s.prompt_retries);
+    // A persona's prompt context for one call, and the log that hears its failures (none
+    // without a client).
+    let context_for = |someone: &Someone| {
+        let (client, library) = (client.clone()?, library.clone()?);
+        let failures = FailureLog::default();
+        let ctx = PromptContext::new(client, library)
+            .with_retries(retries)
+            .with_affinity(&someone.name)
+            .with_failure_log(failures.clone());
+        Some((ctx, failures))
+    };
     let rounds_on = world
         .get_resource::<AgentSettings>()
         .is_some_and(|s| s.lean.group_rounds);
@@ -546,8 +555,6 @@ pub(super) fn group_step(world: &mut World) {
     let names_by_entity: BTreeMap<Entity, String> =
         people.iter().map(|p| (p.entity, p.name.clone())).collect();
     let mut starts: Vec<(Entity, Call)> = Vec::new();
-    // Streams whose round was asked this step.
-    let mut rounded: Vec<StreamKey> = Vec::new();
     let mut rounds: BTreeMap<StreamKey, PendingRound> = BTreeMap::new();
     // Lean rounds: per stream, its focused personas with nothing new to answer (their index
     // in `people`, the last line they looked at), and who has been seated as one.
@@ -555,13 +562,11 @@ pub(super) fn group_step(world: &mut World) {
     let mut seated: BTreeSet<Entity> = BTreeSet::new();
     // Lean rounds: join questions, asked in their stream's round (see below).
     let mut joiners: Vec<(usize, StreamKey)> = Vec::new();
-    let last_rounds: BTreeMap<StreamKey, u64> = world
-        .get_resource::<LastRounds>()
-        .map(|r| r.0.clone())
-        .unwrap_or_default();
     // A focused cycle comes due again a beat later; in rounds the cycles keep the clock's
     // beat, so a stream's focused personas fall due together.
     let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
+    // The last step at which a line a round plans this step may be said.
+    let plan_until = step + 2 * every;
     let next_cycle = |on_the_beat: bool| {
         if on_the_beat {
             (step / every + 1) * every
@@ -707,18 +712,14 @@ pub(super) fn group_step(world: &mut World) {
                 }
                 call => call,
             };
-            if let (Some((kind, key)), Some(client), Some(library)) = (call, &client, &library)
+            if let Some((kind, key)) = call
                 && let Some(stream) = streams.get(&key)
+                && let Some((ctx, failures)) = context_for(someone)
             {
                 let details = details_now
                     .take()
                     .unwrap_or_else(|| details(world, someone));
                 let scene = scene_in(stream, someone, details, &names_by_entity, &settings, step);
-                let failures = FailureLog::default();
-                let ctx = PromptContext::new(client.clone(), library.clone())
-                    .with_retries(retries)
-                    .with_affinity(&someone.name)
-                    .with_failure_log(failures.clone());
                 let new_lines = observed.get(&key).cloned().unwrap_or_default();
                 let tools = if kind == CallKind::Focus && settings.think_with_tools {
                     offered_tools(world, someone.entity)
@@ -745,7 +746,7 @@ pub(super) fn group_step(world: &mut World) {
                             later: None,
                             after,
                             seats,
-                            until: step + 2 * every,
+                            until: plan_until,
                         };
                         group.planned.insert(key.clone(), next);
                     }
@@ -755,7 +756,7 @@ pub(super) fn group_step(world: &mut World) {
                         persona: someone.entity,
                         scene,
                         looked: looked_before,
-                        until: step + 2 * every,
+                        until: plan_until,
                         role: SeatRole::Focused,
                     };
                     seat_in_round(&mut rounds, &key, ctx, seat, step)
@@ -792,31 +793,30 @@ pub(super) fn group_step(world: &mut World) {
             };
             let round = rounds.get_mut(&key);
             if round.is_none()
-                && last_rounds
-                    .get(&key)
+                && world
+                    .get_resource::<LastRounds>()
+                    .and_then(|last| last.0.get(&key))
                     .is_some_and(|&at| step <= at + JOIN_WAIT_BEATS * every)
             {
                 continue;
             }
             let scene = scene_of(world, stream, someone);
-            let failures = FailureLog::default();
-            let task = if let Some(round) = round {
-                round.seat(Seat {
+            let (task, failures) = if let Some(round) = round {
+                let seat = Seat {
                     persona: someone.entity,
                     scene,
                     looked: stream.last_seq(),
                     until: step,
                     role: SeatRole::Newcomer,
-                })
+                };
+                // The round's failures are heard by its first seat's log.
+                (round.seat(seat), FailureLog::default())
             } else {
-                let (Some(client), Some(library)) = (&client, &library) else {
+                let Some((ctx, failures)) = context_for(someone) else {
                     continue;
                 };
-                let ctx = PromptContext::new(client.clone(), library.clone())
-                    .with_retries(retries)
-                    .with_affinity(&someone.name)
-                    .with_failure_log(failures.clone());
-                spawn_call(CallKind::Join, ctx, scene, Vec::new(), Vec::new())
+                let task = spawn_call(CallKind::Join, ctx, scene, Vec::new(), Vec::new());
+                (task, failures)
             };
             seated.insert(someone.entity);
             starts.push((someone.entity, Call::of(someone, &key, failures, task)));
@@ -842,7 +842,7 @@ pub(super) fn group_step(world: &mut World) {
                     persona: someone.entity,
                     scene,
                     looked,
-                    until: step + 2 * every,
+                    until: plan_until,
                     role: SeatRole::Listening,
                 };
                 let task = round.seat(seat);
@@ -854,23 +854,21 @@ pub(super) fn group_step(world: &mut World) {
                 starts.push((someone.entity, Call::of(someone, key, failures, task)));
             }
         }
+        let mut last = world.get_resource_mut::<LastRounds>();
+        if let Some(last) = last.as_mut() {
+            last.0.retain(|key, _| streams.get(key).is_some());
+        }
         for (key, round) in std::mem::take(&mut rounds) {
             if let Some(stream) = streams.get(&key) {
                 spawn_round(round, stream, &names_by_entity, settings.recent_lines);
-                rounded.push(key);
+                if let Some(last) = last.as_mut() {
+                    last.0.insert(key, step);
+                }
             }
         }
     });
     if lent.is_none() {
         return;
-    }
-    let open: BTreeSet<StreamKey> = world
-        .get_resource::<GroupStreams>()
-        .map(|s| s.iter().map(|stream| stream.key.clone()).collect())
-        .unwrap_or_default();
-    if let Some(mut last) = world.get_resource_mut::<LastRounds>() {
-        last.0.retain(|key, _| open.contains(key));
-        last.0.extend(rounded.into_iter().map(|key| (key, step)));
     }
     for (entity, call) in starts {
         world
@@ -959,23 +957,24 @@ async fn embed_all(ctx: &PromptContext, mut lines: Vec<&mut Said>) {
                 line.embedding = Some(vector);
             }
         }
-        _ => ctx.record_failure(ModelFailure {
-            kind: EMBED_KIND,
-            reason: FailureReason::Unusable,
-            attempts: 1,
-        }),
+        _ => embedding_failed(ctx),
     }
+}
+
+/// Tells `ctx`'s failure log that a line's embedding could not be made.
+fn embedding_failed(ctx: &PromptContext) {
+    ctx.record_failure(ModelFailure {
+        kind: EMBED_KIND,
+        reason: FailureReason::Unusable,
+        attempts: 1,
+    });
 }
 
 /// `said` with the embedding of its memory description (none when the embedding fails).
 async fn embedded(ctx: &PromptContext, mut said: Said) -> Said {
     match ctx.embed_one(said.description.clone()).await {
         Ok(vector) => said.embedding = Some(vector),
-        Err(_) => ctx.record_failure(ModelFailure {
-            kind: EMBED_KIND,
-            reason: FailureReason::Unusable,
-            attempts: 1,
-        }),
+        Err(_) => embedding_failed(ctx),
     }
     said
 }
@@ -1236,21 +1235,27 @@ fn spawn_round(
             }
             embed_all(&ctx, all).await;
             for ((_, answer, role), (said, then, later)) in seats.into_iter().zip(lines) {
-                let joining = role == SeatRole::Newcomer;
-                let then = then.filter(|_| !joining).map(|said| {
-                    Box::new(PlannedLine {
+                let landed = if role == SeatRole::Newcomer {
+                    // Its answer is the join question's: a line joins (and is its opening).
+                    Landed::Joined {
+                        yes: said.is_some(),
                         said,
-                        later,
-                        after,
-                        seats: personas.clone(),
-                        until,
-                    })
-                });
-                let landed = Landed::Round {
-                    said,
-                    then,
-                    quiet_counts: table_quiet && role == SeatRole::Focused,
-                    joining,
+                    }
+                } else {
+                    let then = then.map(|said| {
+                        Box::new(PlannedLine {
+                            said,
+                            later,
+                            after,
+                            seats: personas.clone(),
+                            until,
+                        })
+                    });
+                    Landed::Round {
+                        said,
+                        then,
+                        quiet_counts: table_quiet && role == SeatRole::Focused,
+                    }
                 };
                 // A seat whose call was dropped (the app is closing) hears nothing.
                 let _ = answer.send(landed).await;
@@ -1497,32 +1502,8 @@ fn land(
         Landed::Focused(line) => said = line,
         Landed::Round {
             said: line,
-            joining: true,
-            ..
-        } => {
-            if let Some(persona) = call.persona
-                && let Some(mut group) = world.get_mut::<GroupAttention>(persona)
-            {
-                change =
-                    group
-                        .attention
-                        .answer_join(&call.stream, line.is_some(), &settings.attention);
-            }
-            if matches!(
-                change,
-                Some(Change::Moved {
-                    to: ChatState::Chat,
-                    ..
-                })
-            ) {
-                said = line;
-            }
-        }
-        Landed::Round {
-            said: line,
             then,
             quiet_counts,
-            joining: false,
         } => {
             if let Some(persona) = call.persona
                 && let Some(mut group) = world.get_mut::<GroupAttention>(persona)

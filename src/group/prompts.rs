@@ -548,13 +548,7 @@ pub(crate) fn parse_round(
         if plans[seat].is_some() {
             continue;
         }
-        let text = |field: &str| {
-            entry
-                .get(field)
-                .and_then(Value::as_str)
-                .map(|s| truncate_chars(s.trim(), MAX_LINE_CHARS).to_string())
-                .unwrap_or_default()
-        };
+        let text = |field: &str| line_field(entry, field);
         let first_name = &seats[seat].first_name;
         let reply = text("reply");
         let now = match entry.get("plan").and_then(Value::as_str).map(str::trim) {
@@ -580,6 +574,16 @@ pub(crate) fn parse_round(
         .into_iter()
         .map(|p| p.unwrap_or(RoundPlan::QUIET))
         .collect())
+}
+
+/// The string field `name` of an answer's JSON object, trimmed and bounded like a line (empty
+/// when missing or not a string).
+fn line_field(object: &Value, name: &str) -> String {
+    object
+        .get(name)
+        .and_then(Value::as_str)
+        .map(|s| truncate_chars(s.trim(), MAX_LINE_CHARS).to_string())
+        .unwrap_or_default()
 }
 
 /// A spoken line from a model's answer: cleaned like a dialogue reply, a leading `Name:` the
@@ -632,13 +636,7 @@ pub(crate) fn parse_focus(
     let object = value
         .as_object()
         .ok_or_else(|| ParseError::new("the answer is not a JSON object"))?;
-    let field = |name: &str| {
-        object
-            .get(name)
-            .and_then(Value::as_str)
-            .map(|s| truncate_chars(s.trim(), MAX_LINE_CHARS).to_string())
-            .unwrap_or_default()
-    };
+    let field = |name: &str| line_field(&value, name);
     let reply = field("reply");
     let plan = match object.get("plan").and_then(Value::as_str).map(str::trim) {
         Some("text_reply") => FocusPlan::TextReply(spoken_line(&reply, first_name)?),

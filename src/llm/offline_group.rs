@@ -115,11 +115,13 @@ fn named_by<'a>(lines: &[&'a str], first_name: &str) -> Option<&'a str> {
 
 /// The join answer: "yes" or "no".
 pub(super) fn join(text: &str) -> bool {
-    let scene = scene(text);
-    if named_by(&scene.lines, scene.first_name).is_some() {
-        return true;
-    }
-    !hash(&[scene.name, &scene.lines.len().to_string(), scene.place]).is_multiple_of(3)
+    joins(&scene(text))
+}
+
+/// Whether the persona of `scene` joins the talk: named in its lines, or by the hash.
+fn joins(scene: &Scene<'_>) -> bool {
+    named_by(&scene.lines, scene.first_name).is_some()
+        || !hash(&[scene.name, &scene.lines.len().to_string(), scene.place]).is_multiple_of(3)
 }
 
 /// First name of a full name.
@@ -290,28 +292,13 @@ pub(super) fn round(text: &str) -> String {
     let present = present_list(present);
     let lines = block(text, "The conversation so far:");
     let new_lines = block(text, "New since they last looked:");
+    let seat_scene = |seat| seat_scene(seat, place.trim(), &present, &lines, &new_lines);
     let seats: Vec<(Scene<'_>, bool)> = block(text, "Following it closely:")
         .into_iter()
         .filter_map(|seat| {
-            // "- Ana Ruiz is having coffee; friendly; currently: …"
-            let seat = seat.strip_prefix("- ")?;
-            let (name, rest) = seat.split_once(" is ")?;
-            let activity = rest.split(';').next().unwrap_or("").trim();
-            let scene = Scene {
-                name,
-                first_name: first(name),
-                activity,
-                place: place.trim(),
-                present: present.iter().copied().filter(|p| *p != name).collect(),
-                lines: lines.clone(),
-                new_lines: new_lines
-                    .iter()
-                    .copied()
-                    .filter(|l| !said_by(l, name))
-                    .collect(),
-            };
+            let scene = seat_scene(seat)?;
             // In a round, who spoke in the last round lets the others talk.
-            let spoke_lately = new_lines.iter().any(|l| said_by(l, name));
+            let spoke_lately = new_lines.iter().any(|l| said_by(l, scene.name));
             Some((scene, spoke_lately))
         })
         .collect();
@@ -345,22 +332,12 @@ pub(super) fn round(text: &str) -> String {
     }
     // Those nearby answer the join question as they would alone: joining, they open with a
     // line; staying out, they say nothing.
-    for seat in block(text, "Nearby, not in the talk yet:") {
-        let Some((name, rest)) = seat.strip_prefix("- ").and_then(|s| s.split_once(" is ")) else {
-            continue;
-        };
-        let scene = Scene {
-            name,
-            first_name: first(name),
-            activity: rest.split(';').next().unwrap_or("").trim(),
-            place: place.trim(),
-            present: present.iter().copied().filter(|p| *p != name).collect(),
-            lines: lines.clone(),
-            new_lines: Vec::new(),
-        };
-        let joins = named_by(&scene.lines, scene.first_name).is_some()
-            || !hash(&[name, &lines.len().to_string(), scene.place]).is_multiple_of(3);
-        replies.push(if joins {
+    for scene in block(text, "Nearby, not in the talk yet:")
+        .into_iter()
+        .filter_map(seat_scene)
+    {
+        let name = scene.name;
+        replies.push(if joins(&scene) {
             json!({"name": name, "plan": "text_reply", "reply": say(&scene, lines.last().copied()), "then": "", "later": ""})
         } else {
             json!({"name": name, "plan": "no_reply", "reply": "", "then": "", "later": ""})
@@ -422,6 +399,31 @@ fn beat_ahead(
             .collect(),
     );
     (answers, said)
+}
+
+/// A round's seat line ("- Ana Ruiz is having coffee; friendly; currently: …") as a scene in
+/// `place` with `present`, the `lines` so far, hearing the `new_lines` that are not its own.
+fn seat_scene<'a>(
+    seat: &'a str,
+    place: &'a str,
+    present: &[&'a str],
+    lines: &[&'a str],
+    new_lines: &[&'a str],
+) -> Option<Scene<'a>> {
+    let (name, rest) = seat.strip_prefix("- ")?.split_once(" is ")?;
+    Some(Scene {
+        name,
+        first_name: first(name),
+        activity: rest.split(';').next().unwrap_or("").trim(),
+        place,
+        present: present.iter().copied().filter(|p| *p != name).collect(),
+        lines: lines.to_vec(),
+        new_lines: new_lines
+            .iter()
+            .copied()
+            .filter(|l| !said_by(l, name))
+            .collect(),
+    })
 }
 
 /// Whether `line` ("Speaker: text") was said by `name`.
