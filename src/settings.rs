@@ -97,7 +97,7 @@ impl AgentSettings {
     /// focal points with three insights each (SPEC §3.8 asks for 3 × 5). Everything else is
     /// as faithful. What goes is repetition — the same action grounded again, a step's
     /// percepts embedded one by one, a third of each reflection, one call per focused persona
-    /// of a group conversation. `headless::make_lean` switches a built app to it.
+    /// of a group conversation, six calls for an action's details. `headless::make_lean` switches a built app to it.
     pub fn lean() -> Self {
         let mut settings = Self::default();
         settings.make_lean();
@@ -136,6 +136,11 @@ pub struct LeanSettings {
     /// sit at it to plan theirs, and the join question of someone walking into the talk is
     /// asked in it. No tools in a round.
     pub group_rounds: bool,
+    /// An action's details in one call (`action_details`): its emoji and triple, the used
+    /// object's state, emoji and triple, and how much the action and the object's state
+    /// matter to the persona — kept as the poignancy of those two events when the persona
+    /// perceives them a step later, so it is not asked for them again.
+    pub action_details: bool,
 }
 
 impl LeanSettings {
@@ -150,6 +155,7 @@ impl LeanSettings {
             reuse_grounding: true,
             batch_percepts: true,
             group_rounds: true,
+            action_details: true,
         }
     }
 }

@@ -246,7 +246,9 @@ pub(crate) fn event_keywords(subject: &str, object: &str) -> Vec<String> {
 
 /// Turns the new perceived events into memories (SPEC §3.1 steps 3–4) and returns the new
 /// event nodes. Events already among the latest `retention` are skipped; "is idle" events get
-/// poignancy 1 without a model call; the persona's own "chat with" event also stores a chat.
+/// poignancy 1 without a model call, and so do the persona's own action and object events
+/// that lean mode rated with the action (`Scratch::own_ratings`); the persona's own "chat
+/// with" event also stores a chat.
 /// With `batch` (lean mode), the new events' descriptions are embedded in one request first.
 pub(crate) async fn form_memories(
     mind: &mut MindState,
@@ -275,8 +277,16 @@ pub(crate) async fn form_memories(
         };
         let Some(embedding) = embedding else { continue };
         let idle = p == "is" && o == "idle";
+        let rated = mind
+            .scratch
+            .own_ratings
+            .iter()
+            .find(|(rated, _)| *rated == description)
+            .map(|(_, poignancy)| *poignancy);
         let poignancy = if idle {
             1
+        } else if let Some(poignancy) = rated {
+            poignancy
         } else {
             run_prompt(
                 ctx,

@@ -15,16 +15,16 @@ use chrono::{Duration, NaiveDateTime, Timelike};
 
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
-use crate::persona::{DayRecord, KnownGrounding, MindState, ScheduleItem, Scratch};
+use crate::persona::{DayRecord, EventTriple, KnownGrounding, MindState, ScheduleItem, Scratch};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
-use crate::world::{ActionAddress, Address, AddressLevel};
+use crate::world::{ActionAddress, Address, AddressLevel, TileEvent};
 
-use super::perceive::embedding_for;
+use super::perceive::{embedding_for, event_memory_parts};
 use super::prompts::{
-    ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, DailyPlan,
-    HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple, TaskDecomposition,
-    WakeUpHour, subtask_description, wake_up_item,
+    ActionArena, ActionDetails, ActionEmoji, ActionEventTriple, ActionObject, ActionSector,
+    DailyPlan, HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple,
+    TaskDecomposition, UsedObject, WakeUpHour, subtask_description, wake_up_item,
 };
 use super::schedule::{
     blocks_to_decompose, day_hours, distinct_activities, item_start, merge_hourly, pad_day,
@@ -461,17 +461,71 @@ pub(crate) async fn determine_action(
             known.event,
             known.object,
         );
+        mind.scratch.own_ratings = known.ratings;
         return;
     }
     let grounding = ground_action(mind, ctx, book, current_sector, &task, seed).await;
-    let name = mind.scratch.name.clone();
+    let described = if settings.lean.action_details {
+        describe_at_once(mind, ctx, &grounding, &task).await
+    } else {
+        describe_one_by_one(mind, ctx, &grounding, &task).await
+    };
+    if settings.lean.reuse_grounding
+        && matches!(
+            grounding.address,
+            ActionAddress::Place(_) | ActionAddress::RandomInArena(_)
+        )
+    {
+        mind.scratch.remember_grounding(
+            &task,
+            KnownGrounding {
+                address: grounding.address.clone(),
+                emoji: described.emoji.clone(),
+                event: described.event.clone(),
+                object: described.object.clone(),
+                ratings: described.ratings.clone(),
+                used: now,
+            },
+        );
+    }
+    add_new_action(
+        mind,
+        now,
+        grounding.address,
+        duration,
+        task,
+        described.emoji,
+        described.event,
+        described.object,
+    );
+    mind.scratch.own_ratings = described.ratings;
+}
 
+/// How a grounded action looks and reads: its emoji and triple, the used object's state with
+/// its emoji and triple, and (lean mode's `action_details`) the poignancy of the two events by
+/// their memory descriptions.
+struct Described {
+    emoji: String,
+    event: EventTriple,
+    object: Option<(String, String, EventTriple)>,
+    ratings: Vec<(String, u8)>,
+}
+
+/// Faithful description (SPEC §3.4): the emoji and the triple together, then the object's
+/// state, then its emoji and triple together.
+async fn describe_one_by_one(
+    mind: &MindState,
+    ctx: &PromptContext,
+    grounding: &Grounding,
+    task: &str,
+) -> Described {
+    let name = mind.scratch.name.clone();
     let emoji = ActionEmoji {
-        action: task.clone(),
+        action: task.to_string(),
     };
     let triple = ActionEventTriple {
         name: name.clone(),
-        action: task.clone(),
+        action: task.to_string(),
     };
     let (emoji, triple) =
         bevy::tasks::futures_lite::future::zip(run_prompt(ctx, &emoji), run_prompt(ctx, &triple))
@@ -483,7 +537,7 @@ pub(crate) async fn determine_action(
                 &ObjectDescription {
                     name: name.clone(),
                     object: object.clone(),
-                    action: task.clone(),
+                    action: task.to_string(),
                 },
             )
             .await
@@ -505,33 +559,63 @@ pub(crate) async fn determine_action(
         }
         None => None,
     };
-    if settings.lean.reuse_grounding
-        && matches!(
-            grounding.address,
-            ActionAddress::Place(_) | ActionAddress::RandomInArena(_)
-        )
-    {
-        mind.scratch.remember_grounding(
-            &task,
-            KnownGrounding {
-                address: grounding.address.clone(),
-                emoji: emoji.value.clone(),
-                event: triple.value.clone(),
-                object: object.clone(),
-                used: now,
-            },
-        );
-    }
-    add_new_action(
-        mind,
-        now,
-        grounding.address,
-        duration,
-        task,
-        emoji.value,
-        triple.value,
+    Described {
+        emoji: emoji.value,
+        event: triple.value,
         object,
-    );
+        ratings: Vec::new(),
+    }
+}
+
+/// Lean description: everything in one `action_details` call, the two ratings kept by the
+/// descriptions the persona's memory will give the events when it perceives them.
+async fn describe_at_once(
+    mind: &MindState,
+    ctx: &PromptContext,
+    grounding: &Grounding,
+    task: &str,
+) -> Described {
+    let s = &mind.scratch;
+    let prompt = ActionDetails {
+        identity: s.identity_summary(),
+        name: s.name.clone(),
+        first_name: s.first_name.clone(),
+        action: task.to_string(),
+        object: grounding.object.as_ref().map(|name| UsedObject {
+            name: name.clone(),
+            address: grounding.address.to_string(),
+        }),
+    };
+    let answer = run_prompt(ctx, &prompt).await.value;
+    let mut ratings = vec![(
+        own_memory_description(&answer.event, task),
+        answer.poignancy,
+    )];
+    let object = answer.object.map(|object| {
+        ratings.push((
+            own_memory_description(&object.event, &object.state),
+            object.poignancy,
+        ));
+        (object.state, object.emoji, object.event)
+    });
+    Described {
+        emoji: answer.emoji,
+        event: answer.event,
+        object,
+        ratings,
+    }
+}
+
+/// The description a memory of the persona's own event will have: the tile event its action
+/// puts on the map (as `ActionView` builds it) read the way perceiving reads it.
+fn own_memory_description(event: &EventTriple, description: &str) -> String {
+    let tile_event = TileEvent {
+        subject: event.subject.clone().unwrap_or_default(),
+        predicate: event.predicate.clone(),
+        object: event.object.clone(),
+        description: Some(description.to_string()),
+    };
+    event_memory_parts(&tile_event).3
 }
 
 /// Whether a remembered grounding's place is still on the map (a save moved to an edited

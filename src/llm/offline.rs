@@ -134,6 +134,9 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
             object_description(&req.prompt_text())
         })
         .with_responder("object_emoji", |req, _| object_emoji(&req.prompt_text()))
+        .with_responder("action_details", |req, rng| {
+            action_details(&req.prompt_text(), rng)
+        })
         .with_responder("object_event_triple", |req, _| {
             object_event_triple(&req.prompt_text())
         })
@@ -2182,20 +2185,55 @@ fn object_description(text: &str) -> String {
 fn object_event_triple(text: &str) -> String {
     let object = between(text, "Answer: (", ",").map_or("", str::trim);
     let state = field(text, "Object state:").unwrap_or("");
+    let (predicate, rest) = state_triple(object, state);
+    format!("({object}, {predicate}, {rest})")
+}
+
+/// `(predicate, object)` of an object's state "<object> is <state>".
+fn state_triple(object: &str, state: &str) -> (String, String) {
     let state = state
         .strip_prefix(object)
         .map(str::trim_start)
         .unwrap_or(state);
     let state = state.strip_prefix("is ").unwrap_or(state).trim();
     let words: Vec<&str> = state.split_whitespace().collect();
-    let (predicate, rest) = match words.as_slice() {
+    match words.as_slice() {
         [verb, rest @ ..] if verb.ends_with("ing") && *verb != "being" && !rest.is_empty() => {
             ((*verb).to_string(), rest.join(" "))
         }
         _ if state.is_empty() => ("is".to_string(), "idle".to_string()),
         _ => ("is".to_string(), state.to_string()),
-    };
-    format!("({object}, {predicate}, {rest})")
+    }
+}
+
+/// Lean mode's action details: what the single prompts answer (emoji, triples, the object's
+/// state, the event ratings), by the same rules, as one JSON object.
+fn action_details(text: &str, rng: &mut ScriptRng) -> String {
+    let name = field(text, "Person:").unwrap_or("");
+    let activity = activity_line(text);
+    let (task, step) = split_activity(activity);
+    let (predicate, what) = predicate_object(step.unwrap_or(task));
+    let importance = event_poignancy(&format!("Event: {name} is {activity}"), rng);
+    let mut answer = json!({
+        "emoji": emoji_for(activity),
+        "event": [name, predicate, what],
+        "importance": importance,
+    });
+    if let Some(object) = field(text, "Object:").filter(|o| !o.is_empty() && *o != "(none)") {
+        let state = format!("{object} is {}", object_state(object, activity));
+        let (state_predicate, state_what) = state_triple(object, &state);
+        let state_importance = event_poignancy(&format!("Event: {state}"), rng);
+        if let Some(map) = answer.as_object_mut() {
+            map.insert("object_emoji".into(), json!(emoji_for(&state)));
+            map.insert(
+                "object_event".into(),
+                json!([object, state_predicate, state_what]),
+            );
+            map.insert("object_importance".into(), json!(state_importance));
+            map.insert("object_state".into(), json!(state));
+        }
+    }
+    answer.to_string()
 }
 
 // =============================================================================================

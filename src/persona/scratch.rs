@@ -175,6 +175,12 @@ pub struct Scratch {
     /// mode; at most [`Scratch::KNOWN_GROUNDINGS`] entries.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub known_groundings: BTreeMap<String, KnownGrounding>,
+    /// The poignancy of the persona's own action event and of its object's state event, by
+    /// their memory descriptions, as lean mode's `action_details` rated them with the action
+    /// (see `LeanSettings::action_details`): perceiving them does not ask again. Replaced with
+    /// each new grounded action; empty — and absent from saves — in faithful mode.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own_ratings: Vec<(String, u8)>,
 }
 
 /// How a persona grounded one action: where it went, what it used, and how the action and
@@ -189,6 +195,10 @@ pub struct KnownGrounding {
     pub event: EventTriple,
     /// The object used: its state, the state as an emoji and as a triple.
     pub object: Option<(String, String, EventTriple)>,
+    /// How much the action's and its object's events matter to the persona, when lean mode's
+    /// `action_details` rated them (see [`Scratch::own_ratings`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ratings: Vec<(String, u8)>,
     /// When it was last used (the oldest is forgotten first).
     pub used: NaiveDateTime,
 }
@@ -412,6 +422,7 @@ mod tests {
             emoji: "🍳".into(),
             event: EventTriple::default(),
             object: None,
+            ratings: Vec::new(),
             used: at(minute),
         };
         let mut s = Scratch::default();

@@ -147,6 +147,7 @@ embedded_templates![
     "action_event_triple",
     "object_description",
     "object_event_triple",
+    "action_details",
     "event_poignancy",
     "chat_poignancy",
     "thought_poignancy",

@@ -469,6 +469,207 @@ impl Prompt for ObjectEventTriple {
     }
 }
 
+/// The object an action uses, as [`ActionDetails`] asks about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsedObject {
+    /// The object's name as the prompt shows it ("coffee machine").
+    pub name: String,
+    /// The object's full address (`w:s:a:o`): the subject of its triple.
+    pub address: String,
+}
+
+/// What [`ActionDetails`] answers: how the action looks and reads, how much it matters to the
+/// persona, and the same for the used object's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionDetailsAnswer {
+    /// The action as 1–3 emoji (`act_pronunciatio`).
+    pub emoji: String,
+    /// The action as `(name, predicate, object)` (`act_event`).
+    pub event: EventTriple,
+    /// How much the action matters to the persona (1..=10): the poignancy of its own event
+    /// when it perceives it.
+    pub poignancy: u8,
+    /// The used object's state, when the action uses one.
+    pub object: Option<ObjectDetails>,
+}
+
+/// The used object's side of [`ActionDetailsAnswer`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectDetails {
+    /// `"<object> is <state>"` (`act_obj_description`).
+    pub state: String,
+    /// The state as 1–3 emoji (`act_obj_pronunciatio`).
+    pub emoji: String,
+    /// The state as `(object address, predicate, object)` (`act_obj_event`).
+    pub event: EventTriple,
+    /// How much the object's state matters to the persona (1..=10).
+    pub poignancy: u8,
+}
+
+/// Lean mode's one call for an action's details (`LeanSettings::action_details`): what
+/// [`ActionEmoji`], [`ActionEventTriple`], [`ObjectDescription`], [`ObjectEmoji`] and
+/// [`ObjectEventTriple`] ask one by one, plus the event poignancy of the action and of the
+/// object's state, which the persona would otherwise be asked when it perceives its own action
+/// a step later. The answer is one JSON object; every field is checked by the same rules as
+/// the single prompts (an emoji run, a short triple whose subject is the persona or the
+/// object's address, a state that starts with the object, ratings in 1..=10), and a missing or
+/// unusable field fails the answer. Fail-safe: each part's own fail-safe.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionDetails {
+    /// The identity summary (the rating's point of view, as in the poignancy prompts).
+    pub identity: String,
+    /// The persona's full name.
+    pub name: String,
+    /// The persona's first name.
+    pub first_name: String,
+    /// The action.
+    pub action: String,
+    /// The object the action uses, if any.
+    pub object: Option<UsedObject>,
+}
+
+impl ActionDetails {
+    /// The JSON schema of the answer (the object fields only when there is an object).
+    pub fn schema(with_object: bool) -> serde_json::Value {
+        let triple = serde_json::json!({
+            "type": "array", "items": {"type": "string", "minLength": 1},
+            "minItems": 3, "maxItems": 3
+        });
+        let rating = serde_json::json!({"type": "integer", "minimum": 1, "maximum": 10});
+        let text = serde_json::json!({"type": "string", "minLength": 1});
+        let mut properties = serde_json::json!({
+            "emoji": text, "event": triple, "importance": rating
+        });
+        let mut required = vec!["emoji", "event", "importance"];
+        if with_object && let Some(map) = properties.as_object_mut() {
+            map.insert("object_state".into(), text.clone());
+            map.insert("object_emoji".into(), text);
+            map.insert("object_event".into(), triple);
+            map.insert("object_importance".into(), rating);
+            required.extend([
+                "object_state",
+                "object_emoji",
+                "object_event",
+                "object_importance",
+            ]);
+        }
+        serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false
+        })
+    }
+
+    fn fail_safe_object(&self) -> Option<ObjectDetails> {
+        self.object.as_ref().map(|object| ObjectDetails {
+            state: format!("{} is idle", object.name.trim()),
+            emoji: FALLBACK_EMOJI.to_string(),
+            event: EventTriple::idle(object.address.clone()),
+            poignancy: super::perceive::EVENT_POIGNANCY_FAIL_SAFE,
+        })
+    }
+}
+
+/// A JSON field as text: a string as it is, an array or a number as JSON.
+fn field_text<'a>(
+    answer: &'a serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Result<std::borrow::Cow<'a, str>, ParseError> {
+    match answer.get(key) {
+        Some(serde_json::Value::String(text)) => Ok(std::borrow::Cow::Borrowed(text)),
+        Some(value @ (serde_json::Value::Array(_) | serde_json::Value::Number(_))) => {
+            Ok(std::borrow::Cow::Owned(value.to_string()))
+        }
+        _ => Err(ParseError::new(format!(
+            "no usable \"{key}\" in the answer"
+        ))),
+    }
+}
+
+/// A field read by one of the single prompts' parsers, its error naming the field.
+fn parsed_field<T>(
+    answer: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+    parse: impl FnOnce(&str) -> Result<T, ParseError>,
+) -> Result<T, ParseError> {
+    let text = field_text(answer, key)?;
+    parse(&text).map_err(|error| ParseError::new(format!("\"{key}\": {error}")))
+}
+
+impl Prompt for ActionDetails {
+    type Output = ActionDetailsAnswer;
+
+    fn kind(&self) -> &'static str {
+        "action_details"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let object = self.object.as_ref().map_or("(none)", |o| o.name.as_str());
+        let prompt = library.fill(
+            self.kind(),
+            &[
+                self.identity.as_str(),
+                self.name.as_str(),
+                self.first_name.as_str(),
+                self.action.as_str(),
+                object,
+            ],
+        )?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(160)
+            .with_temperature(0.0)
+            .with_json_schema(Self::schema(self.object.is_some())))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<ActionDetailsAnswer, ParseError> {
+        let Some(serde_json::Value::Object(answer)) =
+            crate::prompt::extract_json(truncate_chars(cleaned, 4_000))
+        else {
+            return Err(ParseError::new("no JSON object in the answer"));
+        };
+        let emoji = parsed_field(&answer, "emoji", parse_emoji)?;
+        let (_, predicate, what) = parsed_field(&answer, "event", parse_triple)?;
+        let poignancy = parsed_field(&answer, "importance", super::text::rating)?;
+        let object = match &self.object {
+            None => None,
+            Some(used) => {
+                let describe = ObjectDescription {
+                    name: self.name.clone(),
+                    object: used.name.clone(),
+                    action: self.action.clone(),
+                };
+                let state = parsed_field(&answer, "object_state", |t| describe.parse(t))?;
+                let emoji = parsed_field(&answer, "object_emoji", parse_emoji)?;
+                let (_, state_predicate, state_object) =
+                    parsed_field(&answer, "object_event", parse_triple)?;
+                let poignancy = parsed_field(&answer, "object_importance", super::text::rating)?;
+                Some(ObjectDetails {
+                    state,
+                    emoji,
+                    event: EventTriple::new(used.address.clone(), state_predicate, state_object),
+                    poignancy,
+                })
+            }
+        };
+        Ok(ActionDetailsAnswer {
+            emoji,
+            event: EventTriple::new(self.name.clone(), predicate, what),
+            poignancy,
+            object,
+        })
+    }
+
+    fn fail_safe(&self) -> ActionDetailsAnswer {
+        ActionDetailsAnswer {
+            emoji: FALLBACK_EMOJI.to_string(),
+            event: EventTriple::idle(self.name.clone()),
+            poignancy: super::perceive::EVENT_POIGNANCY_FAIL_SAFE,
+            object: self.fail_safe_object(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -598,5 +799,89 @@ mod tests {
         );
         assert!(p.parse("   ").is_err());
         assert_eq!(p.fail_safe(), "coffee machine is idle");
+    }
+
+    fn details(object: bool) -> ActionDetails {
+        ActionDetails {
+            name: "Mira Okafor".into(),
+            first_name: "Mira".into(),
+            action: "making coffee".into(),
+            object: object.then(|| UsedObject {
+                name: "coffee machine".into(),
+                address: "W:C:c:coffee machine".into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn action_details_are_read_by_the_single_prompts_rules() {
+        let answer = r#"Sure! {"emoji": "☕ coffee", "event": ["Someone", "make", "coffee"],
+            "importance": "2", "object_state": "The coffee machine is brewing coffee.",
+            "object_emoji": "☕", "object_event": "(coffee machine, brew, coffee)",
+            "object_importance": 1}"#;
+        let got = details(true).parse(answer).expect("a full answer parses");
+        assert_eq!(got.emoji, "☕");
+        // The subjects are the persona and the object's address, whatever the model wrote.
+        assert_eq!(got.event, EventTriple::new("Mira Okafor", "make", "coffee"));
+        assert_eq!(got.poignancy, 2);
+        let object = got.object.expect("the object's details");
+        assert_eq!(object.state, "coffee machine is brewing coffee");
+        assert_eq!(
+            object.event,
+            EventTriple::new("W:C:c:coffee machine", "brew", "coffee")
+        );
+        assert_eq!(object.poignancy, 1);
+        // Without an object, the object fields are neither needed nor read.
+        let bare =
+            r#"{"emoji": "☕", "event": ["Mira Okafor", "make", "coffee"], "importance": 3}"#;
+        let got = details(false)
+            .parse(bare)
+            .expect("an answer without an object");
+        assert_eq!(got.object, None);
+        assert!(
+            details(true).parse(bare).is_err(),
+            "the object's fields are required"
+        );
+        assert_eq!(
+            ActionDetails::schema(true)["required"]
+                .as_array()
+                .map(Vec::len),
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn hostile_action_details_fail_to_their_fail_safes() {
+        let p = details(true);
+        for hostile in [
+            "",
+            "no json here",
+            "[1, 2, 3]",
+            r#"{"emoji": "no emoji", "event": ["a", "b", "c"], "importance": 2}"#,
+            r#"{"emoji": "☕", "event": ["Mira"], "importance": 2}"#,
+            r#"{"emoji": "☕", "event": ["Mira", "make", "coffee"], "importance": 11}"#,
+            r#"{"emoji": "☕", "event": ["Mira", "make", "coffee"], "importance": -4}"#,
+            r#"{"emoji": "☕", "event": {"s": 1}, "importance": 2}"#,
+            r#"{"emoji": "☕", "event": ["Mira", "a verb that is far too long to be a verb", "x"], "importance": 2}"#,
+            r#"{"emoji": "☕", "event": ["Mira", "make", "coffee"], "importance": 2, "object_state": "", "object_emoji": "☕", "object_event": ["m", "brew", "coffee"], "object_importance": 1}"#,
+            r#"{"emoji": "☕", "event": ["Mira", "make", "coffee"], "importance": 2, "object_state": "brewing", "object_emoji": "☕", "object_event": ["m", "brew", "coffee"], "object_importance": null}"#,
+            "{\"emoji\": \"☕\", \"event\": [\"Mira\", \"make\", \"coffee\"], \"importance\": 2, \"object_state\": \"",
+        ] {
+            assert!(p.parse(hostile).is_err(), "accepted {hostile:?}");
+        }
+        let long = format!("{{\"emoji\": \"{}\"}}", "☕".repeat(100_000));
+        assert!(p.parse(&long).is_err());
+        let safe = p.fail_safe();
+        assert_eq!(safe.emoji, FALLBACK_EMOJI);
+        assert_eq!(safe.event, EventTriple::idle("Mira Okafor"));
+        assert_eq!(
+            safe.poignancy,
+            crate::cognition::prompts::EVENT_POIGNANCY_FAIL_SAFE
+        );
+        let object = safe.object.expect("an object's fail-safe");
+        assert_eq!(object.state, "coffee machine is idle");
+        assert_eq!(object.event, EventTriple::idle("W:C:c:coffee machine"));
+        assert_eq!(details(false).fail_safe().object, None);
     }
 }

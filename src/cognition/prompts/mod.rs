@@ -10,7 +10,8 @@
 //!   [`TaskDecomposition`], and [`NewDecompositionSchedule`] after a chat or a wait is inserted.
 //! - [`action`]: grounding the next action — [`ActionSector`], [`ActionArena`],
 //!   [`ActionObject`], [`ActionEmoji`], [`ActionEventTriple`], [`ObjectDescription`],
-//!   [`ObjectEmoji`], [`ObjectEventTriple`].
+//!   [`ObjectEmoji`], [`ObjectEventTriple`] — or, in lean mode, [`ActionDetails`] for all the
+//!   details at once.
 //! - [`perceive`]: how much a memory matters — [`EventPoignancy`], [`ChatPoignancy`],
 //!   [`ThoughtPoignancy`].
 //! - [`converse`]: reacting and talking — [`DecideToTalk`], [`DecideToReact`],
@@ -41,8 +42,8 @@ pub mod reflect;
 mod text;
 
 pub use action::{
-    ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, ObjectDescription,
-    ObjectEmoji, ObjectEventTriple,
+    ActionArena, ActionDetails, ActionDetailsAnswer, ActionEmoji, ActionEventTriple, ActionObject,
+    ActionSector, ObjectDescription, ObjectDetails, ObjectEmoji, ObjectEventTriple, UsedObject,
 };
 pub use converse::{
     ConversationSummary, DecideToReact, DecideToTalk, MemoAfterChat, NextUtterance,
