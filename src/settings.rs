@@ -141,6 +141,11 @@ pub struct LeanSettings {
     /// matter to the persona — kept as the poignancy of those two events when the persona
     /// perceives them a step later, so it is not asked for them again.
     pub action_details: bool,
+    /// A reflection in one call: insights straight from the latest memories (at most
+    /// `retrieve_n`), as many as the focal points would have given together, instead of the
+    /// focal-point questions and one insight call per question; the insights are embedded
+    /// in one request.
+    pub one_pass_reflection: bool,
 }
 
 impl LeanSettings {
@@ -156,6 +161,7 @@ impl LeanSettings {
             batch_percepts: true,
             group_rounds: true,
             action_details: true,
+            one_pass_reflection: true,
         }
     }
 }

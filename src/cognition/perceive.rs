@@ -374,7 +374,7 @@ async fn prefetch_embeddings(
 }
 
 /// Whether an embedding the model returned can be stored: not empty, every entry finite.
-fn usable(vector: &[f32]) -> bool {
+pub(crate) fn usable(vector: &[f32]) -> bool {
     !vector.is_empty() && vector.iter().all(|v| v.is_finite())
 }
 

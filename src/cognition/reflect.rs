@@ -3,6 +3,8 @@
 //! bears on each, and stores five insights per question as thoughts resting on their evidence.
 //! At the end of a conversation it also stores what the chat means for its plans and a memo.
 
+use std::collections::HashMap;
+
 use chrono::{Duration, NaiveDateTime};
 
 use crate::memory::{NewMemory, NodeId, new_retrieve};
@@ -10,7 +12,7 @@ use crate::persona::MindState;
 use crate::prompt::{PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 
-use super::perceive::embedding_for;
+use super::perceive::{embedding_for, usable};
 use super::prompts::{
     ActionEventTriple, FocalPoints, InsightsWithEvidence, MemoAfterChat, PlanningThoughtAfterChat,
     ThoughtPoignancy,
@@ -32,6 +34,20 @@ pub(crate) async fn store_thought(
     text: &str,
     evidence: Vec<NodeId>,
 ) -> Option<NodeId> {
+    store_thought_embedded(mind, ctx, settings, now, text, evidence, None).await
+}
+
+/// [`store_thought`] with the thought's embedding when it was already fetched (`None`: from
+/// memory or the model, as usual).
+pub(crate) async fn store_thought_embedded(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    text: &str,
+    evidence: Vec<NodeId>,
+    embedding: Option<Vec<f32>>,
+) -> Option<NodeId> {
     let name = mind.scratch.name.clone();
     let triple = ActionEventTriple {
         name: name.clone(),
@@ -47,7 +63,10 @@ pub(crate) async fn store_thought(
         run_prompt(ctx, &poignancy),
     )
     .await;
-    let embedding = embedding_for(mind, ctx, text).await?;
+    let embedding = match embedding {
+        Some(vector) => vector,
+        None => embedding_for(mind, ctx, text).await?,
+    };
     let triple = triple.value;
     let s = triple.subject.unwrap_or(name);
     let p = triple.predicate.unwrap_or_else(|| "is".into());
@@ -66,7 +85,9 @@ pub(crate) async fn store_thought(
     }
 }
 
-/// Runs one reflection (SPEC §3.8) and resets the budget.
+/// Runs one reflection (SPEC §3.8) and resets the budget: focal points, then insights on what
+/// each recalls — or, with lean mode's `one_pass_reflection`, insights straight from the latest
+/// memories in one call.
 pub(crate) async fn reflect(
     mind: &mut MindState,
     ctx: &PromptContext,
@@ -74,6 +95,23 @@ pub(crate) async fn reflect(
     now: NaiveDateTime,
     events: &mut Vec<PlanEvent>,
 ) {
+    let stored = if settings.lean.one_pass_reflection {
+        reflect_in_one_pass(mind, ctx, settings, now).await
+    } else {
+        reflect_on_focal_points(mind, ctx, settings, now).await
+    };
+    mind.scratch.importance_trigger_curr = mind.scratch.params.importance_trigger_max;
+    mind.scratch.importance_ele_n = 0;
+    events.push(PlanEvent::Reflected(stored));
+}
+
+/// SPEC §3.8: questions about the latest memories, and insights on what each one recalls.
+async fn reflect_on_focal_points(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) -> Vec<String> {
     let name = mind.scratch.name.clone();
     let n = mind.scratch.importance_ele_n as usize;
     let statements: Vec<String> = mind
@@ -146,9 +184,89 @@ pub(crate) async fn reflect(
             }
         }
     }
-    mind.scratch.importance_trigger_curr = mind.scratch.params.importance_trigger_max;
-    mind.scratch.importance_ele_n = 0;
-    events.push(PlanEvent::Reflected(stored));
+    stored
+}
+
+/// Lean mode's reflection: the insights of every focal point at once
+/// (`reflection_focal_points` × `reflection_insights` at most), from the latest memories the
+/// focal points would have been asked about (at most `retrieve_n` of them), without the
+/// questions and the recall per question. The memories an insight rests on count as recalled
+/// (their `last_accessed` is now, as retrieval would have set it), and the insights are
+/// embedded in one request.
+async fn reflect_in_one_pass(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) -> Vec<String> {
+    let n = (mind.scratch.importance_ele_n as usize).clamp(1, settings.retrieve_n.max(1));
+    let nodes: Vec<(NodeId, String)> = mind
+        .associative
+        .latest_accessed_events_and_thoughts(n)
+        .iter()
+        .map(|node| (node.id, node.description.clone()))
+        .collect();
+    if nodes.is_empty() {
+        return Vec::new();
+    }
+    let insights = run_prompt(
+        ctx,
+        &InsightsWithEvidence {
+            name: mind.scratch.name.clone(),
+            statements: nodes.iter().map(|(_, d)| d.clone()).collect(),
+            count: settings
+                .reflection_focal_points
+                .saturating_mul(settings.reflection_insights),
+        },
+    )
+    .await
+    .value;
+    let texts: Vec<String> = insights.iter().map(|i| i.text.clone()).collect();
+    let mut vectors = embed_together(mind, ctx, &texts).await;
+    let mut stored = Vec::new();
+    for insight in insights {
+        let evidence: Vec<NodeId> = insight
+            .evidence
+            .iter()
+            .filter_map(|i| nodes.get(*i).map(|(id, _)| *id))
+            .collect();
+        mind.associative.set_last_accessed(&evidence, now);
+        let embedding = vectors.remove(&insight.text);
+        if store_thought_embedded(mind, ctx, settings, now, &insight.text, evidence, embedding)
+            .await
+            .is_some()
+        {
+            stored.push(insight.text);
+        }
+    }
+    stored
+}
+
+/// The embeddings of `texts` that memory does not hold yet, in one request when there are two
+/// or more (lean mode). What is missing from the answer is asked again one by one when the
+/// thought is stored, with the usual fail-safe.
+pub(crate) async fn embed_together(
+    mind: &MindState,
+    ctx: &PromptContext,
+    texts: &[String],
+) -> HashMap<String, Vec<f32>> {
+    let mut missing: Vec<String> = Vec::new();
+    for text in texts {
+        if mind.associative.embedding(text).is_none() && !missing.contains(text) {
+            missing.push(text.clone());
+        }
+    }
+    if missing.len() < 2 {
+        return HashMap::new();
+    }
+    match ctx.embed_many(missing.clone()).await {
+        Ok(vectors) if vectors.len() == missing.len() => missing
+            .into_iter()
+            .zip(vectors)
+            .filter(|(_, v)| usable(v))
+            .collect(),
+        Ok(_) | Err(_) => HashMap::new(),
+    }
 }
 
 /// Whether the end-of-chat thoughts are due: chatting, the chat ends within the next step,
