@@ -146,6 +146,10 @@ pub struct LeanSettings {
     /// focal-point questions and one insight call per question; the insights are embedded
     /// in one request.
     pub one_pass_reflection: bool,
+    /// The thoughts after a chat in one call (`after_chat`): the planning thought, the memo
+    /// and how much each matters to the persona, instead of a call for each thought and one
+    /// for each rating; the two are embedded in one request.
+    pub after_chat_at_once: bool,
 }
 
 impl LeanSettings {
@@ -162,6 +166,7 @@ impl LeanSettings {
             group_rounds: true,
             action_details: true,
             one_pass_reflection: true,
+            after_chat_at_once: true,
         }
     }
 }

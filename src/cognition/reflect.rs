@@ -14,8 +14,8 @@ use crate::settings::AgentSettings;
 
 use super::perceive::{embedding_for, usable};
 use super::prompts::{
-    ActionEventTriple, FocalPoints, InsightsWithEvidence, MemoAfterChat, PlanningThoughtAfterChat,
-    ThoughtPoignancy,
+    ActionEventTriple, AfterChat, FocalPoints, InsightsWithEvidence, MemoAfterChat,
+    PlanningThoughtAfterChat, ThoughtPoignancy,
 };
 use super::vocabulary::{PlanEvent, retrieval_params};
 
@@ -34,11 +34,27 @@ pub(crate) async fn store_thought(
     text: &str,
     evidence: Vec<NodeId>,
 ) -> Option<NodeId> {
-    store_thought_embedded(mind, ctx, settings, now, text, evidence, None).await
+    store_thought_embedded(
+        mind,
+        ctx,
+        settings,
+        now,
+        text,
+        evidence,
+        KnownOfThought::default(),
+    )
+    .await
 }
 
-/// [`store_thought`] with the thought's embedding when it was already fetched (`None`: from
-/// memory or the model, as usual).
+/// What lean mode already knows of a thought before it is stored: its embedding (fetched with
+/// others) and its poignancy (rated by the call that wrote it). `None` is asked as usual.
+#[derive(Debug, Default)]
+pub(crate) struct KnownOfThought {
+    pub(crate) embedding: Option<Vec<f32>>,
+    pub(crate) poignancy: Option<u8>,
+}
+
+/// [`store_thought`] with what is already known of the thought.
 pub(crate) async fn store_thought_embedded(
     mind: &mut MindState,
     ctx: &PromptContext,
@@ -46,34 +62,39 @@ pub(crate) async fn store_thought_embedded(
     now: NaiveDateTime,
     text: &str,
     evidence: Vec<NodeId>,
-    embedding: Option<Vec<f32>>,
+    known: KnownOfThought,
 ) -> Option<NodeId> {
     let name = mind.scratch.name.clone();
     let triple = ActionEventTriple {
         name: name.clone(),
         action: text.to_string(),
     };
-    let poignancy = ThoughtPoignancy {
-        identity: mind.scratch.identity_summary(),
-        first_name: mind.scratch.first_name.clone(),
-        thought: text.to_string(),
+    let (triple, poignancy) = match known.poignancy {
+        Some(poignancy) => (run_prompt(ctx, &triple).await.value, poignancy),
+        None => {
+            let poignancy = ThoughtPoignancy {
+                identity: mind.scratch.identity_summary(),
+                first_name: mind.scratch.first_name.clone(),
+                thought: text.to_string(),
+            };
+            let (triple, poignancy) = bevy::tasks::futures_lite::future::zip(
+                run_prompt(ctx, &triple),
+                run_prompt(ctx, &poignancy),
+            )
+            .await;
+            (triple.value, poignancy.value)
+        }
     };
-    let (triple, poignancy) = bevy::tasks::futures_lite::future::zip(
-        run_prompt(ctx, &triple),
-        run_prompt(ctx, &poignancy),
-    )
-    .await;
-    let embedding = match embedding {
+    let embedding = match known.embedding {
         Some(vector) => vector,
         None => embedding_for(mind, ctx, text).await?,
     };
-    let triple = triple.value;
     let s = triple.subject.unwrap_or(name);
     let p = triple.predicate.unwrap_or_else(|| "is".into());
     let o = triple.object.unwrap_or_else(|| "thinking".into());
     let memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), text.to_string())
         .keywords([s, p, o])
-        .poignancy(poignancy.value)
+        .poignancy(poignancy)
         .expires(now + Duration::days(settings.thought_expiration_days))
         .embedding(embedding);
     match mind.associative.add_thought(memory, evidence) {
@@ -231,8 +252,11 @@ async fn reflect_in_one_pass(
             .filter_map(|i| nodes.get(*i).map(|(id, _)| *id))
             .collect();
         mind.associative.set_last_accessed(&evidence, now);
-        let embedding = vectors.remove(&insight.text);
-        if store_thought_embedded(mind, ctx, settings, now, &insight.text, evidence, embedding)
+        let known = KnownOfThought {
+            embedding: vectors.remove(&insight.text),
+            poignancy: None,
+        };
+        if store_thought_embedded(mind, ctx, settings, now, &insight.text, evidence, known)
             .await
             .is_some()
         {
@@ -298,21 +322,47 @@ pub(crate) async fn chat_thoughts(
         .last_chat_with(&partner)
         .map(|node| vec![node.id])
         .unwrap_or_default();
-    let planning = PlanningThoughtAfterChat {
-        name: name.clone(),
-        partner: partner.clone(),
-        conversation: conversation.clone(),
-    };
-    let memo = MemoAfterChat {
-        name: name.clone(),
-        partner,
-        conversation,
-    };
-    let (planning, memo) =
-        bevy::tasks::futures_lite::future::zip(run_prompt(ctx, &planning), run_prompt(ctx, &memo))
-            .await;
-    let planning = format!("For {name}'s planning: {}", planning.value);
-    store_thought(mind, ctx, settings, now, &planning, evidence.clone()).await;
-    store_thought(mind, ctx, settings, now, &memo.value, evidence).await;
+    if settings.lean.after_chat_at_once {
+        let prompt = AfterChat {
+            identity: mind.scratch.identity_summary(),
+            name: name.clone(),
+            first_name: mind.scratch.first_name.clone(),
+            partner,
+            conversation,
+        };
+        let thoughts = run_prompt(ctx, &prompt).await.value;
+        let planning = format!("For {name}'s planning: {}", thoughts.planning);
+        let mut vectors =
+            embed_together(mind, ctx, &[planning.clone(), thoughts.memo.clone()]).await;
+        for (text, poignancy) in [
+            (planning, thoughts.planning_poignancy),
+            (thoughts.memo, thoughts.memo_poignancy),
+        ] {
+            let known = KnownOfThought {
+                embedding: vectors.remove(&text),
+                poignancy: Some(poignancy),
+            };
+            store_thought_embedded(mind, ctx, settings, now, &text, evidence.clone(), known).await;
+        }
+    } else {
+        let planning = PlanningThoughtAfterChat {
+            name: name.clone(),
+            partner: partner.clone(),
+            conversation: conversation.clone(),
+        };
+        let memo = MemoAfterChat {
+            name: name.clone(),
+            partner,
+            conversation,
+        };
+        let (planning, memo) = bevy::tasks::futures_lite::future::zip(
+            run_prompt(ctx, &planning),
+            run_prompt(ctx, &memo),
+        )
+        .await;
+        let planning = format!("For {name}'s planning: {}", planning.value);
+        store_thought(mind, ctx, settings, now, &planning, evidence.clone()).await;
+        store_thought(mind, ctx, settings, now, &memo.value, evidence).await;
+    }
     mind.scratch.chat_thoughts_done = true;
 }

@@ -194,6 +194,9 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         .with_responder("memo_after_chat", |req, _| {
             after_chat(&req.prompt_text(), AfterChat::Memo)
         })
+        .with_responder("after_chat", |req, rng| {
+            after_chat_at_once(&req.prompt_text(), rng)
+        })
         // Reflecting.
         .with_responder("focal_points", |req, _| focal_points(&req.prompt_text()))
         .with_responder("insights_with_evidence", |req, _| {
@@ -2653,6 +2656,24 @@ fn after_chat(text: &str, which: AfterChat) -> String {
             format!("{first} enjoyed catching up with {partner_first}.")
         }
     }
+}
+
+/// Lean mode's thoughts after a chat: both sentences and their ratings, by the single
+/// prompts' rules, as one JSON object.
+fn after_chat_at_once(text: &str, rng: &mut ScriptRng) -> String {
+    let (me, _) = speakers(text);
+    let planning = after_chat(text, AfterChat::Planning);
+    let memo = after_chat(text, AfterChat::Memo);
+    let planning_importance =
+        thought_poignancy(&format!("Thought: For {me}'s planning: {planning}"), rng);
+    let memo_importance = thought_poignancy(&format!("Thought: {memo}"), rng);
+    json!({
+        "planning": planning,
+        "planning_importance": planning_importance,
+        "memo": memo,
+        "memo_importance": memo_importance,
+    })
+    .to_string()
 }
 
 // =============================================================================================

@@ -158,6 +158,7 @@ embedded_templates![
     "conversation_summary",
     "planning_thought_after_chat",
     "memo_after_chat",
+    "after_chat",
     "focal_points",
     "insights_with_evidence",
     "revise_identity_plan_note",

@@ -559,9 +559,168 @@ impl Prompt for MemoAfterChat {
     }
 }
 
+/// What [`AfterChat`] answers: the planning thought and the memo, each with how much it
+/// matters to the persona (its poignancy as a thought).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfterChatThoughts {
+    /// As [`PlanningThoughtAfterChat`] answers (the caller adds "For <name>'s planning: ").
+    pub planning: String,
+    /// The planning thought's poignancy (1..=10).
+    pub planning_poignancy: u8,
+    /// As [`MemoAfterChat`] answers.
+    pub memo: String,
+    /// The memo's poignancy (1..=10).
+    pub memo_poignancy: u8,
+}
+
+/// Lean mode's one call after a chat (`LeanSettings::after_chat_at_once`): what
+/// [`PlanningThoughtAfterChat`] and [`MemoAfterChat`] ask, and the two thoughts' poignancy
+/// (otherwise a `thought_poignancy` call each). JSON `{"planning", "planning_importance",
+/// "memo", "memo_importance"}`, each sentence read as the single prompts read theirs (at most
+/// 300 characters), each rating in 1..=10; a missing or unusable field fails the answer.
+/// Fail-safe: the single prompts' sentences, rated [`super::perceive::THOUGHT_POIGNANCY_FAIL_SAFE`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AfterChat {
+    /// The identity summary (the ratings' point of view).
+    pub identity: String,
+    /// The persona.
+    pub name: String,
+    /// The persona's first name.
+    pub first_name: String,
+    /// The partner.
+    pub partner: String,
+    /// The conversation, `(speaker, line)`.
+    pub conversation: Vec<(String, String)>,
+}
+
+impl AfterChat {
+    /// The JSON schema of the answer.
+    pub fn schema() -> Value {
+        let sentence = json!({"type": "string", "minLength": 1, "maxLength": 300});
+        let rating = json!({"type": "integer", "minimum": 1, "maximum": 10});
+        json!({
+            "type": "object",
+            "properties": {
+                "planning": sentence, "planning_importance": rating,
+                "memo": sentence, "memo_importance": rating
+            },
+            "required": ["planning", "planning_importance", "memo", "memo_importance"],
+            "additionalProperties": false
+        })
+    }
+}
+
+/// A JSON field of `answer` read by `parse` (a string as it is, a number as its digits), the
+/// error naming the field.
+fn read_field<T>(
+    answer: &serde_json::Map<String, Value>,
+    key: &str,
+    parse: impl FnOnce(&str) -> Result<T, ParseError>,
+) -> Result<T, ParseError> {
+    let text = match answer.get(key) {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Number(number)) => number.to_string(),
+        _ => {
+            return Err(ParseError::new(format!(
+                "no usable \"{key}\" in the answer"
+            )));
+        }
+    };
+    parse(&text).map_err(|error| ParseError::new(format!("\"{key}\": {error}")))
+}
+
+impl Prompt for AfterChat {
+    type Output = AfterChatThoughts;
+
+    fn kind(&self) -> &'static str {
+        "after_chat"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let inputs = [
+            self.identity.clone(),
+            self.name.clone(),
+            self.partner.clone(),
+            transcript(&self.conversation),
+            self.first_name.clone(),
+        ];
+        let prompt = library.fill(self.kind(), &inputs)?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(200)
+            .with_temperature(0.5)
+            .with_json_schema(Self::schema()))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<AfterChatThoughts, ParseError> {
+        let Some(Value::Object(answer)) = extract_json(truncate_chars(cleaned, 4_000)) else {
+            return Err(ParseError::new("no JSON object in the answer"));
+        };
+        let sentence = |text: &str| free_text(text, 300, false);
+        Ok(AfterChatThoughts {
+            planning: read_field(&answer, "planning", sentence)?,
+            planning_poignancy: read_field(&answer, "planning_importance", super::text::rating)?,
+            memo: read_field(&answer, "memo", sentence)?,
+            memo_poignancy: read_field(&answer, "memo_importance", super::text::rating)?,
+        })
+    }
+
+    fn fail_safe(&self) -> AfterChatThoughts {
+        let planning = PlanningThoughtAfterChat {
+            name: self.name.clone(),
+            partner: self.partner.clone(),
+            conversation: Vec::new(),
+        };
+        let memo = MemoAfterChat {
+            name: self.name.clone(),
+            partner: self.partner.clone(),
+            conversation: Vec::new(),
+        };
+        AfterChatThoughts {
+            planning: planning.fail_safe(),
+            planning_poignancy: super::perceive::THOUGHT_POIGNANCY_FAIL_SAFE,
+            memo: memo.fail_safe(),
+            memo_poignancy: super::perceive::THOUGHT_POIGNANCY_FAIL_SAFE,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn after_chat_reads_both_thoughts_and_their_ratings() {
+        let p = AfterChat {
+            name: "Ana Silva".into(),
+            partner: "Ben Ode".into(),
+            ..Default::default()
+        };
+        let got = p
+            .parse(r#"Here: {"planning": "Ana should call Ben.", "planning_importance": 5, "memo": "Ana learned Ben paints.", "memo_importance": "3"}"#)
+            .expect("a full answer");
+        assert_eq!(got.planning, "Ana should call Ben.");
+        assert_eq!(got.planning_poignancy, 5);
+        assert_eq!(got.memo, "Ana learned Ben paints.");
+        assert_eq!(got.memo_poignancy, 3);
+        for hostile in [
+            "",
+            "Ana should call Ben.",
+            r#"{"planning": "x", "planning_importance": 5, "memo": "y"}"#,
+            r#"{"planning": "", "planning_importance": 5, "memo": "y", "memo_importance": 2}"#,
+            r#"{"planning": "x", "planning_importance": 0, "memo": "y", "memo_importance": 2}"#,
+            r#"{"planning": ["x"], "planning_importance": 5, "memo": "y", "memo_importance": 2}"#,
+            r#"{"planning": "x", "planning_importance": 5, "memo": "y", "memo_importance": 99}"#,
+            r#"{"planning": "x", "planning_importance": 5, "memo": "y", "memo_importance": true}"#,
+        ] {
+            assert!(p.parse(hostile).is_err(), "accepted {hostile:?}");
+        }
+        let safe = p.fail_safe();
+        assert!(safe.planning.contains("Ben Ode") && safe.memo.contains("Ben Ode"));
+        assert_eq!(
+            safe.memo_poignancy,
+            super::super::perceive::THOUGHT_POIGNANCY_FAIL_SAFE
+        );
+    }
 
     #[test]
     fn talk_and_react() {

@@ -16,7 +16,8 @@
 //!   [`ThoughtPoignancy`].
 //! - [`converse`]: reacting and talking — [`DecideToTalk`], [`DecideToReact`],
 //!   [`RelationshipSummary`], [`NextUtterance`], [`ConversationSummary`],
-//!   [`PlanningThoughtAfterChat`], [`MemoAfterChat`].
+//!   [`PlanningThoughtAfterChat`], [`MemoAfterChat`] (or both at once in lean mode,
+//!   [`AfterChat`]).
 //! - [`reflect`]: [`FocalPoints`] and [`InsightsWithEvidence`].
 //! - [`identity`]: the new-day revision — [`ReviseIdentityPlanNote`],
 //!   [`ReviseIdentityFeelings`], [`ReviseIdentityCurrently`], [`ReviseIdentityDailyReq`] — and
@@ -46,8 +47,8 @@ pub use action::{
     ActionSector, ObjectDescription, ObjectDetails, ObjectEmoji, ObjectEventTriple, UsedObject,
 };
 pub use converse::{
-    ConversationSummary, DecideToReact, DecideToTalk, MemoAfterChat, NextUtterance,
-    PlanningThoughtAfterChat, ReactChoice, RelationshipSummary, Utterance,
+    AfterChat, AfterChatThoughts, ConversationSummary, DecideToReact, DecideToTalk, MemoAfterChat,
+    NextUtterance, PlanningThoughtAfterChat, ReactChoice, RelationshipSummary, Utterance,
 };
 pub use identity::{
     ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
