@@ -150,6 +150,11 @@ pub struct LeanSettings {
     /// and how much each matters to the persona, instead of a call for each thought and one
     /// for each rating; the two are embedded in one request.
     pub after_chat_at_once: bool,
+    /// A step of a task goes to the sector (area) where the persona went for another step
+    /// of the same task (the latest), without asking for it again; the arena and the object
+    /// are still chosen (a morning routine spans the bedroom and the bathroom). Needs
+    /// `reuse_grounding`, which keeps where steps went.
+    pub reuse_sector: bool,
 }
 
 impl LeanSettings {
@@ -167,6 +172,7 @@ impl LeanSettings {
             action_details: true,
             one_pass_reflection: true,
             after_chat_at_once: true,
+            reuse_sector: true,
         }
     }
 }

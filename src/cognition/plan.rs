@@ -232,6 +232,7 @@ pub struct Grounding {
 /// Grounds `task` in a place the persona knows (SPEC §3.4): sector → arena → object, each a
 /// choice among the known options with the SPEC's fall-backs; the result always exists on the
 /// map (checked against `book`; an unknown choice falls back to the living area).
+/// A `known_sector` (lean mode's `reuse_sector`) is taken as the sector's answer.
 pub(crate) async fn ground_action(
     mind: &mut MindState,
     ctx: &PromptContext,
@@ -239,10 +240,14 @@ pub(crate) async fn ground_action(
     current_sector: Option<&str>,
     task: &str,
     seed: u64,
+    known_sector: Option<String>,
 ) -> Grounding {
     let world = book.world.clone();
     let home = HomePlaces::of(&mind.scratch);
-    let sector = choose_sector(mind, ctx, &world, &home, current_sector, task).await;
+    let sector = match known_sector {
+        Some(sector) => sector,
+        None => choose_sector(mind, ctx, &world, &home, current_sector, task).await,
+    };
     let (sector, arena) = choose_arena(mind, ctx, &world, &home, sector, task).await;
     let objects = mind.spatial.accessible_objects(&world, &sector, &arena);
     // An arena without objects (a lawn, a corridor) leaves nothing to ask: any of its tiles.
@@ -464,7 +469,13 @@ pub(crate) async fn determine_action(
         mind.scratch.own_ratings = known.ratings;
         return;
     }
-    let grounding = ground_action(mind, ctx, book, current_sector, &task, seed).await;
+    let sibling_sector = if settings.lean.reuse_sector {
+        sibling_sector(mind, &book.world, &task)
+    } else {
+        None
+    };
+    let grounding =
+        ground_action(mind, ctx, book, current_sector, &task, seed, sibling_sector).await;
     let described = if settings.lean.action_details {
         describe_at_once(mind, ctx, &grounding, &task).await
     } else {
@@ -616,6 +627,36 @@ fn own_memory_description(event: &EventTriple, description: &str) -> String {
         description: Some(description.to_string()),
     };
     event_memory_parts(&tile_event).3
+}
+
+/// Lean mode's `reuse_sector`: the sector where the persona last went for another step of the
+/// same task ("having breakfast (cooking at the stove)" and "having breakfast (eating at
+/// the table)"), if it still knows that sector. `None` for a task without steps.
+fn sibling_sector(mind: &MindState, world: &str, task: &str) -> Option<String> {
+    let parent = parent_task(task)?;
+    let prefix = format!("{parent} (");
+    mind.scratch
+        .known_groundings
+        .range(prefix.clone()..)
+        .take_while(|(known, _)| known.starts_with(&prefix))
+        .filter(|(known, _)| known.as_str() != task)
+        .max_by_key(|(_, grounding)| grounding.used)
+        .and_then(|(_, grounding)| match &grounding.address {
+            ActionAddress::Place(place) | ActionAddress::RandomInArena(place) => {
+                place.sector_name().map(str::to_string)
+            }
+            _ => None,
+        })
+        .filter(|sector| mind.spatial.accessible_sectors(world).contains(sector))
+}
+
+/// The task a step belongs to: "having breakfast" of "having breakfast (cooking at the
+/// stove)" (as `subtask_description` writes it); `None` for a task without a step.
+fn parent_task(task: &str) -> Option<&str> {
+    let inner = task.strip_suffix(')')?;
+    let open = inner.rfind(" (")?;
+    let parent = inner[..open].trim();
+    (!parent.is_empty() && !inner[open + 2..].trim().is_empty()).then_some(parent)
 }
 
 /// Whether a remembered grounding's place is still on the map (a save moved to an edited

@@ -96,8 +96,8 @@ pub struct GroupAttention {
 struct PlannedLine {
     /// The line, with its memory's embedding (made with the round's).
     said: Said,
-    /// The line planned for the cycle after, if any (checked the same way then).
-    later: Option<Said>,
+    /// The lines planned for the cycles after, in order (each checked the same way then).
+    later: Vec<Said>,
     /// The stream's last line when the round was asked.
     after: u64,
     /// The round's seats.
@@ -735,15 +735,15 @@ pub(super) fn group_step(world: &mut World) {
                 {
                     let PlannedLine {
                         said,
-                        later,
+                        mut later,
                         after,
                         seats,
                         ..
                     } = line;
-                    if let Some(later) = later {
+                    if !later.is_empty() {
                         let next = PlannedLine {
-                            said: later,
-                            later: None,
+                            said: later.remove(0),
+                            later,
                             after,
                             seats,
                             until: plan_until,
@@ -1209,7 +1209,7 @@ fn spawn_round(
             let table_quiet = plans
                 .iter()
                 .all(|p| p.now == FocusPlan::NoReply && p.then.is_none());
-            type Planned = (Option<Said>, Option<Said>, Option<Said>);
+            type Planned = (Option<Said>, Option<Said>, Vec<Said>);
             // Every line of the round, said now or planned, with its memory's embedding — all
             // of them in one request.
             let mut lines: Vec<Planned> = seats
@@ -1224,14 +1224,14 @@ fn spawn_round(
                         FocusPlan::NoReply | FocusPlan::UseTool { .. } => None,
                     };
                     let line = |text| said(&scene.name, &place, text, false);
-                    (now, then.map(line), later.map(line))
+                    (now, then.map(line), later.into_iter().map(line).collect())
                 })
                 .collect();
             let mut all: Vec<&mut Said> = Vec::new();
             for (now, then, later) in &mut lines {
                 all.extend(now.as_mut());
                 all.extend(then.as_mut());
-                all.extend(later.as_mut());
+                all.extend(later.iter_mut());
             }
             embed_all(&ctx, all).await;
             for ((_, answer, role), (said, then, later)) in seats.into_iter().zip(lines) {
@@ -1657,7 +1657,7 @@ mod tests {
         say(&mut streams, "Ana Ruiz", Some(ana), "Morning, all!");
         let planned = PlannedLine {
             said: said("Bo Chen", "cafe", "Morning, Ana!".into(), false),
-            later: None,
+            later: Vec::new(),
             after: streams.get(&key).map_or(0, |s| s.last_seq()),
             seats: vec![ana, bo],
             until: 10,

@@ -377,9 +377,10 @@ impl RoundSeat {
 
 /// Lean mode's round (template `group_round`): the FOCUSED cycles of every persona of one
 /// stream whose cycle is due, in one call instead of one each. No tools (a look-up would
-/// need a second call per persona). The round plans the exchange a beat ahead: besides what
-/// each seat does now, the line it says next once the others have answered (`then`), which
-/// the persona says at its next cycle without asking again — unless someone outside the
+/// need a second call per persona). The round plans the exchange ahead: besides what each
+/// seat does now, the line it says next once the others have answered (`then`) and up to two
+/// after that (`later`, `afterwards`), which the persona says at its next cycles without
+/// asking again — unless someone outside the
 /// round spoke meanwhile (see `heart`). Output: one [`RoundPlan`] per seat, in the seats'
 /// order — an entry that names nobody at the table is ignored, a seat without a usable entry
 /// stays quiet (an empty list: everyone quiet).
@@ -408,16 +409,20 @@ pub(crate) struct RoundPlan {
     /// The line it says at its next cycle if the talk goes as the round expects (a spoken
     /// line, cleaned and bounded like `now`'s).
     pub then: Option<String>,
-    /// The line after that, at the cycle after (only with a `then`).
-    pub later: Option<String>,
+    /// The lines after that, at the cycles after, in order (only with a `then`; at most
+    /// [`LINES_AFTER_THEN`]).
+    pub later: Vec<String>,
 }
+
+/// Most lines a round plans for a seat after its `then` (`later`, then `afterwards`).
+pub(crate) const LINES_AFTER_THEN: usize = 2;
 
 impl RoundPlan {
     /// Quiet now, nothing planned.
     pub const QUIET: Self = Self {
         now: FocusPlan::NoReply,
         then: None,
-        later: None,
+        later: Vec::new(),
     };
 }
 
@@ -475,7 +480,7 @@ impl Prompt for GroupRound {
             ],
         )?;
         let mut request = ChatRequest::new(self.kind(), prompt)
-            .with_max_tokens(60 + 120 * self.seats.len().min(MAX_ROUND_ENTRIES) as u32)
+            .with_max_tokens(60 + 160 * self.seats.len().min(MAX_ROUND_ENTRIES) as u32)
             .with_temperature(0.5);
         request.json_schema = Some(round_schema(&self.seats));
         request.seed = Some(self.seed);
@@ -507,9 +512,10 @@ fn round_schema(seats: &[RoundSeat]) -> Value {
                         "plan": {"type": "string", "enum": ["text_reply", "emoji_reply", "no_reply"]},
                         "reply": {"type": "string", "maxLength": ROUND_REPLY_CHARS},
                         "then": {"type": "string", "maxLength": ROUND_REPLY_CHARS},
-                        "later": {"type": "string", "maxLength": ROUND_REPLY_CHARS}
+                        "later": {"type": "string", "maxLength": ROUND_REPLY_CHARS},
+                        "afterwards": {"type": "string", "maxLength": ROUND_REPLY_CHARS}
                     },
-                    "required": ["name", "plan", "reply", "then", "later"]
+                    "required": ["name", "plan", "reply", "then", "later", "afterwards"]
                 },
                 "maxItems": names.len()
             }
@@ -521,7 +527,8 @@ fn round_schema(seats: &[RoundSeat]) -> Value {
 /// Parses a round's JSON into one plan per seat. Entries are matched to seats by full or
 /// first name (ignoring case); the first usable entry of a seat counts. An entry with a bad
 /// plan, an empty line or a non-emoji reaction leaves its seat quiet now; a missing, empty
-/// or unusable `then` plans nothing next. An answer that names no seat at all is refused (so
+/// or unusable `then` plans nothing next, and the lines after it (`later`, `afterwards`) end
+/// at the first such one. An answer that names no seat at all is refused (so
 /// the retry or the fail-safe decides).
 pub(crate) fn parse_round(
     cleaned: &str,
@@ -561,9 +568,16 @@ pub(crate) fn parse_round(
             _ => FocusPlan::NoReply,
         };
         let then = spoken_line(&text("then"), first_name).ok();
-        let later = then
-            .as_ref()
-            .and_then(|_| spoken_line(&text("later"), first_name).ok());
+        // The lines after `then`, in order, up to the first that is missing or unusable.
+        let later = if then.is_some() {
+            ["later", "afterwards"]
+                .iter()
+                .take(LINES_AFTER_THEN)
+                .map_while(|field| spoken_line(&text(field), first_name).ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
         plans[seat] = Some(RoundPlan { now, then, later });
     }
     // An empty list is everyone staying quiet; entries for nobody at the table are no answer.
@@ -843,7 +857,7 @@ mod tests {
         let seats = seats();
         let plans = parse_round(
             r#"{"replies":[
-                {"name":"Ada","plan":"text_reply","reply":"Ada: Morning, Bo!","then":"Ada: \"Bread or cake?\"","later":"Cake, then."},
+                {"name":"Ada","plan":"text_reply","reply":"Ada: Morning, Bo!","then":"Ada: \"Bread or cake?\"","later":"Cake, then.","afterwards":"Ada: See you!"},
                 {"name":"bo chen","plan":"emoji_reply","reply":"👍","then":""},
                 {"name":"Ada Lovelace","plan":"text_reply","reply":"a second line is ignored"}
             ]}"#,
@@ -857,13 +871,13 @@ mod tests {
                 RoundPlan {
                     now: FocusPlan::TextReply("Morning, Bo!".into()),
                     then: Some("Bread or cake?".into()),
-                    later: Some("Cake, then.".into()),
+                    later: vec!["Cake, then.".into(), "See you!".into()],
                 },
                 // An empty next line plans nothing.
                 RoundPlan {
                     now: FocusPlan::EmojiReply("👍".into()),
                     then: None,
-                    later: None,
+                    later: Vec::new(),
                 },
                 // Cy was not answered for: quiet.
                 RoundPlan::QUIET,
@@ -873,15 +887,15 @@ mod tests {
         // answer's shape) plans nothing next.
         let plans = parse_round(
             r#"{"replies":[
-                {"name":"Cy","plan":"no_reply","reply":"","then":"Count me in.","later":7},
+                {"name":"Cy","plan":"no_reply","reply":"","then":"Count me in.","later":7,"afterwards":"Skipped: no later before me."},
                 {"name":"Bo","plan":"text_reply","reply":"Hi!"}
             ]}"#,
             &seats,
         )
         .expect("parses");
         assert_eq!(plans[2].then.as_deref(), Some("Count me in."));
-        // A `later` that is not a line plans nothing after.
-        assert_eq!(plans[2].later, None);
+        // A `later` that is not a line plans nothing after (not even a good `afterwards`).
+        assert_eq!(plans[2].later, Vec::<String>::new());
         assert_eq!(plans[2].now, FocusPlan::NoReply);
         assert_eq!(plans[1].then, None);
     }
@@ -982,7 +996,8 @@ mod tests {
         assert_eq!(round.fail_safe(), vec![RoundPlan::QUIET; 3]);
         assert!(
             text.contains("in \"then\", write what they would say next")
-                && text.contains("in \"later\""),
+                && text.contains("in \"later\"")
+                && text.contains("in \"afterwards\""),
             "{text}"
         );
         // A backend decoding under the schema names only the seats and keeps replies short.
@@ -995,6 +1010,7 @@ mod tests {
         assert_eq!(entry["reply"]["maxLength"], json!(ROUND_REPLY_CHARS));
         assert_eq!(entry["then"]["maxLength"], json!(ROUND_REPLY_CHARS));
         assert_eq!(entry["later"]["maxLength"], json!(ROUND_REPLY_CHARS));
+        assert_eq!(entry["afterwards"]["maxLength"], json!(ROUND_REPLY_CHARS));
         assert_eq!(schema["properties"]["replies"]["maxItems"], json!(3));
         // An empty list is everyone staying quiet.
         assert_eq!(

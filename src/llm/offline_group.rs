@@ -309,8 +309,8 @@ pub(super) fn round(text: &str) -> String {
             .collect(),
     );
     // The exchange ahead, beat by beat (each seat answering the others' lines of the beat
-    // before): a seat's next two lines are its `then` and `later` — said at its next cycles,
-    // which come when the others have said something.
+    // before): a seat's next three lines are its `then`, `later` and `afterwards` — said at
+    // its next cycles, which come when the others have said something.
     let mut beats: Vec<Vec<serde_json::Value>> = Vec::new();
     let mut history: Vec<String> = Vec::new();
     let mut before = replies.clone();
@@ -329,6 +329,7 @@ pub(super) fn round(text: &str) -> String {
         reply["name"] = json!(scene.name);
         reply["then"] = ahead.next().unwrap_or_else(|| json!(""));
         reply["later"] = ahead.next().unwrap_or_else(|| json!(""));
+        reply["afterwards"] = ahead.next().unwrap_or_else(|| json!(""));
     }
     // Those nearby answer the join question as they would alone: joining, they open with a
     // line; staying out, they say nothing.
@@ -338,16 +339,16 @@ pub(super) fn round(text: &str) -> String {
     {
         let name = scene.name;
         replies.push(if joins(&scene) {
-            json!({"name": name, "plan": "text_reply", "reply": say(&scene, lines.last().copied()), "then": "", "later": ""})
+            json!({"name": name, "plan": "text_reply", "reply": say(&scene, lines.last().copied()), "then": "", "later": "", "afterwards": ""})
         } else {
-            json!({"name": name, "plan": "no_reply", "reply": "", "then": "", "later": ""})
+            json!({"name": name, "plan": "no_reply", "reply": "", "then": "", "later": "", "afterwards": ""})
         });
     }
     json!({ "replies": replies }).to_string()
 }
 
-/// Beats of talk a round's stand-in plays ahead to find each seat's next two lines.
-const PLANNED_BEATS: usize = 4;
+/// Beats of talk a round's stand-in plays ahead to find each seat's next three lines.
+const PLANNED_BEATS: usize = 6;
 
 /// The next beat of a round: each seat hears the others' lines of the beat `before` (one
 /// answer per seat) after the lines so far and `history`, and answers as a focused persona
