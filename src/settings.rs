@@ -155,6 +155,14 @@ pub struct LeanSettings {
     /// are still chosen (a morning routine spans the bedroom and the bathroom). Needs
     /// `reuse_grounding`, which keeps where steps went.
     pub reuse_sector: bool,
+    /// A perceived event the persona remembers already (the same words, among its latest
+    /// events about the same subject) keeps the poignancy it was given then instead of being
+    /// rated again (a new day's identity would otherwise miss the response cache).
+    pub rate_events_once: bool,
+    /// In a conversation, each side sums up its relationship with the other once, at its
+    /// first line, instead of before every line (the memories it is drawn from barely move
+    /// within one conversation).
+    pub relationship_once: bool,
 }
 
 impl LeanSettings {
@@ -173,6 +181,8 @@ impl LeanSettings {
             one_pass_reflection: true,
             after_chat_at_once: true,
             reuse_sector: true,
+            rate_events_once: true,
+            relationship_once: true,
         }
     }
 }

@@ -313,7 +313,9 @@ struct Watched<'a> {
     side: ChatSide,
 }
 
-/// The next line of `speaker` to `listener` (SPEC §3.7).
+/// The next line of `speaker` to `listener` (SPEC §3.7). The relationship summary comes
+/// from `relationship_memo` when it holds one (lean mode keeps the first of a conversation
+/// there).
 #[expect(
     clippy::too_many_arguments,
     reason = "the inputs of SPEC §3.7's utterance"
@@ -328,27 +330,37 @@ async fn next_line(
     settings: &AgentSettings,
     now: NaiveDateTime,
     watched: Option<Watched<'_>>,
+    relationship_memo: &mut Option<String>,
 ) -> (String, bool) {
     let name = speaker.scratch.name.clone();
-    let about = retrieve_statements(
-        speaker,
-        ctx,
-        settings,
-        &[listener_name.to_string()],
-        now,
-        50,
-    )
-    .await;
-    let relationship = run_prompt(
-        ctx,
-        &RelationshipSummary {
-            name: name.clone(),
-            partner: listener_name.to_string(),
-            memories: about,
-        },
-    )
-    .await
-    .value;
+    let relationship = match relationship_memo.clone() {
+        Some(known) => known,
+        None => {
+            let about = retrieve_statements(
+                speaker,
+                ctx,
+                settings,
+                &[listener_name.to_string()],
+                now,
+                50,
+            )
+            .await;
+            let relationship = run_prompt(
+                ctx,
+                &RelationshipSummary {
+                    name: name.clone(),
+                    partner: listener_name.to_string(),
+                    memories: about,
+                },
+            )
+            .await
+            .value;
+            if settings.lean.relationship_once {
+                *relationship_memo = Some(relationship.clone());
+            }
+            relationship
+        }
+    };
     let recent: Vec<(String, String)> = conversation.iter().rev().take(4).rev().cloned().collect();
     let mut points = vec![
         relationship.clone(),
@@ -448,6 +460,8 @@ pub(crate) async fn generate_conversation(
     let mut lines: Vec<(String, String)> = Vec::new();
     let (a_name, b_name) = (a.scratch.name.clone(), b.scratch.name.clone());
     let watched = |side| stream.map(|sink| Watched { sink, side });
+    // Lean mode's `relationship_once`: each side sums up the other once per conversation.
+    let (mut a_knows, mut b_knows) = (None, None);
     for _ in 0..settings.max_chat_rounds {
         let (line, end) = next_line(
             a,
@@ -459,6 +473,7 @@ pub(crate) async fn generate_conversation(
             settings,
             now,
             watched(ChatSide::Initiator),
+            &mut a_knows,
         )
         .await;
         let end = end || said_before(&lines, &line);
@@ -476,6 +491,7 @@ pub(crate) async fn generate_conversation(
             settings,
             now,
             watched(ChatSide::Partner),
+            &mut b_knows,
         )
         .await;
         let end = end || said_before(&lines, &line);

@@ -16,7 +16,7 @@ use crate::llm::EMBED_KIND;
 use crate::memory::{ChatLine, NewMemory, NodeId};
 use crate::persona::{Body, CHAT_PREDICATE, Mind, MindState, Percepts, Persona};
 use crate::prompt::{FailureReason, ModelFailure, PromptContext, run_prompt};
-use crate::settings::AgentSettings;
+use crate::settings::{AgentSettings, LeanSettings};
 use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
 
 use super::prompts::{ChatPoignancy, EventPoignancy, transcript};
@@ -249,14 +249,17 @@ pub(crate) fn event_keywords(subject: &str, object: &str) -> Vec<String> {
 /// poignancy 1 without a model call, and so do the persona's own action and object events
 /// that lean mode rated with the action (`Scratch::own_ratings`); the persona's own "chat
 /// with" event also stores a chat.
-/// With `batch` (lean mode), the new events' descriptions are embedded in one request first.
+/// In lean mode the new events' descriptions are embedded in one request first
+/// (`batch_percepts`), and an event the persona remembers already keeps the poignancy it was
+/// given then (`rate_events_once`).
 pub(crate) async fn form_memories(
     mind: &mut MindState,
     percepts: &Percepts,
     ctx: &PromptContext,
     now: NaiveDateTime,
-    batch: bool,
+    lean: &LeanSettings,
 ) -> Vec<NodeId> {
+    let (batch, rate_once) = (lean.batch_percepts, lean.rate_events_once);
     let name = mind.scratch.name.clone();
     let first_name = mind.scratch.first_name.clone();
     let identity = mind.scratch.identity_summary();
@@ -277,12 +280,19 @@ pub(crate) async fn form_memories(
         };
         let Some(embedding) = embedding else { continue };
         let idle = p == "is" && o == "idle";
+        let keywords = event_keywords(&s, &o);
         let rated = mind
             .scratch
             .own_ratings
             .iter()
             .find(|(rated, _)| *rated == description)
-            .map(|(_, poignancy)| *poignancy);
+            .map(|(_, poignancy)| *poignancy)
+            .or_else(|| {
+                rate_once
+                    .then(|| keywords.first())
+                    .flatten()
+                    .and_then(|keyword| mind.associative.rated_event(keyword, &description))
+            });
         let poignancy = if idle {
             1
         } else if let Some(poignancy) = rated {
@@ -327,7 +337,7 @@ pub(crate) async fn form_memories(
             }
         }
         let memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), description)
-            .keywords(event_keywords(&s, &o))
+            .keywords(keywords)
             .poignancy(poignancy)
             .embedding(embedding);
         match mind.associative.add_event(memory, filling) {

@@ -176,14 +176,7 @@ pub(crate) async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> Thou
     let day = day_change(mind.scratch.curr_time, now);
 
     // Perceive (the places were learnt when the percepts were gathered).
-    let perceived = form_memories(
-        &mut mind,
-        &percepts,
-        &ctx,
-        now,
-        settings.lean.batch_percepts,
-    )
-    .await;
+    let perceived = form_memories(&mut mind, &percepts, &ctx, now, &settings.lean).await;
 
     // Plan: the day, then the action.
     if let Some(first_day) = day {

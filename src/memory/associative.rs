@@ -185,6 +185,19 @@ impl AssociativeMemory {
             .copied()
     }
 
+    /// The poignancy of the newest event remembered as `description`, among the latest
+    /// [`Self::RATED_LOOK_BACK`] events with `keyword` (lean mode rates an event once).
+    pub(crate) fn rated_event(&self, keyword: &str, description: &str) -> Option<u8> {
+        self.with_keyword(NodeKind::Event, keyword)
+            .take(Self::RATED_LOOK_BACK)
+            .filter_map(|id| self.node(id))
+            .find(|node| node.description == description)
+            .map(|node| node.poignancy)
+    }
+
+    /// How many events with a keyword [`Self::rated_event`] looks at, newest first.
+    pub(crate) const RATED_LOOK_BACK: usize = 512;
+
     /// How often `keyword` has appeared in non-idle events (`kind = Event`) or thoughts
     /// (`kind = Thought`); chats keep no strengths.
     pub fn keyword_strength(&self, kind: NodeKind, keyword: &str) -> u32 {
