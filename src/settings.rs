@@ -163,6 +163,9 @@ pub struct LeanSettings {
     /// first line, instead of before every line (the memories it is drawn from barely move
     /// within one conversation).
     pub relationship_once: bool,
+    /// The room and the object of an action in one choice among the sector's "room: object"
+    /// places (`action_place`) instead of the room first and then one of its objects.
+    pub place_at_once: bool,
 }
 
 impl LeanSettings {
@@ -183,6 +186,7 @@ impl LeanSettings {
             reuse_sector: true,
             rate_events_once: true,
             relationship_once: true,
+            place_at_once: true,
         }
     }
 }

@@ -22,8 +22,8 @@ use crate::world::{ActionAddress, Address, AddressLevel, TileEvent};
 
 use super::perceive::{embedding_for, event_memory_parts};
 use super::prompts::{
-    ActionArena, ActionDetails, ActionEmoji, ActionEventTriple, ActionObject, ActionSector,
-    DailyPlan, HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple,
+    ActionArena, ActionDetails, ActionEmoji, ActionEventTriple, ActionObject, ActionPlace,
+    ActionSector, DailyPlan, HourlySchedule, ObjectDescription, ObjectEmoji, ObjectEventTriple,
     TaskDecomposition, UsedObject, WakeUpHour, subtask_description, wake_up_item,
 };
 use super::schedule::{
@@ -232,7 +232,8 @@ pub struct Grounding {
 /// Grounds `task` in a place the persona knows (SPEC §3.4): sector → arena → object, each a
 /// choice among the known options with the SPEC's fall-backs; the result always exists on the
 /// map (checked against `book`; an unknown choice falls back to the living area).
-/// A `known_sector` (lean mode's `reuse_sector`) is taken as the sector's answer.
+/// Lean mode may know the sector already, and may choose the room and the object at once
+/// (see [`LeanGrounding`]).
 pub(crate) async fn ground_action(
     mind: &mut MindState,
     ctx: &PromptContext,
@@ -240,14 +241,41 @@ pub(crate) async fn ground_action(
     current_sector: Option<&str>,
     task: &str,
     seed: u64,
-    known_sector: Option<String>,
+    lean: LeanGrounding,
 ) -> Grounding {
     let world = book.world.clone();
     let home = HomePlaces::of(&mind.scratch);
-    let sector = match known_sector {
+    let sector = match lean.known_sector {
         Some(sector) => sector,
         None => choose_sector(mind, ctx, &world, &home, current_sector, task).await,
     };
+    if lean.place_at_once {
+        let arenas = mind.spatial.accessible_arenas(&world, &sector);
+        if !arenas.is_empty() {
+            let places = arenas
+                .into_iter()
+                .map(|arena| {
+                    let objects = mind.spatial.accessible_objects(&world, &sector, &arena);
+                    (arena, objects)
+                })
+                .collect();
+            let place = run_prompt(
+                ctx,
+                &ActionPlace {
+                    name: mind.scratch.name.clone(),
+                    action: task.to_string(),
+                    sector: sector.clone(),
+                    living_arena: home.living_arena.clone(),
+                    places,
+                    seed,
+                },
+            )
+            .await
+            .value;
+            let arena_address = format!("{world}:{sector}:{}", place.arena);
+            return settle_address(mind, book, &arena_address, place.object);
+        }
+    }
     let (sector, arena) = choose_arena(mind, ctx, &world, &home, sector, task).await;
     let objects = mind.spatial.accessible_objects(&world, &sector, &arena);
     // An arena without objects (a lawn, a corridor) leaves nothing to ask: any of its tiles.
@@ -269,6 +297,14 @@ pub(crate) async fn ground_action(
     };
     let object = objects.contains(&object).then_some(object);
     settle_address(mind, book, &format!("{world}:{sector}:{arena}"), object)
+}
+
+/// What lean mode changes in grounding: a sector known from another step of the same task
+/// (`reuse_sector`), and one choice of room and object (`place_at_once`).
+#[derive(Debug, Default)]
+pub(crate) struct LeanGrounding {
+    pub(crate) known_sector: Option<String>,
+    pub(crate) place_at_once: bool,
 }
 
 /// The persona's own places, as grounding falls back to them.
@@ -474,8 +510,11 @@ pub(crate) async fn determine_action(
     } else {
         None
     };
-    let grounding =
-        ground_action(mind, ctx, book, current_sector, &task, seed, sibling_sector).await;
+    let lean = LeanGrounding {
+        known_sector: sibling_sector,
+        place_at_once: settings.lean.place_at_once,
+    };
+    let grounding = ground_action(mind, ctx, book, current_sector, &task, seed, lean).await;
     let described = if settings.lean.action_details {
         describe_at_once(mind, ctx, &grounding, &task).await
     } else {

@@ -82,6 +82,8 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
     let arena_scores_log = backend.guess_log();
     let object_log = backend.guess_log();
     let object_scores_log = backend.guess_log();
+    let place_log = backend.guess_log();
+    let place_scores_log = backend.guess_log();
     backend
         // Planning.
         .with_responder("wake_up_hour", |req, _| wake_up_hour(&req.prompt_text()))
@@ -125,6 +127,12 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         })
         .with_chooser("action_object", move |req, _| {
             choice_scores(req, choose_object, &object_scores_log, "action_object")
+        })
+        .with_responder("action_place", move |req, _| {
+            answer_choice(&req.prompt_text(), choose_place, &place_log, "action_place")
+        })
+        .with_chooser("action_place", move |req, _| {
+            choice_scores(req, choose_place, &place_scores_log, "action_place")
         })
         .with_responder("action_emoji", |req, _| action_emoji(&req.prompt_text()))
         .with_responder("action_event_triple", |req, _| {
@@ -2034,6 +2042,48 @@ fn choose_object(text: &str, options: &[String]) -> Option<Pick> {
     }
     let all: Vec<usize> = (0..options.len()).collect();
     tie_break(&key, options, &all).map(Pick::guess)
+}
+
+/// Lean mode's room and object at once ("room: object" options, "room" for a room without
+/// objects): the room as [`choose_arena`] picks it, then its object as [`choose_object`] does.
+fn choose_place(text: &str, options: &[String]) -> Option<Pick> {
+    let split = |option: &String| match option.split_once(": ") {
+        Some((arena, object)) => (arena.trim().to_string(), Some(object.trim().to_string())),
+        None => (option.trim().to_string(), None),
+    };
+    let places: Vec<(String, Option<String>)> = options.iter().map(split).collect();
+    let mut arenas: Vec<String> = Vec::new();
+    for (arena, _) in &places {
+        if !arenas.contains(arena) {
+            arenas.push(arena.clone());
+        }
+    }
+    let arena_pick = choose_arena(text, &arenas)?;
+    let arena = arenas.get(arena_pick.index)?;
+    let in_arena: Vec<usize> = (0..places.len())
+        .filter(|&i| places.get(i).is_some_and(|(a, _)| a == arena))
+        .collect();
+    let objects: Vec<String> = in_arena
+        .iter()
+        .filter_map(|&i| places.get(i).and_then(|(_, o)| o.clone()))
+        .collect();
+    if objects.is_empty() {
+        return in_arena.first().map(|&index| Pick {
+            index,
+            guessed: arena_pick.guessed,
+        });
+    }
+    let object_pick = choose_object(text, &objects)?;
+    let object = objects.get(object_pick.index)?;
+    let index = in_arena.into_iter().find(|&i| {
+        places
+            .get(i)
+            .is_some_and(|(_, o)| o.as_ref() == Some(object))
+    })?;
+    Some(Pick {
+        index,
+        guessed: arena_pick.guessed || object_pick.guessed,
+    })
 }
 
 /// Emoji by keyword; the first matching rule wins.

@@ -142,6 +142,7 @@ embedded_templates![
     "action_sector",
     "action_arena",
     "action_object",
+    "action_place",
     "action_emoji",
     "object_emoji",
     "action_event_triple",

@@ -257,6 +257,126 @@ impl Prompt for ActionObject {
     }
 }
 
+/// The room and the object [`ActionPlace`] chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaceChoice {
+    /// The arena.
+    pub arena: String,
+    /// The object, `None` for a room without known objects (any of its tiles).
+    pub object: Option<String>,
+}
+
+/// Lean mode's one choice of room and object (`LeanSettings::place_at_once`): what
+/// [`ActionArena`] and [`ActionObject`] ask one after the other, as one list of
+/// "room: object" places of the chosen sector ("room" alone for a room without known
+/// objects). The answer must be one of them.
+///
+/// Fail-safe: the living arena when it is a listed room (case-insensitively), else the first
+/// room, with one of its objects chosen by [`ActionPlace::seed`] as [`ActionObject`] does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionPlace {
+    /// The persona's full name.
+    pub name: String,
+    /// The action to place.
+    pub action: String,
+    /// The chosen sector.
+    pub sector: String,
+    /// The living area's arena ("bedroom"), preferred by the fail-safe.
+    pub living_arena: String,
+    /// The sector's known arenas, each with its known objects (in the order shown).
+    pub places: Vec<(String, Vec<String>)>,
+    /// Picks the fail-safe object deterministically.
+    pub seed: u64,
+}
+
+impl ActionPlace {
+    /// Every place as `(arena, object)`, in the order of the options.
+    fn choices(&self) -> Vec<PlaceChoice> {
+        let mut out = Vec::new();
+        for (arena, objects) in &self.places {
+            if objects.is_empty() {
+                out.push(PlaceChoice {
+                    arena: arena.clone(),
+                    object: None,
+                });
+            }
+            for object in objects {
+                out.push(PlaceChoice {
+                    arena: arena.clone(),
+                    object: Some(object.clone()),
+                });
+            }
+        }
+        out
+    }
+
+    /// The options as the prompt lists them.
+    fn option_texts(&self) -> Vec<String> {
+        self.choices()
+            .into_iter()
+            .map(|c| match c.object {
+                Some(object) => format!("{}: {object}", c.arena),
+                None => c.arena,
+            })
+            .collect()
+    }
+}
+
+impl Prompt for ActionPlace {
+    type Output = PlaceChoice;
+
+    fn kind(&self) -> &'static str {
+        "action_place"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let inputs = [
+            self.name.clone(),
+            self.sector.clone(),
+            self.action.clone(),
+            option_lines(&self.option_texts()),
+        ];
+        let prompt = library.fill(self.kind(), &inputs)?;
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(40)
+            .with_temperature(0.0)
+            .with_about(&self.action))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<PlaceChoice, ParseError> {
+        let options = self.option_texts();
+        let chosen = choose(cleaned, &options)?;
+        let index = options
+            .iter()
+            .position(|o| *o == chosen)
+            .ok_or_else(|| ParseError::new("choice out of range"))?;
+        self.output_for_option(index)
+            .ok_or_else(|| ParseError::new("choice out of range"))
+    }
+
+    fn fail_safe(&self) -> PlaceChoice {
+        let (arena, objects) = self
+            .places
+            .iter()
+            .find(|(a, _)| a.trim().eq_ignore_ascii_case(self.living_arena.trim()))
+            .or_else(|| self.places.first())
+            .cloned()
+            .unwrap_or_else(|| (self.living_arena.clone(), Vec::new()));
+        let object = usize::try_from(self.seed % objects.len().max(1) as u64)
+            .ok()
+            .and_then(|index| objects.get(index).cloned());
+        PlaceChoice { arena, object }
+    }
+
+    fn options(&self) -> Option<Vec<String>> {
+        Some(self.option_texts())
+    }
+
+    fn output_for_option(&self, index: usize) -> Option<PlaceChoice> {
+        self.choices().into_iter().nth(index)
+    }
+}
+
 /// 1–3 emoji from an answer, words dropped.
 fn parse_emoji(cleaned: &str) -> Result<String, ParseError> {
     emoji_run(truncate_chars(cleaned, 2_000), 3)

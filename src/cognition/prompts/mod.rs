@@ -44,7 +44,8 @@ mod text;
 
 pub use action::{
     ActionArena, ActionDetails, ActionDetailsAnswer, ActionEmoji, ActionEventTriple, ActionObject,
-    ActionSector, ObjectDescription, ObjectDetails, ObjectEmoji, ObjectEventTriple, UsedObject,
+    ActionPlace, ActionSector, ObjectDescription, ObjectDetails, ObjectEmoji, ObjectEventTriple,
+    PlaceChoice, UsedObject,
 };
 pub use converse::{
     AfterChat, AfterChatThoughts, ConversationSummary, DecideToReact, DecideToTalk, MemoAfterChat,
