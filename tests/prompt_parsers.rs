@@ -11,13 +11,13 @@
 //! arbitrary inputs.
 
 use bevy_generative_agents::cognition::prompts::{
-    ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, ChatPoignancy,
-    ConversationSummary, DailyPlan, DecideToReact, DecideToTalk, EventPoignancy, FocalPoints,
-    HourlySchedule, InsightsWithEvidence, MemoAfterChat, NewDecompositionSchedule, NextUtterance,
-    ObjectDescription, ObjectEmoji, ObjectEventTriple, PlanningThoughtAfterChat, ReactChoice,
-    RelationshipSummary, ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
-    ReviseIdentityPlanNote, TaskDecomposition, ThoughtPoignancy, WakeUpHour, WhisperThought,
-    insert_into_window,
+    ActionArena, ActionDetails, ActionEmoji, ActionEventTriple, ActionObject, ActionPlace,
+    ActionSector, AfterChat, ChatPoignancy, ConversationSummary, DailyPlan, DecideToReact,
+    DecideToTalk, EventPoignancy, FocalPoints, HourlySchedule, InsightsWithEvidence, MemoAfterChat,
+    NewDecompositionSchedule, NextUtterance, ObjectDescription, ObjectEmoji, ObjectEventTriple,
+    PlanningThoughtAfterChat, ReactChoice, RelationshipSummary, ReviseIdentityCurrently,
+    ReviseIdentityDailyReq, ReviseIdentityFeelings, ReviseIdentityPlanNote, TaskDecomposition,
+    ThoughtPoignancy, UsedObject, WakeUpHour, WhisperThought, insert_into_window,
 };
 use bevy_generative_agents::persona::EventTriple;
 use bevy_generative_agents::prompt::{
@@ -695,6 +695,7 @@ fn check_every_parser(text: &str, duration: u32) -> Result<(), TestCaseError> {
             name: "Mira Okafor".into(),
             statements: statements(),
             count,
+            rated: count == 5,
         };
         if let Ok(found) = insights.parse(text) {
             prop_assert!(
@@ -1065,7 +1066,12 @@ proptest! {
             request(&PlanningThoughtAfterChat { name: a.clone(), partner: b.clone(), conversation: lines.clone() }, &library),
             request(&MemoAfterChat { name: a.clone(), partner: b.clone(), conversation: lines.clone() }, &library),
             request(&FocalPoints { name: a.clone(), statements: list.clone(), count: hour as usize }, &library),
-            request(&InsightsWithEvidence { name: a.clone(), statements: list.clone(), count: hour as usize }, &library),
+            request(&InsightsWithEvidence { name: a.clone(), statements: list.clone(), count: hour as usize, rated: false }, &library),
+            request(&InsightsWithEvidence { name: a.clone(), statements: list.clone(), count: hour as usize, rated: true }, &library),
+            request(&ActionPlace { name: a.clone(), action: b.clone(), sector: a.clone(), living_arena: b.clone(), places: vec![(a.clone(), list.clone()), (b.clone(), Vec::new())], seed: u64::from(minutes) }, &library),
+            request(&ActionDetails { identity: a.clone(), name: a.clone(), first_name: b.clone(), action: b.clone(), object: Some(UsedObject { name: b.clone(), address: a.clone() }) }, &library),
+            request(&ActionDetails { identity: a.clone(), name: a.clone(), first_name: b.clone(), action: b.clone(), object: None }, &library),
+            request(&AfterChat { identity: a.clone(), name: a.clone(), first_name: b.clone(), partner: b.clone(), conversation: lines.clone() }, &library),
             request(&ReviseIdentityPlanNote { name: a.clone(), date_text: b.clone(), memories: list.clone() }, &library),
             request(&ReviseIdentityFeelings { name: a.clone(), date_text: b.clone(), memories: list.clone() }, &library),
             request(&ReviseIdentityCurrently { name: a.clone(), date_text: b.clone(), previous: a.clone(), plan_note: b.clone(), feelings: a.clone() }, &library),
@@ -1073,7 +1079,7 @@ proptest! {
             request(&WhisperThought { name: a.clone(), whisper: b.clone() }, &library),
             request(&JsonQuestion { task: a.clone(), example: json!({"k": b.clone()}), required_keys: vec![] }, &library),
         ];
-        prop_assert_eq!(kinds.len(), 31);
+        prop_assert_eq!(kinds.len(), 36);
         for (kind, prompt) in kinds {
             prop_assert!(prompt.is_ok(), "{kind}: {prompt:?}");
             let prompt = prompt.unwrap_or_default();

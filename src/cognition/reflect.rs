@@ -187,6 +187,7 @@ async fn reflect_on_focal_points(
                 name: name.clone(),
                 statements: nodes.iter().map(|(_, d)| d.clone()).collect(),
                 count: settings.reflection_insights,
+                rated: false,
             },
         )
         .await
@@ -211,7 +212,7 @@ async fn reflect_on_focal_points(
 /// Lean mode's reflection: the insights of every focal point at once
 /// (`reflection_focal_points` × `reflection_insights` at most), from the latest memories the
 /// focal points would have been asked about (at most `retrieve_n` of them), without the
-/// questions and the recall per question. The memories an insight rests on count as recalled
+/// questions and the recall per question, each insight rated in the same answer. The memories an insight rests on count as recalled
 /// (their `last_accessed` is now, as retrieval would have set it), and the insights are
 /// embedded in one request.
 async fn reflect_in_one_pass(
@@ -238,6 +239,7 @@ async fn reflect_in_one_pass(
             count: settings
                 .reflection_focal_points
                 .saturating_mul(settings.reflection_insights),
+            rated: true,
         },
     )
     .await
@@ -254,7 +256,7 @@ async fn reflect_in_one_pass(
         mind.associative.set_last_accessed(&evidence, now);
         let known = KnownOfThought {
             embedding: vectors.remove(&insight.text),
-            poignancy: None,
+            poignancy: insight.poignancy,
         };
         if store_thought_embedded(mind, ctx, settings, now, &insight.text, evidence, known)
             .await

@@ -210,6 +210,9 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         .with_responder("insights_with_evidence", |req, _| {
             insights(&req.prompt_text())
         })
+        .with_responder("insights_rated", |req, rng| {
+            rated_insights(&req.prompt_text(), rng)
+        })
         // The new day.
         .with_responder("revise_identity_plan_note", |req, _| {
             plan_note(&req.prompt_text())
@@ -2860,6 +2863,22 @@ fn insights(text: &str) -> String {
     json!({ "insights": out }).to_string()
 }
 
+/// Lean mode's rated insights: [`insights`], each rated as `thought_poignancy` rates it.
+fn rated_insights(text: &str, rng: &mut ScriptRng) -> String {
+    let mut answer: serde_json::Value =
+        serde_json::from_str(&insights(text)).unwrap_or_else(|_| json!({"insights": []}));
+    if let Some(items) = answer
+        .get_mut("insights")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for item in items {
+            let thought = item["insight"].as_str().unwrap_or("").to_string();
+            item["importance"] = json!(thought_poignancy(&format!("Thought: {thought}"), rng));
+        }
+    }
+    answer.to_string()
+}
+
 // =============================================================================================
 // The new day.
 
@@ -3944,6 +3963,7 @@ mod tests {
                 name: "Mira Okafor".into(),
                 statements: statements.clone(),
                 count: 5,
+                rated: false,
             },
         );
         assert!(!insights.is_empty() && insights.len() <= 5);
@@ -3957,9 +3977,29 @@ mod tests {
                 name: "Mira Okafor".into(),
                 statements: vec![],
                 count: 5,
+                rated: false,
             },
         );
         assert_eq!(none.len(), 1);
+        // Rated (lean mode's one pass): the same insights, each with its rating.
+        let rated = run(
+            &ctx,
+            &InsightsWithEvidence {
+                name: "Mira Okafor".into(),
+                statements: statements.clone(),
+                count: 5,
+                rated: true,
+            },
+        );
+        assert_eq!(
+            rated.iter().map(|i| &i.text).collect::<Vec<_>>(),
+            insights.iter().map(|i| &i.text).collect::<Vec<_>>()
+        );
+        assert!(
+            rated
+                .iter()
+                .all(|i| i.poignancy.is_some_and(|p| (1..=10).contains(&p)))
+        );
         assert!(none[0].evidence.is_empty());
         assert_clean(&ctx);
     }

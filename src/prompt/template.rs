@@ -162,6 +162,7 @@ embedded_templates![
     "after_chat",
     "focal_points",
     "insights_with_evidence",
+    "insights_rated",
     "revise_identity_plan_note",
     "revise_identity_feelings",
     "revise_identity_currently",

@@ -23,13 +23,13 @@ use bevy_generative_agents::cognition::chat_stream::{
     display_line, partial_string_field, partial_utterance,
 };
 use bevy_generative_agents::cognition::prompts::{
-    ActionArena, ActionEmoji, ActionEventTriple, ActionObject, ActionSector, ChatPoignancy,
-    ConversationSummary, DailyPlan, DecideToReact, DecideToTalk, EventPoignancy, FocalPoints,
-    HourlySchedule, InsightsWithEvidence, MemoAfterChat, NewDecompositionSchedule, NextUtterance,
-    ObjectDescription, ObjectEmoji, ObjectEventTriple, PlanningThoughtAfterChat,
-    RelationshipSummary, ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
-    ReviseIdentityPlanNote, TaskDecomposition, ThoughtPoignancy, WakeUpHour, WhisperThought,
-    hour_text,
+    ActionArena, ActionDetails, ActionEmoji, ActionEventTriple, ActionObject, ActionPlace,
+    ActionSector, AfterChat, ChatPoignancy, ConversationSummary, DailyPlan, DecideToReact,
+    DecideToTalk, EventPoignancy, FocalPoints, HourlySchedule, InsightsWithEvidence, MemoAfterChat,
+    NewDecompositionSchedule, NextUtterance, ObjectDescription, ObjectEmoji, ObjectEventTriple,
+    PlanningThoughtAfterChat, RelationshipSummary, ReviseIdentityCurrently, ReviseIdentityDailyReq,
+    ReviseIdentityFeelings, ReviseIdentityPlanNote, TaskDecomposition, ThoughtPoignancy,
+    UsedObject, WakeUpHour, WhisperThought, hour_text,
 };
 use bevy_generative_agents::persona::EventTriple;
 use bevy_generative_agents::prompt::{
@@ -939,6 +939,65 @@ pub fn kinds() -> Vec<Kind> {
         &["(coffee machine, is, brewing coffee)"],
         move |_, t| triple(t, address),
     ));
+    // Lean mode: the room and the object at once, and an action's details in one answer.
+    kinds.push(prompt_kind(
+        ActionPlace {
+            name: "Mira Okafor".into(),
+            action: "serving customers (brewing coffee)".into(),
+            sector: "Riverside Cafe".into(),
+            living_arena: "bedroom".into(),
+            places: vec![
+                ("cafe".into(), strings(&["cafe counter", "coffee machine"])),
+                ("cafe garden".into(), Vec::new()),
+            ],
+            seed: 5,
+        },
+        &[
+            "cafe: coffee machine",
+            "cafe garden",
+            "- cafe: cafe counter",
+        ],
+        |p, choice| {
+            let known = p.places.iter().any(|(arena, objects)| {
+                *arena == choice.arena
+                    && match &choice.object {
+                        Some(object) => objects.contains(object),
+                        None => objects.is_empty(),
+                    }
+            });
+            ensure!(known, "place {choice:?}");
+            Ok(())
+        },
+    ));
+    kinds.push(prompt_kind(
+        ActionDetails {
+            identity: "Name: Mira Okafor".into(),
+            name: "Mira Okafor".into(),
+            first_name: "Mira".into(),
+            action: "serving customers (brewing coffee)".into(),
+            object: Some(UsedObject {
+                name: "coffee machine".into(),
+                address: address.into(),
+            }),
+        },
+        &[
+            r#"{"emoji": "☕", "event": ["Mira Okafor", "brew", "coffee"], "importance": 2, "object_state": "coffee machine is brewing coffee", "object_emoji": "☕", "object_event": ["coffee machine", "brew", "coffee"], "object_importance": 1}"#,
+        ],
+        move |_, d| {
+            emoji(&d.emoji)?;
+            triple(&d.event, "Mira Okafor")?;
+            rating(d.poignancy)?;
+            let object = d.object.as_ref().ok_or("no object details")?;
+            ensure!(
+                object.state.starts_with("coffee machine is ") && chars(&object.state) <= 100,
+                "object state {:?}",
+                object.state
+            );
+            emoji(&object.emoji)?;
+            triple(&object.event, address)?;
+            rating(object.poignancy)
+        },
+    ));
     kinds.push(prompt_kind(
         ObjectDescription {
             name: "Mira Okafor".into(),
@@ -1086,6 +1145,25 @@ pub fn kinds() -> Vec<Kind> {
         |_, s| free_text(s, 300),
     ));
 
+    kinds.push(prompt_kind(
+        AfterChat {
+            identity: "Name: Mira Okafor".into(),
+            name: "Mira Okafor".into(),
+            first_name: "Mira".into(),
+            partner: "Sam Lindqvist".into(),
+            conversation: conversation(),
+        },
+        &[
+            r#"{"planning": "Mira should save Sam a seat.", "planning_importance": 5, "memo": "Sam is coming tonight.", "memo_importance": 4}"#,
+        ],
+        |_, t| {
+            free_text(&t.planning, 300)?;
+            free_text(&t.memo, 300)?;
+            rating(t.planning_poignancy)?;
+            rating(t.memo_poignancy)
+        },
+    ));
+
     // Reflection.
     for count in [0, 1, 3] {
         let mut kind = prompt_kind(
@@ -1116,9 +1194,11 @@ pub fn kinds() -> Vec<Kind> {
                 name: "Mira Okafor".into(),
                 statements: statements(),
                 count,
+                // Lean mode's rated insights with five at most.
+                rated: count == 5,
             },
             &[
-                "{\"insights\": [{\"insight\": \"Mira loves mornings\", \"evidence\": [1, 3]}]}",
+                "{\"insights\": [{\"insight\": \"Mira loves mornings\", \"evidence\": [1, 3], \"importance\": 4}]}",
                 "[{\"text\": \"Sam plays music\", \"evidence\": [\"2\"]}]",
                 "1. Mira is busy (because of 1, 3)",
             ],
@@ -1131,6 +1211,10 @@ pub fn kinds() -> Vec<Kind> {
                     found.len()
                 );
                 for insight in found {
+                    if let Some(poignancy) = insight.poignancy {
+                        ensure!(p.rated, "an unrated insight read a rating");
+                        rating(poignancy)?;
+                    }
                     ensure!(
                         !insight.text.trim().is_empty() && chars(&insight.text) <= 300,
                         "insight {:?}",

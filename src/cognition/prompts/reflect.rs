@@ -83,6 +83,9 @@ pub struct Insight {
     pub text: String,
     /// Indices (0-based) into the prompt's statements; each valid, none repeated.
     pub evidence: Vec<usize>,
+    /// How much it matters to the persona (1..=10), when the prompt asked
+    /// ([`InsightsWithEvidence::rated`]) and the answer gave a usable rating.
+    pub poignancy: Option<u8>,
 }
 
 /// Insights about the persona from retrieved statements (SPEC §3.8). The answer is JSON
@@ -102,11 +105,34 @@ pub struct InsightsWithEvidence {
     pub statements: Vec<String>,
     /// How many insights at most (SPEC: 5).
     pub count: usize,
+    /// Lean mode's one-pass reflection: each insight is rated too (template `insights_rated`,
+    /// an `"importance"` per insight), saving a `thought_poignancy` call per insight.
+    pub rated: bool,
 }
 
 impl InsightsWithEvidence {
-    /// The JSON schema of the answer.
-    pub fn schema() -> Value {
+    /// The JSON schema of the answer (with an `"importance"` per insight when `rated`).
+    pub fn schema(rated: bool) -> Value {
+        let mut schema = Self::unrated_schema();
+        if rated
+            && let Some(item) = schema.pointer_mut("/properties/insights/items")
+            && let Some(item) = item.as_object_mut()
+        {
+            if let Some(properties) = item.get_mut("properties").and_then(Value::as_object_mut) {
+                properties.insert(
+                    "importance".into(),
+                    json!({"type": "integer", "minimum": 1, "maximum": 10}),
+                );
+            }
+            item.insert(
+                "required".into(),
+                json!(["insight", "evidence", "importance"]),
+            );
+        }
+        schema
+    }
+
+    fn unrated_schema() -> Value {
         json!({
             "type": "object",
             "properties": {
@@ -150,6 +176,7 @@ impl InsightsWithEvidence {
         Some(Insight {
             text: truncate_chars(&text, MAX_ITEM_CHARS).to_string(),
             evidence: self.evidence(numbers),
+            poignancy: None,
         })
     }
 
@@ -184,7 +211,15 @@ impl InsightsWithEvidence {
                             .collect::<Vec<u64>>()
                     })
                     .unwrap_or_default();
-                self.insight(text, numbers)
+                let mut insight = self.insight(text, numbers)?;
+                if self.rated {
+                    insight.poignancy = match object.get("importance") {
+                        Some(Value::Number(n)) => super::text::rating(&n.to_string()).ok(),
+                        Some(Value::String(text)) => super::text::rating(text).ok(),
+                        _ => None,
+                    };
+                }
+                Some(insight)
             })
             .collect()
     }
@@ -214,20 +249,31 @@ impl Prompt for InsightsWithEvidence {
     type Output = Vec<Insight>;
 
     fn kind(&self) -> &'static str {
-        "insights_with_evidence"
+        if self.rated {
+            "insights_rated"
+        } else {
+            "insights_with_evidence"
+        }
     }
 
     fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let first_name = self.name.split_whitespace().next().unwrap_or(&self.name);
         let inputs = [
             self.name.clone(),
             numbered_list(&self.statements),
             self.count.to_string(),
+            first_name.to_string(),
         ];
-        let prompt = library.fill(self.kind(), &inputs)?;
+        let inputs = if self.rated {
+            &inputs[..]
+        } else {
+            &inputs[..3]
+        };
+        let prompt = library.fill(self.kind(), inputs)?;
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(600)
             .with_temperature(0.5)
-            .with_json_schema(Self::schema()))
+            .with_json_schema(Self::schema(self.rated)))
     }
 
     fn parse(&self, cleaned: &str) -> Result<Vec<Insight>, ParseError> {
@@ -295,11 +341,13 @@ mod tests {
             vec![
                 Insight {
                     text: "X likes b".into(),
-                    evidence: vec![1, 2]
+                    evidence: vec![1, 2],
+                    poignancy: None,
                 },
                 Insight {
                     text: "Y".into(),
-                    evidence: vec![]
+                    evidence: vec![],
+                    poignancy: None,
                 }
             ]
         );
@@ -309,15 +357,50 @@ mod tests {
             vec![
                 Insight {
                     text: "X is busy".into(),
-                    evidence: vec![0, 2]
+                    evidence: vec![0, 2],
+                    poignancy: None,
                 },
                 Insight {
                     text: "Y rests".into(),
-                    evidence: vec![]
+                    evidence: vec![],
+                    poignancy: None,
                 }
             ]
         );
         assert!(p.parse("{\"insights\": []}").is_err());
         assert!(p.fail_safe().is_empty());
+    }
+
+    #[test]
+    fn rated_insights_carry_their_importance_when_usable() {
+        let p = InsightsWithEvidence {
+            name: "Ana Silva".into(),
+            statements: vec!["a".into(), "b".into()],
+            count: 3,
+            rated: true,
+        };
+        assert_eq!(p.kind(), "insights_rated");
+        let json = r#"{"insights": [{"insight": "A", "evidence": [1], "importance": 6},
+            {"insight": "B", "evidence": [2], "importance": "7"},
+            {"insight": "C", "evidence": [], "importance": 42}]}"#;
+        let got = p.parse(json).expect("parses");
+        let ratings: Vec<Option<u8>> = got.iter().map(|i| i.poignancy).collect();
+        // An unusable rating is left to the thought's own rating call.
+        assert_eq!(ratings, vec![Some(6), Some(7), None]);
+        let schema = InsightsWithEvidence::schema(true);
+        assert_eq!(
+            schema.pointer("/properties/insights/items/required"),
+            Some(&json!(["insight", "evidence", "importance"]))
+        );
+        // Unrated, the importance is not read.
+        let unrated = InsightsWithEvidence { rated: false, ..p };
+        assert!(
+            unrated
+                .parse(json)
+                .expect("parses")
+                .iter()
+                .all(|i| i.poignancy.is_none())
+        );
+        assert_eq!(unrated.kind(), "insights_with_evidence");
     }
 }
