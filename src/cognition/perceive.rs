@@ -353,28 +353,40 @@ pub(crate) async fn form_memories(
 }
 
 /// Lean mode's batch: the embeddings of the step's new percepts that memory does not hold
-/// yet, in one request when there are two or more. Whatever is missing from the answer (a
-/// failed request, an unusable vector) is asked again one by one, with the usual fail-safe.
+/// yet (see [`embed_together`]).
 async fn prefetch_embeddings(
     mind: &MindState,
     percepts: &Percepts,
     ctx: &PromptContext,
 ) -> HashMap<String, Vec<f32>> {
-    let mut texts: Vec<String> = Vec::new();
-    for event in &percepts.events {
-        if recently_perceived(mind, event) {
-            continue;
-        }
-        let description = event_memory_parts(event).3;
-        if mind.associative.embedding(&description).is_none() && !texts.contains(&description) {
-            texts.push(description);
+    let texts: Vec<String> = percepts
+        .events
+        .iter()
+        .filter(|event| !recently_perceived(mind, event))
+        .map(|event| event_memory_parts(event).3)
+        .collect();
+    embed_together(mind, ctx, &texts).await
+}
+
+/// The embeddings of `texts` that memory does not hold yet, in one request when there are two
+/// or more (lean mode). Whatever is missing from the answer (a failed request, an unusable
+/// vector) is asked again one by one where it is needed, with the usual fail-safe.
+pub(crate) async fn embed_together(
+    mind: &MindState,
+    ctx: &PromptContext,
+    texts: &[String],
+) -> HashMap<String, Vec<f32>> {
+    let mut missing: Vec<String> = Vec::new();
+    for text in texts {
+        if mind.associative.embedding(text).is_none() && !missing.contains(text) {
+            missing.push(text.clone());
         }
     }
-    if texts.len() < 2 {
+    if missing.len() < 2 {
         return HashMap::new();
     }
-    match ctx.embed_many(texts.clone()).await {
-        Ok(vectors) if vectors.len() == texts.len() => texts
+    match ctx.embed_many(missing.clone()).await {
+        Ok(vectors) if vectors.len() == missing.len() => missing
             .into_iter()
             .zip(vectors)
             .filter(|(_, v)| usable(v))
@@ -384,7 +396,7 @@ async fn prefetch_embeddings(
 }
 
 /// Whether an embedding the model returned can be stored: not empty, every entry finite.
-pub(crate) fn usable(vector: &[f32]) -> bool {
+fn usable(vector: &[f32]) -> bool {
     !vector.is_empty() && vector.iter().all(|v| v.is_finite())
 }
 

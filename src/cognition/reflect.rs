@@ -3,8 +3,6 @@
 //! bears on each, and stores five insights per question as thoughts resting on their evidence.
 //! At the end of a conversation it also stores what the chat means for its plans and a memo.
 
-use std::collections::HashMap;
-
 use chrono::{Duration, NaiveDateTime};
 
 use crate::memory::{NewMemory, NodeId, new_retrieve};
@@ -12,7 +10,7 @@ use crate::persona::MindState;
 use crate::prompt::{PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 
-use super::perceive::{embedding_for, usable};
+use super::perceive::{embed_together, embedding_for};
 use super::prompts::{
     ActionEventTriple, AfterChat, FocalPoints, InsightsWithEvidence, MemoAfterChat,
     PlanningThoughtAfterChat, ThoughtPoignancy,
@@ -266,33 +264,6 @@ async fn reflect_in_one_pass(
         }
     }
     stored
-}
-
-/// The embeddings of `texts` that memory does not hold yet, in one request when there are two
-/// or more (lean mode). What is missing from the answer is asked again one by one when the
-/// thought is stored, with the usual fail-safe.
-pub(crate) async fn embed_together(
-    mind: &MindState,
-    ctx: &PromptContext,
-    texts: &[String],
-) -> HashMap<String, Vec<f32>> {
-    let mut missing: Vec<String> = Vec::new();
-    for text in texts {
-        if mind.associative.embedding(text).is_none() && !missing.contains(text) {
-            missing.push(text.clone());
-        }
-    }
-    if missing.len() < 2 {
-        return HashMap::new();
-    }
-    match ctx.embed_many(missing.clone()).await {
-        Ok(vectors) if vectors.len() == missing.len() => missing
-            .into_iter()
-            .zip(vectors)
-            .filter(|(_, v)| usable(v))
-            .collect(),
-        Ok(_) | Err(_) => HashMap::new(),
-    }
 }
 
 /// Whether the end-of-chat thoughts are due: chatting, the chat ends within the next step,

@@ -2,7 +2,10 @@
 //! looks (emoji), and what it means as events — the persona's `(name, verb, object)` and the
 //! used object's own state.
 
-use super::text::{clean_item, emoji_run, parse_triple, strip_prefix_ci, truncate_chars};
+use super::text::{
+    clean_item, emoji_run, parse_triple, parsed_field, strip_prefix_ci, triple_field,
+    truncate_chars,
+};
 use crate::llm::ChatRequest;
 use crate::persona::EventTriple;
 use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, parse_choice};
@@ -691,32 +694,6 @@ impl ActionDetails {
     }
 }
 
-/// A JSON field as text: a string as it is, an array or a number as JSON.
-fn field_text<'a>(
-    answer: &'a serde_json::Map<String, serde_json::Value>,
-    key: &str,
-) -> Result<std::borrow::Cow<'a, str>, ParseError> {
-    match answer.get(key) {
-        Some(serde_json::Value::String(text)) => Ok(std::borrow::Cow::Borrowed(text)),
-        Some(value @ (serde_json::Value::Array(_) | serde_json::Value::Number(_))) => {
-            Ok(std::borrow::Cow::Owned(value.to_string()))
-        }
-        _ => Err(ParseError::new(format!(
-            "no usable \"{key}\" in the answer"
-        ))),
-    }
-}
-
-/// A field read by one of the single prompts' parsers, its error naming the field.
-fn parsed_field<T>(
-    answer: &serde_json::Map<String, serde_json::Value>,
-    key: &str,
-    parse: impl FnOnce(&str) -> Result<T, ParseError>,
-) -> Result<T, ParseError> {
-    let text = field_text(answer, key)?;
-    parse(&text).map_err(|error| ParseError::new(format!("\"{key}\": {error}")))
-}
-
 impl Prompt for ActionDetails {
     type Output = ActionDetailsAnswer;
 
@@ -749,7 +726,7 @@ impl Prompt for ActionDetails {
             return Err(ParseError::new("no JSON object in the answer"));
         };
         let emoji = parsed_field(&answer, "emoji", parse_emoji)?;
-        let (_, predicate, what) = parsed_field(&answer, "event", parse_triple)?;
+        let (_, predicate, what) = triple_field(&answer, "event")?;
         let poignancy = parsed_field(&answer, "importance", super::text::rating)?;
         let object = match &self.object {
             None => None,
@@ -761,8 +738,7 @@ impl Prompt for ActionDetails {
                 };
                 let state = parsed_field(&answer, "object_state", |t| describe.parse(t))?;
                 let emoji = parsed_field(&answer, "object_emoji", parse_emoji)?;
-                let (_, state_predicate, state_object) =
-                    parsed_field(&answer, "object_event", parse_triple)?;
+                let (_, state_predicate, state_object) = triple_field(&answer, "object_event")?;
                 let poignancy = parsed_field(&answer, "object_importance", super::text::rating)?;
                 Some(ObjectDetails {
                     state,

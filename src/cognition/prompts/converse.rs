@@ -4,7 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::text::{MAX_SCAN_CHARS, clean_item, free_text, strip_prefix_ci, truncate_chars};
+use super::text::{
+    MAX_SCAN_CHARS, clean_item, free_text, parsed_field, strip_prefix_ci, truncate_chars,
+};
 use super::{numbered_list, transcript};
 use crate::llm::ChatRequest;
 use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, extract_json, parse_yes_no};
@@ -563,7 +565,7 @@ impl Prompt for MemoAfterChat {
 /// matters to the persona (its poignancy as a thought).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfterChatThoughts {
-    /// As [`PlanningThoughtAfterChat`] answers (the caller adds "For <name>'s planning: ").
+    /// As [`PlanningThoughtAfterChat`] answers (the caller adds `"For <name>'s planning: "`).
     pub planning: String,
     /// The planning thought's poignancy (1..=10).
     pub planning_poignancy: u8,
@@ -578,7 +580,8 @@ pub struct AfterChatThoughts {
 /// (otherwise a `thought_poignancy` call each). JSON `{"planning", "planning_importance",
 /// "memo", "memo_importance"}`, each sentence read as the single prompts read theirs (at most
 /// 300 characters), each rating in 1..=10; a missing or unusable field fails the answer.
-/// Fail-safe: the single prompts' sentences, rated [`super::perceive::THOUGHT_POIGNANCY_FAIL_SAFE`].
+/// Fail-safe: the single prompts' sentences, each rated 3 (as a thought that could not be
+/// rated).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AfterChat {
     /// The identity summary (the ratings' point of view).
@@ -610,25 +613,6 @@ impl AfterChat {
     }
 }
 
-/// A JSON field of `answer` read by `parse` (a string as it is, a number as its digits), the
-/// error naming the field.
-fn read_field<T>(
-    answer: &serde_json::Map<String, Value>,
-    key: &str,
-    parse: impl FnOnce(&str) -> Result<T, ParseError>,
-) -> Result<T, ParseError> {
-    let text = match answer.get(key) {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Number(number)) => number.to_string(),
-        _ => {
-            return Err(ParseError::new(format!(
-                "no usable \"{key}\" in the answer"
-            )));
-        }
-    };
-    parse(&text).map_err(|error| ParseError::new(format!("\"{key}\": {error}")))
-}
-
 impl Prompt for AfterChat {
     type Output = AfterChatThoughts;
 
@@ -657,10 +641,10 @@ impl Prompt for AfterChat {
         };
         let sentence = |text: &str| free_text(text, 300, false);
         Ok(AfterChatThoughts {
-            planning: read_field(&answer, "planning", sentence)?,
-            planning_poignancy: read_field(&answer, "planning_importance", super::text::rating)?,
-            memo: read_field(&answer, "memo", sentence)?,
-            memo_poignancy: read_field(&answer, "memo_importance", super::text::rating)?,
+            planning: parsed_field(&answer, "planning", sentence)?,
+            planning_poignancy: parsed_field(&answer, "planning_importance", super::text::rating)?,
+            memo: parsed_field(&answer, "memo", sentence)?,
+            memo_poignancy: parsed_field(&answer, "memo_importance", super::text::rating)?,
         })
     }
 

@@ -292,6 +292,44 @@ pub(crate) fn first_hour(text: &str) -> Result<u32, ParseError> {
         .ok_or_else(|| ParseError::new("the answer's number is not an hour of the day"))
 }
 
+/// The field `key` of a JSON answer read by one of the single prompts' parsers — a string as
+/// it is, a number as its digits (anything else is refused) — the error naming the field (the
+/// merged answers of lean mode check each field by the rules of the prompt it replaces).
+pub(crate) fn parsed_field<T>(
+    answer: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+    parse: impl FnOnce(&str) -> Result<T, ParseError>,
+) -> Result<T, ParseError> {
+    let text = match answer.get(key) {
+        Some(serde_json::Value::String(text)) => std::borrow::Cow::Borrowed(text.as_str()),
+        Some(serde_json::Value::Number(number)) => std::borrow::Cow::Owned(number.to_string()),
+        _ => {
+            return Err(ParseError::new(format!(
+                "no usable \"{key}\" in the answer"
+            )));
+        }
+    };
+    parse(&text).map_err(|error| ParseError::new(format!("\"{key}\": {error}")))
+}
+
+/// The triple field `key` of a JSON answer — an array `[s, p, o]` or a string "(s, p, o)" —
+/// read as [`parse_triple`] reads a triple answer.
+pub(crate) fn triple_field(
+    answer: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Result<(Option<String>, String, String), ParseError> {
+    let text = match answer.get(key) {
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(value @ serde_json::Value::Array(_)) => value.to_string(),
+        _ => {
+            return Err(ParseError::new(format!(
+                "no usable \"{key}\" in the answer"
+            )));
+        }
+    };
+    parse_triple(&text).map_err(|error| ParseError::new(format!("\"{key}\": {error}")))
+}
+
 /// A 1..=10 rating: the number after "rating" when the answer has that word, else the first
 /// number.
 pub(crate) fn rating(text: &str) -> Result<u8, ParseError> {
