@@ -722,6 +722,16 @@ pub(crate) fn day_change(last: Option<NaiveDateTime>, now: NaiveDateTime) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_belongs_to_the_task_it_was_written_from() {
+        let step = subtask_description("having breakfast (at home)", "cooking at the stove");
+        assert_eq!(parent_task(&step), Some("having breakfast (at home)"));
+        assert_eq!(parent_task("sleeping"), None);
+        assert_eq!(parent_task("reading (a novel"), None);
+        assert_eq!(parent_task(" (x)"), None);
+        assert_eq!(parent_task("napping ()"), None);
+    }
     use chrono::NaiveDate;
 
     fn at(d: u32, h: u32, m: u32) -> NaiveDateTime {

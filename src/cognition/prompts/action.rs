@@ -313,6 +313,18 @@ impl ActionPlace {
         out
     }
 
+    /// How each option reads in plain words ("use the stove in the kitchen", "go to the
+    /// garden"), for backends that judge a choice by meaning (`ChatRequest::option_phrases`).
+    pub fn option_phrases(&self) -> Vec<String> {
+        self.choices()
+            .into_iter()
+            .map(|c| match c.object {
+                Some(object) => format!("use the {object} in the {}", c.arena),
+                None => format!("go to the {}", c.arena),
+            })
+            .collect()
+    }
+
     /// The options as the prompt lists them.
     fn option_texts(&self) -> Vec<String> {
         self.choices()
@@ -343,7 +355,8 @@ impl Prompt for ActionPlace {
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(40)
             .with_temperature(0.0)
-            .with_about(&self.action))
+            .with_about(&self.action)
+            .with_option_phrases(self.option_phrases()))
     }
 
     fn parse(&self, cleaned: &str) -> Result<PlaceChoice, ParseError> {
@@ -979,5 +992,68 @@ mod tests {
         assert_eq!(object.state, "coffee machine is idle");
         assert_eq!(object.event, EventTriple::idle("W:C:c:coffee machine"));
         assert_eq!(details(false).fail_safe().object, None);
+    }
+
+    #[test]
+    fn a_place_is_a_room_and_one_of_its_objects() {
+        let p = ActionPlace {
+            name: "Mira Okafor".into(),
+            action: "having breakfast".into(),
+            sector: "Okafor house".into(),
+            living_arena: "Bedroom".into(),
+            places: vec![
+                (
+                    "kitchen".into(),
+                    vec!["stove".into(), "dining table".into()],
+                ),
+                ("garden".into(), Vec::new()),
+                ("bedroom".into(), vec!["bed".into()]),
+            ],
+            seed: 7,
+        };
+        let kitchen_table = PlaceChoice {
+            arena: "kitchen".into(),
+            object: Some("dining table".into()),
+        };
+        assert_eq!(
+            p.parse("Answer: kitchen: dining table"),
+            Ok(kitchen_table.clone())
+        );
+        assert_eq!(
+            p.parse("- garden"),
+            Ok(PlaceChoice {
+                arena: "garden".into(),
+                object: None
+            })
+        );
+        assert_eq!(p.output_for_option(1), Some(kitchen_table));
+        assert_eq!(p.options().map(|o| o.len()), Some(4));
+        assert_eq!(
+            p.option_phrases(),
+            vec![
+                "use the stove in the kitchen",
+                "use the dining table in the kitchen",
+                "go to the garden",
+                "use the bed in the bedroom",
+            ]
+        );
+        // A room that is not listed, or nothing: refused; a mixed-up answer still lands on a
+        // listed place (the choice reader takes the option it names best), never elsewhere.
+        for hostile in ["attic", "", "   "] {
+            assert!(p.parse(hostile).is_err(), "accepted {hostile:?}");
+        }
+        for mixed in ["garden: stove", "kitchen: bed"] {
+            if let Ok(place) = p.parse(mixed) {
+                assert!(p.choices().contains(&place), "{mixed:?} gave {place:?}");
+            }
+        }
+        // The fail-safe is the persona's own room, with one of its objects.
+        assert_eq!(
+            p.fail_safe(),
+            PlaceChoice {
+                arena: "bedroom".into(),
+                object: Some("bed".into())
+            }
+        );
     }
 }

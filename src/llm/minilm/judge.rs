@@ -134,6 +134,7 @@ pub fn is_place_kind(kind: &str) -> bool {
             | "action_sector"
             | "action_arena"
             | "action_object"
+            | "action_place"
     )
 }
 
@@ -331,6 +332,7 @@ mod tests {
         assert!(is_rating_kind("event_poignancy") && is_rating_kind("poignancy"));
         assert!(!is_rating_kind("wake_up_hour"));
         assert!(is_place_kind("action_arena") && is_place_kind("place"));
+        assert!(is_place_kind("action_place"), "lean mode's room and object");
         assert!(!is_place_kind("decide_to_talk"));
     }
 }
