@@ -170,6 +170,9 @@ pub struct LeanSettings {
     /// The room and the object of an action in one choice among the sector's "room: object"
     /// places (`action_place`) instead of the room first and then one of its objects.
     pub place_at_once: bool,
+    /// A step's new events that need a rating are rated in one call (`event_poignancies`)
+    /// when there are two or more, instead of one `event_poignancy` call each.
+    pub rate_together: bool,
 }
 
 impl LeanSettings {
@@ -191,6 +194,7 @@ impl LeanSettings {
             rate_events_once: true,
             relationship_once: true,
             place_at_once: true,
+            rate_together: true,
         }
     }
 }

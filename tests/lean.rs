@@ -70,6 +70,8 @@ fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
     }
     assert!(calls(&other, "action_place") > 0 && calls(&other, "action_details") > 0);
     assert!(2 * calls(&other, "event_poignancy") < calls(&base, "event_poignancy"));
+    // A step's new events that need a rating are rated together.
+    assert!(calls(&other, "event_poignancies") > 0);
     // The thoughts after a chat are one answer with their ratings.
     assert_eq!(calls(&other, "memo_after_chat"), 0);
     assert!(calls(&other, "thought_poignancy") < calls(&base, "thought_poignancy"));

@@ -13,11 +13,12 @@
 use bevy_generative_agents::cognition::prompts::{
     ActionArena, ActionDetails, ActionEmoji, ActionEventTriple, ActionObject, ActionPlace,
     ActionSector, AfterChat, ChatPoignancy, ConversationSummary, DailyPlan, DecideToReact,
-    DecideToTalk, EventPoignancy, FocalPoints, HourlySchedule, InsightsWithEvidence, MemoAfterChat,
-    NewDecompositionSchedule, NextUtterance, ObjectDescription, ObjectEmoji, ObjectEventTriple,
-    PlanningThoughtAfterChat, ReactChoice, RelationshipSummary, ReviseIdentityCurrently,
-    ReviseIdentityDailyReq, ReviseIdentityFeelings, ReviseIdentityPlanNote, TaskDecomposition,
-    ThoughtPoignancy, UsedObject, WakeUpHour, WhisperThought, insert_into_window,
+    DecideToTalk, EventPoignancies, EventPoignancy, FocalPoints, HourlySchedule,
+    InsightsWithEvidence, MemoAfterChat, NewDecompositionSchedule, NextUtterance,
+    ObjectDescription, ObjectEmoji, ObjectEventTriple, PlanningThoughtAfterChat, ReactChoice,
+    RelationshipSummary, ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
+    ReviseIdentityPlanNote, TaskDecomposition, ThoughtPoignancy, UsedObject, WakeUpHour,
+    WhisperThought, insert_into_window,
 };
 use bevy_generative_agents::persona::EventTriple;
 use bevy_generative_agents::prompt::{
@@ -1071,6 +1072,7 @@ proptest! {
             request(&ActionPlace { name: a.clone(), action: b.clone(), sector: a.clone(), living_arena: b.clone(), places: vec![(a.clone(), list.clone()), (b.clone(), Vec::new())], seed: u64::from(minutes) }, &library),
             request(&ActionDetails { identity: a.clone(), name: a.clone(), first_name: b.clone(), action: b.clone(), object: Some(UsedObject { name: b.clone(), address: a.clone() }) }, &library),
             request(&ActionDetails { identity: a.clone(), name: a.clone(), first_name: b.clone(), action: b.clone(), object: None }, &library),
+            request(&EventPoignancies { identity: a.clone(), first_name: b.clone(), events: list.clone() }, &library),
             request(&AfterChat { identity: a.clone(), name: a.clone(), first_name: b.clone(), partner: b.clone(), conversation: lines.clone() }, &library),
             request(&ReviseIdentityPlanNote { name: a.clone(), date_text: b.clone(), memories: list.clone() }, &library),
             request(&ReviseIdentityFeelings { name: a.clone(), date_text: b.clone(), memories: list.clone() }, &library),
@@ -1079,7 +1081,7 @@ proptest! {
             request(&WhisperThought { name: a.clone(), whisper: b.clone() }, &library),
             request(&JsonQuestion { task: a.clone(), example: json!({"k": b.clone()}), required_keys: vec![] }, &library),
         ];
-        prop_assert_eq!(kinds.len(), 36);
+        prop_assert_eq!(kinds.len(), 37);
         for (kind, prompt) in kinds {
             prop_assert!(prompt.is_ok(), "{kind}: {prompt:?}");
             let prompt = prompt.unwrap_or_default();

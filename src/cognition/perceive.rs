@@ -19,7 +19,7 @@ use crate::prompt::{FailureReason, ModelFailure, PromptContext, run_prompt};
 use crate::settings::{AgentSettings, LeanSettings};
 use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
 
-use super::prompts::{ChatPoignancy, EventPoignancy, transcript};
+use super::prompts::{ChatPoignancy, EventPoignancies, EventPoignancy, transcript};
 
 /// Adds the places within `vision_r` of `tile` to `spatial` (SPEC §3.1 step 1), allocating
 /// only for places it did not know yet.
@@ -268,6 +268,11 @@ pub(crate) async fn form_memories(
     } else {
         HashMap::new()
     };
+    let prerated = if lean.rate_together {
+        rate_together(mind, percepts, ctx, rate_once).await
+    } else {
+        HashMap::new()
+    };
     let mut added = Vec::new();
     for event in &percepts.events {
         if recently_perceived(mind, event) {
@@ -281,18 +286,8 @@ pub(crate) async fn form_memories(
         let Some(embedding) = embedding else { continue };
         let idle = p == "is" && o == "idle";
         let keywords = event_keywords(&s, &o);
-        let rated = mind
-            .scratch
-            .own_ratings
-            .iter()
-            .find(|(rated, _)| *rated == description)
-            .map(|(_, poignancy)| *poignancy)
-            .or_else(|| {
-                rate_once
-                    .then(|| keywords.first())
-                    .flatten()
-                    .and_then(|keyword| mind.associative.rated_event(keyword, &description))
-            });
+        let rated = known_rating(mind, &description, &keywords, rate_once)
+            .or_else(|| prerated.get(&description).copied());
         let poignancy = if idle {
             1
         } else if let Some(poignancy) = rated {
@@ -350,6 +345,69 @@ pub(crate) async fn form_memories(
         }
     }
     added
+}
+
+/// The poignancy a new event already has without asking: the persona's own action or object
+/// event as lean mode rated it with the action (`Scratch::own_ratings`), or — with
+/// `rate_once` — the rating of the same event when the persona perceived it before.
+fn known_rating(
+    mind: &MindState,
+    description: &str,
+    keywords: &[String],
+    rate_once: bool,
+) -> Option<u8> {
+    mind.scratch
+        .own_ratings
+        .iter()
+        .find(|(rated, _)| *rated == description)
+        .map(|(_, poignancy)| *poignancy)
+        .or_else(|| {
+            rate_once
+                .then(|| keywords.first())
+                .flatten()
+                .and_then(|keyword| mind.associative.rated_event(keyword, description))
+        })
+}
+
+/// Lean mode's `rate_together`: the ratings of the step's new, non-idle events that have none
+/// yet ([`known_rating`]), in one `event_poignancies` call when there are two or more. An event
+/// the answer leaves unrated is asked on its own, as faithful mode asks every event.
+async fn rate_together(
+    mind: &MindState,
+    percepts: &Percepts,
+    ctx: &PromptContext,
+    rate_once: bool,
+) -> HashMap<String, u8> {
+    let mut events: Vec<String> = Vec::new();
+    for event in &percepts.events {
+        if recently_perceived(mind, event) {
+            continue;
+        }
+        let (s, p, o, description) = event_memory_parts(event);
+        let idle = p == "is" && o == "idle";
+        if idle
+            || events.contains(&description)
+            || known_rating(mind, &description, &event_keywords(&s, &o), rate_once).is_some()
+        {
+            continue;
+        }
+        events.push(description);
+    }
+    if events.len() < 2 {
+        return HashMap::new();
+    }
+    let prompt = EventPoignancies {
+        identity: mind.scratch.identity_summary(),
+        first_name: mind.scratch.first_name.clone(),
+        events,
+    };
+    let ratings = run_prompt(ctx, &prompt).await.value;
+    prompt
+        .events
+        .into_iter()
+        .zip(ratings)
+        .filter_map(|(event, rating)| Some((event, rating?)))
+        .collect()
 }
 
 /// Lean mode's batch: the embeddings of the step's new percepts that memory does not hold

@@ -152,6 +152,9 @@ pub fn town_script_backend(seed: u64) -> ScriptedBackend {
         .with_responder("event_poignancy", |req, rng| {
             event_poignancy(&req.prompt_text(), rng).to_string()
         })
+        .with_responder("event_poignancies", |req, rng| {
+            event_poignancies(&req.prompt_text(), rng)
+        })
         .with_responder("chat_poignancy", |_, rng| {
             rng.random_range(5..=8u8).to_string()
         })
@@ -2337,6 +2340,16 @@ fn event_poignancy(text: &str, rng: &mut ScriptRng) -> u8 {
     } else {
         rng.random_range(2..=4)
     }
+}
+
+/// Lean mode's ratings of a step's events: each numbered event rated as `event_poignancy`
+/// rates it, as `{"ratings": [..]}`.
+fn event_poignancies(text: &str, rng: &mut ScriptRng) -> String {
+    let ratings: Vec<u8> = numbered_items(&block_after(text, "Events:"))
+        .into_iter()
+        .map(|event| event_poignancy(&format!("Event: {event}"), rng))
+        .collect();
+    json!({ "ratings": ratings }).to_string()
 }
 
 fn thought_poignancy(text: &str, rng: &mut ScriptRng) -> u8 {

@@ -150,6 +150,7 @@ embedded_templates![
     "object_event_triple",
     "action_details",
     "event_poignancy",
+    "event_poignancies",
     "chat_poignancy",
     "thought_poignancy",
     "decide_to_talk",

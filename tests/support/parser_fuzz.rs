@@ -25,11 +25,12 @@ use bevy_generative_agents::cognition::chat_stream::{
 use bevy_generative_agents::cognition::prompts::{
     ActionArena, ActionDetails, ActionEmoji, ActionEventTriple, ActionObject, ActionPlace,
     ActionSector, AfterChat, ChatPoignancy, ConversationSummary, DailyPlan, DecideToReact,
-    DecideToTalk, EventPoignancy, FocalPoints, HourlySchedule, InsightsWithEvidence, MemoAfterChat,
-    NewDecompositionSchedule, NextUtterance, ObjectDescription, ObjectEmoji, ObjectEventTriple,
-    PlanningThoughtAfterChat, RelationshipSummary, ReviseIdentityCurrently, ReviseIdentityDailyReq,
-    ReviseIdentityFeelings, ReviseIdentityPlanNote, TaskDecomposition, ThoughtPoignancy,
-    UsedObject, WakeUpHour, WhisperThought, hour_text,
+    DecideToTalk, EventPoignancies, EventPoignancy, FocalPoints, HourlySchedule,
+    InsightsWithEvidence, MemoAfterChat, NewDecompositionSchedule, NextUtterance,
+    ObjectDescription, ObjectEmoji, ObjectEventTriple, PlanningThoughtAfterChat,
+    RelationshipSummary, ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
+    ReviseIdentityPlanNote, TaskDecomposition, ThoughtPoignancy, UsedObject, WakeUpHour,
+    WhisperThought, hour_text,
 };
 use bevy_generative_agents::persona::EventTriple;
 use bevy_generative_agents::prompt::{
@@ -1145,6 +1146,25 @@ pub fn kinds() -> Vec<Kind> {
         |_, s| free_text(s, 300),
     ));
 
+    kinds.push(prompt_kind(
+        EventPoignancies {
+            identity: "Name: Mira Okafor".into(),
+            first_name: "Mira".into(),
+            events: strings(&[
+                "Sam Lindqvist is playing the piano",
+                "coffee machine is brewing coffee",
+                "Priya Natarajan is studying",
+            ]),
+        },
+        &[r#"{"ratings": [4, 1, 3]}"#, "[2, 2]"],
+        |p, ratings| {
+            ensure!(ratings.len() == p.events.len(), "{} ratings", ratings.len());
+            for r in ratings.iter().flatten() {
+                rating(*r)?;
+            }
+            Ok(())
+        },
+    ));
     kinds.push(prompt_kind(
         AfterChat {
             identity: "Name: Mira Okafor".into(),

@@ -55,7 +55,9 @@ pub use identity::{
     ReviseIdentityCurrently, ReviseIdentityDailyReq, ReviseIdentityFeelings,
     ReviseIdentityPlanNote, WhisperThought,
 };
-pub use perceive::{ChatPoignancy, EVENT_POIGNANCY_FAIL_SAFE, EventPoignancy, ThoughtPoignancy};
+pub use perceive::{
+    ChatPoignancy, EVENT_POIGNANCY_FAIL_SAFE, EventPoignancies, EventPoignancy, ThoughtPoignancy,
+};
 pub use plan::{
     DailyPlan, HourlySchedule, NewDecompositionSchedule, TaskDecomposition, WakeUpHour,
     insert_into_window,

@@ -66,6 +66,95 @@ impl Prompt for EventPoignancy {
     }
 }
 
+/// Lean mode's ratings of a step's new events in one call (`LeanSettings::rate_together`): the
+/// [`EventPoignancy`] question for each of [`EventPoignancies::events`], answered as JSON
+/// `{"ratings": [..]}` (or a bare array) in the events' order. Each rating is read as the
+/// single prompt reads its answer (a whole number in 1..=10); an entry that is not one leaves
+/// its event unrated (`None`: it is asked on its own), and an answer with more entries than
+/// events is refused, as is one without a single usable rating.
+///
+/// Fail-safe: nothing rated — every event is then asked on its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventPoignancies {
+    /// The identity summary.
+    pub identity: String,
+    /// The persona's first name.
+    pub first_name: String,
+    /// The events' descriptions.
+    pub events: Vec<String>,
+}
+
+impl Prompt for EventPoignancies {
+    type Output = Vec<Option<u8>>;
+
+    fn kind(&self) -> &'static str {
+        "event_poignancies"
+    }
+
+    fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+        let events = self
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| format!("{}. {e}", i + 1))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let prompt = library.fill(
+            self.kind(),
+            &[self.identity.as_str(), self.first_name.as_str(), &events],
+        )?;
+        let count = self.events.len();
+        Ok(ChatRequest::new(self.kind(), prompt)
+            .with_max_tokens(16 + 4 * count.min(1_000) as u32)
+            .with_temperature(0.0)
+            .with_json_schema(serde_json::json!({
+                "type": "object",
+                "properties": {"ratings": {
+                    "type": "array",
+                    "items": {"type": "integer", "minimum": 1, "maximum": 10},
+                    "minItems": count, "maxItems": count
+                }},
+                "required": ["ratings"],
+                "additionalProperties": false
+            })))
+    }
+
+    fn parse(&self, cleaned: &str) -> Result<Vec<Option<u8>>, ParseError> {
+        let value = crate::prompt::extract_json(super::text::truncate_chars(cleaned, 8_000))
+            .ok_or_else(|| ParseError::new("no JSON in the answer"))?;
+        let items = match &value {
+            serde_json::Value::Object(map) => map.get("ratings").and_then(|v| v.as_array()),
+            serde_json::Value::Array(items) => Some(items),
+            _ => None,
+        }
+        .ok_or_else(|| ParseError::new("no \"ratings\" list in the answer"))?;
+        if items.len() > self.events.len() {
+            return Err(ParseError::new(format!(
+                "{} ratings for {} events",
+                items.len(),
+                self.events.len()
+            )));
+        }
+        let mut ratings: Vec<Option<u8>> = items
+            .iter()
+            .map(|item| match item {
+                serde_json::Value::Number(n) => rating(&n.to_string()).ok(),
+                serde_json::Value::String(text) => rating(text).ok(),
+                _ => None,
+            })
+            .collect();
+        if ratings.iter().all(Option::is_none) {
+            return Err(ParseError::new("no usable rating in the answer"));
+        }
+        ratings.resize(self.events.len(), None);
+        Ok(ratings)
+    }
+
+    fn fail_safe(&self) -> Vec<Option<u8>> {
+        vec![None; self.events.len()]
+    }
+}
+
 /// The poignancy of a conversation the persona had (SPEC §3.1). Output: 1..=10; fail-safe
 /// `CHAT_POIGNANCY_FAIL_SAFE`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -141,6 +230,29 @@ impl Prompt for ThoughtPoignancy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_of_events_is_rated_in_one_answer() {
+        let p = EventPoignancies {
+            events: vec!["a".into(), "b".into(), "c".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            p.parse(r#"{"ratings": [2, "7", 0]}"#),
+            Ok(vec![Some(2), Some(7), None])
+        );
+        assert_eq!(p.parse("[4]"), Ok(vec![Some(4), None, None]));
+        for hostile in [
+            "",
+            "3",
+            r#"{"ratings": [1, 2, 3, 4]}"#,
+            r#"{"ratings": ["x", null]}"#,
+            r#"{"r": [1]}"#,
+        ] {
+            assert!(p.parse(hostile).is_err(), "accepted {hostile:?}");
+        }
+        assert_eq!(p.fail_safe(), vec![None; 3]);
+    }
 
     #[test]
     fn ratings_and_fail_safes() {
