@@ -97,11 +97,11 @@ impl AgentSettings {
     /// focal points' worth of three insights each (SPEC §3.8 asks for 3 × 5). Everything else
     /// is as faithful. What goes is repetition and splitting — the same action grounded
     /// again, the room and the object asked one after the other, six calls for an action's
-    /// details, an event rated again, a step's percepts embedded one by one, a reflection's
-    /// questions and its recall per question, a call per thought after a chat, one call per
-    /// focused persona of a group conversation. 48 game hours of five personas cost about
-    /// 39 % of faithful's calls and tokens (README, "Lean mode"). `headless::make_lean`
-    /// switches a built app to it.
+    /// details, an event rated again, a step's percepts rated and embedded one by one, a
+    /// reflection's questions and its recall per question, a call per thought after a chat,
+    /// one call per focused persona of a group conversation. 48 game hours of five personas
+    /// cost about 38 % of faithful's calls and tokens (README, "Lean mode").
+    /// `headless::make_lean` switches a built app to it.
     pub fn lean() -> Self {
         let mut settings = Self::default();
         settings.make_lean();
