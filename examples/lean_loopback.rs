@@ -7,14 +7,15 @@
 //! ```sh
 //! cargo run --release --no-default-features --features http --example lean_loopback -- 48 3
 //! #                                                                    game hours ^   ^ seeds
+//! # a third argument names the folder for the runs (default target/lean-loopback)
 //! ```
 //!
 //! Over HTTP every question is generated text: the choice kinds (`action_sector`,
 //! `action_place`, `decide_to_talk`, …), which the scripted backend scores without tokens,
 //! cost their prompt here, and embeddings report their input tokens. The answers are the
 //! town script's — deterministic canned text, not a language model — so the numbers measure
-//! what lean mode asks, not how well a model answers. The run folders are kept under
-//! `target/lean-loopback/` (`smallville compare` reads them again).
+//! what lean mode asks, not how well a model answers. The run folders are kept
+//! (`smallville compare` reads them again).
 
 use std::path::PathBuf;
 
@@ -41,7 +42,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map_err(|err| format!("expected a number of seeds, got {arg:?}: {err}"))?,
         None => 3,
     };
-    let root = PathBuf::from("target").join("lean-loopback");
+    let root = args.next().map_or_else(
+        || PathBuf::from("target").join("lean-loopback"),
+        PathBuf::from,
+    );
     let (mut faithful, mut lean) = (Vec::new(), Vec::new());
     for seed in 1..=seeds.max(1) {
         for is_lean in [false, true] {

@@ -282,3 +282,43 @@ fn stage_scene_plays_the_standoff_and_the_personas_keep_it() {
         );
     }
 }
+
+#[cfg(feature = "http")]
+#[test]
+fn lean_loopback_sets_lean_beside_faithful_over_http() {
+    let out = std::env::temp_dir().join(format!("lean-loopback-{}", std::process::id()));
+    let mut command = Command::new(example("lean_loopback"));
+    command.args(["2", "1"]).arg(&out);
+    let (stdout, _) = run(command);
+    let _ = std::fs::remove_dir_all(&out);
+    // Both sides were served by the loopback server, and the table sets them side by side.
+    assert!(
+        stdout.contains("faithful seed 1:") && stdout.contains("lean seed 1:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("http://127.0.0.1:"), "{stdout}");
+    let total = stdout
+        .lines()
+        .find(|l| l.starts_with("| **all** |"))
+        .unwrap_or_else(|| panic!("no total row:\n{stdout}"));
+    let calls: Vec<f64> = total
+        .split('|')
+        .filter_map(|cell| {
+            cell.split_whitespace()
+                .next()?
+                .trim_matches('*')
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(
+        calls.len() >= 2 && calls[1] < calls[0],
+        "lean asks less: {total}"
+    );
+    // A bad argument is said, not guessed.
+    let mut bad = Command::new(example("lean_loopback"));
+    bad.arg("two");
+    let output = bad.output().expect("the example starts");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("expected game hours"));
+}

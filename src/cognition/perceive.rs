@@ -268,7 +268,7 @@ pub(crate) async fn form_memories(
     } else {
         HashMap::new()
     };
-    let prerated = if lean.rate_together {
+    let rated_before = if lean.rate_together {
         rate_together(mind, percepts, ctx, rate_once).await
     } else {
         HashMap::new()
@@ -286,8 +286,10 @@ pub(crate) async fn form_memories(
         let Some(embedding) = embedding else { continue };
         let idle = p == "is" && o == "idle";
         let keywords = event_keywords(&s, &o);
-        let rated = known_rating(mind, &description, &keywords, rate_once)
-            .or_else(|| prerated.get(&description).copied());
+        let rated = match rated_before.get(&description) {
+            Some(poignancy) => Some(*poignancy),
+            None => known_rating(mind, &description, &keywords, rate_once),
+        };
         let poignancy = if idle {
             1
         } else if let Some(poignancy) = rated {
@@ -369,45 +371,51 @@ fn known_rating(
         })
 }
 
-/// Lean mode's `rate_together`: the ratings of the step's new, non-idle events that have none
-/// yet ([`known_rating`]), in one `event_poignancies` call when there are two or more. An event
-/// the answer leaves unrated is asked on its own, as faithful mode asks every event.
+/// Lean mode's `rate_together`: the ratings of the step's new, non-idle events — the ones
+/// they have without asking ([`known_rating`]), and the others' in one `event_poignancies`
+/// call when there are two or more. An event the answer leaves unrated is missing from the
+/// map and is asked on its own, as faithful mode asks every event.
 async fn rate_together(
     mind: &MindState,
     percepts: &Percepts,
     ctx: &PromptContext,
     rate_once: bool,
 ) -> HashMap<String, u8> {
-    let mut events: Vec<String> = Vec::new();
+    let mut rated = HashMap::new();
+    let mut unrated: Vec<String> = Vec::new();
     for event in &percepts.events {
         if recently_perceived(mind, event) {
             continue;
         }
         let (s, p, o, description) = event_memory_parts(event);
         let idle = p == "is" && o == "idle";
-        if idle
-            || events.contains(&description)
-            || known_rating(mind, &description, &event_keywords(&s, &o), rate_once).is_some()
-        {
+        if idle || rated.contains_key(&description) || unrated.contains(&description) {
             continue;
         }
-        events.push(description);
+        match known_rating(mind, &description, &event_keywords(&s, &o), rate_once) {
+            Some(poignancy) => {
+                rated.insert(description, poignancy);
+            }
+            None => unrated.push(description),
+        }
     }
-    if events.len() < 2 {
-        return HashMap::new();
+    if unrated.len() < 2 {
+        return rated;
     }
     let prompt = EventPoignancies {
         identity: mind.scratch.identity_summary(),
         first_name: mind.scratch.first_name.clone(),
-        events,
+        events: unrated,
     };
     let ratings = run_prompt(ctx, &prompt).await.value;
-    prompt
-        .events
-        .into_iter()
-        .zip(ratings)
-        .filter_map(|(event, rating)| Some((event, rating?)))
-        .collect()
+    rated.extend(
+        prompt
+            .events
+            .into_iter()
+            .zip(ratings)
+            .filter_map(|(event, rating)| Some((event, rating?))),
+    );
+    rated
 }
 
 /// Lean mode's batch: the embeddings of the step's new percepts that memory does not hold

@@ -18,7 +18,7 @@ use crate::memory::NewMemory;
 use crate::persona::{DayRecord, EventTriple, KnownGrounding, MindState, ScheduleItem, Scratch};
 use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
 use crate::settings::AgentSettings;
-use crate::world::{ActionAddress, Address, AddressLevel, TileEvent};
+use crate::world::{ActionAddress, Address, AddressLevel};
 
 use super::perceive::{embedding_for, event_memory_parts};
 use super::prompts::{
@@ -637,15 +637,15 @@ async fn describe_at_once(
         }),
     };
     let answer = run_prompt(ctx, &prompt).await.value;
-    let mut ratings = vec![(
-        own_memory_description(&answer.event, task),
-        answer.poignancy,
-    )];
+    let mut ratings: Vec<(String, u8)> = own_memory_description(&answer.event, task)
+        .map(|description| (description, answer.poignancy))
+        .into_iter()
+        .collect();
     let object = answer.object.map(|object| {
-        ratings.push((
-            own_memory_description(&object.event, &object.state),
-            object.poignancy,
-        ));
+        ratings.extend(
+            own_memory_description(&object.event, &object.state)
+                .map(|description| (description, object.poignancy)),
+        );
         (object.state, object.emoji, object.event)
     });
     Described {
@@ -657,15 +657,11 @@ async fn describe_at_once(
 }
 
 /// The description a memory of the persona's own event will have: the tile event its action
-/// puts on the map (as `ActionView` builds it) read the way perceiving reads it.
-fn own_memory_description(event: &EventTriple, description: &str) -> String {
-    let tile_event = TileEvent {
-        subject: event.subject.clone().unwrap_or_default(),
-        predicate: event.predicate.clone(),
-        object: event.object.clone(),
-        description: Some(description.to_string()),
-    };
-    event_memory_parts(&tile_event).3
+/// puts on the map (`EventTriple::tile_event`, as `ActionView` puts it there) read the way
+/// perceiving reads it. `None` for a triple without a subject (nothing goes on the map).
+fn own_memory_description(event: &EventTriple, description: &str) -> Option<String> {
+    let tile_event = event.tile_event(Some(description.to_string()))?;
+    Some(event_memory_parts(&tile_event).3)
 }
 
 /// Lean mode's `reuse_sector`: the sector where the persona last went for another step of the
@@ -722,6 +718,7 @@ pub(crate) fn day_change(last: Option<NaiveDateTime>, now: NaiveDateTime) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::NaiveDate;
 
     #[test]
     fn a_step_belongs_to_the_task_it_was_written_from() {
@@ -732,7 +729,6 @@ mod tests {
         assert_eq!(parent_task(" (x)"), None);
         assert_eq!(parent_task("napping ()"), None);
     }
-    use chrono::NaiveDate;
 
     fn at(d: u32, h: u32, m: u32) -> NaiveDateTime {
         NaiveDate::from_ymd_opt(2023, 2, d)

@@ -12,7 +12,7 @@ use crate::settings::AgentSettings;
 
 use super::perceive::{embed_together, embedding_for};
 use super::prompts::{
-    ActionEventTriple, AfterChat, FocalPoints, InsightsWithEvidence, MemoAfterChat,
+    ActionEventTriple, AfterChat, FocalPoints, Insight, InsightsWithEvidence, MemoAfterChat,
     PlanningThoughtAfterChat, ThoughtPoignancy,
 };
 use super::vocabulary::{PlanEvent, retrieval_params};
@@ -20,28 +20,6 @@ use super::vocabulary::{PlanEvent, retrieval_params};
 /// Whether reflection is due (SPEC §3.8): the budget is spent and something happened.
 pub(crate) fn reflection_due(mind: &MindState) -> bool {
     mind.scratch.importance_trigger_curr <= 0 && mind.scratch.importance_ele_n > 0
-}
-
-/// Stores a thought: its triple, poignancy and embedding from the model, expiring after the
-/// configured days, resting on `evidence`. Returns its id (`None` when it could not be stored).
-pub(crate) async fn store_thought(
-    mind: &mut MindState,
-    ctx: &PromptContext,
-    settings: &AgentSettings,
-    now: NaiveDateTime,
-    text: &str,
-    evidence: Vec<NodeId>,
-) -> Option<NodeId> {
-    store_thought_embedded(
-        mind,
-        ctx,
-        settings,
-        now,
-        text,
-        evidence,
-        KnownOfThought::default(),
-    )
-    .await
 }
 
 /// What lean mode already knows of a thought before it is stored: its embedding (fetched with
@@ -52,8 +30,10 @@ pub(crate) struct KnownOfThought {
     pub(crate) poignancy: Option<u8>,
 }
 
-/// [`store_thought`] with what is already known of the thought.
-pub(crate) async fn store_thought_embedded(
+/// Stores a thought: its triple, poignancy and embedding — from the model, unless `known`
+/// has them — expiring after the configured days, resting on `evidence`. Returns its id
+/// (`None` when it could not be stored).
+pub(crate) async fn store_thought(
     mind: &mut MindState,
     ctx: &PromptContext,
     settings: &AgentSettings,
@@ -191,12 +171,9 @@ async fn reflect_on_focal_points(
         .await
         .value;
         for insight in insights {
-            let evidence: Vec<NodeId> = insight
-                .evidence
-                .iter()
-                .filter_map(|i| nodes.get(*i).map(|(id, _)| *id))
-                .collect();
-            if store_thought(mind, ctx, settings, now, &insight.text, evidence)
+            let evidence = evidence_ids(&insight, &nodes);
+            let known = KnownOfThought::default();
+            if store_thought(mind, ctx, settings, now, &insight.text, evidence, known)
                 .await
                 .is_some()
             {
@@ -210,9 +187,9 @@ async fn reflect_on_focal_points(
 /// Lean mode's reflection: the insights of every focal point at once
 /// (`reflection_focal_points` × `reflection_insights` at most), from the latest memories the
 /// focal points would have been asked about (at most `retrieve_n` of them), without the
-/// questions and the recall per question, each insight rated in the same answer. The memories an insight rests on count as recalled
-/// (their `last_accessed` is now, as retrieval would have set it), and the insights are
-/// embedded in one request.
+/// questions and the recall per question, each insight rated in the same answer. The memories
+/// an insight rests on count as recalled (their `last_accessed` is now, as retrieval would
+/// have set it), and the insights are embedded in one request.
 async fn reflect_in_one_pass(
     mind: &mut MindState,
     ctx: &PromptContext,
@@ -246,17 +223,13 @@ async fn reflect_in_one_pass(
     let mut vectors = embed_together(mind, ctx, &texts).await;
     let mut stored = Vec::new();
     for insight in insights {
-        let evidence: Vec<NodeId> = insight
-            .evidence
-            .iter()
-            .filter_map(|i| nodes.get(*i).map(|(id, _)| *id))
-            .collect();
+        let evidence = evidence_ids(&insight, &nodes);
         mind.associative.set_last_accessed(&evidence, now);
         let known = KnownOfThought {
             embedding: vectors.remove(&insight.text),
             poignancy: insight.poignancy,
         };
-        if store_thought_embedded(mind, ctx, settings, now, &insight.text, evidence, known)
+        if store_thought(mind, ctx, settings, now, &insight.text, evidence, known)
             .await
             .is_some()
         {
@@ -264,6 +237,15 @@ async fn reflect_in_one_pass(
         }
     }
     stored
+}
+
+/// The memories an insight rests on: its statement indices into the `nodes` it was shown.
+fn evidence_ids(insight: &Insight, nodes: &[(NodeId, String)]) -> Vec<NodeId> {
+    insight
+        .evidence
+        .iter()
+        .filter_map(|i| nodes.get(*i).map(|(id, _)| *id))
+        .collect()
 }
 
 /// Whether the end-of-chat thoughts are due: chatting, the chat ends within the next step,
@@ -315,7 +297,7 @@ pub(crate) async fn chat_thoughts(
                 embedding: vectors.remove(&text),
                 poignancy: Some(poignancy),
             };
-            store_thought_embedded(mind, ctx, settings, now, &text, evidence.clone(), known).await;
+            store_thought(mind, ctx, settings, now, &text, evidence.clone(), known).await;
         }
     } else {
         let planning = PlanningThoughtAfterChat {
@@ -334,8 +316,10 @@ pub(crate) async fn chat_thoughts(
         )
         .await;
         let planning = format!("For {name}'s planning: {}", planning.value);
-        store_thought(mind, ctx, settings, now, &planning, evidence.clone()).await;
-        store_thought(mind, ctx, settings, now, &memo.value, evidence).await;
+        for text in [planning, memo.value] {
+            let known = KnownOfThought::default();
+            store_thought(mind, ctx, settings, now, &text, evidence.clone(), known).await;
+        }
     }
     mind.scratch.chat_thoughts_done = true;
 }

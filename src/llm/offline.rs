@@ -2842,6 +2842,11 @@ fn insight_themes(name: &str, person: Option<&str>) -> Vec<(Vec<&'static str>, S
 }
 
 fn insights(text: &str) -> String {
+    insights_answer(text).to_string()
+}
+
+/// [`insights`] as JSON.
+fn insights_answer(text: &str) -> serde_json::Value {
     let name = between(text, "Statements about ", ":").unwrap_or("").trim();
     let count = field(text, "Number of insights:")
         .and_then(|n| n.parse::<usize>().ok())
@@ -2873,13 +2878,12 @@ fn insights(text: &str) -> String {
         }));
     }
     out.truncate(count);
-    json!({ "insights": out }).to_string()
+    json!({ "insights": out })
 }
 
 /// Lean mode's rated insights: [`insights`], each rated as `thought_poignancy` rates it.
 fn rated_insights(text: &str, rng: &mut ScriptRng) -> String {
-    let mut answer: serde_json::Value =
-        serde_json::from_str(&insights(text)).unwrap_or_else(|_| json!({"insights": []}));
+    let mut answer = insights_answer(text);
     if let Some(items) = answer
         .get_mut("insights")
         .and_then(serde_json::Value::as_array_mut)

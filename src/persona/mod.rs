@@ -168,22 +168,12 @@ pub struct ActionView {
 impl ActionView {
     /// Mirrors the action fields of `scratch`.
     pub(crate) fn from_scratch(scratch: &Scratch) -> Self {
-        let event = scratch.act_event.subject.as_ref().map(|subject| TileEvent {
-            subject: subject.clone(),
-            predicate: scratch.act_event.predicate.clone(),
-            object: scratch.act_event.object.clone(),
-            description: scratch.act_description.clone(),
-        });
+        let event = scratch
+            .act_event
+            .tile_event(scratch.act_description.clone());
         let object_event = scratch
             .act_obj_event
-            .subject
-            .as_ref()
-            .map(|subject| TileEvent {
-                subject: subject.clone(),
-                predicate: scratch.act_obj_event.predicate.clone(),
-                object: scratch.act_obj_event.object.clone(),
-                description: scratch.act_obj_description.clone(),
-            });
+            .tile_event(scratch.act_obj_description.clone());
         Self {
             object_event,
             living_area: scratch.living_area.clone(),

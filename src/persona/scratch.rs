@@ -7,7 +7,7 @@ use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 
 use crate::settings::PersonaDefaults;
-use crate::world::{ActionAddress, TileCoord};
+use crate::world::{ActionAddress, TileCoord, TileEvent};
 
 /// The predicate of a persona's chat event, `(name, "chat with", partner)` (SPEC §3.5).
 pub(crate) const CHAT_PREDICATE: &str = "chat with";
@@ -46,6 +46,17 @@ impl EventTriple {
     /// `(subject, "is", "idle")`, the fail-safe event of SPEC §3.4.
     pub fn idle(subject: impl Into<String>) -> Self {
         Self::new(subject, "is", "idle")
+    }
+
+    /// The event this triple puts on the map with `description` (what others — and the
+    /// persona itself — perceive); `None` without a subject.
+    pub(crate) fn tile_event(&self, description: Option<String>) -> Option<TileEvent> {
+        self.subject.as_ref().map(|subject| TileEvent {
+            subject: subject.clone(),
+            predicate: self.predicate.clone(),
+            object: self.object.clone(),
+            description,
+        })
     }
 }
 

@@ -328,12 +328,19 @@ impl ActionPlace {
     /// The options as the prompt lists them.
     fn option_texts(&self) -> Vec<String> {
         self.choices()
-            .into_iter()
-            .map(|c| match c.object {
-                Some(object) => format!("{}: {object}", c.arena),
-                None => c.arena,
-            })
+            .iter()
+            .map(PlaceChoice::option_text)
             .collect()
+    }
+}
+
+impl PlaceChoice {
+    /// The place as [`ActionPlace`] lists it: "room: object", or "room".
+    fn option_text(&self) -> String {
+        match &self.object {
+            Some(object) => format!("{}: {object}", self.arena),
+            None => self.arena.clone(),
+        }
     }
 }
 
@@ -360,13 +367,13 @@ impl Prompt for ActionPlace {
     }
 
     fn parse(&self, cleaned: &str) -> Result<PlaceChoice, ParseError> {
-        let options = self.option_texts();
+        let choices = self.choices();
+        let options: Vec<String> = choices.iter().map(PlaceChoice::option_text).collect();
         let chosen = choose(cleaned, &options)?;
-        let index = options
+        options
             .iter()
             .position(|o| *o == chosen)
-            .ok_or_else(|| ParseError::new("choice out of range"))?;
-        self.output_for_option(index)
+            .and_then(|index| choices.into_iter().nth(index))
             .ok_or_else(|| ParseError::new("choice out of range"))
     }
 

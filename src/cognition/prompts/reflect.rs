@@ -113,26 +113,18 @@ pub struct InsightsWithEvidence {
 impl InsightsWithEvidence {
     /// The JSON schema of the answer (with an `"importance"` per insight when `rated`).
     pub fn schema(rated: bool) -> Value {
-        let mut schema = Self::unrated_schema();
-        if rated
-            && let Some(item) = schema.pointer_mut("/properties/insights/items")
-            && let Some(item) = item.as_object_mut()
-        {
-            if let Some(properties) = item.get_mut("properties").and_then(Value::as_object_mut) {
-                properties.insert(
-                    "importance".into(),
-                    json!({"type": "integer", "minimum": 1, "maximum": 10}),
-                );
-            }
-            item.insert(
-                "required".into(),
-                json!(["insight", "evidence", "importance"]),
+        let mut properties = json!({
+            "insight": {"type": "string", "minLength": 1},
+            "evidence": {"type": "array", "items": {"type": "integer", "minimum": 1}}
+        });
+        let mut required = vec!["insight", "evidence"];
+        if rated && let Some(map) = properties.as_object_mut() {
+            map.insert(
+                "importance".into(),
+                json!({"type": "integer", "minimum": 1, "maximum": 10}),
             );
+            required.push("importance");
         }
-        schema
-    }
-
-    fn unrated_schema() -> Value {
         json!({
             "type": "object",
             "properties": {
@@ -140,11 +132,8 @@ impl InsightsWithEvidence {
                     "type": "array",
                     "items": {
                         "type": "object",
-                        "properties": {
-                            "insight": {"type": "string", "minLength": 1},
-                            "evidence": {"type": "array", "items": {"type": "integer", "minimum": 1}}
-                        },
-                        "required": ["insight", "evidence"],
+                        "properties": properties,
+                        "required": required,
                         "additionalProperties": false
                     }
                 }
