@@ -36,6 +36,8 @@
 //! GA_BENCH_WINDOW=360 cargo bench --no-default-features --bench agent_steps    # an hour a sample
 //! GA_BENCH_TOWN=crowd cargo bench --no-default-features --bench agent_steps      # one town only
 //! GA_BENCH_GROUPS=off cargo bench --no-default-features --bench agent_steps    # no group talk
+//! GA_BENCH_PERF_CTL=ctl.fifo perf record --control=fifo:ctl.fifo -D -1 -g <bench binary> --bench
+//!                                                          # profile the timed windows only
 //! ```
 //!
 //! `GA_BENCH_CENSUS=K` skips criterion and, for each size, runs K steps from the snapshot once
@@ -183,12 +185,36 @@ fn run_steps(app: &mut App, steps: u64) -> Duration {
         clock.stop_at_step = Some(target);
         clock.speed = SimSpeed::Max;
     }
+    profiler_control("enable");
     let start = Instant::now();
     while app.world().resource::<SimClock>().step() < target {
         app.update();
         FRAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    start.elapsed()
+    let elapsed = start.elapsed();
+    profiler_control("disable");
+    elapsed
+}
+
+/// `GA_BENCH_PERF_CTL=FIFO`: tells `perf record --control=fifo:FIFO -D -1` to sample only the
+/// timed windows (not the warm-up, the snapshot or its restoring), by writing `enable` and
+/// `disable` to its control fifo around each window.
+fn profiler_control(command: &str) {
+    use std::io::Write;
+    static FIFO: std::sync::OnceLock<Option<std::sync::Mutex<std::fs::File>>> =
+        std::sync::OnceLock::new();
+    let fifo = FIFO.get_or_init(|| {
+        let path = std::env::var_os("GA_BENCH_PERF_CTL")?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|err| eprintln!("GA_BENCH_PERF_CTL: {err}"))
+            .ok()
+            .map(std::sync::Mutex::new)
+    });
+    if let Some(Ok(mut file)) = fifo.as_ref().map(|f| f.lock()) {
+        let _ = writeln!(file, "{command}");
+    }
 }
 
 /// Frames run by `run_steps` so far (the census reports frames per step).

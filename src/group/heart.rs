@@ -29,7 +29,8 @@
 //! messages go out. A line's memory embedding is computed in the same task, so storing it in
 //! every follower's memory costs one embedding for all of them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
@@ -46,7 +47,7 @@ use crate::dialogue::{
 };
 use crate::llm::{EMBED_KIND, LlmClient};
 use crate::memory::{ChatLine, NewMemory};
-use crate::persona::{ChattingWith, Mind, Persona};
+use crate::persona::{ChattingWith, Mind, MindState, Persona};
 use crate::prompt::{
     FailureLog, FailureReason, ModelFailure, PromptContext, PromptLibrary, run_prompt,
 };
@@ -150,16 +151,24 @@ impl GroupAttention {
     }
 }
 
-/// A heard line on its way into memory.
+/// A heard line on its way into a listener's memory.
 #[derive(Debug, Clone)]
 struct PendingMemory {
+    /// What everyone who heard it remembers alike (one copy, however many heard it).
+    heard: Arc<HeardLine>,
+    /// Whether the line names this listener.
+    named: bool,
+}
+
+/// A line as every listener remembers it.
+#[derive(Debug)]
+struct HeardLine {
     time: NaiveDateTime,
     speaker: String,
     line: String,
     place: String,
     description: String,
     embedding: Vec<f32>,
-    named: bool,
 }
 
 /// A line a call produced, with the embedding of its memory description.
@@ -380,13 +389,16 @@ fn memory_description(speaker: &str, place: &str, text: &str) -> String {
 
 /// Whether `text` names `first_name` or `name` as a whole word (any case).
 fn names(text: &str, name: &str, first_name: &str) -> bool {
-    let lower = text.to_lowercase();
-    let words: BTreeSet<&str> = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
+    names_lowercased(&text.to_lowercase(), name, first_name)
+}
+
+/// [`names`] of a text already lowercased (a line heard by many is lowercased once).
+fn names_lowercased(lower: &str, name: &str, first_name: &str) -> bool {
     let first = first_name.to_lowercase();
-    (!first.is_empty() && words.contains(first.as_str()))
+    (!first.is_empty()
+        && lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| w == first))
         || (!name.is_empty() && lower.contains(&name.to_lowercase()))
 }
 
@@ -574,6 +586,19 @@ pub(super) fn group_step(world: &mut World) {
             step + every
         }
     };
+    // 2. Memories, when the mind is home: each persona stores only its own heard lines, so
+    // all of them at once, before the persona-by-persona loop. A prompt this step sees the
+    // chats from before them (read first, only for those with something to store).
+    let mut details_before: HashMap<Entity, Details> = people
+        .iter()
+        .filter(|someone| {
+            world
+                .get::<GroupAttention>(someone.entity)
+                .is_some_and(|group| !group.pending.is_empty())
+        })
+        .map(|someone| (someone.entity, details(world, someone)))
+        .collect();
+    flush_all_memories(world, &people, &settings);
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
         for (index, someone) in people.iter().enumerate() {
@@ -607,10 +632,8 @@ pub(super) fn group_step(world: &mut World) {
                 .attention
                 .flows
                 .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
-            // 2. Memories, when the mind is home. A prompt this step sees the chats from before
-            // them (read now, only when there is something to store).
-            let mut details_now = (!group.pending.is_empty()).then(|| details(world, someone));
-            flush_memories(world, someone, &mut group, &settings);
+            // 2. Memories: stored before the loop (see `flush_all_memories`).
+            let mut details_now = details_before.remove(&someone.entity);
             // 3. Social state.
             let social = if someone.asleep {
                 SocialState::Offline
@@ -1351,41 +1374,56 @@ fn gather(world: &mut World) -> Vec<Someone> {
     people
 }
 
-/// Stores the persona's heard lines as chat memories, if its mind is home.
+/// Stores every listed persona's heard lines as chat memories, each whose mind is home, in
+/// parallel (a persona's lines go to its own memory only, in the order heard).
+fn flush_all_memories(world: &mut World, people: &[Someone], settings: &GroupSettings) {
+    let by_entity: HashMap<Entity, &Someone> = people.iter().map(|p| (p.entity, p)).collect();
+    let mut query = world.query::<(Entity, &mut Mind, &mut GroupAttention)>();
+    query
+        .par_iter_mut(world)
+        .for_each(|(entity, mut mind, mut group)| {
+            if group.pending.is_empty() {
+                return;
+            }
+            let Some(someone) = by_entity.get(&entity) else {
+                return;
+            };
+            if let Some(state) = mind.get_mut() {
+                flush_memories(state, someone, &mut group, settings);
+            }
+        });
+}
+
+/// Stores the persona's heard lines as chat memories.
 fn flush_memories(
-    world: &mut World,
+    state: &mut MindState,
     someone: &Someone,
     group: &mut GroupAttention,
     settings: &GroupSettings,
 ) {
-    if group.pending.is_empty() {
-        return;
-    }
-    let Some(mut mind) = world.get_mut::<Mind>(someone.entity) else {
-        return;
-    };
-    let Some(state) = mind.get_mut() else {
-        return;
-    };
-    for memory in group.pending.drain(..) {
-        let poignancy = if memory.named {
+    for PendingMemory { heard, named } in group.pending.drain(..) {
+        let poignancy = if named {
             settings.named_poignancy
         } else {
             settings.line_poignancy
         };
-        let node = NewMemory::new(
-            memory.time,
+        let mut node = NewMemory::new(
+            heard.time,
             (
                 someone.name.clone(),
                 "chat with",
-                format!("the group in {}", memory.place),
+                format!("the group in {}", heard.place),
             ),
-            memory.description,
+            heard.description.clone(),
         )
-        .keywords([someone.name.to_lowercase(), memory.speaker.to_lowercase()])
-        .poignancy(poignancy)
-        .embedding(memory.embedding);
-        let lines = vec![ChatLine::new(memory.speaker, memory.line)];
+        .keywords([someone.name.to_lowercase(), heard.speaker.to_lowercase()])
+        .poignancy(poignancy);
+        // The vector only when memory does not hold it yet (it is copied into memory's own
+        // rows; `None` reuses the stored one).
+        if !state.associative.embeddings().contains(&heard.description) {
+            node = node.embedding(heard.embedding.clone());
+        }
+        let lines = vec![ChatLine::new(heard.speaker.clone(), heard.line.clone())];
         match state.associative.add_chat(node, lines) {
             Ok(_) => {
                 state.scratch.importance_trigger_curr -= i32::from(poignancy);
@@ -1614,6 +1652,15 @@ fn remember(
             .unwrap_or_default(),
         StreamKey::Channel(_) => BTreeSet::new(),
     };
+    let lower = line.text.to_lowercase();
+    let heard = Arc::new(HeardLine {
+        time: now,
+        description: memory_description(&line.speaker, &call.place, &line.text),
+        speaker: line.speaker,
+        line: line.text,
+        place: call.place.clone(),
+        embedding,
+    });
     let mut query = world.query::<(Entity, &Name, &mut GroupAttention)>();
     for (entity, name, mut group) in query.iter_mut(world) {
         let follows = group
@@ -1626,13 +1673,8 @@ fn remember(
         }
         let first = name.as_str().split_whitespace().next().unwrap_or_default();
         group.pending.push(PendingMemory {
-            time: now,
-            speaker: line.speaker.clone(),
-            line: line.text.clone(),
-            place: call.place.clone(),
-            description: memory_description(&line.speaker, &call.place, &line.text),
-            embedding: embedding.clone(),
-            named: speaker != Some(entity) && names(&line.text, name.as_str(), first),
+            heard: Arc::clone(&heard),
+            named: speaker != Some(entity) && names_lowercased(&lower, name.as_str(), first),
         });
     }
 }

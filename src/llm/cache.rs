@@ -22,7 +22,9 @@
 //! [`LlmClient::keep`](super::LlmClient::keep)), and embeddings or choice scores only when they
 //! are finite and of the right size.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
+
+use bevy::platform::hash::PassHash;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
@@ -39,8 +41,18 @@ use super::backend::{ChatMessage, ChatRequest, ChatResponse, ChoiceRequest};
 const KEY_VERSION: &[u8] = b"bga-cache-v1";
 
 /// A SHA-256 content address, shown and stored as 64 lowercase hex digits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct CacheKey([u8; 32]);
+
+/// A digest's bits are already uniform: a key hashes as its first eight bytes (equal keys
+/// still compare all 32), so the cache's map needs no hashing of its own (see [`PassHash`]).
+impl std::hash::Hash for CacheKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&self.0[..8]);
+        state.write_u64(u64::from_le_bytes(head));
+    }
+}
 
 impl CacheKey {
     /// The raw digest.
@@ -374,9 +386,12 @@ struct Slot {
 }
 
 struct CacheInner {
-    entries: HashMap<CacheKey, Slot>,
-    /// Keys by last use (a counter, oldest first).
-    recency: BTreeMap<u64, CacheKey>,
+    entries: HashMap<CacheKey, Slot, PassHash>,
+    /// Every use of a key, oldest first, as (use counter, key). A record is live while its
+    /// counter is the key's [`Slot::used`]; a later use leaves the earlier record stale, to be
+    /// skipped (and dropped by [`Self::drop_stale`]) rather than searched for and removed, so
+    /// a hit costs an append, not two ordered-map updates.
+    recency: VecDeque<(u64, CacheKey)>,
     clock: u64,
     memory_bytes: usize,
     limits: CacheLimits,
@@ -390,8 +405,8 @@ struct CacheInner {
 impl CacheInner {
     fn new(limits: CacheLimits) -> Self {
         Self {
-            entries: HashMap::new(),
-            recency: BTreeMap::new(),
+            entries: HashMap::default(),
+            recency: VecDeque::new(),
             clock: 0,
             memory_bytes: 0,
             limits,
@@ -411,11 +426,35 @@ impl CacheInner {
     fn touch(&mut self, key: &CacheKey) -> Option<&CacheEntry> {
         let now = self.clock + 1;
         let slot = self.entries.get_mut(key)?;
-        self.recency.remove(&slot.used);
         slot.used = now;
-        self.recency.insert(now, *key);
         self.clock = now;
+        self.recency.push_back((now, *key));
+        self.drop_stale();
         self.entries.get(key).map(|slot| &slot.entry)
+    }
+
+    /// Whether `record` of [`Self::recency`] is the key's latest use.
+    fn is_live(&self, (used, key): &(u64, CacheKey)) -> bool {
+        self.entries.get(key).is_some_and(|slot| slot.used == *used)
+    }
+
+    /// Keeps the stale records of [`Self::recency`] to at most as many as the live ones (one
+    /// per entry), so the record list stays within twice the entries.
+    fn drop_stale(&mut self) {
+        if self.recency.len() <= 2 * self.entries.len() + 64 {
+            return;
+        }
+        let mut recency = std::mem::take(&mut self.recency);
+        recency.retain(|record| self.is_live(record));
+        self.recency = recency;
+    }
+
+    /// The live keys, least recently used first.
+    fn by_recency(&self) -> impl DoubleEndedIterator<Item = &CacheKey> {
+        self.recency
+            .iter()
+            .filter(|record| self.is_live(record))
+            .map(|(_, key)| key)
     }
 
     /// Stores `entry` as the most recently used, then drops the least recently used entries
@@ -425,20 +464,23 @@ impl CacheInner {
         let bytes = entry.approx_bytes();
         let key = entry.key;
         if let Some(old) = self.entries.insert(key, Slot { entry, bytes, used }) {
-            self.recency.remove(&old.used);
             self.memory_bytes -= old.bytes;
         }
-        self.recency.insert(used, key);
+        self.recency.push_back((used, key));
         self.memory_bytes += bytes;
         while self.memory_bytes > self.limits.memory_bytes && self.entries.len() > 1 {
-            let Some((_, oldest)) = self.recency.pop_first() else {
+            let Some(oldest) = self.recency.pop_front() else {
                 break;
             };
-            if let Some(slot) = self.entries.remove(&oldest) {
+            if !self.is_live(&oldest) {
+                continue;
+            }
+            if let Some(slot) = self.entries.remove(&oldest.1) {
                 self.memory_bytes -= slot.bytes;
                 self.evicted += 1;
             }
         }
+        self.drop_stale();
     }
 
     /// Appends one line, compacting the file first when it would pass its limit.
@@ -465,7 +507,7 @@ impl CacheInner {
         let budget = self.limits.file_bytes / 2;
         let mut lines = Vec::new();
         let mut total = 0u64;
-        for key in self.recency.values().rev() {
+        for key in self.by_recency().rev() {
             let Some(slot) = self.entries.get(key) else {
                 continue;
             };
@@ -683,8 +725,7 @@ impl ResponseCache {
     pub fn entries(&self) -> Vec<CacheEntry> {
         let inner = self.lock();
         inner
-            .recency
-            .values()
+            .by_recency()
             .filter_map(|key| inner.entries.get(key).map(|slot| slot.entry.clone()))
             .collect()
     }

@@ -300,20 +300,20 @@ impl Scratch {
 
 /// Whether an activity text means sleeping.
 pub fn is_sleep_text(text: &str) -> bool {
-    // Asked for every persona every step: no lowercased copy (the words are ASCII, and no
-    // other character lowercases into an ASCII letter they use).
-    ["sleeping", "asleep", "in bed"]
-        .iter()
-        .any(|word| contains_ignore_ascii_case(text, word))
-}
-
-/// Whether `text` contains `word` (ASCII letters compared without case).
-fn contains_ignore_ascii_case(text: &str, word: &str) -> bool {
-    let (text, word) = (text.as_bytes(), word.as_bytes());
-    word.is_empty()
-        || text
-            .windows(word.len())
-            .any(|w| w.eq_ignore_ascii_case(word))
+    // Asked for every persona every step: one pass over the text, no lowercased copy (the
+    // words are ASCII, and no other character lowercases into an ASCII letter they use), a
+    // word compared only where its first letter is.
+    const WORDS: [&[u8]; 3] = [b"sleeping", b"asleep", b"in bed"];
+    let text = text.as_bytes();
+    (0..text.len()).any(|i| {
+        let first = text[i].to_ascii_lowercase();
+        WORDS.iter().any(|word| {
+            word.first() == Some(&first)
+                && text
+                    .get(i..i + word.len())
+                    .is_some_and(|w| w.eq_ignore_ascii_case(word))
+        })
+    })
 }
 
 /// Rounds up to the next whole minute (an exact minute stays).
