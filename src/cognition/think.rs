@@ -786,6 +786,35 @@ type IdlePersonas<'w, 's> =
 /// Every persona's visible action.
 type Everyone<'w, 's> = Query<'w, 's, (&'static Name, &'static ActionView), With<Persona>>;
 
+/// Brings the thoughts' view of everyone up to date: the entries whose action changed are
+/// replaced and the rest kept (most personas keep their action from one step to the next);
+/// when the names differ from the map's (a persona came, went or shares a name) it is built
+/// anew — either way it equals a map built from scratch.
+fn refresh_others(others: &mut BTreeMap<String, OtherPersona>, everyone: &Everyone) {
+    let mut rebuild = others.len() != everyone.iter().len();
+    if !rebuild {
+        for (name, view) in everyone {
+            match others.get_mut(name.as_str()) {
+                Some(other) if other.shows(view) => {}
+                Some(other) => *other = OtherPersona::of(name.as_str(), view),
+                None => {
+                    rebuild = true;
+                    break;
+                }
+            }
+        }
+    }
+    if rebuild {
+        others.clear();
+        for (name, view) in everyone {
+            others.insert(
+                name.as_str().to_string(),
+                OtherPersona::of(name.as_str(), view),
+            );
+        }
+    }
+}
+
 /// Starts this step's thoughts (see the module docs).
 pub(crate) fn start_thoughts(
     mut commands: Commands,
@@ -793,6 +822,7 @@ pub(crate) fn start_thoughts(
     mut landed: ResMut<LandedThoughts>,
     queue: Option<ResMut<OutcomeQueue>>,
     mut book: Local<Option<Arc<AddressBook>>>,
+    mut others: Local<Option<Arc<BTreeMap<String, OtherPersona>>>>,
     mut queries: ParamSet<(IdlePersonas, Everyone)>,
 ) {
     let Some(map) = cx.map.as_ref() else { return };
@@ -845,14 +875,9 @@ pub(crate) fn start_thoughts(
     }
     needy.sort();
 
-    let mut others_map = BTreeMap::new();
-    for (name, view) in &queries.p1() {
-        others_map.insert(
-            name.as_str().to_string(),
-            OtherPersona::of(name.as_str(), view),
-        );
-    }
-    let others = Arc::new(others_map);
+    let others = others.get_or_insert_with(Default::default);
+    refresh_others(Arc::make_mut(others), &queries.p1());
+    let others = Arc::clone(others);
 
     let mut personas = queries.p0();
     let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
@@ -1007,6 +1032,68 @@ mod tests {
         NaiveDate::from_ymd_opt(2023, 2, 13)
             .and_then(|d| d.and_hms_opt(h, m, s))
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_view_of_everyone_is_kept_equal_to_one_built_from_scratch() {
+        use bevy::ecs::system::SystemState;
+        let mut world = World::new();
+        let view = |description: &str, end: Option<NaiveDateTime>| ActionView {
+            description: description.into(),
+            end_time: end,
+            ..Default::default()
+        };
+        let ana = world
+            .spawn((
+                Persona,
+                Name::new("Ana"),
+                view("reading", Some(at(9, 0, 0))),
+            ))
+            .id();
+        world.spawn((Persona, Name::new("Bo"), view("sleeping", None)));
+        let mut state: SystemState<Everyone> = SystemState::new(&mut world);
+        let fresh = |world: &mut World, state: &mut SystemState<Everyone>| {
+            let Ok(everyone) = state.get(world) else {
+                panic!("the query is valid");
+            };
+            let mut map = BTreeMap::new();
+            for (name, view) in &everyone {
+                map.insert(name.to_string(), OtherPersona::of(name.as_str(), view));
+            }
+            map
+        };
+        let mut others = BTreeMap::new();
+        let mut check = |world: &mut World, others: &mut BTreeMap<String, OtherPersona>| {
+            let Ok(everyone) = state.get(world) else {
+                panic!("the query is valid");
+            };
+            refresh_others(others, &everyone);
+            assert_eq!(*others, fresh(world, &mut state));
+        };
+        check(&mut world, &mut others);
+        assert!(others["Bo"].sleeping && !others["Ana"].sleeping);
+        // One action changes, then its end alone.
+        world
+            .entity_mut(ana)
+            .insert(view("asleep in bed", Some(at(9, 0, 0))));
+        check(&mut world, &mut others);
+        assert!(others["Ana"].sleeping);
+        world
+            .entity_mut(ana)
+            .insert(view("asleep in bed", Some(at(9, 30, 0))));
+        check(&mut world, &mut others);
+        assert_eq!(others["Ana"].end_time, Some(at(9, 30, 0)));
+        // Someone comes; someone is renamed (same count, a name the map lacks); one leaves.
+        let cy = world
+            .spawn((Persona, Name::new("Cy"), view("cooking", None)))
+            .id();
+        check(&mut world, &mut others);
+        world.entity_mut(cy).insert(Name::new("Cyd"));
+        check(&mut world, &mut others);
+        assert!(others.contains_key("Cyd") && !others.contains_key("Cy"));
+        world.entity_mut(ana).despawn();
+        check(&mut world, &mut others);
+        assert_eq!(others.len(), 2);
     }
 
     #[test]

@@ -70,6 +70,15 @@ impl OtherPersona {
             waiting: view.address.as_ref().is_some_and(ActionAddress::is_waiting),
         }
     }
+
+    /// Whether this is already the snapshot of `view` (the name aside): what
+    /// [`Self::of`] reads is unchanged.
+    pub fn shows(&self, view: &ActionView) -> bool {
+        self.end_time == view.end_time
+            && self.chatting == view.chatting_with.is_some()
+            && self.address == view.address
+            && self.description == view.description
+    }
 }
 
 /// Something a thought did that the persona's [`Diary`](crate::persona::Diary) records.

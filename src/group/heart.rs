@@ -456,9 +456,12 @@ struct Details {
 /// The persona's identity and its three latest chat memories (its mind is home: `gather` only
 /// lists such personas).
 fn details(world: &World, someone: &Someone) -> Details {
-    world
-        .get::<Mind>(someone.entity)
-        .and_then(Mind::get)
+    details_of(world.get::<Mind>(someone.entity).and_then(Mind::get))
+}
+
+/// [`details`] of a mind (none when it is out).
+fn details_of(state: Option<&MindState>) -> Details {
+    state
         .map(|state| Details {
             identity: state.scratch.identity_summary(),
             memories: state
@@ -488,6 +491,16 @@ fn persona_words(identity: &str, activity: &str) -> BTreeSet<String> {
     let mut words = content_words(identity);
     words.extend(content_words(activity));
     words
+}
+
+/// The step a focused cycle comes due again: a beat (`every` steps) later, or in rounds on
+/// the clock's next beat, so a stream's focused personas fall due together.
+fn next_cycle(step: u64, every: u64, on_the_beat: bool) -> u64 {
+    if on_the_beat {
+        (step / every + 1) * every
+    } else {
+        step + every
+    }
 }
 
 /// One step of the heart flow (see the module docs).
@@ -579,13 +592,7 @@ pub(super) fn group_step(world: &mut World) {
     let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
     // The last step at which a line a round plans this step may be said.
     let plan_until = step + 2 * every;
-    let next_cycle = |on_the_beat: bool| {
-        if on_the_beat {
-            (step / every + 1) * every
-        } else {
-            step + every
-        }
-    };
+    let next_cycle = |on_the_beat: bool| next_cycle(step, every, on_the_beat);
     // 2. Memories, when the mind is home: each persona stores only its own heard lines, so
     // all of them at once, before the persona-by-persona loop. A prompt this step sees the
     // chats from before them (read first, only for those with something to store).
@@ -601,131 +608,31 @@ pub(super) fn group_step(world: &mut World) {
     flush_all_memories(world, &people, &settings);
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
+        let cx = HearingContext {
+            streams,
+            opened: &opened,
+            settings: &settings,
+            step,
+            secs,
+            rounds_on,
+            every,
+        };
+        let mut hearings = hear_everyone(world, &people, &mut details_before, &cx);
         for (index, someone) in people.iter().enumerate() {
-            let Some(mut group) = world
-                .get_mut::<GroupAttention>(someone.entity)
-                .map(|mut g| std::mem::take(&mut *g))
+            let Some(Hearing {
+                mut group,
+                moved,
+                mut details_now,
+                observed,
+                call,
+                looked_before,
+                listening,
+            }) = hearings.get_mut(index).and_then(Option::take)
             else {
                 continue;
             };
-            let mut moved: Vec<(StreamKey, Change)> = Vec::new();
-            // A stream the persona is no longer in is left.
-            for (key, flow) in &mut group.attention.flows {
-                let inside = streams.get(key).is_some_and(|s| s.reaches(someone.entity));
-                if !inside && flow.state != ChatState::Absent {
-                    moved.push((key.clone(), flow.go(ChatState::Absent)));
-                }
-            }
-            group.seen.retain(|key, _| streams.get(key).is_some());
-            let focused = |flows: &BTreeMap<StreamKey, SubFlow>, key: &StreamKey| {
-                flows
-                    .get(key)
-                    .is_some_and(|f| f.state == ChatState::Focused)
-            };
-            group
-                .cycles
-                .retain(|key, _| focused(&group.attention.flows, key));
-            group
-                .planned
-                .retain(|key, _| focused(&group.attention.flows, key));
-            group
-                .attention
-                .flows
-                .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
-            // 2. Memories: stored before the loop (see `flush_all_memories`).
-            let mut details_now = details_before.remove(&someone.entity);
-            // 3. Social state.
-            let social = if someone.asleep {
-                SocialState::Offline
-            } else {
-                group.social_for(&someone.activity)
-            };
-            moved.extend(group.attention.set_social(social));
-            // 4. Hearing.
-            let mut rng = heart_rng(&someone.name, step);
-            let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
-            let mut words: Option<BTreeSet<String>> = None;
-            for stream in streams.iter() {
-                if !stream.reaches(someone.entity) {
-                    continue;
-                }
-                let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
-                let opened_now = opened.contains(&stream.key);
-                let flow = group.attention.flow(&stream.key);
-                if opened_now {
-                    // Noticing the gathering is the first thing heard.
-                    flow.hear(0.5, false, &settings.attention);
-                }
-                for line in stream.lines_after(seen) {
-                    if line.persona == Some(someone.entity) {
-                        continue;
-                    }
-                    let named = names(&line.text, &someone.name, &someone.first_name);
-                    let words = words.get_or_insert_with(|| {
-                        let details = details_now.get_or_insert_with(|| details(world, someone));
-                        persona_words(&details.identity, &someone.activity)
-                    });
-                    flow.hear(relevance(&line.text, words), named, &settings.attention);
-                    // Each message may be answered, by a draw.
-                    let draw: f32 = rng.random();
-                    if flow.wants_to_reply(draw, &settings.attention) {
-                        reply_wins.insert(stream.key.clone());
-                    }
-                }
-                group.seen.insert(stream.key.clone(), stream.last_seq());
-            }
-            // 5. Time.
-            moved.extend(group.attention.tick(secs, &settings.attention, &mut rng));
-            // 6. At most one call.
-            // A focused stream's cycle is due once `focus_cycle_every` seconds have passed since
-            // the last, if another speaker said something since that cycle observed.
-            let mut observed: BTreeMap<StreamKey, Vec<String>> = BTreeMap::new();
-            for (key, flow) in &group.attention.flows {
-                if flow.state != ChatState::Focused {
-                    continue;
-                }
-                let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
-                if step < due {
-                    continue;
-                }
-                let Some(stream) = streams.get(key) else {
-                    continue;
-                };
-                let new: Vec<String> = stream
-                    .lines_after(looked)
-                    .filter(|l| l.persona != Some(someone.entity))
-                    .map(shown)
-                    .collect();
-                if !new.is_empty() {
-                    observed.insert(key.clone(), new);
-                }
-            }
-            let call = if someone.free && !someone.asleep && !someone.chatting {
-                choose_call(&group, &observed, &reply_wins)
-            } else {
-                None
-            };
-            // The last line this cycle's previous one observed (the round shows what is new).
-            let mut looked_before = 0;
-            if let Some((CallKind::Focus, key)) = &call
-                && let Some(stream) = streams.get(key)
-            {
-                looked_before = group.cycles.get(key).map_or(0, |(looked, _)| *looked);
-                group
-                    .cycles
-                    .insert(key.clone(), (stream.last_seq(), next_cycle(rounds_on)));
-            }
-            if rounds_on && call.is_none() && someone.free && !someone.asleep && !someone.chatting {
-                // Focused but with nothing new to answer: a listener at its streams' rounds.
-                for (key, flow) in &group.attention.flows {
-                    if flow.state == ChatState::Focused {
-                        let looked = group.cycles.get(key).map_or(0, |(looked, _)| *looked);
-                        listeners
-                            .entry(key.clone())
-                            .or_default()
-                            .push((index, looked));
-                    }
-                }
+            for (key, looked) in listening {
+                listeners.entry(key).or_default().push((index, looked));
             }
             // In rounds the join question waits for its stream's round.
             let call = match call {
@@ -1372,6 +1279,242 @@ fn gather(world: &mut World) -> Vec<Someone> {
     }
     people.sort_by_key(|p| p.entity);
     people
+}
+
+/// What a persona heard and chose this step (steps 1 and 3–6 of the heart flow, up to the
+/// call it makes): each persona reads only its own attention, its own mind and the streams,
+/// so everyone's is worked out at once, in parallel, before the calls start in entity order.
+struct Hearing {
+    group: GroupAttention,
+    moved: Vec<(StreamKey, Change)>,
+    details_now: Option<Details>,
+    observed: BTreeMap<StreamKey, Vec<String>>,
+    call: Option<(CallKind, StreamKey)>,
+    looked_before: u64,
+    /// Lean rounds: the focused streams the persona listens at, with the last line it saw.
+    listening: Vec<(StreamKey, u64)>,
+}
+
+/// What a step's hearing reads besides the persona (see [`Hearing`]).
+struct HearingContext<'a> {
+    streams: &'a GroupStreams,
+    opened: &'a [StreamKey],
+    settings: &'a GroupSettings,
+    step: u64,
+    secs: f32,
+    rounds_on: bool,
+    every: u64,
+}
+
+/// Works out a persona's [`Hearing`] (see there).
+fn hear(
+    someone: &Someone,
+    mut group: GroupAttention,
+    state: Option<&MindState>,
+    mut details_now: Option<Details>,
+    cx: &HearingContext,
+) -> Hearing {
+    let HearingContext {
+        streams,
+        opened,
+        settings,
+        step,
+        secs,
+        rounds_on,
+        every,
+    } = *cx;
+    let next_cycle = |on_the_beat: bool| next_cycle(step, every, on_the_beat);
+    let mut moved: Vec<(StreamKey, Change)> = Vec::new();
+    // A stream the persona is no longer in is left.
+    for (key, flow) in &mut group.attention.flows {
+        let inside = streams.get(key).is_some_and(|s| s.reaches(someone.entity));
+        if !inside && flow.state != ChatState::Absent {
+            moved.push((key.clone(), flow.go(ChatState::Absent)));
+        }
+    }
+    group.seen.retain(|key, _| streams.get(key).is_some());
+    let focused = |flows: &BTreeMap<StreamKey, SubFlow>, key: &StreamKey| {
+        flows
+            .get(key)
+            .is_some_and(|f| f.state == ChatState::Focused)
+    };
+    group
+        .cycles
+        .retain(|key, _| focused(&group.attention.flows, key));
+    group
+        .planned
+        .retain(|key, _| focused(&group.attention.flows, key));
+    group
+        .attention
+        .flows
+        .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
+    // 2. Memories: stored before (see `flush_all_memories`).
+    // 3. Social state.
+    let social = if someone.asleep {
+        SocialState::Offline
+    } else {
+        group.social_for(&someone.activity)
+    };
+    moved.extend(group.attention.set_social(social));
+    // 4. Hearing.
+    let mut rng = heart_rng(&someone.name, step);
+    let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
+    let mut words: Option<BTreeSet<String>> = None;
+    for stream in streams.iter() {
+        if !stream.reaches(someone.entity) {
+            continue;
+        }
+        let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
+        let opened_now = opened.contains(&stream.key);
+        let flow = group.attention.flow(&stream.key);
+        if opened_now {
+            // Noticing the gathering is the first thing heard.
+            flow.hear(0.5, false, &settings.attention);
+        }
+        for line in stream.lines_after(seen) {
+            if line.persona == Some(someone.entity) {
+                continue;
+            }
+            let named = names(&line.text, &someone.name, &someone.first_name);
+            let words = words.get_or_insert_with(|| {
+                let details = details_now.get_or_insert_with(|| details_of(state));
+                persona_words(&details.identity, &someone.activity)
+            });
+            flow.hear(relevance(&line.text, words), named, &settings.attention);
+            // Each message may be answered, by a draw.
+            let draw: f32 = rng.random();
+            if flow.wants_to_reply(draw, &settings.attention) {
+                reply_wins.insert(stream.key.clone());
+            }
+        }
+        group.seen.insert(stream.key.clone(), stream.last_seq());
+    }
+    // 5. Time.
+    moved.extend(group.attention.tick(secs, &settings.attention, &mut rng));
+    // 6. At most one call.
+    // A focused stream's cycle is due once `focus_cycle_every` seconds have passed since
+    // the last, if another speaker said something since that cycle observed.
+    let mut observed: BTreeMap<StreamKey, Vec<String>> = BTreeMap::new();
+    for (key, flow) in &group.attention.flows {
+        if flow.state != ChatState::Focused {
+            continue;
+        }
+        let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
+        if step < due {
+            continue;
+        }
+        let Some(stream) = streams.get(key) else {
+            continue;
+        };
+        let new: Vec<String> = stream
+            .lines_after(looked)
+            .filter(|l| l.persona != Some(someone.entity))
+            .map(shown)
+            .collect();
+        if !new.is_empty() {
+            observed.insert(key.clone(), new);
+        }
+    }
+    let call = if someone.free && !someone.asleep && !someone.chatting {
+        choose_call(&group, &observed, &reply_wins)
+    } else {
+        None
+    };
+    // The last line this cycle's previous one observed (the round shows what is new).
+    let mut looked_before = 0;
+    if let Some((CallKind::Focus, key)) = &call
+        && let Some(stream) = streams.get(key)
+    {
+        looked_before = group.cycles.get(key).map_or(0, |(looked, _)| *looked);
+        group
+            .cycles
+            .insert(key.clone(), (stream.last_seq(), next_cycle(rounds_on)));
+    }
+    let mut listening = Vec::new();
+    if rounds_on && call.is_none() && someone.free && !someone.asleep && !someone.chatting {
+        // Focused but with nothing new to answer: a listener at its streams' rounds.
+        for (key, flow) in &group.attention.flows {
+            if flow.state == ChatState::Focused {
+                let looked = group.cycles.get(key).map_or(0, |(looked, _)| *looked);
+                listening.push((key.clone(), looked));
+            }
+        }
+    }
+    Hearing {
+        group,
+        moved,
+        details_now,
+        observed,
+        call,
+        looked_before,
+        listening,
+    }
+}
+
+/// Every listed persona's [`Hearing`], by its index in `people` (`None` for one without
+/// group attention), worked out in parallel; their attention is taken out of the world, to be
+/// put back when the persona's call is settled.
+fn hear_everyone(
+    world: &mut World,
+    people: &[Someone],
+    details_before: &mut HashMap<Entity, Details>,
+    cx: &HearingContext,
+) -> Vec<Option<Hearing>> {
+    let by_entity: HashMap<Entity, usize> = people
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.entity, i))
+        .collect();
+    let mut details: Vec<Option<Details>> = people
+        .iter()
+        .map(|p| details_before.remove(&p.entity))
+        .collect();
+    let mut jobs: Vec<Option<(Entity, GroupAttention, Option<Details>)>> = Vec::new();
+    jobs.resize_with(people.len(), || None);
+    let mut query = world.query::<(Entity, &mut GroupAttention)>();
+    for (entity, mut group) in query.iter_mut(world) {
+        if let Some(&i) = by_entity.get(&entity)
+            && let Some(job) = jobs.get_mut(i)
+        {
+            let details_now = details.get_mut(i).and_then(Option::take);
+            *job = Some((entity, std::mem::take(&mut *group), details_now));
+        }
+    }
+    let world: &World = world;
+    let mut hearings: Vec<Option<Hearing>> = Vec::new();
+    hearings.resize_with(people.len(), || None);
+    let hear_one =
+        |(someone, job): (&Someone, Option<(Entity, GroupAttention, Option<Details>)>)| {
+            let (entity, group, details_now) = job?;
+            let state = world.get::<Mind>(entity).and_then(Mind::get);
+            Some(hear(someone, group, state, details_now, cx))
+        };
+    let pool = bevy::tasks::ComputeTaskPool::get_or_init(bevy::tasks::TaskPool::default);
+    // The pool's threads and this one (a scope's caller works too), two pieces each.
+    let pieces_wanted = 2 * (pool.thread_num() + 1);
+    let per_task = people.len().div_ceil(pieces_wanted).max(1);
+    let mut pieces: Vec<(&mut [Option<Hearing>], Vec<(&Someone, Option<_>)>)> = Vec::new();
+    let mut jobs = jobs.into_iter();
+    let mut people_left = people.iter();
+    for out in hearings.chunks_mut(per_task) {
+        let work: Vec<_> = people_left
+            .by_ref()
+            .take(out.len())
+            .zip(jobs.by_ref())
+            .collect();
+        pieces.push((out, work));
+    }
+    pool.scope(|scope| {
+        for (out, work) in pieces {
+            let hear_one = &hear_one;
+            scope.spawn(async move {
+                for (slot, item) in out.iter_mut().zip(work) {
+                    *slot = hear_one(item);
+                }
+            });
+        }
+    });
+    hearings
 }
 
 /// Stores every listed persona's heard lines as chat memories, each whose mind is home, in

@@ -57,7 +57,11 @@ pub(crate) fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
 #[derive(Debug, Clone, PartialEq, Default)]
 struct KindIndex {
     seq: Vec<NodeId>,
-    by_keyword: BTreeMap<String, Vec<NodeId>>,
+    /// The (s, p, o) fingerprint of each node of `seq`, in the same order: the novelty check
+    /// reads the latest few side by side instead of one column entry per node.
+    triples: Vec<u64>,
+    /// Keyword → nodes (looked up, never walked in order: a hash map).
+    by_keyword: bevy::platform::collections::HashMap<String, Vec<NodeId>>,
 }
 
 /// A persona's memory stream: events, chats and thoughts, their keyword indexes and keyword
@@ -151,12 +155,19 @@ impl AssociativeMemory {
     /// step 3). Compares fingerprints first, so a miss costs no string comparison.
     pub(crate) fn recent_event_is(&self, latest: usize, (s, p, o): (&str, &str, &str)) -> bool {
         let fingerprint = triple_fingerprint(s, p, o);
-        self.events.seq.iter().rev().take(latest).any(|id| {
-            self.columns.triple.get(id.index()) == Some(&fingerprint)
-                && self.nodes.get(id.index()).is_some_and(|node| {
-                    node.subject == s && node.predicate == p && node.object == o
-                })
-        })
+        let events = &self.events;
+        events
+            .triples
+            .iter()
+            .zip(&events.seq)
+            .rev()
+            .take(latest)
+            .any(|(&triple, id)| {
+                triple == fingerprint
+                    && self.nodes.get(id.index()).is_some_and(|node| {
+                        node.subject == s && node.predicate == p && node.object == o
+                    })
+            })
     }
 
     /// Events, newest first.
@@ -315,8 +326,10 @@ impl AssociativeMemory {
     fn push_indexed(&mut self, mut node: ConceptNode, row: usize, count_strength: bool) {
         let id = node.id;
         let idle = is_idle_triple(&node.predicate, &node.object);
+        let triple = triple_fingerprint(&node.subject, &node.predicate, &node.object);
         let index = self.index_mut(node.kind);
         index.seq.push(id);
+        index.triples.push(triple);
         node.type_count = u32::try_from(index.seq.len()).unwrap_or(u32::MAX);
         // Look up before inserting: most keywords are already there, and `entry` would allocate
         // an owned key for every one.
@@ -355,11 +368,7 @@ impl AssociativeMemory {
             .expiration
             .push(node.expiration.map_or(i64::MAX, epoch_seconds));
         columns.candidate.push(node.kind != NodeKind::Chat && !idle);
-        columns.triple.push(triple_fingerprint(
-            &node.subject,
-            &node.predicate,
-            &node.object,
-        ));
+        columns.triple.push(triple);
         self.nodes.push(node);
     }
 

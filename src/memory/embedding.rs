@@ -44,10 +44,13 @@
 //! with the rows in the CPU's cache), so on x86-64 CPUs with AVX2 — found at run time — a kernel
 //! built on `vpmaddubsw` sums the same integers about 3.5 times as fast (`avx2`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use bevy::prelude::Reflect;
+
+/// A map keyed by text with bevy's fixed (fast, deterministic) hasher.
+type TextMap<V> = bevy::platform::collections::HashMap<String, V>;
 use serde::{Deserialize, Serialize};
 
 use super::MemoryError;
@@ -244,7 +247,8 @@ pub struct EmbeddingStore {
     model: String,
     /// 0 until the first vector fixes it (for stores made with `Default`).
     dim: usize,
-    index: HashMap<String, u32>,
+    /// Text → row (foldhash: texts are looked up for every memory a persona forms).
+    index: TextMap<u32>,
     keys: Vec<String>,
     /// Row `r` is row `r % CHUNK_ROWS` of chunk `r / CHUNK_ROWS`; every chunk but the last holds
     /// exactly [`CHUNK_ROWS`] rows.
