@@ -957,6 +957,41 @@ mod tests {
     }
 
     #[test]
+    fn many_hits_keep_the_use_list_bounded_and_the_order_of_use() {
+        let entry_bytes = chat_entry(0, "x").approx_bytes();
+        let limits = CacheLimits {
+            memory_bytes: entry_bytes * 3,
+            file_bytes: u64::MAX,
+        };
+        let cache = ResponseCache::in_memory_with_limits(limits);
+        for i in 0..3 {
+            cache.insert(chat_entry(i, "x")).expect("insert");
+        }
+        for _ in 0..10_000 {
+            assert!(cache.get(&chat_entry(1, "").key).is_some());
+            assert!(cache.get(&chat_entry(0, "").key).is_some());
+        }
+        {
+            let inner = cache.lock();
+            assert!(
+                inner.recency.len() <= 2 * inner.entries.len() + 64,
+                "{} records for {} entries",
+                inner.recency.len(),
+                inner.entries.len()
+            );
+        }
+        let order = |cache: &ResponseCache| -> Vec<CacheKey> {
+            cache.entries().iter().map(|entry| entry.key).collect()
+        };
+        let key = |i| chat_entry(i, "").key;
+        assert_eq!(order(&cache), vec![key(2), key(1), key(0)]);
+        // Entry 2 was used least recently: a new entry evicts it, and only it.
+        cache.insert(chat_entry(3, "x")).expect("insert");
+        assert_eq!(order(&cache), vec![key(1), key(0), key(3)]);
+        assert_eq!(cache.stats().evicted, 1);
+    }
+
+    #[test]
     fn the_file_is_compacted_to_its_limit_keeping_recent_entries() {
         let path = temp_path("compact");
         let line_bytes = serde_json::to_string(&chat_entry(0, &"x".repeat(500)))
