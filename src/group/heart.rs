@@ -1451,6 +1451,14 @@ fn hear(
     }
 }
 
+/// A persona's attention taken out of the world for its [`Hearing`], with its identity and
+/// chats if already read.
+struct HearingJob {
+    entity: Entity,
+    group: GroupAttention,
+    details_now: Option<Details>,
+}
+
 /// Every listed persona's [`Hearing`], by its index in `people` (`None` for one without
 /// group attention), worked out in parallel; their attention is taken out of the world, to be
 /// put back when the persona's call is settled.
@@ -1465,51 +1473,42 @@ fn hear_everyone(
         .enumerate()
         .map(|(i, p)| (p.entity, i))
         .collect();
-    let mut details: Vec<Option<Details>> = people
-        .iter()
-        .map(|p| details_before.remove(&p.entity))
-        .collect();
-    let mut jobs: Vec<Option<(Entity, GroupAttention, Option<Details>)>> = Vec::new();
+    let mut jobs: Vec<Option<HearingJob>> = Vec::new();
     jobs.resize_with(people.len(), || None);
     let mut query = world.query::<(Entity, &mut GroupAttention)>();
     for (entity, mut group) in query.iter_mut(world) {
         if let Some(&i) = by_entity.get(&entity)
             && let Some(job) = jobs.get_mut(i)
         {
-            let details_now = details.get_mut(i).and_then(Option::take);
-            *job = Some((entity, std::mem::take(&mut *group), details_now));
+            *job = Some(HearingJob {
+                entity,
+                group: std::mem::take(&mut *group),
+                details_now: details_before.remove(&entity),
+            });
         }
     }
     let world: &World = world;
     let mut hearings: Vec<Option<Hearing>> = Vec::new();
     hearings.resize_with(people.len(), || None);
-    let hear_one =
-        |(someone, job): (&Someone, Option<(Entity, GroupAttention, Option<Details>)>)| {
-            let (entity, group, details_now) = job?;
-            let state = world.get::<Mind>(entity).and_then(Mind::get);
-            Some(hear(someone, group, state, details_now, cx))
-        };
     let pool = bevy::tasks::ComputeTaskPool::get_or_init(bevy::tasks::TaskPool::default);
     // The pool's threads and this one (a scope's caller works too), two pieces each.
-    let pieces_wanted = 2 * (pool.thread_num() + 1);
-    let per_task = people.len().div_ceil(pieces_wanted).max(1);
-    let mut pieces: Vec<(&mut [Option<Hearing>], Vec<(&Someone, Option<_>)>)> = Vec::new();
-    let mut jobs = jobs.into_iter();
-    let mut people_left = people.iter();
-    for out in hearings.chunks_mut(per_task) {
-        let work: Vec<_> = people_left
-            .by_ref()
-            .take(out.len())
-            .zip(jobs.by_ref())
-            .collect();
-        pieces.push((out, work));
-    }
+    let pieces = 2 * (pool.thread_num() + 1);
+    let per_piece = people.len().div_ceil(pieces).max(1);
     pool.scope(|scope| {
-        for (out, work) in pieces {
-            let hear_one = &hear_one;
+        let work = people.chunks(per_piece).zip(jobs.chunks_mut(per_piece));
+        for ((people, jobs), out) in work.zip(hearings.chunks_mut(per_piece)) {
             scope.spawn(async move {
-                for (slot, item) in out.iter_mut().zip(work) {
-                    *slot = hear_one(item);
+                for ((someone, job), slot) in people.iter().zip(jobs).zip(out) {
+                    let Some(HearingJob {
+                        entity,
+                        group,
+                        details_now,
+                    }) = job.take()
+                    else {
+                        continue;
+                    };
+                    let state = world.get::<Mind>(entity).and_then(Mind::get);
+                    *slot = Some(hear(someone, group, state, details_now, cx));
                 }
             });
         }
