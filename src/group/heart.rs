@@ -1490,6 +1490,25 @@ fn hear_everyone(
     let world: &World = world;
     let mut hearings: Vec<Option<Hearing>> = Vec::new();
     hearings.resize_with(people.len(), || None);
+    let hear_piece = |people: &[Someone], jobs: &mut [Option<HearingJob>], out: &mut [_]| {
+        for ((someone, job), slot) in people.iter().zip(jobs).zip(out) {
+            let Some(HearingJob {
+                entity,
+                group,
+                details_now,
+            }) = job.take()
+            else {
+                continue;
+            };
+            let state = world.get::<Mind>(entity).and_then(Mind::get);
+            *slot = Some(hear(someone, group, state, details_now, cx));
+        }
+    };
+    // A small town hears faster on one thread than it takes to hand out the pieces.
+    if people.len() < PARALLEL_HEARING_MIN {
+        hear_piece(people, &mut jobs, &mut hearings);
+        return hearings;
+    }
     let pool = bevy::tasks::ComputeTaskPool::get_or_init(bevy::tasks::TaskPool::default);
     // The pool's threads and this one (a scope's caller works too), two pieces each.
     let pieces = 2 * (pool.thread_num() + 1);
@@ -1497,24 +1516,15 @@ fn hear_everyone(
     pool.scope(|scope| {
         let work = people.chunks(per_piece).zip(jobs.chunks_mut(per_piece));
         for ((people, jobs), out) in work.zip(hearings.chunks_mut(per_piece)) {
-            scope.spawn(async move {
-                for ((someone, job), slot) in people.iter().zip(jobs).zip(out) {
-                    let Some(HearingJob {
-                        entity,
-                        group,
-                        details_now,
-                    }) = job.take()
-                    else {
-                        continue;
-                    };
-                    let state = world.get::<Mind>(entity).and_then(Mind::get);
-                    *slot = Some(hear(someone, group, state, details_now, cx));
-                }
-            });
+            let hear_piece = &hear_piece;
+            scope.spawn(async move { hear_piece(people, jobs, out) });
         }
     });
     hearings
 }
+
+/// Personas from which a step's hearing is split over threads (see [`hear_everyone`]).
+const PARALLEL_HEARING_MIN: usize = 64;
 
 /// Stores every listed persona's heard lines as chat memories, each whose mind is home, in
 /// parallel (a persona's lines go to its own memory only, in the order heard).
