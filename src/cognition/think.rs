@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use bevy::ecs::change_detection::Tick;
 use bevy::ecs::system::SystemParam;
 use bevy::log::tracing::Instrument;
 use bevy::prelude::*;
@@ -37,7 +38,8 @@ use crate::clock::{
     AgentSystems, AwaitingCognition, Held, PollSystems, SimClock, SimPoll, SimStep,
 };
 use crate::llm::LlmClient;
-use crate::persona::{ActionView, Body, Diary, Mind, MindState, Percepts, Persona};
+use crate::memory::NodeKind;
+use crate::persona::{ActionView, Body, Diary, Mind, MindState, NoveltyMemo, Percepts, Persona};
 use crate::prompt::{FailureLog, ModelFailure, PromptContext, PromptLibrary};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TownMap};
@@ -98,19 +100,46 @@ pub(crate) struct ThoughtOutcome {
 
 /// Whether this step's thought needs the model: a new day, a finished action, something new in
 /// view, a chat ending, or a reflection due. Otherwise [`bookkeeping`] is the whole thought.
-pub(crate) fn needs_model(
+///
+/// `memo` remembers when everything in view was already perceived: while the percepts stay as
+/// they were (`percepts_changed`, their change tick) and memory holds the same events, that
+/// stays so, and the check is not made again.
+fn needs_model(
     mind: &MindState,
     percepts: &Percepts,
+    (percepts_changed, memo): (Tick, Option<&mut NoveltyMemo>),
     now: NaiveDateTime,
     sec_per_step: u32,
 ) -> bool {
-    if day_change(mind.scratch.curr_time, now).is_some()
+    if due_whatever_is_seen(mind, now, sec_per_step) {
+        return true;
+    }
+    let Some(memo) = memo else {
+        return sees_something_new(mind, percepts);
+    };
+    let key = (
+        percepts_changed,
+        mind.associative.count(NodeKind::Event),
+        mind.scratch.params.retention,
+    );
+    if memo.0 == Some(key) {
+        return false;
+    }
+    let new = sees_something_new(mind, percepts);
+    memo.0 = (!new).then_some(key);
+    new
+}
+
+/// The reasons to ask the model that do not depend on what is in view.
+fn due_whatever_is_seen(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> bool {
+    day_change(mind.scratch.curr_time, now).is_some()
         || mind.scratch.act_finished(now)
         || reflection_due(mind)
         || chat_thoughts_due(mind, now, sec_per_step)
-    {
-        return true;
-    }
+}
+
+/// Whether an event in view is not among the latest the persona perceived (SPEC §3.1 step 3).
+fn sees_something_new(mind: &MindState, percepts: &Percepts) -> bool {
     percepts
         .events
         .iter()
@@ -783,6 +812,17 @@ fn finish_conversation<'a>(
 /// Personas whose mind is home (and who are not held).
 type IdlePersonas<'w, 's> =
     Query<'w, 's, PersonaItem<'static>, (With<Persona>, Without<AwaitingCognition>, Without<Held>)>;
+/// [`IdlePersonas`] with when their percepts changed and their [`NoveltyMemo`].
+type ThinkingPersonas<'w, 's> = Query<
+    'w,
+    's,
+    (
+        PersonaItem<'static>,
+        Ref<'static, Percepts>,
+        Option<&'static mut NoveltyMemo>,
+    ),
+    (With<Persona>, Without<AwaitingCognition>, Without<Held>),
+>;
 /// Every persona's visible action.
 type Everyone<'w, 's> = Query<'w, 's, (&'static Name, &'static ActionView), With<Persona>>;
 
@@ -823,7 +863,7 @@ pub(crate) fn start_thoughts(
     queue: Option<ResMut<OutcomeQueue>>,
     mut book: Local<Option<Arc<AddressBook>>>,
     mut others: Local<Option<Arc<BTreeMap<String, OtherPersona>>>>,
-    mut queries: ParamSet<(IdlePersonas, Everyone)>,
+    mut queries: ParamSet<(ThinkingPersonas, Everyone)>,
 ) {
     let Some(map) = cx.map.as_ref() else { return };
     let Some(ctx) = cx.prompt_context() else {
@@ -843,11 +883,13 @@ pub(crate) fn start_thoughts(
     let mut ended: Parallel<Vec<Outcome>> = Parallel::default();
     let listening = queue.is_some();
     queries.p0().par_iter_mut().for_each(
-        |(entity, name, mut mind, body, mut view, _, percepts)| {
+        |((entity, name, mut mind, body, mut view, _, percepts), changed, memo)| {
             let Some(state) = mind.get_mut() else {
                 return;
             };
-            if needs_model(state, percepts, now, sec_per_step) {
+            let mut memo = memo;
+            let memo = (changed.last_changed(), memo.as_deref_mut());
+            if needs_model(state, percepts, memo, now, sec_per_step) {
                 found.scope(|needy| needy.push((name.as_str().to_string(), entity)));
                 return;
             }
@@ -882,7 +924,8 @@ pub(crate) fn start_thoughts(
     let mut personas = queries.p0();
     let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
     for (name, entity) in needy {
-        let Ok((entity, _, mut mind, body, _, _, percepts)) = personas.get_mut(entity) else {
+        let Ok(((entity, _, mut mind, body, _, _, percepts), _, _)) = personas.get_mut(entity)
+        else {
             continue;
         };
         let Some(state) = mind.check_out() else {
@@ -1094,6 +1137,94 @@ mod tests {
         world.entity_mut(ana).despawn();
         check(&mut world, &mut others);
         assert_eq!(others.len(), 2);
+    }
+
+    #[test]
+    fn the_novelty_memo_answers_as_the_check_while_percepts_and_memory_stay() {
+        use crate::memory::NewMemory;
+        use crate::world::TileEvent;
+        let mut mind = MindState {
+            scratch: Scratch {
+                curr_time: Some(at(8, 0, 0)),
+                act_address: crate::world::ActionAddress::parse("w:s:a:o").ok(),
+                act_start_time: Some(at(8, 0, 0)),
+                act_duration: Some(60),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let seen = |mind: &mut MindState, s: &str, o: &str| {
+            let memory = NewMemory::new(at(8, 0, 0), (s, "reads", o), format!("{s} reads {o}"))
+                .embedding(vec![1.0, 0.0]);
+            let Ok(_) = mind.associative.add_event(memory, Vec::new()) else {
+                panic!("adding must work");
+            };
+        };
+        let event = |s: &str, o: &str| TileEvent {
+            subject: s.into(),
+            predicate: Some("reads".into()),
+            object: Some(o.into()),
+            description: None,
+        };
+        seen(&mut mind, "Bo", "book");
+        let percepts = Percepts {
+            events: vec![event("Bo", "book")],
+            ..Default::default()
+        };
+        let (tick, now) = (Tick::new(7), at(8, 0, 10));
+        let mut memo = NoveltyMemo::default();
+        // Nothing new: the answer is remembered for these percepts and this memory.
+        assert!(!needs_model(
+            &mind,
+            &percepts,
+            (tick, Some(&mut memo)),
+            now,
+            10
+        ));
+        assert!(memo.0.is_some());
+        assert!(!needs_model(
+            &mind,
+            &percepts,
+            (tick, Some(&mut memo)),
+            now,
+            10
+        ));
+        // New percepts (a new change tick) are checked again, and something new is new.
+        let mut changed = percepts.clone();
+        changed.events.push(event("Cy", "map"));
+        let tick = Tick::new(8);
+        assert!(needs_model(
+            &mind,
+            &changed,
+            (tick, Some(&mut memo)),
+            now,
+            10
+        ));
+        assert_eq!(memo.0, None);
+        // Memory moving on is a new answer too: once seen, the map is no news…
+        seen(&mut mind, "Cy", "map");
+        assert!(!needs_model(
+            &mind,
+            &changed,
+            (tick, Some(&mut memo)),
+            now,
+            10
+        ));
+        // …and after five more events the book has left the window, whatever the memo held.
+        for k in 0..5 {
+            seen(&mut mind, "Di", &format!("page {k}"));
+        }
+        assert!(needs_model(
+            &mind,
+            &changed,
+            (tick, Some(&mut memo)),
+            now,
+            10
+        ));
+        assert_eq!(
+            needs_model(&mind, &changed, (tick, None), now, 10),
+            needs_model(&mind, &changed, (tick, Some(&mut memo)), now, 10)
+        );
     }
 
     #[test]

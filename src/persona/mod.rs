@@ -56,10 +56,17 @@ pub struct Percepts {
     pub sector: Option<String>,
 }
 
+/// When a persona last found everything in view already perceived: its [`Percepts`]' change
+/// tick, how many events its memory held, and the retention it was checked with. While all
+/// three stay, so does the answer, and the thought loop does not check again. Not saved: a
+/// loaded persona checks again.
+#[derive(Component, Debug, Clone, Copy, Default)]
+pub(crate) struct NoveltyMemo(pub(crate) Option<(bevy::ecs::change_detection::Tick, usize, usize)>);
+
 /// A generative agent. Spawning it brings its required components.
 #[derive(Component, Reflect, Debug, Clone, Copy, Default)]
 #[reflect(Component)]
-#[require(Mind, Body, ActionView, Diary, Percepts, Name)]
+#[require(Mind, Body, ActionView, Diary, Percepts, Name, NoveltyMemo)]
 pub struct Persona;
 
 /// Everything a persona knows and intends. Moves into background tasks while the persona thinks.
