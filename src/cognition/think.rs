@@ -883,11 +883,10 @@ pub(crate) fn start_thoughts(
     let mut ended: Parallel<Vec<Outcome>> = Parallel::default();
     let listening = queue.is_some();
     queries.p0().par_iter_mut().for_each(
-        |((entity, name, mut mind, body, mut view, _, percepts), changed, memo)| {
+        |((entity, name, mut mind, body, mut view, _, percepts), changed, mut memo)| {
             let Some(state) = mind.get_mut() else {
                 return;
             };
-            let mut memo = memo;
             let memo = (changed.last_changed(), memo.as_deref_mut());
             if needs_model(state, percepts, memo, now, sec_per_step) {
                 found.scope(|needy| needy.push((name.as_str().to_string(), entity)));

@@ -1468,16 +1468,11 @@ fn hear_everyone(
     details_before: &mut HashMap<Entity, Details>,
     cx: &HearingContext,
 ) -> Vec<Option<Hearing>> {
-    let by_entity: HashMap<Entity, usize> = people
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.entity, i))
-        .collect();
     let mut jobs: Vec<Option<HearingJob>> = Vec::new();
     jobs.resize_with(people.len(), || None);
     let mut query = world.query::<(Entity, &mut GroupAttention)>();
     for (entity, mut group) in query.iter_mut(world) {
-        if let Some(&i) = by_entity.get(&entity)
+        if let Some(i) = position_of(people, entity)
             && let Some(job) = jobs.get_mut(i)
         {
             *job = Some(HearingJob {
@@ -1526,10 +1521,14 @@ fn hear_everyone(
 /// Personas from which a step's hearing is split over threads (see [`hear_everyone`]).
 const PARALLEL_HEARING_MIN: usize = 64;
 
+/// Where `entity` is in `people` ([`gather`] lists them in entity order).
+fn position_of(people: &[Someone], entity: Entity) -> Option<usize> {
+    people.binary_search_by_key(&entity, |p| p.entity).ok()
+}
+
 /// Stores every listed persona's heard lines as chat memories, each whose mind is home, in
 /// parallel (a persona's lines go to its own memory only, in the order heard).
 fn flush_all_memories(world: &mut World, people: &[Someone], settings: &GroupSettings) {
-    let by_entity: HashMap<Entity, &Someone> = people.iter().map(|p| (p.entity, p)).collect();
     let mut query = world.query::<(Entity, &mut Mind, &mut GroupAttention)>();
     query
         .par_iter_mut(world)
@@ -1537,7 +1536,7 @@ fn flush_all_memories(world: &mut World, people: &[Someone], settings: &GroupSet
             if group.pending.is_empty() {
                 return;
             }
-            let Some(someone) = by_entity.get(&entity) else {
+            let Some(someone) = position_of(people, entity).and_then(|i| people.get(i)) else {
                 return;
             };
             if let Some(state) = mind.get_mut() {

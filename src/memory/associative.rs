@@ -30,9 +30,6 @@ pub(crate) struct Columns {
     pub expiration: Vec<i64>,
     /// Event or thought and not idle: what `new_retrieve` may return.
     pub candidate: Vec<bool>,
-    /// [`triple_fingerprint`] of the node's (s, p, o): perception's novelty check compares
-    /// these before any string.
-    pub triple: Vec<u64>,
 }
 
 /// A 64-bit fingerprint of an (s, p, o) triple (FNV-1a over the three parts with separators),
@@ -57,8 +54,8 @@ pub(crate) fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
 #[derive(Debug, Clone, PartialEq, Default)]
 struct KindIndex {
     seq: Vec<NodeId>,
-    /// The (s, p, o) fingerprint of each node of `seq`, in the same order: the novelty check
-    /// reads the latest few side by side instead of one column entry per node.
+    /// The [`triple_fingerprint`] of each node of `seq`, in the same order: the novelty check
+    /// reads the latest few side by side, and compares strings only where one matches.
     triples: Vec<u64>,
     /// Keyword → nodes (looked up, never walked in order: a hash map).
     by_keyword: bevy::platform::collections::HashMap<String, Vec<NodeId>>,
@@ -368,7 +365,6 @@ impl AssociativeMemory {
             .expiration
             .push(node.expiration.map_or(i64::MAX, epoch_seconds));
         columns.candidate.push(node.kind != NodeKind::Chat && !idle);
-        columns.triple.push(triple);
         self.nodes.push(node);
     }
 
