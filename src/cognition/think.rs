@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use bevy::ecs::change_detection::Tick;
-use bevy::ecs::system::SystemParam;
+use bevy::ecs::system::{SystemChangeTick, SystemParam};
 use bevy::log::tracing::Instrument;
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
@@ -379,8 +379,8 @@ fn land(
         body.path_set = false;
         body.planned_path.clear();
     }
-    let next = ActionView::from_scratch(&state.scratch);
-    if *view != next {
+    if !view.mirrors(&state.scratch) {
+        let next = ActionView::from_scratch(&state.scratch);
         if let Some(note) = note.as_mut() {
             chat_ended(
                 note.persona,
@@ -570,6 +570,8 @@ pub(crate) struct ThoughtContext<'w> {
     client: Option<Res<'w, LlmClient>>,
     library: Option<Res<'w, PromptLibrary>>,
     map: Option<Res<'w, TownMap>>,
+    /// This run's change ticks (what the view of everyone is refreshed against).
+    ticks: SystemChangeTick,
 }
 
 impl ThoughtContext<'_> {
@@ -680,7 +682,7 @@ pub(crate) fn start_conversations(
         started.push(((initiator, target, feed), future));
     }
     // Polled once in parallel, like thoughts: the scripted backend finishes them here.
-    let polled = poll_all_once(&mut started);
+    let polled = poll_all_once(&mut started, &[]);
     for (((initiator, target, feed), future), done) in started.into_iter().zip(polled) {
         match done {
             Some(done) => landed.conversations.push(done),
@@ -703,20 +705,54 @@ type BoxedFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Se
 
 /// Polls every future once, in parallel on the compute pool when there are several: a backend
 /// that answers at once finishes them here on every core; the others are left to become tasks.
+///
+/// The futures are started in falling order of `efforts` (one per future, missing ones count
+/// as 0; ties keep their order), so the long ones do not start last and leave one core
+/// working alone at the end while the other waits. The results come back in the futures'
+/// order, whatever order they ran in.
 fn poll_all_once<K: Send, T: Send + 'static>(
     futures: &mut [(K, BoxedFuture<T>)],
+    efforts: &[u8],
 ) -> Vec<Option<T>> {
-    if futures.len() > 1 {
-        ComputeTaskPool::get().scope(|scope| {
-            for (_, future) in futures.iter_mut() {
-                scope.spawn(async move { poll_once(future).await });
-            }
-        })
-    } else {
-        futures
+    if futures.len() <= 1 {
+        return futures
             .iter_mut()
             .map(|(_, future)| block_on(poll_once(future)))
-            .collect()
+            .collect();
+    }
+    let mut order: Vec<usize> = (0..futures.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(efforts.get(i).copied().unwrap_or(0)));
+    let mut slots: Vec<Option<&mut BoxedFuture<T>>> =
+        futures.iter_mut().map(|(_, future)| Some(future)).collect();
+    let ran = ComputeTaskPool::get().scope(|scope| {
+        for &i in &order {
+            if let Some(future) = slots.get_mut(i).and_then(Option::take) {
+                scope.spawn(async move { poll_once(future).await });
+            }
+        }
+    });
+    let mut polled: Vec<Option<T>> = (0..futures.len()).map(|_| None).collect();
+    for (i, result) in order.into_iter().zip(ran) {
+        if let Some(slot) = polled.get_mut(i) {
+            *slot = result;
+        }
+    }
+    polled
+}
+
+/// How much work a thought is likely to be, to start the heaviest first (see
+/// [`poll_all_once`]): a reflection (focal points, three retrievals, insights, each stored
+/// with a rating and an embedding), then a new day's plan, then a new action; the rest is
+/// perceiving and reacting.
+fn thought_effort(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> u8 {
+    if reflection_due(mind) {
+        3
+    } else if day_change(mind.scratch.curr_time, now).is_some() {
+        2
+    } else if mind.scratch.act_finished(now) || chat_thoughts_due(mind, now, sec_per_step) {
+        1
+    } else {
+        0
     }
 }
 
@@ -823,20 +859,42 @@ type ThinkingPersonas<'w, 's> = Query<
     ),
     (With<Persona>, Without<AwaitingCognition>, Without<Held>),
 >;
-/// Every persona's visible action.
-type Everyone<'w, 's> = Query<'w, 's, (&'static Name, &'static ActionView), With<Persona>>;
+/// Every persona's name and visible action, with their change ticks.
+type Everyone<'w, 's> =
+    Query<'w, 's, (Ref<'static, Name>, Ref<'static, ActionView>), With<Persona>>;
 
-/// Brings the thoughts' view of everyone up to date: the entries whose action changed are
-/// replaced and the rest kept (most personas keep their action from one step to the next);
-/// when the names differ from the map's (a persona came, went or shares a name) it is built
-/// anew — either way it equals a map built from scratch.
-fn refresh_others(others: &mut BTreeMap<String, OtherPersona>, everyone: &Everyone) {
+/// The thoughts' view of everyone, and the system tick it was last brought up to date at.
+#[derive(Default)]
+pub(crate) struct OthersView {
+    map: Arc<BTreeMap<String, OtherPersona>>,
+    since: Option<Tick>,
+}
+
+/// Brings the thoughts' view of everyone up to date: the entries whose action changed since
+/// `since` are replaced and the rest kept (most personas keep their action from one step to the
+/// next, and theirs are not even compared); when the names differ from the map's (a persona
+/// came, went, was renamed or shares a name) it is built anew — either way it equals a map
+/// built from scratch. `since = None` compares every entry.
+fn refresh_others(
+    others: &mut BTreeMap<String, OtherPersona>,
+    everyone: &Everyone,
+    since: Option<Tick>,
+    this_run: Tick,
+) {
+    let changed = |tick: Tick| since.is_none_or(|since| tick.is_newer_than(since, this_run));
     let mut rebuild = others.len() != everyone.iter().len();
     if !rebuild {
         for (name, view) in everyone {
+            if changed(name.last_changed()) {
+                rebuild = true;
+                break;
+            }
+            if !changed(view.last_changed()) {
+                continue;
+            }
             match others.get_mut(name.as_str()) {
-                Some(other) if other.shows(view) => {}
-                Some(other) => *other = OtherPersona::of(name.as_str(), view),
+                Some(other) if other.shows(&view) => {}
+                Some(other) => *other = OtherPersona::of(name.as_str(), &view),
                 None => {
                     rebuild = true;
                     break;
@@ -849,7 +907,7 @@ fn refresh_others(others: &mut BTreeMap<String, OtherPersona>, everyone: &Everyo
         for (name, view) in everyone {
             others.insert(
                 name.as_str().to_string(),
-                OtherPersona::of(name.as_str(), view),
+                OtherPersona::of(name.as_str(), &view),
             );
         }
     }
@@ -862,7 +920,7 @@ pub(crate) fn start_thoughts(
     mut landed: ResMut<LandedThoughts>,
     queue: Option<ResMut<OutcomeQueue>>,
     mut book: Local<Option<Arc<AddressBook>>>,
-    mut others: Local<Option<Arc<BTreeMap<String, OtherPersona>>>>,
+    mut others: Local<OthersView>,
     mut queries: ParamSet<(ThinkingPersonas, Everyone)>,
 ) {
     let Some(map) = cx.map.as_ref() else { return };
@@ -916,12 +974,19 @@ pub(crate) fn start_thoughts(
     }
     needy.sort();
 
-    let others = others.get_or_insert_with(Default::default);
-    refresh_others(Arc::make_mut(others), &queries.p1());
-    let others = Arc::clone(others);
+    let this_run = cx.ticks.this_run();
+    let since = others.since.replace(this_run);
+    refresh_others(
+        Arc::make_mut(&mut others.map),
+        &queries.p1(),
+        since,
+        this_run,
+    );
+    let others = Arc::clone(&others.map);
 
     let mut personas = queries.p0();
     let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
+    let mut efforts = Vec::new();
     for (name, entity) in needy {
         let Ok(((entity, _, mut mind, body, _, _, percepts), _, _)) = personas.get_mut(entity)
         else {
@@ -943,10 +1008,12 @@ pub(crate) fn start_thoughts(
             walking: !body.planned_path.is_empty(),
         };
         let span = debug_span!("thought", persona = name.as_str(), step);
+        efforts.push(thought_effort(&state, now, sec_per_step));
         started.push((entity, Box::pin(think(state, input).instrument(span))));
     }
-    // Each thought is polled once, in parallel; results land in `SimPoll` either way.
-    let polled = poll_all_once(&mut started);
+    // Each thought is polled once, in parallel, the heaviest first; results land in `SimPoll`
+    // either way, in name order.
+    let polled = poll_all_once(&mut started, &efforts);
     for ((entity, future), outcome) in started.into_iter().zip(polled) {
         match outcome {
             Some(outcome) => landed.thoughts.push((entity, outcome)),
@@ -1100,16 +1167,20 @@ mod tests {
             };
             let mut map = BTreeMap::new();
             for (name, view) in &everyone {
-                map.insert(name.to_string(), OtherPersona::of(name.as_str(), view));
+                map.insert(name.to_string(), OtherPersona::of(name.as_str(), &view));
             }
             map
         };
         let mut others = BTreeMap::new();
+        // As the system keeps it: the tick of the last refresh; changes after it get newer ones.
+        let mut since = None;
         let mut check = |world: &mut World, others: &mut BTreeMap<String, OtherPersona>| {
+            let this_run = world.change_tick();
             let Ok(everyone) = state.get(world) else {
                 panic!("the query is valid");
             };
-            refresh_others(others, &everyone);
+            refresh_others(others, &everyone, since.replace(this_run), this_run);
+            world.increment_change_tick();
             assert_eq!(*others, fresh(world, &mut state));
         };
         check(&mut world, &mut others);

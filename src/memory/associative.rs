@@ -49,6 +49,14 @@ pub(crate) fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
     hash
 }
 
+/// Keyword → how often it appeared (foldhash: fast and the same in every run).
+type Strengths = bevy::platform::collections::HashMap<String, u32>;
+
+/// `map` sorted by keyword.
+fn sorted_strengths(map: &Strengths) -> BTreeMap<&str, u32> {
+    map.iter().map(|(k, &v)| (k.as_str(), v)).collect()
+}
+
 /// Per-kind indexes. Sequences and keyword lists are stored oldest first (append-only, so adding
 /// is O(1)) and read newest first by iterating in reverse.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -75,8 +83,10 @@ pub struct AssociativeMemory {
     events: KindIndex,
     chats: KindIndex,
     thoughts: KindIndex,
-    kw_strength_event: BTreeMap<String, u32>,
-    kw_strength_thought: BTreeMap<String, u32>,
+    /// Keyword → strength (looked up for every keyword of every memory formed; sorted only
+    /// when saved, by [`Self::strengths`]).
+    kw_strength_event: Strengths,
+    kw_strength_thought: Strengths,
     embeddings: EmbeddingStore,
     pub(crate) columns: Columns,
 }
@@ -529,9 +539,13 @@ impl AssociativeMemory {
         Ok(memory)
     }
 
-    /// Event and thought keyword strengths, for saving.
-    pub(crate) fn strengths(&self) -> (&BTreeMap<String, u32>, &BTreeMap<String, u32>) {
-        (&self.kw_strength_event, &self.kw_strength_thought)
+    /// Event and thought keyword strengths, for saving: sorted by keyword, so a save's
+    /// `kw_strength.json` is the same text whatever order the keywords came in.
+    pub(crate) fn strengths(&self) -> (BTreeMap<&str, u32>, BTreeMap<&str, u32>) {
+        (
+            sorted_strengths(&self.kw_strength_event),
+            sorted_strengths(&self.kw_strength_thought),
+        )
     }
 }
 

@@ -42,8 +42,8 @@ pub struct AssociativeMemoryJson<T = Value> {
 
 #[derive(Serialize)]
 struct KwStrengthRef<'a> {
-    kw_strength_event: &'a BTreeMap<String, u32>,
-    kw_strength_thought: &'a BTreeMap<String, u32>,
+    kw_strength_event: BTreeMap<&'a str, u32>,
+    kw_strength_thought: BTreeMap<&'a str, u32>,
 }
 
 #[derive(Deserialize)]

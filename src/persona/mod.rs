@@ -193,6 +193,25 @@ impl ActionView {
             end_time: scratch.act_end_time(),
         }
     }
+
+    /// Whether this view already mirrors `scratch`: the same as
+    /// `*self == ActionView::from_scratch(scratch)`, compared in place without building
+    /// (cloning) the new view — most landed thoughts leave a persona's action as it was.
+    pub(crate) fn mirrors(&self, scratch: &Scratch) -> bool {
+        self.end_time == scratch.act_end_time()
+            && self.address == scratch.act_address
+            && self.description == scratch.act_description.as_deref().unwrap_or_default()
+            && self.emoji == scratch.act_pronunciatio.as_deref().unwrap_or_default()
+            && self.chatting_with == scratch.chatting_with
+            && self.living_area == scratch.living_area
+            && self.chat == scratch.chat
+            && scratch
+                .act_event
+                .shows_as(&scratch.act_description, &self.event)
+            && scratch
+                .act_obj_event
+                .shows_as(&scratch.act_obj_description, &self.object_event)
+    }
 }
 
 /// Builds a persona's initial mind from its sheet: identity, hyper-parameters, and a spatial
@@ -278,5 +297,80 @@ impl Plugin for PersonaPlugin {
             .register_type::<ActionView>()
             .register_type::<ChattingWith>()
             .register_type::<ChatPartners>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persona::scratch::EventTriple;
+    use chrono::NaiveDate;
+
+    /// Scratches that differ from a base in one action field each (and in the ways
+    /// `from_scratch` folds together: no description and an empty one).
+    fn scratches() -> Vec<Scratch> {
+        let at = |m| NaiveDate::from_ymd_opt(2023, 2, 13).and_then(|d| d.and_hms_opt(9, m, 0));
+        let base = Scratch {
+            name: "Ana".into(),
+            living_area: "w:home:room".into(),
+            act_address: ActionAddress::parse("w:s:a:desk").ok(),
+            act_start_time: at(0),
+            act_duration: Some(30),
+            act_description: Some("writing".into()),
+            act_pronunciatio: Some("✍".into()),
+            act_event: EventTriple::new("Ana", "write", "essay"),
+            act_obj_event: EventTriple::new("w:s:a:desk", "is", "used"),
+            act_obj_description: Some("desk in use".into()),
+            ..Default::default()
+        };
+        let vary: Vec<fn(&mut Scratch)> = vec![
+            |_| {},
+            |s| s.act_description = None,
+            |s| s.act_description = Some(String::new()),
+            |s| s.act_description = Some("reading".into()),
+            |s| s.act_pronunciatio = None,
+            |s| s.act_pronunciatio = Some(String::new()),
+            |s| s.act_address = ActionAddress::parse("w:s:a:bed").ok(),
+            |s| s.act_address = None,
+            |s| s.act_duration = Some(45),
+            |s| s.act_start_time = None,
+            |s| s.living_area = "w:elsewhere:room".into(),
+            |s| s.act_event = EventTriple::default(),
+            |s| s.act_event.predicate = None,
+            |s| s.act_event.object = Some("letter".into()),
+            |s| s.act_obj_event = EventTriple::default(),
+            |s| s.act_obj_description = None,
+            |s| {
+                s.chatting_with = Some("Bo".into());
+                s.chatting_end_time =
+                    NaiveDate::from_ymd_opt(2023, 2, 13).and_then(|d| d.and_hms_opt(9, 10, 0));
+            },
+            |s| s.chatting_with = Some("Bo".into()),
+            |s| s.chat = vec![("Ana".into(), "Hi".into())],
+            |s| s.chat = vec![("Ana".into(), "Hello".into())],
+        ];
+        vary.into_iter()
+            .map(|change| {
+                let mut scratch = base.clone();
+                change(&mut scratch);
+                scratch
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_view_mirrors_a_scratch_exactly_when_it_equals_the_view_built_from_it() {
+        let scratches = scratches();
+        let mut differing = 0;
+        for a in &scratches {
+            let view = ActionView::from_scratch(a);
+            for b in &scratches {
+                let equal = view == ActionView::from_scratch(b);
+                assert_eq!(view.mirrors(b), equal, "{a:?}\nagainst\n{b:?}");
+                differing += usize::from(!equal);
+            }
+        }
+        // Every variation but the folded ones (no description and an empty one) shows.
+        assert!(differing > scratches.len() * (scratches.len() - 4));
     }
 }

@@ -6,6 +6,7 @@
 //! unlinks the other. [`link_chat_partners`] keeps the link in step with
 //! [`ActionView::chatting_with`] whenever a view changes (a conversation landing or ending).
 
+use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 
 use super::{ActionView, Persona};
@@ -47,12 +48,18 @@ pub(crate) fn link_chat_partners(
     changed: Query<ChangedView, (With<Persona>, Changed<ActionView>)>,
     personas: Query<(Entity, &Name), With<Persona>>,
 ) {
+    // Built on the first chat that needs it: name → the first two personas of that name, in
+    // query order (a persona named like its partner links to the other one).
+    let mut by_name: Option<HashMap<&str, [Option<Entity>; 2]>> = None;
     for (entity, view, link) in &changed {
         let partner = view.chatting_with.as_deref().and_then(|name| {
-            personas
+            let by_name = by_name.get_or_insert_with(|| names(&personas));
+            by_name
+                .get(name)?
                 .iter()
-                .find(|(other, other_name)| *other != entity && other_name.as_str() == name)
-                .map(|(other, _)| other)
+                .flatten()
+                .copied()
+                .find(|&other| other != entity)
         });
         match (partner, link) {
             (Some(partner), Some(link)) if link.0 == partner => {}
@@ -65,6 +72,20 @@ pub(crate) fn link_chat_partners(
             (None, None) => {}
         }
     }
+}
+
+/// Every persona's name → the first two personas of that name, in query order.
+fn names<'a>(
+    personas: &'a Query<(Entity, &Name), With<Persona>>,
+) -> HashMap<&'a str, [Option<Entity>; 2]> {
+    let mut by_name: HashMap<&str, [Option<Entity>; 2]> = HashMap::default();
+    for (entity, name) in personas {
+        let slots = by_name.entry(name.as_str()).or_default();
+        if let Some(slot) = slots.iter_mut().find(|slot| slot.is_none()) {
+            *slot = Some(entity);
+        }
+    }
+    by_name
 }
 
 #[cfg(test)]
@@ -129,5 +150,25 @@ mod tests {
         chat(&mut app, e[0], Some("Ada"));
         app.update();
         assert!(app.world().get::<ChattingWith>(e[0]).is_none());
+    }
+
+    #[test]
+    fn a_shared_name_links_to_the_namesake_that_is_not_oneself() {
+        let (mut app, e) = app_with(&["Sam", "Sam", "Ada"]);
+        chat(&mut app, e[0], Some("Sam"));
+        chat(&mut app, e[1], Some("Sam"));
+        chat(&mut app, e[2], Some("Sam"));
+        // Whoever else asks for "Sam" gets the first Sam in query order (as the update sees it).
+        let first = app
+            .world_mut()
+            .query_filtered::<(Entity, &Name), With<Persona>>()
+            .iter(app.world())
+            .find(|(_, name)| name.as_str() == "Sam")
+            .map(|(entity, _)| entity);
+        app.update();
+        let world = app.world();
+        assert_eq!(world.get::<ChattingWith>(e[0]), Some(&ChattingWith(e[1])));
+        assert_eq!(world.get::<ChattingWith>(e[1]), Some(&ChattingWith(e[0])));
+        assert_eq!(world.get::<ChattingWith>(e[2]).map(|c| c.0), first);
     }
 }

@@ -58,6 +58,21 @@ impl EventTriple {
             description,
         })
     }
+
+    /// Whether `event` is what [`Self::tile_event`] makes of this triple with `description`
+    /// (compared in place, nothing cloned).
+    pub(crate) fn shows_as(&self, description: &Option<String>, event: &Option<TileEvent>) -> bool {
+        match (&self.subject, event) {
+            (None, None) => true,
+            (Some(subject), Some(event)) => {
+                *subject == event.subject
+                    && self.predicate == event.predicate
+                    && self.object == event.object
+                    && *description == event.description
+            }
+            _ => false,
+        }
+    }
 }
 
 /// One item of a day's schedule: a task and how long it lasts. Saved as the pair
