@@ -23,11 +23,12 @@
 //! ran, so results do not depend on the order personas are processed in.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bevy::ecs::change_detection::Tick;
 use bevy::ecs::system::{SystemChangeTick, SystemParam};
 use bevy::log::tracing::Instrument;
+use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
 use bevy::tasks::{AsyncComputeTaskPool, ComputeTaskPool, Task};
@@ -309,8 +310,8 @@ impl LandedThoughts {
 #[derive(Resource, Debug, Default)]
 pub struct ChatIntents(pub Vec<(Entity, String)>);
 
-/// Brings a landed thought back: the mind, the visible action, the diary; queues its outcomes
-/// when someone listens.
+/// Brings a landed thought back: the mind, the visible action, the diary. Returns whom the
+/// persona means to talk to, and its outcomes when someone listens (`listening`).
 #[expect(clippy::too_many_arguments, reason = "one persona's landing")]
 fn check_in(
     outcome: ThoughtOutcome,
@@ -320,9 +321,8 @@ fn check_in(
     body: &mut Body,
     view: &mut ActionView,
     diary: &mut Diary,
-    intents: &mut ChatIntents,
-    queue: Option<&mut OutcomeQueue>,
-) {
+    listening: bool,
+) -> CheckedIn {
     let ThoughtOutcome {
         mind: state,
         events,
@@ -332,7 +332,7 @@ fn check_in(
     } = outcome;
     let time = state.scratch.curr_time.unwrap_or_default();
     let mut outcomes = Vec::new();
-    let note = queue.is_some().then(|| Landing {
+    let note = listening.then(|| Landing {
         persona: entity,
         name: name.as_str(),
         time,
@@ -341,12 +341,7 @@ fn check_in(
         outcomes: &mut outcomes,
     });
     land(state, events, new_action, mind, body, view, diary, note);
-    if let Some(queue) = queue {
-        queue.extend(OutcomeSource::Thought, outcomes);
-    }
-    if let Some(target) = talk_to {
-        intents.0.push((entity, target));
-    }
+    (talk_to.map(|target| (entity, target)), outcomes)
 }
 
 /// What the game is told of one persona's landing, when someone listens: who, when, and where
@@ -1027,7 +1022,71 @@ pub(crate) fn start_thoughts(
     }
 }
 
+/// What checking in one thought gives back: whom the persona means to talk to, and its
+/// outcomes (when someone listens).
+type CheckedIn = (Option<(Entity, String)>, Vec<Outcome>);
+
+/// From this many landed thoughts on, [`collect_thoughts`] lands them in parallel.
+const PARALLEL_LANDING_MIN: usize = 64;
+
+/// Checks in every landed thought, returning each one's chat intent and outcomes in the
+/// thoughts' order. Many land in parallel, each on its own persona; a list that names a
+/// persona twice (never made by the thought loop) lands one by one.
+fn land_all(
+    thoughts: Vec<(Entity, ThoughtOutcome)>,
+    personas: &mut Query<PersonaItem, With<Persona>>,
+    listening: bool,
+) -> Vec<CheckedIn> {
+    let slots: HashMap<Entity, usize> = thoughts
+        .iter()
+        .enumerate()
+        .map(|(i, (entity, _))| (*entity, i))
+        .collect();
+    if thoughts.len() < PARALLEL_LANDING_MIN || slots.len() != thoughts.len() {
+        return thoughts
+            .into_iter()
+            .filter_map(|(entity, outcome)| {
+                let (entity, name, mut mind, mut body, mut view, mut diary, _) =
+                    personas.get_mut(entity).ok()?;
+                Some(check_in(
+                    outcome, entity, name, &mut mind, &mut body, &mut view, &mut diary, listening,
+                ))
+            })
+            .collect();
+    }
+    let outcomes: Vec<Mutex<Option<ThoughtOutcome>>> = thoughts
+        .into_iter()
+        .map(|(_, outcome)| Mutex::new(Some(outcome)))
+        .collect();
+    let mut checked_in: Parallel<Vec<(usize, CheckedIn)>> = Parallel::default();
+    personas.par_iter_mut().for_each(
+        |(entity, name, mut mind, mut body, mut view, mut diary, _)| {
+            let Some(&i) = slots.get(&entity) else {
+                return;
+            };
+            let outcome = outcomes
+                .get(i)
+                .and_then(|cell| cell.lock().ok().and_then(|mut cell| cell.take()));
+            let Some(outcome) = outcome else {
+                return;
+            };
+            let landed = check_in(
+                outcome, entity, name, &mut mind, &mut body, &mut view, &mut diary, listening,
+            );
+            checked_in.scope(|all| all.push((i, landed)));
+        },
+    );
+    let mut all = Vec::new();
+    checked_in.drain_into(&mut all);
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, landed)| landed).collect()
+}
+
 /// Checks in the thoughts and conversations that landed (runs in [`SimPoll`]).
+///
+/// From [`PARALLEL_LANDING_MIN`] thoughts on they land in parallel (each touches only its own
+/// persona); either way the chat intents and outcomes are kept in the order the thoughts
+/// landed in.
 pub(crate) fn collect_thoughts(
     mut commands: Commands,
     mut intents: ResMut<ChatIntents>,
@@ -1046,21 +1105,11 @@ pub(crate) fn collect_thoughts(
                 .remove::<(Thinking, AwaitingCognition)>();
         }
     }
-    for (entity, outcome) in thoughts {
-        if let Ok((entity, name, mut mind, mut body, mut view, mut diary, _)) =
-            personas.get_mut(entity)
-        {
-            check_in(
-                outcome,
-                entity,
-                name,
-                &mut mind,
-                &mut body,
-                &mut view,
-                &mut diary,
-                &mut intents,
-                queue.as_deref_mut(),
-            );
+    let listening = queue.is_some();
+    for (intent, outcomes) in land_all(thoughts, &mut personas, listening) {
+        intents.0.extend(intent);
+        if let Some(queue) = queue.as_deref_mut() {
+            queue.extend(OutcomeSource::Thought, outcomes);
         }
     }
     let mut conversations = std::mem::take(&mut landed.conversations);
@@ -1141,6 +1190,86 @@ mod tests {
         NaiveDate::from_ymd_opt(2023, 2, 13)
             .and_then(|d| d.and_hms_opt(h, m, s))
             .unwrap_or_default()
+    }
+
+    /// `n` personas and one landed thought each, listed in reverse spawn order: persona `i`
+    /// now does "task i", starts a new action when `i` is even and means to talk to P0 when
+    /// `i` is a multiple of three.
+    fn landing(n: usize) -> (World, Vec<(Entity, ThoughtOutcome)>) {
+        let mut world = World::new();
+        let mut thoughts = Vec::new();
+        for i in 0..n {
+            // The mind is out, in its thought.
+            let mut mind = Mind::new(MindState::default());
+            let _ = mind.check_out();
+            let entity = world
+                .spawn((
+                    Persona,
+                    Name::new(format!("P{i}")),
+                    mind,
+                    Body::default(),
+                    ActionView::default(),
+                    Diary::default(),
+                    Percepts::default(),
+                ))
+                .id();
+            let mut state = MindState::default();
+            state.scratch.act_description = Some(format!("task {i}"));
+            let outcome = ThoughtOutcome {
+                mind: Box::new(state),
+                events: Vec::new(),
+                new_action: i % 2 == 0,
+                talk_to: (i % 3 == 0).then(|| "P0".to_string()),
+                failures: Vec::new(),
+            };
+            thoughts.push((entity, outcome));
+        }
+        thoughts.reverse();
+        (world, thoughts)
+    }
+
+    #[test]
+    fn thoughts_land_in_their_order_one_by_one_and_in_parallel() {
+        use bevy::ecs::system::SystemState;
+        use bevy::tasks::TaskPool;
+        ComputeTaskPool::get_or_init(TaskPool::default);
+        for n in [PARALLEL_LANDING_MIN / 2, PARALLEL_LANDING_MIN * 2] {
+            let (mut world, thoughts) = landing(n);
+            let order: Vec<Entity> = thoughts.iter().map(|(entity, _)| *entity).collect();
+            let mut state: SystemState<Query<PersonaItem, With<Persona>>> =
+                SystemState::new(&mut world);
+            let Ok(mut personas) = state.get_mut(&mut world) else {
+                panic!("the query is valid");
+            };
+            let landed = land_all(thoughts, &mut personas, true);
+            assert_eq!(landed.len(), n);
+            for ((intent, outcomes), entity) in landed.iter().zip(&order) {
+                let Some(name) = world.get::<Name>(*entity).map(Name::as_str) else {
+                    panic!("every persona is still there");
+                };
+                let Some(i) = name.strip_prefix('P').and_then(|i| i.parse::<usize>().ok()) else {
+                    panic!("names are P and a number");
+                };
+                assert_eq!(
+                    *intent,
+                    (i % 3 == 0).then(|| (*entity, "P0".to_string())),
+                    "{name}"
+                );
+                let started: Vec<&str> = outcomes
+                    .iter()
+                    .filter_map(|outcome| match outcome {
+                        Outcome::ActionStarted(started) => Some(started.name.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                assert_eq!(started, if i % 2 == 0 { vec![name] } else { vec![] });
+                let view = world
+                    .get::<ActionView>(*entity)
+                    .map(|v| v.description.clone());
+                assert_eq!(view, Some(format!("task {i}")));
+                assert!(world.get::<Mind>(*entity).is_some_and(Mind::is_home));
+            }
+        }
     }
 
     #[test]
