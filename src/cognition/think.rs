@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use bevy::ecs::change_detection::Tick;
 use bevy::ecs::system::{SystemChangeTick, SystemParam};
 use bevy::log::tracing::Instrument;
+use bevy::platform::cell::SyncCell;
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
@@ -45,7 +46,7 @@ use crate::prompt::{FailureLog, ModelFailure, PromptContext, PromptLibrary};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TownMap};
 
-use super::chat_stream::{ChatStreamSettings, ChatStreamSink, open_chat_stream};
+use super::chat_stream::{ChatStreamFeed, ChatStreamSettings, ChatStreamSink, open_chat_stream};
 use super::converse::{
     Reaction, SpeakerView, choose_focus, conversation_record, decide_reaction, hold_conversation,
     related_memories, start_wait,
@@ -296,13 +297,25 @@ pub(crate) struct Thinking(Task<ThoughtOutcome>);
 pub(crate) struct LandedThoughts {
     thoughts: Vec<(Entity, ThoughtOutcome)>,
     conversations: Vec<ConversationDone>,
+    /// Conversations started this step and not yet polled: [`start_thoughts`] polls them with
+    /// the thoughts, so a long conversation shares the cores with them instead of running
+    /// alone before them.
+    started: Vec<StartedConversation>,
 }
+
+/// A conversation started and not yet polled: its two sides, its chat feed (when watched),
+/// and its future (in a [`SyncCell`]: a resource must be `Sync`, and the future is only ever
+/// reached through `&mut`).
+type StartedConversation = (
+    (Entity, Entity, Option<ChatStreamFeed>),
+    SyncCell<BoxedFuture<ConversationDone>>,
+);
 
 impl LandedThoughts {
     /// Whether no finished thought or conversation is waiting to be checked in (a save needs
     /// this: a landed result holds a mind outside its persona).
     pub fn is_empty(&self) -> bool {
-        self.thoughts.is_empty() && self.conversations.is_empty()
+        self.thoughts.is_empty() && self.conversations.is_empty() && self.started.is_empty()
     }
 }
 
@@ -591,9 +604,9 @@ type PersonaItem<'a> = (
     &'a Percepts,
 );
 
-/// Starts the conversations intended last step (both minds checked out together).
+/// Starts the conversations intended last step (both minds checked out together); they are
+/// first polled with the thoughts, in [`start_thoughts`].
 pub(crate) fn start_conversations(
-    mut commands: Commands,
     cx: ThoughtContext,
     mut intents: ResMut<ChatIntents>,
     mut landed: ResMut<LandedThoughts>,
@@ -622,7 +635,6 @@ pub(crate) fn start_conversations(
             .unwrap_or_default()
     });
     let mut busy: HashSet<Entity> = HashSet::new();
-    let mut started = Vec::new();
     for (initiator, target_name) in wanted {
         let Some(&target) = by_name.get(&target_name) else {
             continue;
@@ -674,15 +686,26 @@ pub(crate) fn start_conversations(
             )
             .instrument(span),
         );
-        started.push(((initiator, target, feed), future));
+        landed
+            .started
+            .push(((initiator, target, feed), SyncCell::new(future)));
     }
-    // Polled once in parallel, like thoughts: the scripted backend finishes them here.
-    let polled = poll_all_once(&mut started, &[]);
+}
+
+/// Lands the conversations that finished when first polled and makes the others tasks (with
+/// their chat feed, and both sides awaiting cognition).
+fn settle_conversations(
+    commands: &mut Commands,
+    landed: &mut LandedThoughts,
+    started: Vec<StartedConversation>,
+    polled: Vec<Option<ConversationDone>>,
+    step: u64,
+) {
     for (((initiator, target, feed), future), done) in started.into_iter().zip(polled) {
         match done {
             Some(done) => landed.conversations.push(done),
             None => {
-                let task = AsyncComputeTaskPool::get().spawn(future);
+                let task = AsyncComputeTaskPool::get().spawn(SyncCell::to_inner(future));
                 commands
                     .entity(initiator)
                     .insert((Conversing(task), AwaitingCognition::new(step)));
@@ -698,41 +721,67 @@ pub(crate) fn start_conversations(
 /// A future boxed so it can be polled in place and then moved into a task.
 type BoxedFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
-/// Polls every future once, in parallel on the compute pool when there are several: a backend
-/// that answers at once finishes them here on every core; the others are left to become tasks.
+/// What polling one future once gave: a conversation's or a thought's result, if it finished.
+enum Polled {
+    Talk(Option<ConversationDone>),
+    Thought(Option<ThoughtOutcome>),
+}
+
+/// Polls every conversation and thought once, in parallel on the compute pool when there are
+/// several: a backend that answers at once finishes them here on every core; the others are
+/// left to become tasks.
 ///
-/// The futures are started in falling order of `efforts` (one per future, missing ones count
-/// as 0; ties keep their order), so the long ones do not start last and leave one core
-/// working alone at the end while the other waits. The results come back in the futures'
-/// order, whatever order they ran in.
-fn poll_all_once<K: Send, T: Send + 'static>(
-    futures: &mut [(K, BoxedFuture<T>)],
+/// The conversations start first (each is many model calls), then the thoughts in falling
+/// order of `efforts` (one per thought, missing ones count as 0; ties keep their order), so
+/// the long ones do not start last and leave one core working alone at the end while the
+/// other waits. The results come back in the futures' order, whatever order they ran in.
+fn poll_all_once(
+    talks: &mut [StartedConversation],
+    thoughts: &mut [(Entity, BoxedFuture<ThoughtOutcome>)],
     efforts: &[u8],
-) -> Vec<Option<T>> {
-    if futures.len() <= 1 {
-        return futures
+) -> (Vec<Option<ConversationDone>>, Vec<Option<ThoughtOutcome>>) {
+    if talks.len() + thoughts.len() <= 1 {
+        let talked = talks
+            .iter_mut()
+            .map(|(_, future)| block_on(poll_once(future.get())))
+            .collect();
+        let thought = thoughts
             .iter_mut()
             .map(|(_, future)| block_on(poll_once(future)))
             .collect();
+        return (talked, thought);
     }
-    let mut order: Vec<usize> = (0..futures.len()).collect();
+    let mut order: Vec<usize> = (0..thoughts.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(efforts.get(i).copied().unwrap_or(0)));
-    let mut slots: Vec<Option<&mut BoxedFuture<T>>> =
-        futures.iter_mut().map(|(_, future)| Some(future)).collect();
+    let mut slots: Vec<Option<&mut BoxedFuture<ThoughtOutcome>>> = thoughts
+        .iter_mut()
+        .map(|(_, future)| Some(future))
+        .collect();
     let ran = ComputeTaskPool::get().scope(|scope| {
+        for (_, future) in talks.iter_mut() {
+            let future = future.get();
+            scope.spawn(async move { Polled::Talk(poll_once(future).await) });
+        }
         for &i in &order {
             if let Some(future) = slots.get_mut(i).and_then(Option::take) {
-                scope.spawn(async move { poll_once(future).await });
+                scope.spawn(async move { Polled::Thought(poll_once(future).await) });
             }
         }
     });
-    let mut polled: Vec<Option<T>> = (0..futures.len()).map(|_| None).collect();
-    for (i, result) in order.into_iter().zip(ran) {
-        if let Some(slot) = polled.get_mut(i) {
-            *slot = result;
+    let mut talked = Vec::with_capacity(talks.len());
+    let mut polled: Vec<Option<ThoughtOutcome>> = (0..thoughts.len()).map(|_| None).collect();
+    let mut thought_order = order.into_iter();
+    for result in ran {
+        match result {
+            Polled::Talk(done) => talked.push(done),
+            Polled::Thought(outcome) => {
+                if let Some(slot) = thought_order.next().and_then(|i| polled.get_mut(i)) {
+                    *slot = outcome;
+                }
+            }
         }
     }
-    polled
+    (talked, polled)
 }
 
 /// How much work a thought is likely to be, to start the heaviest first (see
@@ -918,97 +967,104 @@ pub(crate) fn start_thoughts(
     mut others: Local<OthersView>,
     mut queries: ParamSet<(ThinkingPersonas, Everyone)>,
 ) {
-    let Some(map) = cx.map.as_ref() else { return };
-    let Some(ctx) = cx.prompt_context() else {
-        return;
-    };
-    let book = book
-        .get_or_insert_with(|| Arc::new(AddressBook::of(map)))
-        .clone();
-    let now = cx.clock.now();
     let step = cx.clock.step();
-    let sec_per_step = cx.clock.sec_per_step();
-    let settings = Arc::new(cx.settings.clone());
-    // Most personas most steps need no model: their bookkeeping is done here, in parallel and
-    // in any order (it touches only their own mind), and only the others go on to think — in
-    // name order, whichever thread found them.
-    let mut found: Parallel<Vec<(String, Entity)>> = Parallel::default();
-    let mut ended: Parallel<Vec<Outcome>> = Parallel::default();
-    let listening = queue.is_some();
-    queries.p0().par_iter_mut().for_each(
-        |((entity, name, mut mind, body, mut view, _, percepts), changed, mut memo)| {
-            let Some(state) = mind.get_mut() else {
-                return;
-            };
-            let memo = (changed.last_changed(), memo.as_deref_mut());
-            if needs_model(state, percepts, memo, now, sec_per_step) {
-                found.scope(|needy| needy.push((name.as_str().to_string(), entity)));
-                return;
-            }
-            bookkeeping(state, now, body.tile, sec_per_step);
-            if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
-                let next = ActionView::from_scratch(&state.scratch);
-                if listening {
-                    ended.scope(|ended| {
-                        chat_ended(entity, name.as_str(), now, &mut view, &next, ended)
-                    });
+    let mut talks = std::mem::take(&mut landed.started);
+    let (mut started, efforts) = 'think: {
+        let Some(map) = cx.map.as_ref() else {
+            break 'think Default::default();
+        };
+        let Some(ctx) = cx.prompt_context() else {
+            break 'think Default::default();
+        };
+        let book = book
+            .get_or_insert_with(|| Arc::new(AddressBook::of(map)))
+            .clone();
+        let now = cx.clock.now();
+        let sec_per_step = cx.clock.sec_per_step();
+        let settings = Arc::new(cx.settings.clone());
+        // Most personas most steps need no model: their bookkeeping is done here, in parallel and
+        // in any order (it touches only their own mind), and only the others go on to think — in
+        // name order, whichever thread found them.
+        let mut found: Parallel<Vec<(String, Entity)>> = Parallel::default();
+        let mut ended: Parallel<Vec<Outcome>> = Parallel::default();
+        let listening = queue.is_some();
+        queries.p0().par_iter_mut().for_each(
+            |((entity, name, mut mind, body, mut view, _, percepts), changed, mut memo)| {
+                let Some(state) = mind.get_mut() else {
+                    return;
+                };
+                let memo = (changed.last_changed(), memo.as_deref_mut());
+                if needs_model(state, percepts, memo, now, sec_per_step) {
+                    found.scope(|needy| needy.push((name.as_str().to_string(), entity)));
+                    return;
                 }
-                *view = next;
-            }
-        },
-    );
-    if let Some(mut queue) = queue {
-        let mut outcomes = Vec::new();
-        ended.drain_into(&mut outcomes);
-        queue.extend(OutcomeSource::Bookkeeping, outcomes);
-    }
-    let mut needy: Vec<(String, Entity)> = Vec::new();
-    found.drain_into(&mut needy);
-    if needy.is_empty() {
-        return;
-    }
-    needy.sort();
+                bookkeeping(state, now, body.tile, sec_per_step);
+                if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
+                    let next = ActionView::from_scratch(&state.scratch);
+                    if listening {
+                        ended.scope(|ended| {
+                            chat_ended(entity, name.as_str(), now, &mut view, &next, ended)
+                        });
+                    }
+                    *view = next;
+                }
+            },
+        );
+        if let Some(mut queue) = queue {
+            let mut outcomes = Vec::new();
+            ended.drain_into(&mut outcomes);
+            queue.extend(OutcomeSource::Bookkeeping, outcomes);
+        }
+        let mut needy: Vec<(String, Entity)> = Vec::new();
+        found.drain_into(&mut needy);
+        if needy.is_empty() {
+            break 'think Default::default();
+        }
+        needy.sort();
 
-    let this_run = cx.ticks.this_run();
-    let since = others.since.replace(this_run);
-    refresh_others(
-        Arc::make_mut(&mut others.map),
-        &queries.p1(),
-        since,
-        this_run,
-    );
-    let others = Arc::clone(&others.map);
+        let this_run = cx.ticks.this_run();
+        let since = others.since.replace(this_run);
+        refresh_others(
+            Arc::make_mut(&mut others.map),
+            &queries.p1(),
+            since,
+            this_run,
+        );
+        let others = Arc::clone(&others.map);
 
-    let mut personas = queries.p0();
-    let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
-    let mut efforts = Vec::new();
-    for (name, entity) in needy {
-        let Ok(((entity, _, mut mind, body, _, _, percepts), _, _)) = personas.get_mut(entity)
-        else {
-            continue;
-        };
-        let Some(state) = mind.check_out() else {
-            continue;
-        };
-        let input = ThoughtInput {
-            ctx: ctx.clone(),
-            settings: settings.clone(),
-            book: book.clone(),
-            others: others.clone(),
-            now,
-            step,
-            sec_per_step,
-            percepts: percepts.clone(),
-            tile: body.tile,
-            walking: !body.planned_path.is_empty(),
-        };
-        let span = debug_span!("thought", persona = name.as_str(), step);
-        efforts.push(thought_effort(&state, now, sec_per_step));
-        started.push((entity, Box::pin(think(state, input).instrument(span))));
-    }
-    // Each thought is polled once, in parallel, the heaviest first; results land in `SimPoll`
-    // either way, in name order.
-    let polled = poll_all_once(&mut started, &efforts);
+        let mut personas = queries.p0();
+        let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
+        let mut efforts = Vec::new();
+        for (name, entity) in needy {
+            let Ok(((entity, _, mut mind, body, _, _, percepts), _, _)) = personas.get_mut(entity)
+            else {
+                continue;
+            };
+            let Some(state) = mind.check_out() else {
+                continue;
+            };
+            let input = ThoughtInput {
+                ctx: ctx.clone(),
+                settings: settings.clone(),
+                book: book.clone(),
+                others: others.clone(),
+                now,
+                step,
+                sec_per_step,
+                percepts: percepts.clone(),
+                tile: body.tile,
+                walking: !body.planned_path.is_empty(),
+            };
+            let span = debug_span!("thought", persona = name.as_str(), step);
+            efforts.push(thought_effort(&state, now, sec_per_step));
+            started.push((entity, Box::pin(think(state, input).instrument(span))));
+        }
+        (started, efforts)
+    };
+    // This step's conversations and thoughts are polled once, in parallel, the longest first;
+    // results land in `SimPoll` either way, in the order they were started.
+    let (talked, polled) = poll_all_once(&mut talks, &mut started, &efforts);
+    settle_conversations(&mut commands, &mut landed, talks, talked, step);
     for ((entity, future), outcome) in started.into_iter().zip(polled) {
         match outcome {
             Some(outcome) => landed.thoughts.push((entity, outcome)),
