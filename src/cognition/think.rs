@@ -100,8 +100,10 @@ pub(crate) struct ThoughtOutcome {
     pub failures: Vec<ModelFailure>,
 }
 
-/// Whether this step's thought needs the model: a new day, a finished action, something new in
-/// view, a chat ending, or a reflection due. Otherwise [`bookkeeping`] is the whole thought.
+/// Whether this step's thought needs the model — a reflection due, a new day, a finished action,
+/// chat thoughts due, or something new in view — and if so how much work it is likely to be
+/// ([`thought_effort`], 0 for something new in view alone). `None`: [`bookkeeping`] is the
+/// whole thought.
 ///
 /// `memo` remembers when everything in view was already perceived: while the percepts stay as
 /// they were (`percepts_changed`, their change tick) and memory holds the same events, that
@@ -112,12 +114,12 @@ fn needs_model(
     (percepts_changed, memo): (Tick, Option<&mut NoveltyMemo>),
     now: NaiveDateTime,
     sec_per_step: u32,
-) -> bool {
-    if due_whatever_is_seen(mind, now, sec_per_step) {
-        return true;
+) -> Option<u8> {
+    if let Some(effort) = thought_effort(mind, now, sec_per_step) {
+        return Some(effort);
     }
     let Some(memo) = memo else {
-        return sees_something_new(mind, percepts);
+        return sees_something_new(mind, percepts).then_some(0);
     };
     let key = (
         percepts_changed,
@@ -125,19 +127,28 @@ fn needs_model(
         mind.scratch.params.retention,
     );
     if memo.0 == Some(key) {
-        return false;
+        return None;
     }
     let new = sees_something_new(mind, percepts);
     memo.0 = (!new).then_some(key);
-    new
+    new.then_some(0)
 }
 
-/// The reasons to ask the model that do not depend on what is in view.
-fn due_whatever_is_seen(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> bool {
-    day_change(mind.scratch.curr_time, now).is_some()
-        || mind.scratch.act_finished(now)
-        || reflection_due(mind)
-        || chat_thoughts_due(mind, now, sec_per_step)
+/// The reasons to ask the model that do not depend on what is in view, ranked by how much work
+/// the thought is likely to be, so the heaviest start first (see [`poll_all_once`]): a
+/// reflection (focal points, three retrievals, insights, each stored with a rating and an
+/// embedding), then a new day's plan, then a new action or chat thoughts. `None` when none is
+/// due.
+fn thought_effort(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> Option<u8> {
+    if reflection_due(mind) {
+        Some(3)
+    } else if day_change(mind.scratch.curr_time, now).is_some() {
+        Some(2)
+    } else if mind.scratch.act_finished(now) || chat_thoughts_due(mind, now, sec_per_step) {
+        Some(1)
+    } else {
+        None
+    }
 }
 
 /// Whether an event in view is not among the latest the persona perceived (SPEC §3.1 step 3).
@@ -784,22 +795,6 @@ fn poll_all_once(
     (talked, polled)
 }
 
-/// How much work a thought is likely to be, to start the heaviest first (see
-/// [`poll_all_once`]): a reflection (focal points, three retrievals, insights, each stored
-/// with a rating and an embedding), then a new day's plan, then a new action; the rest is
-/// perceiving and reacting.
-fn thought_effort(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> u8 {
-    if reflection_due(mind) {
-        3
-    } else if day_change(mind.scratch.curr_time, now).is_some() {
-        2
-    } else if mind.scratch.act_finished(now) || chat_thoughts_due(mind, now, sec_per_step) {
-        1
-    } else {
-        0
-    }
-}
-
 #[expect(clippy::too_many_arguments, reason = "both sides of a conversation")]
 async fn converse_task(
     initiator: Entity,
@@ -985,7 +980,7 @@ pub(crate) fn start_thoughts(
         // Most personas most steps need no model: their bookkeeping is done here, in parallel and
         // in any order (it touches only their own mind), and only the others go on to think — in
         // name order, whichever thread found them.
-        let mut found: Parallel<Vec<(String, Entity)>> = Parallel::default();
+        let mut found: Parallel<Vec<(String, Entity, u8)>> = Parallel::default();
         let mut ended: Parallel<Vec<Outcome>> = Parallel::default();
         let listening = queue.is_some();
         queries.p0().par_iter_mut().for_each(
@@ -994,8 +989,8 @@ pub(crate) fn start_thoughts(
                     return;
                 };
                 let memo = (changed.last_changed(), memo.as_deref_mut());
-                if needs_model(state, percepts, memo, now, sec_per_step) {
-                    found.scope(|needy| needy.push((name.as_str().to_string(), entity)));
+                if let Some(effort) = needs_model(state, percepts, memo, now, sec_per_step) {
+                    found.scope(|needy| needy.push((name.as_str().to_string(), entity, effort)));
                     return;
                 }
                 bookkeeping(state, now, body.tile, sec_per_step);
@@ -1015,7 +1010,7 @@ pub(crate) fn start_thoughts(
             ended.drain_into(&mut outcomes);
             queue.extend(OutcomeSource::Bookkeeping, outcomes);
         }
-        let mut needy: Vec<(String, Entity)> = Vec::new();
+        let mut needy: Vec<(String, Entity, u8)> = Vec::new();
         found.drain_into(&mut needy);
         if needy.is_empty() {
             break 'think Default::default();
@@ -1035,7 +1030,7 @@ pub(crate) fn start_thoughts(
         let mut personas = queries.p0();
         let mut started: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = Vec::new();
         let mut efforts = Vec::new();
-        for (name, entity) in needy {
+        for (name, entity, effort) in needy {
             let Ok(((entity, _, mut mind, body, _, _, percepts), _, _)) = personas.get_mut(entity)
             else {
                 continue;
@@ -1056,7 +1051,7 @@ pub(crate) fn start_thoughts(
                 walking: !body.planned_path.is_empty(),
             };
             let span = debug_span!("thought", persona = name.as_str(), step);
-            efforts.push(thought_effort(&state, now, sec_per_step));
+            efforts.push(effort);
             started.push((entity, Box::pin(think(state, input).instrument(span))));
         }
         (started, efforts)
@@ -1093,13 +1088,9 @@ fn land_all(
     personas: &mut Query<PersonaItem, With<Persona>>,
     listening: bool,
 ) -> Vec<CheckedIn> {
-    let slots: HashMap<Entity, usize> = thoughts
-        .iter()
-        .enumerate()
-        .map(|(i, (entity, _))| (*entity, i))
-        .collect();
-    if thoughts.len() < PARALLEL_LANDING_MIN || slots.len() != thoughts.len() {
-        return thoughts
+    let one_by_one = |thoughts: Vec<(Entity, ThoughtOutcome)>,
+                      personas: &mut Query<PersonaItem, With<Persona>>| {
+        thoughts
             .into_iter()
             .filter_map(|(entity, outcome)| {
                 let (entity, name, mut mind, mut body, mut view, mut diary, _) =
@@ -1108,7 +1099,18 @@ fn land_all(
                     outcome, entity, name, &mut mind, &mut body, &mut view, &mut diary, listening,
                 ))
             })
-            .collect();
+            .collect()
+    };
+    if thoughts.len() < PARALLEL_LANDING_MIN {
+        return one_by_one(thoughts, personas);
+    }
+    let slots: HashMap<Entity, usize> = thoughts
+        .iter()
+        .enumerate()
+        .map(|(i, (entity, _))| (*entity, i))
+        .collect();
+    if slots.len() != thoughts.len() {
+        return one_by_one(thoughts, personas);
     }
     let outcomes: Vec<Mutex<Option<ThoughtOutcome>>> = thoughts
         .into_iter()
@@ -1429,53 +1431,29 @@ mod tests {
         let (tick, now) = (Tick::new(7), at(8, 0, 10));
         let mut memo = NoveltyMemo::default();
         // Nothing new: the answer is remembered for these percepts and this memory.
-        assert!(!needs_model(
-            &mind,
-            &percepts,
-            (tick, Some(&mut memo)),
-            now,
-            10
-        ));
+        assert!(needs_model(&mind, &percepts, (tick, Some(&mut memo)), now, 10).is_none());
         assert!(memo.0.is_some());
-        assert!(!needs_model(
-            &mind,
-            &percepts,
-            (tick, Some(&mut memo)),
-            now,
-            10
-        ));
+        assert!(needs_model(&mind, &percepts, (tick, Some(&mut memo)), now, 10).is_none());
         // New percepts (a new change tick) are checked again, and something new is new.
         let mut changed = percepts.clone();
         changed.events.push(event("Cy", "map"));
         let tick = Tick::new(8);
-        assert!(needs_model(
-            &mind,
-            &changed,
-            (tick, Some(&mut memo)),
-            now,
-            10
-        ));
+        assert_eq!(
+            needs_model(&mind, &changed, (tick, Some(&mut memo)), now, 10),
+            Some(0)
+        );
         assert_eq!(memo.0, None);
         // Memory moving on is a new answer too: once seen, the map is no news…
         seen(&mut mind, "Cy", "map");
-        assert!(!needs_model(
-            &mind,
-            &changed,
-            (tick, Some(&mut memo)),
-            now,
-            10
-        ));
+        assert!(needs_model(&mind, &changed, (tick, Some(&mut memo)), now, 10).is_none());
         // …and after five more events the book has left the window, whatever the memo held.
         for k in 0..5 {
             seen(&mut mind, "Di", &format!("page {k}"));
         }
-        assert!(needs_model(
-            &mind,
-            &changed,
-            (tick, Some(&mut memo)),
-            now,
-            10
-        ));
+        assert_eq!(
+            needs_model(&mind, &changed, (tick, Some(&mut memo)), now, 10),
+            Some(0)
+        );
         assert_eq!(
             needs_model(&mind, &changed, (tick, None), now, 10),
             needs_model(&mind, &changed, (tick, Some(&mut memo)), now, 10)
