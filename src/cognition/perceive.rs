@@ -14,7 +14,7 @@ use chrono::NaiveDateTime;
 use crate::clock::{AwaitingCognition, Held};
 use crate::llm::EMBED_KIND;
 use crate::memory::{ChatLine, NewMemory, NodeId};
-use crate::persona::{Body, CHAT_PREDICATE, Mind, MindState, Percepts, Persona};
+use crate::persona::{Body, CHAT_PREDICATE, Mind, MindState, PERSONA_BATCHES, Percepts, Persona};
 use crate::prompt::{FailureReason, ModelFailure, PromptContext, run_prompt};
 use crate::settings::{AgentSettings, LeanSettings};
 use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
@@ -176,6 +176,7 @@ pub(crate) fn gather_percepts(
     let Some(map) = map else { return };
     personas
         .par_iter_mut()
+        .batching_strategy(PERSONA_BATCHES)
         .for_each(|(body, mut mind, mut percepts)| {
             let Some(state) = mind.get_mut() else { return };
             let params = &state.scratch.params;

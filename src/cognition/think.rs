@@ -41,7 +41,9 @@ use crate::clock::{
 };
 use crate::llm::LlmClient;
 use crate::memory::NodeKind;
-use crate::persona::{ActionView, Body, Diary, Mind, MindState, NoveltyMemo, Percepts, Persona};
+use crate::persona::{
+    ActionView, Body, Diary, Mind, MindState, NoveltyMemo, PERSONA_BATCHES, Percepts, Persona,
+};
 use crate::prompt::{FailureLog, ModelFailure, PromptContext, PromptLibrary};
 use crate::settings::AgentSettings;
 use crate::world::{AddressLevel, TileCoord, TownMap};
@@ -983,28 +985,33 @@ pub(crate) fn start_thoughts(
         let mut found: Parallel<Vec<(String, Entity, u8)>> = Parallel::default();
         let mut ended: Parallel<Vec<Outcome>> = Parallel::default();
         let listening = queue.is_some();
-        queries.p0().par_iter_mut().for_each(
-            |((entity, name, mut mind, body, mut view, _, percepts), changed, mut memo)| {
-                let Some(state) = mind.get_mut() else {
-                    return;
-                };
-                let memo = (changed.last_changed(), memo.as_deref_mut());
-                if let Some(effort) = needs_model(state, percepts, memo, now, sec_per_step) {
-                    found.scope(|needy| needy.push((name.as_str().to_string(), entity, effort)));
-                    return;
-                }
-                bookkeeping(state, now, body.tile, sec_per_step);
-                if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
-                    let next = ActionView::from_scratch(&state.scratch);
-                    if listening {
-                        ended.scope(|ended| {
-                            chat_ended(entity, name.as_str(), now, &mut view, &next, ended)
-                        });
+        queries
+            .p0()
+            .par_iter_mut()
+            .batching_strategy(PERSONA_BATCHES)
+            .for_each(
+                |((entity, name, mut mind, body, mut view, _, percepts), changed, mut memo)| {
+                    let Some(state) = mind.get_mut() else {
+                        return;
+                    };
+                    let memo = (changed.last_changed(), memo.as_deref_mut());
+                    if let Some(effort) = needs_model(state, percepts, memo, now, sec_per_step) {
+                        found
+                            .scope(|needy| needy.push((name.as_str().to_string(), entity, effort)));
+                        return;
                     }
-                    *view = next;
-                }
-            },
-        );
+                    bookkeeping(state, now, body.tile, sec_per_step);
+                    if view.chatting_with.is_some() && state.scratch.chatting_with.is_none() {
+                        let next = ActionView::from_scratch(&state.scratch);
+                        if listening {
+                            ended.scope(|ended| {
+                                chat_ended(entity, name.as_str(), now, &mut view, &next, ended)
+                            });
+                        }
+                        *view = next;
+                    }
+                },
+            );
         if let Some(mut queue) = queue {
             let mut outcomes = Vec::new();
             ended.drain_into(&mut outcomes);
@@ -1117,23 +1124,26 @@ fn land_all(
         .map(|(_, outcome)| Mutex::new(Some(outcome)))
         .collect();
     let mut checked_in: Parallel<Vec<(usize, CheckedIn)>> = Parallel::default();
-    personas.par_iter_mut().for_each(
-        |(entity, name, mut mind, mut body, mut view, mut diary, _)| {
-            let Some(&i) = slots.get(&entity) else {
-                return;
-            };
-            let outcome = outcomes
-                .get(i)
-                .and_then(|cell| cell.lock().ok().and_then(|mut cell| cell.take()));
-            let Some(outcome) = outcome else {
-                return;
-            };
-            let landed = check_in(
-                outcome, entity, name, &mut mind, &mut body, &mut view, &mut diary, listening,
-            );
-            checked_in.scope(|all| all.push((i, landed)));
-        },
-    );
+    personas
+        .par_iter_mut()
+        .batching_strategy(PERSONA_BATCHES)
+        .for_each(
+            |(entity, name, mut mind, mut body, mut view, mut diary, _)| {
+                let Some(&i) = slots.get(&entity) else {
+                    return;
+                };
+                let outcome = outcomes
+                    .get(i)
+                    .and_then(|cell| cell.lock().ok().and_then(|mut cell| cell.take()));
+                let Some(outcome) = outcome else {
+                    return;
+                };
+                let landed = check_in(
+                    outcome, entity, name, &mut mind, &mut body, &mut view, &mut diary, listening,
+                );
+                checked_in.scope(|all| all.push((i, landed)));
+            },
+        );
     let mut all = Vec::new();
     checked_in.drain_into(&mut all);
     all.sort_by_key(|(i, _)| *i);

@@ -300,6 +300,17 @@ impl Plugin for PersonaPlugin {
     }
 }
 
+/// How a step's parallel passes over every persona split the town between threads: in
+/// several small batches per thread rather than one big one (Bevy's default). Most personas
+/// cost nothing in a given pass and a few cost much (a thought landing, a heard line stored,
+/// a new tile looked around), so with one batch per thread the thread that drew the busy
+/// half ran on alone while the others waited; small batches even the halves out.
+pub(crate) const PERSONA_BATCHES: bevy::ecs::batching::BatchingStrategy =
+    bevy::ecs::batching::BatchingStrategy {
+        batch_size_limits: 16..usize::MAX,
+        batches_per_thread: 8,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;
