@@ -123,17 +123,21 @@ pub(crate) fn execute_actions(
     clock: Res<SimClock>,
     map: Option<ResMut<TownMap>>,
     mut order: Local<Vec<Entity>>,
+    mut tiles_kept: Local<HashMap<String, TileCoord>>,
     added: Query<(), Added<Persona>>,
+    renamed: Query<(), (Changed<Name>, With<Persona>)>,
     mut personas: Walkers<'_, '_>,
 ) {
     let Some(mut map) = map else {
         return;
     };
-    if order.len() != personas.iter().len() || !added.is_empty() {
+    if order.len() != personas.iter().len() || !added.is_empty() || !renamed.is_empty() {
         let mut named: Vec<(&str, Entity)> =
             personas.iter().map(|(e, n, ..)| (n.as_str(), e)).collect();
         named.sort();
         *order = named.into_iter().map(|(_, e)| e).collect();
+        // Someone came, went or was renamed: the names the tiles are kept under are redone.
+        tiles_kept.clear();
     }
 
     // Object events that stop this step go idle first (they are placed again below while in
@@ -147,18 +151,24 @@ pub(crate) fn execute_actions(
         }
     }
 
-    let mut tiles: Option<HashMap<String, TileCoord>> = None;
+    // Where everyone stands, by name, for the walks towards someone: read when the first
+    // such walk is planned and kept up to date as personas step. The map itself is kept
+    // between steps (only its tiles are rewritten), sparing a string per persona per step.
+    let mut tiles: Option<&mut HashMap<String, TileCoord>> = None;
     for entity in order.iter() {
         let needs_others = personas.get(*entity).is_ok_and(|(_, _, body, view, _)| {
             !body.path_set && view.address.as_ref().is_some_and(|a| a.persona().is_some())
         });
         if needs_others && tiles.is_none() {
-            tiles = Some(
-                personas
-                    .iter()
-                    .map(|(_, n, b, ..)| (n.as_str().to_owned(), b.tile))
-                    .collect(),
-            );
+            for (_, name, body, ..) in personas.iter() {
+                match tiles_kept.get_mut(name.as_str()) {
+                    Some(tile) => *tile = body.tile,
+                    None => {
+                        tiles_kept.insert(name.as_str().to_owned(), body.tile);
+                    }
+                }
+            }
+            tiles = Some(&mut *tiles_kept);
         }
         let Ok((_, name, mut body, view, held)) = personas.get_mut(*entity) else {
             continue;
@@ -174,7 +184,7 @@ pub(crate) fn execute_actions(
                 body.tile,
                 address,
                 &view.living_area,
-                tiles.as_ref().unwrap_or(&empty),
+                tiles.as_deref().unwrap_or(&empty),
                 &mut rng,
             )
             .unwrap_or_default();

@@ -47,7 +47,7 @@ use crate::dialogue::{
 };
 use crate::llm::{EMBED_KIND, LlmClient};
 use crate::memory::{ChatLine, NewMemory};
-use crate::persona::{ChattingWith, Mind, MindState, Persona};
+use crate::persona::{ChattingWith, Mind, MindState, PERSONA_BATCHES, Persona};
 use crate::prompt::{
     FailureLog, FailureReason, ModelFailure, PromptContext, PromptLibrary, run_prompt,
 };
@@ -1505,8 +1505,10 @@ fn hear_everyone(
         return hearings;
     }
     let pool = bevy::tasks::ComputeTaskPool::get_or_init(bevy::tasks::TaskPool::default);
-    // The pool's threads and this one (a scope's caller works too), two pieces each.
-    let pieces = 2 * (pool.thread_num() + 1);
+    // The pool's threads and this one (a scope's caller works too), eight pieces each: a
+    // piece with a busy stream in it costs many times one without, and with few pieces the
+    // thread that drew it heard on alone while the others waited.
+    let pieces = 8 * (pool.thread_num() + 1);
     let per_piece = people.len().div_ceil(pieces).max(1);
     pool.scope(|scope| {
         let work = people.chunks(per_piece).zip(jobs.chunks_mut(per_piece));
@@ -1532,6 +1534,7 @@ fn flush_all_memories(world: &mut World, people: &[Someone], settings: &GroupSet
     let mut query = world.query::<(Entity, &mut Mind, &mut GroupAttention)>();
     query
         .par_iter_mut(world)
+        .batching_strategy(PERSONA_BATCHES)
         .for_each(|(entity, mut mind, mut group)| {
             if group.pending.is_empty() {
                 return;
@@ -1618,8 +1621,14 @@ pub(super) fn land_group_calls(world: &mut World) {
         .get_resource::<SimClock>()
         .map(SimClock::now)
         .unwrap_or_default();
+    // Who follows which stream, found once for all the lines landing this step (not by a scan
+    // of every persona per line); kept true as each landing moves its persona's attention.
+    let mut hearers = None;
     for (call, landed) in finished {
-        let goes_on = land(world, &call, landed, &settings, now);
+        let goes_on = land(world, &call, landed, &settings, now, &mut hearers);
+        if let (Some(hearers), Some(persona)) = (hearers.as_mut(), call.persona) {
+            Hearers::refresh(hearers, world, persona);
+        }
         if let Some(persona) = call.persona {
             let (failures, _) = call.failures.take();
             for failure in failures {
@@ -1646,13 +1655,14 @@ fn land(
     landed: Landed,
     settings: &GroupSettings,
     now: NaiveDateTime,
+    hearers: &mut Option<Hearers>,
 ) -> bool {
     let mut change = None;
     let mut said = None;
     match landed {
         Landed::Posted { seq, embedding } => {
             if let Some(embedding) = embedding {
-                remember(world, call, None, seq, embedding, now);
+                remember(world, call, None, seq, embedding, now, hearers);
             }
             return false;
         }
@@ -1758,7 +1768,7 @@ fn land(
         time: now,
     });
     if let Some(embedding) = said.embedding {
-        remember(world, call, Some(persona), seq, embedding, now);
+        remember(world, call, Some(persona), seq, embedding, now, hearers);
     }
     false
 }
@@ -1786,6 +1796,7 @@ fn remember(
     seq: u64,
     embedding: Vec<f32>,
     now: NaiveDateTime,
+    hearers: &mut Option<Hearers>,
 ) {
     let Some(line) = world
         .resource::<GroupStreams>()
@@ -1795,7 +1806,7 @@ fn remember(
         return;
     };
     // In an arena everyone present hears what is said; a channel is heard by its followers.
-    let present: BTreeSet<Entity> = match &call.stream {
+    let mut heard_by: BTreeSet<Entity> = match &call.stream {
         StreamKey::Arena(_) => world
             .resource::<GroupStreams>()
             .get(&call.stream)
@@ -1803,6 +1814,11 @@ fn remember(
             .unwrap_or_default(),
         StreamKey::Channel(_) => BTreeSet::new(),
     };
+    let hearers = hearers.get_or_insert_with(|| Hearers::of(world));
+    if let Some(followers) = hearers.followers.get(&call.stream) {
+        heard_by.extend(followers.iter().copied());
+    }
+    heard_by.extend(speaker);
     let lower = line.text.to_lowercase();
     let heard = Arc::new(HeardLine {
         time: now,
@@ -1812,21 +1828,61 @@ fn remember(
         place: call.place.clone(),
         embedding,
     });
-    let mut query = world.query::<(Entity, &Name, &mut GroupAttention)>();
-    for (entity, name, mut group) in query.iter_mut(world) {
-        let follows = group
-            .attention
-            .flows
-            .get(&call.stream)
-            .is_some_and(|f| f.state != ChatState::Absent);
-        if !follows && !present.contains(&entity) && speaker != Some(entity) {
+    for entity in heard_by {
+        let Ok(mut persona) = world.get_entity_mut(entity) else {
             continue;
-        }
-        let first = name.as_str().split_whitespace().next().unwrap_or_default();
+        };
+        let Some(name) = persona.get::<Name>().map(|n| n.as_str().to_owned()) else {
+            continue;
+        };
+        let Some(mut group) = persona.get_mut::<GroupAttention>() else {
+            continue;
+        };
+        let first = name.split_whitespace().next().unwrap_or_default();
         group.pending.push(PendingMemory {
             heard: Arc::clone(&heard),
-            named: speaker != Some(entity) && names_lowercased(&lower, name.as_str(), first),
+            named: speaker != Some(entity) && names_lowercased(&lower, &name, first),
         });
+    }
+}
+
+/// Who follows each stream (its sub-flow is not `Absent`): the personas a line said in it
+/// reaches besides those present and the speaker (see [`remember`]).
+#[derive(Default)]
+struct Hearers {
+    followers: HashMap<StreamKey, BTreeSet<Entity>>,
+}
+
+impl Hearers {
+    /// Every persona with group attention, by the streams it follows.
+    fn of(world: &mut World) -> Self {
+        let mut hearers = Self::default();
+        let mut query = world.query::<(Entity, &GroupAttention)>();
+        for (entity, group) in query.iter(world) {
+            hearers.add(entity, group);
+        }
+        hearers
+    }
+
+    fn add(&mut self, entity: Entity, group: &GroupAttention) {
+        for (key, flow) in &group.attention.flows {
+            if flow.state != ChatState::Absent {
+                self.followers
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(entity);
+            }
+        }
+    }
+
+    /// Reads `persona`'s streams again (a landing may have moved its attention).
+    fn refresh(&mut self, world: &World, persona: Entity) {
+        for followers in self.followers.values_mut() {
+            followers.remove(&persona);
+        }
+        if let Some(group) = world.get::<GroupAttention>(persona) {
+            self.add(persona, group);
+        }
     }
 }
 

@@ -46,11 +46,46 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::BuildHasher;
 
+use bevy::platform::collections::HashTable;
+use bevy::platform::hash::FixedHasher;
 use bevy::prelude::Reflect;
 
 /// A map keyed by text with bevy's fixed (fast, deterministic) hasher.
-type TextMap<V> = bevy::platform::collections::HashMap<String, V>;
+/// Text → row, holding only the rows: the texts themselves live once, in the store's `keys`
+/// (a map keyed by `String` kept every text twice, and a crowd forms hundreds of memories a
+/// step). Each row's hash is kept, so growing the table never hashes a text again.
+#[derive(Clone, Default)]
+struct RowIndex {
+    table: HashTable<u32>,
+    hashes: Vec<u64>,
+}
+
+impl RowIndex {
+    fn hash(text: &str) -> u64 {
+        FixedHasher.hash_one(text)
+    }
+
+    /// The row of `text`, given every row's text.
+    fn get(&self, text: &str, keys: &[String]) -> Option<u32> {
+        self.table
+            .find(Self::hash(text), |&row| {
+                keys.get(row as usize).is_some_and(|key| key == text)
+            })
+            .copied()
+    }
+
+    /// Records `row` (the next one: `self.hashes.len()`) for `text`, which has no row yet.
+    fn push(&mut self, text: &str, row: u32) {
+        let hash = Self::hash(text);
+        let hashes = &self.hashes;
+        self.table.insert_unique(hash, row, |&r| {
+            hashes.get(r as usize).copied().unwrap_or_default()
+        });
+        self.hashes.push(hash);
+    }
+}
 use serde::{Deserialize, Serialize};
 
 use super::MemoryError;
@@ -248,7 +283,7 @@ pub struct EmbeddingStore {
     /// 0 until the first vector fixes it (for stores made with `Default`).
     dim: usize,
     /// Text → row (foldhash: texts are looked up for every memory a persona forms).
-    index: TextMap<u32>,
+    index: RowIndex,
     keys: Vec<String>,
     /// Row `r` is row `r % CHUNK_ROWS` of chunk `r / CHUNK_ROWS`; every chunk but the last holds
     /// exactly [`CHUNK_ROWS`] rows.
@@ -393,12 +428,12 @@ impl EmbeddingStore {
 
     /// Whether `text` has a vector.
     pub fn contains(&self, text: &str) -> bool {
-        self.index.contains_key(text)
+        self.index.get(text, &self.keys).is_some()
     }
 
     /// The row of `text`.
     pub fn row(&self, text: &str) -> Option<usize> {
-        self.index.get(text).map(|&r| r as usize)
+        self.index.get(text, &self.keys).map(|r| r as usize)
     }
 
     /// The (normalised) vector of `text`.
@@ -515,8 +550,8 @@ impl EmbeddingStore {
         if self.coarse_ready {
             chunk.push_coarse(dim);
         }
+        self.index.push(text, row);
         self.keys.push(text.to_owned());
-        self.index.insert(text.to_owned(), row);
         if !self.coarse_ready && self.elements() >= AUTO_QUANTIZE_MIN_ELEMENTS {
             self.build_coarse();
         }
