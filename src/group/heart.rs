@@ -1890,6 +1890,83 @@ impl Hearers {
 mod tests {
     use super::*;
 
+    /// Who follows each stream, by a scan of every persona (what [`Hearers`] must equal).
+    fn followers_by_scan(world: &mut World) -> HashMap<StreamKey, BTreeSet<Entity>> {
+        let mut out: HashMap<StreamKey, BTreeSet<Entity>> = HashMap::new();
+        let mut query = world.query::<(Entity, &GroupAttention)>();
+        for (entity, group) in query.iter(world) {
+            for (key, flow) in &group.attention.flows {
+                if flow.state != ChatState::Absent {
+                    out.entry(key.clone()).or_default().insert(entity);
+                }
+            }
+        }
+        out
+    }
+
+    /// The index without the streams nobody follows any more (emptied sets).
+    fn followed(hearers: &Hearers) -> HashMap<StreamKey, BTreeSet<Entity>> {
+        hearers
+            .followers
+            .iter()
+            .filter(|(_, who)| !who.is_empty())
+            .map(|(key, who)| (key.clone(), who.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn the_hearers_index_follows_every_move_of_attention() {
+        let cafe = StreamKey::Arena("the Ville:Hobbs Cafe:cafe".to_string());
+        let park = StreamKey::Arena("the Ville:Park:lawn".to_string());
+        let news = StreamKey::Channel("news".to_string());
+        let mut world = World::new();
+        let with = |flows: &[(&StreamKey, ChatState)]| {
+            let mut group = GroupAttention::default();
+            for (key, state) in flows {
+                group.attention.flow(key).state = *state;
+            }
+            group
+        };
+        let a = world
+            .spawn(with(&[(&cafe, ChatState::Chat), (&news, ChatState::Focused)]))
+            .id();
+        let b = world.spawn(with(&[(&cafe, ChatState::Absent)])).id();
+        let c = world
+            .spawn(with(&[(&park, ChatState::Focused), (&cafe, ChatState::Chat)]))
+            .id();
+        let _nobody = world.spawn(GroupAttention::default()).id();
+        let mut hearers = Hearers::of(&mut world);
+        let expected = followers_by_scan(&mut world);
+        assert_eq!(followed(&hearers), expected);
+        assert_eq!(expected[&cafe], BTreeSet::from([a, c]));
+        assert!(!expected[&cafe].contains(&b), "an absent flow hears nothing");
+
+        // A joins nothing new but leaves the cafe; B starts following it and the news.
+        world
+            .get_mut::<GroupAttention>(a)
+            .unwrap()
+            .attention
+            .flow(&cafe)
+            .state = ChatState::Absent;
+        {
+            let mut group = world.get_mut::<GroupAttention>(b).unwrap();
+            group.attention.flow(&cafe).state = ChatState::Focused;
+            group.attention.flow(&news).state = ChatState::Chat;
+        }
+        hearers.refresh(&world, a);
+        hearers.refresh(&world, b);
+        let expected = followers_by_scan(&mut world);
+        assert_eq!(followed(&hearers), expected);
+        assert_eq!(expected[&cafe], BTreeSet::from([b, c]));
+        assert_eq!(expected[&news], BTreeSet::from([a, b]));
+
+        // A persona that lost its attention altogether follows nothing.
+        world.entity_mut(c).remove::<GroupAttention>();
+        hearers.refresh(&world, c);
+        assert_eq!(followed(&hearers), followers_by_scan(&mut world));
+        assert!(!followed(&hearers).contains_key(&park));
+    }
+
     #[test]
     fn a_planned_line_outlives_a_little_crosstalk_but_not_being_named_or_the_beat() {
         let e = |i: u32| Entity::from_raw_u32(i).unwrap_or(Entity::PLACEHOLDER);
