@@ -51,7 +51,7 @@ use bevy_generative_agents::clock::{SimClock, SimSpeed};
 use bevy_generative_agents::group::GroupSettings;
 use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::persist::{SaveData, apply_save, decode, save_world};
-use bevy_generative_agents::persona::{ActionView, Diary, Persona};
+use bevy_generative_agents::persona::{ActionView, Diary, Mind, Persona};
 use bevy_generative_agents::testing::{
     create_test_app, district_crowd, scripted_client, spawn_crowd, synthetic_sheets,
 };
@@ -265,13 +265,21 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
     let before = app.world().resource::<LlmClient>().usage();
     let town = town.name();
     eprintln!("{n} personas ({town}): census of {steps} steps");
+    let (nodes_before, rows_before, _) = stored(app);
     let elapsed = run_steps(app, steps);
+    let (nodes_after, rows_after, distinct) = stored(app);
     let after = app.world().resource::<LlmClient>().usage();
     let per_step = |x: u64, y: u64| x.saturating_sub(y) as f64 / steps as f64;
     eprintln!(
         "{n} personas ({town}), {steps} steps from {from}: {:.2} ms/step, {:.2} frames/step",
         elapsed.as_secs_f64() * 1e3 / steps as f64,
         FRAMES.load(std::sync::atomic::Ordering::Relaxed) as f64 / steps as f64
+    );
+    eprintln!(
+        "  memories stored {:.1}/step, embedding rows {:.1}/step; {distinct} distinct texts in \
+         {rows_after} rows at the end",
+        per_step(nodes_after, nodes_before),
+        per_step(rows_after, rows_before),
     );
     eprintln!(
         "  {:<34} {:>10} {:>12}",
@@ -285,6 +293,22 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
             eprintln!("  {kind:<34} {calls:>10.2} {cached:>12.2}");
         }
     }
+}
+
+/// Memories and embedding rows held by every persona whose mind is home, and the distinct
+/// texts among the rows (how many copies of one vector the town keeps).
+fn stored(app: &mut App) -> (u64, u64, usize) {
+    let mut texts = std::collections::HashSet::new();
+    let (mut nodes, mut rows) = (0u64, 0u64);
+    let world = app.world_mut();
+    let mut minds = world.query::<&Mind>();
+    for state in minds.iter(world).filter_map(Mind::get) {
+        nodes += state.associative.len() as u64;
+        let embeddings = state.associative.embeddings();
+        rows += embeddings.len() as u64;
+        texts.extend(embeddings.iter().map(|(text, _)| text));
+    }
+    (nodes, rows, texts.len())
 }
 
 fn agent_steps(c: &mut Criterion) {

@@ -784,6 +784,10 @@ pub(super) fn group_step(world: &mut World) {
                 starts.push((someone.entity, Call::of(someone, key, failures, task)));
             }
         }
+        hearings.clear();
+        if let Some(mut scratch) = world.get_resource_mut::<HearingScratch>() {
+            scratch.hearings = hearings;
+        }
         let mut last = world.get_resource_mut::<LastRounds>();
         if let Some(last) = last.as_mut() {
             last.0.retain(|key, _| streams.get(key).is_some());
@@ -1468,7 +1472,11 @@ fn hear_everyone(
     details_before: &mut HashMap<Entity, Details>,
     cx: &HearingContext,
 ) -> Vec<Option<Hearing>> {
-    let mut jobs: Vec<Option<HearingJob>> = Vec::new();
+    let mut scratch = world
+        .remove_resource::<HearingScratch>()
+        .unwrap_or_default();
+    let mut jobs = std::mem::take(&mut scratch.jobs);
+    jobs.clear();
     jobs.resize_with(people.len(), || None);
     let mut query = world.query::<(Entity, &mut GroupAttention)>();
     for (entity, mut group) in query.iter_mut(world) {
@@ -1482,9 +1490,24 @@ fn hear_everyone(
             });
         }
     }
-    let world: &World = world;
-    let mut hearings: Vec<Option<Hearing>> = Vec::new();
+    let mut hearings = std::mem::take(&mut scratch.hearings);
+    hearings.clear();
     hearings.resize_with(people.len(), || None);
+    let hearings = hear_all(world, people, &mut jobs, hearings, cx);
+    jobs.clear();
+    scratch.jobs = jobs;
+    world.insert_resource(scratch);
+    hearings
+}
+
+/// The parallel part of [`hear_everyone`]: each job heard into its slot of `hearings`.
+fn hear_all(
+    world: &World,
+    people: &[Someone],
+    jobs: &mut [Option<HearingJob>],
+    mut hearings: Vec<Option<Hearing>>,
+    cx: &HearingContext,
+) -> Vec<Option<Hearing>> {
     let hear_piece = |people: &[Someone], jobs: &mut [Option<HearingJob>], out: &mut [_]| {
         for ((someone, job), slot) in people.iter().zip(jobs).zip(out) {
             let Some(HearingJob {
@@ -1501,7 +1524,7 @@ fn hear_everyone(
     };
     // A small town hears faster on one thread than it takes to hand out the pieces.
     if people.len() < PARALLEL_HEARING_MIN {
-        hear_piece(people, &mut jobs, &mut hearings);
+        hear_piece(people, jobs, &mut hearings);
         return hearings;
     }
     let pool = bevy::tasks::ComputeTaskPool::get_or_init(bevy::tasks::TaskPool::default);
@@ -1518,6 +1541,15 @@ fn hear_everyone(
         }
     });
     hearings
+}
+
+/// The buffers a step's hearing fills, kept between steps: a thousand personas' hearings are
+/// most of a megabyte, and allocating them afresh each step had the kernel clear new pages.
+/// Empty between steps (never saved).
+#[derive(Resource, Default)]
+struct HearingScratch {
+    jobs: Vec<Option<HearingJob>>,
+    hearings: Vec<Option<Hearing>>,
 }
 
 /// Personas from which a step's hearing is split over threads (see [`hear_everyone`]).
@@ -1928,18 +1960,27 @@ mod tests {
             group
         };
         let a = world
-            .spawn(with(&[(&cafe, ChatState::Chat), (&news, ChatState::Focused)]))
+            .spawn(with(&[
+                (&cafe, ChatState::Chat),
+                (&news, ChatState::Focused),
+            ]))
             .id();
         let b = world.spawn(with(&[(&cafe, ChatState::Absent)])).id();
         let c = world
-            .spawn(with(&[(&park, ChatState::Focused), (&cafe, ChatState::Chat)]))
+            .spawn(with(&[
+                (&park, ChatState::Focused),
+                (&cafe, ChatState::Chat),
+            ]))
             .id();
         let _nobody = world.spawn(GroupAttention::default()).id();
         let mut hearers = Hearers::of(&mut world);
         let expected = followers_by_scan(&mut world);
         assert_eq!(followed(&hearers), expected);
         assert_eq!(expected[&cafe], BTreeSet::from([a, c]));
-        assert!(!expected[&cafe].contains(&b), "an absent flow hears nothing");
+        assert!(
+            !expected[&cafe].contains(&b),
+            "an absent flow hears nothing"
+        );
 
         // A joins nothing new but leaves the cafe; B starts following it and the news.
         world
