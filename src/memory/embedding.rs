@@ -47,6 +47,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use bevy::platform::collections::HashTable;
 use bevy::platform::hash::FixedHasher;
@@ -92,6 +93,9 @@ use super::MemoryError;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod shared;
+
+use shared::{SharedRow, shared_row};
 
 /// From this many stored numbers (rows × dim) on, [`RelevancePrecision::Auto`] scans the int8
 /// copy: 2²⁰ (4 MiB of `f32`, about 2,700 rows of 384 dims).
@@ -288,6 +292,13 @@ pub struct EmbeddingStore {
     /// Row `r` is row `r % CHUNK_ROWS` of chunk `r / CHUNK_ROWS`; every chunk but the last holds
     /// exactly [`CHUNK_ROWS`] rows.
     chunks: Vec<Chunk>,
+    /// A small store's rows (while `chunks` is empty): shared with every other store holding
+    /// the same vector (see `shared`). The store moves them into chunks when it grows large
+    /// enough for the int8 and int4 scans, whose speed comes from rows laid out one after
+    /// another.
+    small: Vec<Arc<SharedRow>>,
+    /// Never share rows: every row goes into chunks from the first (tests of the chunks).
+    chunked_only: bool,
     /// Whether every row has its int4 copy: from the row that makes the store large enough
     /// for [`RelevancePrecision::Auto`] to bound retrieval with it on (small stores, such as a
     /// crowd's thousand personas each have, never pay for it).
@@ -391,6 +402,7 @@ impl fmt::Debug for EmbeddingStore {
             .field("model", &self.model)
             .field("dim", &self.dim)
             .field("rows", &self.keys.len())
+            .field("shared_rows", &self.small.len())
             .finish_non_exhaustive()
     }
 }
@@ -403,6 +415,16 @@ impl EmbeddingStore {
             model: model.into(),
             dim,
             ..Self::default()
+        }
+    }
+
+    /// [`Self::new`], but keeping every row in chunks of its own from the first (no shared
+    /// rows; for the tests of the chunks).
+    #[cfg(test)]
+    fn chunked(model: impl Into<String>, dim: usize) -> Self {
+        Self {
+            chunked_only: true,
+            ..Self::new(model, dim)
         }
     }
 
@@ -443,6 +465,9 @@ impl EmbeddingStore {
 
     /// The (normalised) vector of a row.
     pub fn vector(&self, row: usize) -> Option<&[f32]> {
+        if let Some(shared) = self.small.get(row) {
+            return Some(&shared.vector);
+        }
         let start = (row % CHUNK_ROWS) * self.dim;
         self.chunks
             .get(row / CHUNK_ROWS)?
@@ -452,11 +477,44 @@ impl EmbeddingStore {
 
     /// The int8 copy of a row.
     fn quantized_row(&self, row: usize) -> Option<&[i8]> {
+        if let Some(shared) = self.small.get(row) {
+            return Some(&shared.quantized);
+        }
         let start = (row % CHUNK_ROWS) * self.dim;
         self.chunks
             .get(row / CHUNK_ROWS)?
             .quantized
             .get(start..start + self.dim)
+    }
+
+    /// A row's int8 copy with its scale and error bound.
+    fn quantized_parts(&self, row: usize) -> Option<(&[i8], f32, f32)> {
+        if let Some(shared) = self.small.get(row) {
+            return Some((&shared.quantized, shared.scale, shared.error));
+        }
+        let chunk = self.chunks.get(row / CHUNK_ROWS)?;
+        let offset = row % CHUNK_ROWS;
+        Some((
+            self.quantized_row(row)?,
+            chunk.scales.get(offset).copied().unwrap_or(0.0),
+            chunk.errors.get(offset).copied().unwrap_or(f32::INFINITY),
+        ))
+    }
+
+    /// Moves a small store's shared rows into chunks of its own (it has grown large enough for
+    /// the quantised scans; see `small`). The numbers are the ones it would have computed.
+    fn unshare(&mut self) {
+        let dim = self.dim;
+        for row in std::mem::take(&mut self.small) {
+            let chunk = match self.chunks.last_mut() {
+                Some(last) if last.rows() < CHUNK_ROWS => last,
+                _ => self.chunks.push_mut(Chunk::with_rows(CHUNK_ROWS, dim)),
+            };
+            chunk.vectors.extend_from_slice(&row.vector);
+            chunk.quantized.extend_from_slice(&row.quantized);
+            chunk.scales.push(row.scale);
+            chunk.errors.push(row.error);
+        }
     }
 
     /// Numbers stored (rows × dim), the size [`AUTO_QUANTIZE_MIN_ELEMENTS`] and
@@ -525,6 +583,20 @@ impl EmbeddingStore {
             self.dim = vector.len();
         }
         let dim = self.dim;
+        if self.chunks.is_empty()
+            && !self.chunked_only
+            && (self.len() + 1).saturating_mul(dim) < AUTO_QUANTIZE_MIN_ELEMENTS
+        {
+            let mut normalised = vector.to_vec();
+            normalise(&mut normalised);
+            self.small.push(shared_row(normalised));
+            self.index.push(text, row);
+            self.keys.push(text.to_owned());
+            return Ok(row as usize);
+        }
+        if !self.small.is_empty() {
+            self.unshare();
+        }
         let chunk = match self.chunks.last_mut() {
             Some(last) if last.rows() < CHUNK_ROWS => last,
             // A full chunk is followed by one allocated at its final size, never to move.
@@ -659,10 +731,9 @@ impl EmbeddingStore {
     /// reads for `row` — one byte per cache line — so that a batch of refinements has its
     /// cache misses in flight together. Returns a value to pass to `black_box`.
     pub(crate) fn warm(&self, row: usize, exact: bool) -> u32 {
-        let Some(chunk) = self.chunks.get(row / CHUNK_ROWS) else {
+        let Some((values, scale, error)) = self.quantized_parts(row) else {
             return 0;
         };
-        let offset = row % CHUNK_ROWS;
         if exact {
             return self.vector(row).map_or(0, |v| {
                 v.iter()
@@ -670,31 +741,21 @@ impl EmbeddingStore {
                     .fold(0, |t, x| t ^ x.to_bits())
             });
         }
-        let row_bytes = self.quantized_row(row).map_or(0, |q| {
-            q.iter()
-                .step_by(CACHE_LINE)
-                .fold(0u32, |t, &v| t ^ u32::from(v as u8))
-        });
-        let scale = chunk.scales.get(offset).map_or(0, |v| v.to_bits());
-        let error = chunk.errors.get(offset).map_or(0, |v| v.to_bits());
-        row_bytes ^ scale ^ error
+        let row_bytes = values
+            .iter()
+            .step_by(CACHE_LINE)
+            .fold(0u32, |t, &v| t ^ u32::from(v as u8));
+        row_bytes ^ scale.to_bits() ^ error.to_bits()
     }
 
     /// The int8 interval of `row`'s cosine with the probe's query (narrower than its int4
     /// interval; `[0, 0]` for a zero query or a row that does not exist).
     pub(crate) fn fine_interval(&self, probe: &RelevanceProbe, row: usize) -> [f32; 2] {
-        let (Some(fine), Some(values), Some(chunk)) = (
-            probe.fine.as_ref(),
-            self.quantized_row(row),
-            self.chunks.get(row / CHUNK_ROWS),
-        ) else {
+        let (Some(fine), Some((values, scale, error))) =
+            (probe.fine.as_ref(), self.quantized_parts(row))
+        else {
             return [0.0; 2];
         };
-        let offset = row % CHUNK_ROWS;
-        let (scale, error) = (
-            chunk.scales.get(offset).copied().unwrap_or(0.0),
-            chunk.errors.get(offset).copied().unwrap_or(f32::INFINITY),
-        );
         let estimate = dot_quantized(values, &fine.q) as f32 * (scale * fine.scale);
         let bound = fine.bound(error);
         [estimate - bound, estimate + bound]
@@ -707,6 +768,10 @@ impl EmbeddingStore {
     }
 
     fn scan_exact(&self, query: &[f32], out: &mut Vec<f32>) {
+        if !self.small.is_empty() {
+            out.extend(self.small.iter().map(|row| dot_f32(&row.vector, query)));
+            return;
+        }
         let ahead = (TOUCH_AHEAD_BYTES / (self.dim * size_of::<f32>())).max(1);
         let step = CACHE_LINE / size_of::<f32>();
         let mut touched = 0u32;
@@ -872,6 +937,12 @@ impl EmbeddingStore {
     /// Scores rows `first..first + out.len()` of the int8 copy into `out` (rows past the end of
     /// the store leave their slots as they are).
     fn scan_quantized_rows(&self, first: usize, q: &[i16], query_scale: f32, out: &mut [f32]) {
+        if !self.small.is_empty() {
+            for (slot, row) in out.iter_mut().zip(self.small.iter().skip(first)) {
+                *slot = dot_quantized(&row.quantized, q) as f32 * (row.scale * query_scale);
+            }
+            return;
+        }
         let dim = self.dim;
         let ahead = (TOUCH_AHEAD_BYTES / dim).max(1);
         let end = first + out.len();
@@ -1356,7 +1427,7 @@ mod tests {
 
     /// `CHUNK_ROWS * 2 + 7` rows of `dim` numbers, so the last of three chunks is partly full.
     fn multi_chunk_store(dim: usize) -> (EmbeddingStore, Vec<Vec<f32>>) {
-        let mut store = EmbeddingStore::new("test", dim);
+        let mut store = EmbeddingStore::chunked("test", dim);
         let mut raw = Vec::new();
         for i in 0..(CHUNK_ROWS * 2 + 7) as u64 {
             let mut vector = pseudo_random(i + 11, dim);
@@ -1370,6 +1441,75 @@ mod tests {
             raw.push(vector);
         }
         (store, raw)
+    }
+
+    /// Every number a store gives for `focal`: exact and int8 relevance, and per row the
+    /// probe's intervals, the int8 interval and the exact cosine (as bits).
+    fn readings(store: &EmbeddingStore, focal: &[f32]) -> Vec<u32> {
+        let mut out = Vec::new();
+        for precision in [RelevancePrecision::Exact, RelevancePrecision::Quantized] {
+            let scores = store.relevance(focal, precision).unwrap();
+            out.extend(scores.iter().map(|v| v.to_bits()));
+        }
+        if let Some(probe) = store.probe(focal, Vec::new(), || {}).unwrap() {
+            out.extend(probe.coarse.iter().flatten().map(|v| v.to_bits()));
+            for row in 0..store.len() {
+                out.extend(store.fine_interval(&probe, row).map(f32::to_bits));
+                out.push(store.exact_relevance(&probe.query, row).to_bits());
+                out.push(store.warm(row, false));
+                out.push(store.warm(row, true));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn shared_rows_read_as_chunked_rows_bit_for_bit() {
+        // 384 numbers a row, as the town's embeddings: the store outgrows sharing at the row
+        // that makes it large enough for the int4 copy.
+        let dim = 384;
+        let limit = AUTO_QUANTIZE_MIN_ELEMENTS.div_ceil(dim);
+        let (mut shared, mut chunked) = (
+            EmbeddingStore::new("test", dim),
+            EmbeddingStore::chunked("test", dim),
+        );
+        let mut other = EmbeddingStore::new("test", dim);
+        let focal = pseudo_random(999, dim);
+        for i in 0..(limit + 40) as u64 {
+            // Repeated vectors under other texts, zero vectors, and a vector another store
+            // holds too.
+            let mut vector = pseudo_random(i % 300, dim);
+            if i % 97 == 5 {
+                vector.fill(0.0);
+            }
+            let text = format!("row {i}");
+            assert_eq!(shared.insert(&text, &vector).unwrap(), i as usize);
+            assert_eq!(chunked.insert(&text, &vector).unwrap(), i as usize);
+            if i < 50 {
+                other.insert(&text, &vector).unwrap();
+            }
+            let at = i as usize + 1;
+            if at == 1 || at == 300 || at == limit - 1 || at == limit || at == limit + 40 {
+                assert_eq!(shared.small.is_empty(), at >= limit, "{at} rows");
+                assert!(shared == chunked);
+                assert_eq!(
+                    readings(&shared, &focal),
+                    readings(&chunked, &focal),
+                    "{at} rows"
+                );
+            }
+        }
+        // The other store reads its shared rows as its own.
+        assert_eq!(other.small.len(), 50);
+        for row in 0..other.len() {
+            assert_eq!(other.vector(row), chunked.vector(row));
+        }
+        assert_eq!(
+            other.relevance(&focal, RelevancePrecision::Exact).unwrap(),
+            chunked
+                .relevance(&focal, RelevancePrecision::Exact)
+                .unwrap()[..50]
+        );
     }
 
     #[test]
@@ -1416,7 +1556,7 @@ mod tests {
     #[test]
     fn stored_rows_never_move() {
         let dim = 16;
-        let mut store = EmbeddingStore::new("test", dim);
+        let mut store = EmbeddingStore::chunked("test", dim);
         for i in 0..10u64 {
             store
                 .insert(&format!("row {i}"), &pseudo_random(i + 1, dim))
