@@ -15,6 +15,13 @@
 //! so a persona with ten memories does not reserve hundreds of rows; its copies are bounded by
 //! one chunk.
 //!
+//! A **small** store (below [`AUTO_QUANTIZE_MIN_ELEMENTS`] numbers, as every persona's is in a
+//! town of days, not months) keeps no chunks: its rows are **shared** with every other store
+//! holding the same vector (`shared`), one copy for the hundreds of personas who saw the same
+//! event or heard the same line, and its scans read them row by row (a small store is
+//! cache-sized anyway). The numbers are the ones a chunk holds; when the store grows large
+//! enough for the quantised scans below it moves its rows into chunks of its own.
+//!
 //! Next to the exact rows each chunk keeps an **int8 copy** (each row scaled so its largest
 //! component is ±127, with the scale kept per row). Scoring relevance for every memory is a
 //! memory-bandwidth problem: 100,000 rows × 384 dims is 150 MB of `f32` per query, which
