@@ -292,7 +292,12 @@ impl ScriptedBackend {
 
     /// The answer this backend gives to `request` (no counting, no latency).
     pub fn answer(&self, request: &ChatRequest) -> String {
-        let mut rng = ScriptRng::for_call(self.seed, &request.kind, &request.prompt_text());
+        self.answer_to(request, &request.prompt_text())
+    }
+
+    /// [`Self::answer`], given the request's [`ChatRequest::prompt_text`] (made once per call).
+    fn answer_to(&self, request: &ChatRequest, prompt: &str) -> String {
+        let mut rng = ScriptRng::for_call(self.seed, &request.kind, prompt);
         match self
             .responders
             .get(&request.kind)
@@ -327,9 +332,10 @@ impl ScriptedBackend {
     }
 
     fn respond(&self, request: &ChatRequest) -> ChatResponse {
-        let text = self.answer(request);
+        let prompt = request.prompt_text();
+        let text = self.answer_to(request, &prompt);
         let usage = TokenUsage {
-            prompt_tokens: estimate_tokens(&request.prompt_text()),
+            prompt_tokens: estimate_tokens(&prompt),
             completion_tokens: estimate_tokens(&text),
         };
         ChatResponse { text, usage }
