@@ -51,6 +51,7 @@
 //! with the rows in the CPU's cache), so on x86-64 CPUs with AVX2 — found at run time — a kernel
 //! built on `vpmaddubsw` sums the same integers about 3.5 times as fast (`avx2`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::BuildHasher;
@@ -102,7 +103,7 @@ use super::MemoryError;
 mod avx2;
 mod shared;
 
-use shared::{SharedRow, shared_row};
+use shared::shared_row;
 
 /// From this many stored numbers (rows × dim) on, [`RelevancePrecision::Auto`] scans the int8
 /// copy: 2²⁰ (4 MiB of `f32`, about 2,700 rows of 384 dims).
@@ -260,6 +261,8 @@ pub(crate) const CHUNK_ROWS: usize = 256;
 /// Rows the first chunk starts with; it doubles from there up to [`CHUNK_ROWS`].
 const FIRST_CHUNK_ROWS: usize = 8;
 
+/// How many shared rows ahead of the current one a small store's scan touches.
+const SHARED_TOUCH_AHEAD_ROWS: usize = 4;
 /// How far ahead of the current row the int8/f32 scans touch memory, in bytes.
 const TOUCH_AHEAD_BYTES: usize = 48 * 1024;
 /// One byte per cache line is enough to pull the line in.
@@ -303,7 +306,7 @@ pub struct EmbeddingStore {
     /// the same vector (see `shared`). The store moves them into chunks when it grows large
     /// enough for the int8 and int4 scans, whose speed comes from rows laid out one after
     /// another.
-    small: Vec<Arc<SharedRow>>,
+    small: Vec<Arc<[f32]>>,
     /// Never share rows: every row goes into chunks from the first (tests of the chunks).
     chunked_only: bool,
     /// Whether every row has its int4 copy: from the row that makes the store large enough
@@ -473,7 +476,7 @@ impl EmbeddingStore {
     /// The (normalised) vector of a row.
     pub fn vector(&self, row: usize) -> Option<&[f32]> {
         if let Some(shared) = self.small.get(row) {
-            return Some(&shared.vector);
+            return Some(shared);
         }
         let start = (row % CHUNK_ROWS) * self.dim;
         self.chunks
@@ -484,9 +487,6 @@ impl EmbeddingStore {
 
     /// The int8 copy of a row.
     fn quantized_row(&self, row: usize) -> Option<&[i8]> {
-        if let Some(shared) = self.small.get(row) {
-            return Some(&shared.quantized);
-        }
         let start = (row % CHUNK_ROWS) * self.dim;
         self.chunks
             .get(row / CHUNK_ROWS)?
@@ -494,15 +494,20 @@ impl EmbeddingStore {
             .get(start..start + self.dim)
     }
 
-    /// A row's int8 copy with its scale and error bound.
-    fn quantized_parts(&self, row: usize) -> Option<(&[i8], f32, f32)> {
+    /// A row's int8 copy with its scale and error bound: a chunk's, or for a shared row made
+    /// now, as a chunk would have made it (a small store's scans read the `f32` rows; only an
+    /// explicit [`RelevancePrecision::Quantized`] asks it for int8 numbers).
+    fn quantized_parts(&self, row: usize) -> Option<(Cow<'_, [i8]>, f32, f32)> {
         if let Some(shared) = self.small.get(row) {
-            return Some((&shared.quantized, shared.scale, shared.error));
+            let mut quantized = Vec::with_capacity(shared.len());
+            let scale = quantize_row(shared, &mut quantized);
+            let error = quantization_error(shared, quantized.iter().copied(), scale);
+            return Some((Cow::Owned(quantized), scale, error));
         }
         let chunk = self.chunks.get(row / CHUNK_ROWS)?;
         let offset = row % CHUNK_ROWS;
         Some((
-            self.quantized_row(row)?,
+            Cow::Borrowed(self.quantized_row(row)?),
             chunk.scales.get(offset).copied().unwrap_or(0.0),
             chunk.errors.get(offset).copied().unwrap_or(f32::INFINITY),
         ))
@@ -517,10 +522,14 @@ impl EmbeddingStore {
                 Some(last) if last.rows() < CHUNK_ROWS => last,
                 _ => self.chunks.push_mut(Chunk::with_rows(CHUNK_ROWS, dim)),
             };
-            chunk.vectors.extend_from_slice(&row.vector);
-            chunk.quantized.extend_from_slice(&row.quantized);
-            chunk.scales.push(row.scale);
-            chunk.errors.push(row.error);
+            chunk.vectors.extend_from_slice(&row);
+            let start = chunk.quantized.len();
+            let scale = quantize_row(&row, &mut chunk.quantized);
+            let error = chunk.quantized.get(start..).map_or(f32::INFINITY, |q| {
+                quantization_error(&row, q.iter().copied(), scale)
+            });
+            chunk.scales.push(scale);
+            chunk.errors.push(error);
         }
     }
 
@@ -749,6 +758,7 @@ impl EmbeddingStore {
             });
         }
         let row_bytes = values
+            .as_ref()
             .iter()
             .step_by(CACHE_LINE)
             .fold(0u32, |t, &v| t ^ u32::from(v as u8));
@@ -763,7 +773,7 @@ impl EmbeddingStore {
         else {
             return [0.0; 2];
         };
-        let estimate = dot_quantized(values, &fine.q) as f32 * (scale * fine.scale);
+        let estimate = dot_quantized(&values, &fine.q) as f32 * (scale * fine.scale);
         let bound = fine.bound(error);
         [estimate - bound, estimate + bound]
     }
@@ -776,7 +786,17 @@ impl EmbeddingStore {
 
     fn scan_exact(&self, query: &[f32], out: &mut Vec<f32>) {
         if !self.small.is_empty() {
-            out.extend(self.small.iter().map(|row| dot_f32(&row.vector, query)));
+            // Shared rows lie wherever they were made: touching the lines of a row a few ahead
+            // has its fetch under way while this one is scored (as the chunks' scan does).
+            let step = CACHE_LINE / size_of::<f32>();
+            let mut touched = 0u32;
+            for (i, row) in self.small.iter().enumerate() {
+                if let Some(far) = self.small.get(i + SHARED_TOUCH_AHEAD_ROWS) {
+                    touched ^= far.iter().step_by(step).fold(0, |t, v| t ^ v.to_bits());
+                }
+                out.push(dot_f32(row, query));
+            }
+            std::hint::black_box(touched);
             return;
         }
         let ahead = (TOUCH_AHEAD_BYTES / (self.dim * size_of::<f32>())).max(1);
@@ -945,8 +965,11 @@ impl EmbeddingStore {
     /// the store leave their slots as they are).
     fn scan_quantized_rows(&self, first: usize, q: &[i16], query_scale: f32, out: &mut [f32]) {
         if !self.small.is_empty() {
+            let mut values = Vec::with_capacity(self.dim);
             for (slot, row) in out.iter_mut().zip(self.small.iter().skip(first)) {
-                *slot = dot_quantized(&row.quantized, q) as f32 * (row.scale * query_scale);
+                values.clear();
+                let scale = quantize_row(row, &mut values);
+                *slot = dot_quantized(&values, q) as f32 * (scale * query_scale);
             }
             return;
         }
