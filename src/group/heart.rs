@@ -1864,16 +1864,18 @@ fn remember(
         let Ok(mut persona) = world.get_entity_mut(entity) else {
             continue;
         };
-        let Some(name) = persona.get::<Name>().map(|n| n.as_str().to_owned()) else {
+        let Some(named) = persona.get::<Name>().map(|name| {
+            let first = name.as_str().split_whitespace().next().unwrap_or_default();
+            speaker != Some(entity) && names_lowercased(&lower, name.as_str(), first)
+        }) else {
             continue;
         };
         let Some(mut group) = persona.get_mut::<GroupAttention>() else {
             continue;
         };
-        let first = name.split_whitespace().next().unwrap_or_default();
         group.pending.push(PendingMemory {
             heard: Arc::clone(&heard),
-            named: speaker != Some(entity) && names_lowercased(&lower, &name, first),
+            named,
         });
     }
 }

@@ -500,8 +500,7 @@ impl EmbeddingStore {
     fn quantized_parts(&self, row: usize) -> Option<(Cow<'_, [i8]>, f32, f32)> {
         if let Some(shared) = self.small.get(row) {
             let mut quantized = Vec::with_capacity(shared.len());
-            let scale = quantize_row(shared, &mut quantized);
-            let error = quantization_error(shared, quantized.iter().copied(), scale);
+            let (scale, error) = quantize_row_bounded(shared, &mut quantized);
             return Some((Cow::Owned(quantized), scale, error));
         }
         let chunk = self.chunks.get(row / CHUNK_ROWS)?;
@@ -523,11 +522,7 @@ impl EmbeddingStore {
                 _ => self.chunks.push_mut(Chunk::with_rows(CHUNK_ROWS, dim)),
             };
             chunk.vectors.extend_from_slice(&row);
-            let start = chunk.quantized.len();
-            let scale = quantize_row(&row, &mut chunk.quantized);
-            let error = chunk.quantized.get(start..).map_or(f32::INFINITY, |q| {
-                quantization_error(&row, q.iter().copied(), scale)
-            });
+            let (scale, error) = quantize_row_bounded(&row, &mut chunk.quantized);
             chunk.scales.push(scale);
             chunk.errors.push(error);
         }
@@ -626,13 +621,7 @@ impl EmbeddingStore {
         chunk.vectors.extend_from_slice(vector);
         let normalised = &mut chunk.vectors[start..];
         normalise(normalised);
-        let scale = quantize_row(normalised, &mut chunk.quantized);
-        let error = chunk
-            .quantized
-            .get(chunk.quantized.len() - dim..)
-            .map_or(f32::INFINITY, |q| {
-                quantization_error(normalised, q.iter().copied(), scale)
-            });
+        let (scale, error) = quantize_row_bounded(normalised, &mut chunk.quantized);
         chunk.scales.push(scale);
         chunk.errors.push(error);
         if self.coarse_ready {
@@ -747,9 +736,6 @@ impl EmbeddingStore {
     /// reads for `row` — one byte per cache line — so that a batch of refinements has its
     /// cache misses in flight together. Returns a value to pass to `black_box`.
     pub(crate) fn warm(&self, row: usize, exact: bool) -> u32 {
-        let Some((values, scale, error)) = self.quantized_parts(row) else {
-            return 0;
-        };
         if exact {
             return self.vector(row).map_or(0, |v| {
                 v.iter()
@@ -757,6 +743,9 @@ impl EmbeddingStore {
                     .fold(0, |t, x| t ^ x.to_bits())
             });
         }
+        let Some((values, scale, error)) = self.quantized_parts(row) else {
+            return 0;
+        };
         let row_bytes = values
             .as_ref()
             .iter()
@@ -1034,6 +1023,17 @@ fn quantize_row(row: &[f32], out: &mut Vec<i8>) -> f32 {
             .map(|v| (v / scale).round().clamp(-ROW_Q_MAX, ROW_Q_MAX) as i8),
     );
     scale
+}
+
+/// [`quantize_row`], returning the scale and the bound of the row's error
+/// ([`quantization_error`]): what a store keeps of every row.
+fn quantize_row_bounded(row: &[f32], out: &mut Vec<i8>) -> (f32, f32) {
+    let start = out.len();
+    let scale = quantize_row(row, out);
+    let error = out.get(start..).map_or(f32::INFINITY, |q| {
+        quantization_error(row, q.iter().copied(), scale)
+    });
+    (scale, error)
 }
 
 /// An upper bound of `‖row − quantized · scale‖₂` (computed in `f64`, rounded up).
