@@ -24,9 +24,10 @@
 //! build. Thoughts that fall due in the window (decompositions, reactions, conversations) are
 //! part of the cost, as in a real run. Target: ≥ 100,000 agent-steps/s at 1,000 personas.
 //!
-//! The bench uses mimalloc as its global allocator, as the `smallville` binary does: the loop
-//! allocates many small strings, and glibc's allocator cost a third more time per step here
-//! (fragmenting further after a save is loaded).
+//! The bench uses mimalloc as its global allocator, tuned as the `smallville` binary tunes it
+//! (no transparent huge pages, freed pages kept for the next step): the loop allocates many
+//! small strings, and glibc's allocator cost a third more time per step here (fragmenting
+//! further after a save is loaded).
 //!
 //! ```text
 //! cargo bench --no-default-features --bench agent_steps
@@ -63,6 +64,10 @@ use criterion::{
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `purge_delay` (number 15 in its version 3 `mimalloc.h`): set to -1, "never
+/// purge", as `smallville`'s `keep_freed_memory` sets it (see there why).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 const SEED: u64 = 11;
 /// Give up warming up after this long (the loop may not plan yet).
@@ -312,6 +317,12 @@ fn stored(app: &mut App) -> (u64, u64, usize) {
 }
 
 fn agent_steps(c: &mut Criterion) {
+    #[expect(unsafe_code, reason = "mimalloc's options are set through its C API")]
+    // SAFETY: two plain integers, an option mimalloc defines and its "never purge"; callable
+    // at any time from any thread.
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
+    }
     let census = census_steps();
     let mut group = c.benchmark_group("agent_steps");
     for (town, n) in towns()

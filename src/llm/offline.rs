@@ -2854,15 +2854,13 @@ fn insights_answer(text: &str) -> serde_json::Value {
         .max(1);
     let items = statements(text, &format!("Statements about {name}:"));
     let person = someone_in(&items);
+    let lowered: Vec<String> = items.iter().map(|s| s.to_ascii_lowercase()).collect();
     let mut out = Vec::new();
     for (keys, insight) in insight_themes(name, person.as_deref()) {
-        let evidence: Vec<usize> = items
+        let evidence: Vec<usize> = lowered
             .iter()
             .enumerate()
-            .filter(|(_, s)| {
-                let lower = s.to_ascii_lowercase();
-                keys.iter().any(|k| lower.contains(k))
-            })
+            .filter(|(_, lower)| keys.iter().any(|k| lower.contains(k)))
             .map(|(i, _)| i + 1)
             .take(5)
             .collect();
