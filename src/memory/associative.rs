@@ -465,9 +465,16 @@ impl AssociativeMemory {
             .iter()
             .filter(|node| self.columns.candidate[node.id.index()])
             .collect();
-        nodes.sort_by_key(|node| (node.last_accessed, node.id));
+        // Every key differs (the id), so the `n` latest partitioned off and then sorted are the
+        // tail of the whole list sorted, without sorting the rest.
+        let key = |node: &&ConceptNode| (node.last_accessed, node.id);
         let skip = nodes.len().saturating_sub(n);
-        nodes.split_off(skip)
+        if skip > 0 && n > 0 {
+            nodes.select_nth_unstable_by_key(skip, key);
+        }
+        let mut latest = nodes.split_off(skip);
+        latest.sort_unstable_by_key(key);
+        latest
     }
 
     /// Sets `last_accessed` of every node in `ids` to `now`. Unknown ids are ignored.
@@ -695,5 +702,37 @@ mod tests {
             .map(|n| n.id)
             .collect();
         assert_eq!(ids, vec![c, a]);
+    }
+
+    #[test]
+    fn latest_accessed_is_the_tail_of_a_full_sort() {
+        let mut mem = AssociativeMemory::new("test", 2);
+        let mut ids = Vec::new();
+        for i in 0..200u16 {
+            let what = format!("doing {i}");
+            let vector = vec![1.0, f32::from(i)];
+            ids.push(
+                mem.add_event(event("Ana", "is", &what, vector), vec![])
+                    .unwrap(),
+            );
+        }
+        // Many ties: a third of the nodes accessed at one of five hours.
+        for (k, id) in ids.iter().enumerate().filter(|(k, _)| k % 3 == 0) {
+            mem.set_last_accessed(&[*id], at(9 + (k % 5) as u32));
+        }
+        let mut all: Vec<&ConceptNode> = mem.nodes.iter().collect();
+        all.sort_by_key(|node| (node.last_accessed, node.id));
+        for n in [0, 1, 7, 50, 199, 200, 500] {
+            let got: Vec<NodeId> = mem
+                .latest_accessed_events_and_thoughts(n)
+                .iter()
+                .map(|node| node.id)
+                .collect();
+            let want: Vec<NodeId> = all[all.len().saturating_sub(n)..]
+                .iter()
+                .map(|node| node.id)
+                .collect();
+            assert_eq!(got, want, "n = {n}");
+        }
     }
 }

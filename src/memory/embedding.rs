@@ -643,6 +643,21 @@ impl EmbeddingStore {
         focal: &[f32],
         precision: RelevancePrecision,
     ) -> Result<Vec<f32>, MemoryError> {
+        self.relevance_where(focal, precision, None)
+    }
+
+    /// [`Self::relevance`] of the rows `wanted` marks (`wanted[r]`; every row when `None`),
+    /// the others reading 0 — for a retrieval, whose candidates (events and thoughts not idle)
+    /// read only some of the rows. The exact scan scores just those, each as
+    /// [`Self::relevance`] scores it, so a wanted row's value is the same bit for bit; the int8
+    /// scan streams every row anyway and is [`Self::relevance`]'s. Errors as
+    /// [`Self::relevance`], whatever `wanted` marks.
+    pub(crate) fn relevance_where(
+        &self,
+        focal: &[f32],
+        precision: RelevancePrecision,
+        wanted: Option<&[bool]>,
+    ) -> Result<Vec<f32>, MemoryError> {
         if self.is_empty() {
             return Ok(Vec::new());
         }
@@ -651,10 +666,12 @@ impl EmbeddingStore {
         normalise(&mut query);
         let quantize = self.scans_quantized(precision);
         let mut out = Vec::with_capacity(self.len());
-        if quantize {
-            self.scan_quantized(&query, &mut out, scan_threads(self.elements()));
-        } else {
-            self.scan_exact(&query, &mut out);
+        match wanted {
+            _ if quantize => {
+                self.scan_quantized(&query, &mut out, scan_threads(self.elements()));
+            }
+            Some(wanted) => self.scan_exact_where(&query, wanted, &mut out),
+            None => self.scan_exact(&query, &mut out),
         }
         Ok(out)
     }
@@ -801,6 +818,35 @@ impl EmbeddingStore {
                 out.push(dot_f32(row, query));
             }
             first += chunk.rows();
+        }
+        std::hint::black_box(touched);
+    }
+
+    /// [`Self::scan_exact`] of the rows `wanted` marks; the others are 0. Touches the lines of
+    /// the wanted row a look-ahead further on while it scores one, as the full scans do.
+    fn scan_exact_where(&self, query: &[f32], wanted: &[bool], out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(self.len(), 0.0);
+        let rows: Vec<usize> = wanted
+            .iter()
+            .take(self.len())
+            .enumerate()
+            .filter_map(|(row, &wanted)| wanted.then_some(row))
+            .collect();
+        let ahead = if self.small.is_empty() {
+            (TOUCH_AHEAD_BYTES / (self.dim * size_of::<f32>())).max(1)
+        } else {
+            SHARED_TOUCH_AHEAD_ROWS
+        };
+        let step = CACHE_LINE / size_of::<f32>();
+        let mut touched = 0u32;
+        for (i, &row) in rows.iter().enumerate() {
+            if let Some(far) = rows.get(i + ahead).and_then(|&far| self.vector(far)) {
+                touched ^= far.iter().step_by(step).fold(0, |t, v| t ^ v.to_bits());
+            }
+            if let (Some(vector), Some(slot)) = (self.vector(row), out.get_mut(row)) {
+                *slot = dot_f32(vector, query);
+            }
         }
         std::hint::black_box(touched);
     }
@@ -1540,6 +1586,55 @@ mod tests {
                 .relevance(&focal, RelevancePrecision::Exact)
                 .unwrap()[..50]
         );
+    }
+
+    #[test]
+    fn relevance_where_scores_the_wanted_rows_as_relevance_does() {
+        let dim = 48;
+        for mut store in [
+            EmbeddingStore::new("test", dim),
+            EmbeddingStore::chunked("test", dim),
+        ] {
+            for i in 0..700u64 {
+                store
+                    .insert(&format!("row {i}"), &pseudo_random(i % 333, dim))
+                    .unwrap();
+            }
+            let focal = pseudo_random(4242, dim);
+            let all = store.relevance(&focal, RelevancePrecision::Exact).unwrap();
+            // A sparse mask, a mask shorter than the store, all and none.
+            let sparse: Vec<bool> = (0..700).map(|r| r % 7 == 3 || r > 690).collect();
+            let short = vec![true; 100];
+            for wanted in [&sparse[..], &short[..], &[true; 700][..], &[false; 700][..]] {
+                let some = store
+                    .relevance_where(&focal, RelevancePrecision::Exact, Some(wanted))
+                    .unwrap();
+                assert_eq!(some.len(), all.len());
+                for (row, (&got, &exact)) in some.iter().zip(&all).enumerate() {
+                    let expected = if wanted.get(row) == Some(&true) {
+                        exact
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(got.to_bits(), expected.to_bits(), "row {row}");
+                }
+            }
+            // Errors as `relevance` does, whatever the mask.
+            assert!(
+                store
+                    .relevance_where(&[1.0; 3], RelevancePrecision::Exact, Some(&[false; 700]))
+                    .is_err()
+            );
+            // The int8 scan reads every row.
+            assert_eq!(
+                store
+                    .relevance_where(&focal, RelevancePrecision::Quantized, Some(&sparse))
+                    .unwrap(),
+                store
+                    .relevance(&focal, RelevancePrecision::Quantized)
+                    .unwrap()
+            );
+        }
     }
 
     #[test]

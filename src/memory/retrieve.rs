@@ -815,8 +815,25 @@ fn raw_components(
     now: NaiveDateTime,
     params: &RetrievalParams,
 ) -> Result<Raw, MemoryError> {
-    let rows = memory.embeddings().relevance(focal, params.precision)?;
-    Ok(raw_components_from(memory, now, params, &rows))
+    let mut raw = candidate_parts(memory, now, params);
+    // Only the candidates' rows are scored: chats and idle events are never candidates, and
+    // many nodes share a row (one event seen again and again).
+    let mut wanted = vec![false; memory.embeddings().len()];
+    for &i in &raw.ids {
+        if let Some(slot) = memory
+            .columns
+            .row
+            .get(i as usize)
+            .and_then(|&row| wanted.get_mut(row as usize))
+        {
+            *slot = true;
+        }
+    }
+    let rows = memory
+        .embeddings()
+        .relevance_where(focal, params.precision, Some(&wanted))?;
+    fill_relevance(&mut raw, memory, &rows);
+    Ok(raw)
 }
 
 /// The candidates of a retrieval — events and thoughts that are not idle and have not expired
@@ -910,6 +927,12 @@ fn raw_components_from(
     rows: &[f32],
 ) -> Raw {
     let mut raw = candidate_parts(memory, now, params);
+    fill_relevance(&mut raw, memory, rows);
+    raw
+}
+
+/// The candidates' relevance and its range, from each row's (`rows[r]`; a missing row reads 0).
+fn fill_relevance(raw: &mut Raw, memory: &AssociativeMemory, rows: &[f32]) {
     let cols = &memory.columns;
     let (mut relevance_lo, mut relevance_hi) = (f32::INFINITY, f32::NEG_INFINITY);
     raw.relevance = raw
@@ -930,7 +953,6 @@ fn raw_components_from(
     if !raw.ids.is_empty() {
         raw.ranges[1] = Range::new(relevance_lo, relevance_hi);
     }
-    raw
 }
 
 /// `e^x` for `x ≤ 0` (larger `x` counts as 0), within 2 ulp of the exact value, in straight-line
