@@ -5,13 +5,15 @@
 //! visible action, then for each persona whose mind is home either
 //! - does the step's bookkeeping in place when nothing needs a model (`needs_model` is false:
 //!   nothing new perceived, the action goes on, no new day, nothing to reflect on) — most steps;
-//! - or checks the mind out and builds the `think` future. The future is polled once right
-//!   away: a backend that answers synchronously (the scripted one) finishes there, so
-//!   deterministic runs never touch a thread pool. Otherwise the future becomes a task on the
-//!   async compute pool and the persona is marked [`AwaitingCognition`]. Either way
-//!   `collect_thoughts` (in [`SimPoll`], between steps) checks the mind back in, so the new
-//!   action is walked from the next step on, whatever the backend's latency, and queues what
-//!   the game hears of it ([`outcome`](super::outcome)).
+//! - or checks the mind out and builds the `think` future. The future is polled once as a task
+//!   on the compute pool, heaviest thoughts first, while the main thread goes on with the step
+//!   (the walking): a backend that answers synchronously (the scripted one) finishes there.
+//!   `collect_thoughts` (in [`SimPoll`], between steps) waits for those first polls, helping
+//!   with them; a thought still waiting on its backend becomes a task on the async compute
+//!   pool and the persona is marked [`AwaitingCognition`]. Either way `collect_thoughts` checks
+//!   the mind back in, in the order the thoughts started, so the new action is walked from the
+//!   next step on, whatever the backend's latency or the threads' timing, and queues what the
+//!   game hears of it ([`outcome`](super::outcome)).
 //!
 //! Each thought runs in a `thought` span (persona, step) and each conversation in a
 //! `conversation` span, so the `model_call` spans inside say whose call it was.
@@ -137,7 +139,7 @@ fn needs_model(
 }
 
 /// The reasons to ask the model that do not depend on what is in view, ranked by how much work
-/// the thought is likely to be, so the heaviest start first (see [`poll_all_once`]): a
+/// the thought is likely to be, so the heaviest start first (see [`start_first_polls`]): a
 /// reflection (focal points, three retrievals, insights, each stored with a rating and an
 /// embedding), then a new day's plan, then a new action or chat thoughts. `None` when none is
 /// due.
@@ -314,6 +316,9 @@ pub(crate) struct LandedThoughts {
     /// the thoughts, so a long conversation shares the cores with them instead of running
     /// alone before them.
     started: Vec<StartedConversation>,
+    /// This step's first polls, running on the compute pool while the rest of the step runs
+    /// on the main thread; [`collect_thoughts`] waits for them, in start order.
+    first_polls: Vec<FirstPoll>,
 }
 
 /// A conversation started and not yet polled: its two sides, its chat feed (when watched),
@@ -328,7 +333,10 @@ impl LandedThoughts {
     /// Whether no finished thought or conversation is waiting to be checked in (a save needs
     /// this: a landed result holds a mind outside its persona).
     pub fn is_empty(&self) -> bool {
-        self.thoughts.is_empty() && self.conversations.is_empty() && self.started.is_empty()
+        self.thoughts.is_empty()
+            && self.conversations.is_empty()
+            && self.started.is_empty()
+            && self.first_polls.is_empty()
     }
 }
 
@@ -705,20 +713,123 @@ pub(crate) fn start_conversations(
     }
 }
 
-/// Lands the conversations that finished when first polled and makes the others tasks (with
-/// their chat feed, and both sides awaiting cognition).
-fn settle_conversations(
-    commands: &mut Commands,
-    landed: &mut LandedThoughts,
-    started: Vec<StartedConversation>,
-    polled: Vec<Option<ConversationDone>>,
+/// A future boxed so it can be polled in place and then moved into a task.
+type BoxedFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// A future's first poll, run as a task on the compute pool: the future comes back with its
+/// result if it finished (a backend that answers at once finishes it there).
+type FirstPollTask<T> = Task<(BoxedFuture<T>, Option<T>)>;
+
+/// One first poll of a step: a conversation's (both sides and its chat feed) or a thought's,
+/// with the step it started in.
+enum FirstPoll {
+    Talk(
+        (Entity, Entity, Option<ChatStreamFeed>),
+        u64,
+        FirstPollTask<ConversationDone>,
+    ),
+    Thought(Entity, u64, FirstPollTask<ThoughtOutcome>),
+}
+
+/// A conversation's [`FirstPoll`] done: both sides and the feed, the step, the future and its
+/// result if it finished.
+type TalkPolled = (
+    (Entity, Entity, Option<ChatStreamFeed>),
+    u64,
+    BoxedFuture<ConversationDone>,
+    Option<ConversationDone>,
+);
+
+/// A [`FirstPoll`] done (a conversation's boxed: there are few, and they are large).
+enum FirstPolled {
+    Talk(Box<TalkPolled>),
+    Thought(
+        Entity,
+        u64,
+        BoxedFuture<ThoughtOutcome>,
+        Option<ThoughtOutcome>,
+    ),
+}
+
+/// Polls `future` once in a task on the compute pool.
+fn first_poll<T: Send + 'static>(mut future: BoxedFuture<T>) -> FirstPollTask<T> {
+    ComputeTaskPool::get().spawn(async move {
+        let done = poll_once(&mut future).await;
+        (future, done)
+    })
+}
+
+/// Starts the first polls of this step's conversations and thoughts on the compute pool, and
+/// returns them in the order the futures were started.
+///
+/// The conversations start first (each is many model calls), then the thoughts in falling
+/// order of `efforts` (one per thought, missing ones count as 0; ties keep their order), so
+/// the long ones do not start last and leave one core working alone at the end while the
+/// other waits. They run while the main thread goes on with the step (the walking in
+/// [`AgentSystems::Execute`] and what follows), and [`collect_thoughts`] helps with what is
+/// left: what a thought reads of the world is a snapshot it owns, and its result lands in
+/// [`SimPoll`] either way, so where and when it runs changes nothing it does.
+fn start_first_polls(
+    talks: Vec<StartedConversation>,
+    thoughts: Vec<(Entity, BoxedFuture<ThoughtOutcome>)>,
+    efforts: &[u8],
     step: u64,
-) {
-    for (((initiator, target, feed), future), done) in started.into_iter().zip(polled) {
-        match done {
-            Some(done) => landed.conversations.push(done),
-            None => {
-                let task = AsyncComputeTaskPool::get().spawn(SyncCell::to_inner(future));
+) -> Vec<FirstPoll> {
+    let mut polls: Vec<FirstPoll> = talks
+        .into_iter()
+        .map(|(sides, future)| FirstPoll::Talk(sides, step, first_poll(SyncCell::to_inner(future))))
+        .collect();
+    let mut order: Vec<usize> = (0..thoughts.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(efforts.get(i).copied().unwrap_or(0)));
+    let mut futures: Vec<Option<(Entity, BoxedFuture<ThoughtOutcome>)>> =
+        thoughts.into_iter().map(Some).collect();
+    let mut started: Vec<Option<FirstPoll>> = (0..futures.len()).map(|_| None).collect();
+    for i in order {
+        if let (Some((entity, future)), Some(slot)) = (
+            futures.get_mut(i).and_then(Option::take),
+            started.get_mut(i),
+        ) {
+            *slot = Some(FirstPoll::Thought(entity, step, first_poll(future)));
+        }
+    }
+    polls.extend(started.into_iter().flatten());
+    polls
+}
+
+/// Waits for a step's first polls — this thread runs the pool's tasks meanwhile, the polls'
+/// among them — and settles them in start order: a finished conversation or thought is queued
+/// to land; the others become tasks on the async pool (a conversation with its chat feed, both
+/// sides and a thinking persona awaiting cognition).
+fn settle_first_polls(commands: &mut Commands, landed: &mut LandedThoughts, polls: Vec<FirstPoll>) {
+    // One waiting task, reading the polls in order; the scope runs the pool's tasks on this
+    // thread until it is done.
+    let done = ComputeTaskPool::get().scope(|scope| {
+        scope.spawn(async move {
+            let mut done = Vec::with_capacity(polls.len());
+            for poll in polls {
+                done.push(match poll {
+                    FirstPoll::Talk(sides, step, task) => {
+                        let (future, result) = task.await;
+                        FirstPolled::Talk(Box::new((sides, step, future, result)))
+                    }
+                    FirstPoll::Thought(entity, step, task) => {
+                        let (future, result) = task.await;
+                        FirstPolled::Thought(entity, step, future, result)
+                    }
+                });
+            }
+            done
+        });
+    });
+    for polled in done.into_iter().flatten() {
+        match polled {
+            FirstPolled::Talk(talk) => {
+                let ((initiator, target, feed), step, future, done) = *talk;
+                if let Some(done) = done {
+                    landed.conversations.push(done);
+                    continue;
+                }
+                let task = AsyncComputeTaskPool::get().spawn(future);
                 commands
                     .entity(initiator)
                     .insert((Conversing(task), AwaitingCognition::new(step)));
@@ -727,74 +838,17 @@ fn settle_conversations(
                 }
                 commands.entity(target).insert(AwaitingCognition::new(step));
             }
-        }
-    }
-}
-
-/// A future boxed so it can be polled in place and then moved into a task.
-type BoxedFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
-
-/// What polling one future once gave: a conversation's or a thought's result, if it finished.
-enum Polled {
-    Talk(Option<ConversationDone>),
-    Thought(Option<ThoughtOutcome>),
-}
-
-/// Polls every conversation and thought once, in parallel on the compute pool when there are
-/// several: a backend that answers at once finishes them here on every core; the others are
-/// left to become tasks.
-///
-/// The conversations start first (each is many model calls), then the thoughts in falling
-/// order of `efforts` (one per thought, missing ones count as 0; ties keep their order), so
-/// the long ones do not start last and leave one core working alone at the end while the
-/// other waits. The results come back in the futures' order, whatever order they ran in.
-fn poll_all_once(
-    talks: &mut [StartedConversation],
-    thoughts: &mut [(Entity, BoxedFuture<ThoughtOutcome>)],
-    efforts: &[u8],
-) -> (Vec<Option<ConversationDone>>, Vec<Option<ThoughtOutcome>>) {
-    if talks.len() + thoughts.len() <= 1 {
-        let talked = talks
-            .iter_mut()
-            .map(|(_, future)| block_on(poll_once(future.get())))
-            .collect();
-        let thought = thoughts
-            .iter_mut()
-            .map(|(_, future)| block_on(poll_once(future)))
-            .collect();
-        return (talked, thought);
-    }
-    let mut order: Vec<usize> = (0..thoughts.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(efforts.get(i).copied().unwrap_or(0)));
-    let mut slots: Vec<Option<&mut BoxedFuture<ThoughtOutcome>>> = thoughts
-        .iter_mut()
-        .map(|(_, future)| Some(future))
-        .collect();
-    let ran = ComputeTaskPool::get().scope(|scope| {
-        for (_, future) in talks.iter_mut() {
-            let future = future.get();
-            scope.spawn(async move { Polled::Talk(poll_once(future).await) });
-        }
-        for &i in &order {
-            if let Some(future) = slots.get_mut(i).and_then(Option::take) {
-                scope.spawn(async move { Polled::Thought(poll_once(future).await) });
+            FirstPolled::Thought(entity, _, _, Some(outcome)) => {
+                landed.thoughts.push((entity, outcome));
             }
-        }
-    });
-    let mut talked = Vec::with_capacity(talks.len());
-    let mut polled: Vec<Option<ThoughtOutcome>> = (0..thoughts.len()).map(|_| None).collect();
-    let mut thought_order = order.into_iter();
-    for result in ran {
-        match result {
-            Polled::Talk(done) => talked.push(done),
-            Polled::Thought(outcome) => {
-                if let Some(slot) = thought_order.next().and_then(|i| polled.get_mut(i)) {
-                    *slot = outcome;
-                }
+            FirstPolled::Thought(entity, step, future, None) => {
+                let task = AsyncComputeTaskPool::get().spawn(future);
+                commands
+                    .entity(entity)
+                    .insert((Thinking(task), AwaitingCognition::new(step)));
             }
         }
     }
-    (talked, polled)
 }
 
 #[expect(clippy::too_many_arguments, reason = "both sides of a conversation")]
@@ -956,7 +1010,6 @@ fn refresh_others(
 
 /// Starts this step's thoughts (see the module docs).
 pub(crate) fn start_thoughts(
-    mut commands: Commands,
     cx: ThoughtContext,
     mut landed: ResMut<LandedThoughts>,
     queue: Option<ResMut<OutcomeQueue>>,
@@ -965,8 +1018,8 @@ pub(crate) fn start_thoughts(
     mut queries: ParamSet<(ThinkingPersonas, Everyone)>,
 ) {
     let step = cx.clock.step();
-    let mut talks = std::mem::take(&mut landed.started);
-    let (mut started, efforts) = 'think: {
+    let talks = std::mem::take(&mut landed.started);
+    let (started, efforts) = 'think: {
         let Some(map) = cx.map.as_ref() else {
             break 'think Default::default();
         };
@@ -1063,21 +1116,11 @@ pub(crate) fn start_thoughts(
         }
         (started, efforts)
     };
-    // This step's conversations and thoughts are polled once, in parallel, the longest first;
-    // results land in `SimPoll` either way, in the order they were started.
-    let (talked, polled) = poll_all_once(&mut talks, &mut started, &efforts);
-    settle_conversations(&mut commands, &mut landed, talks, talked, step);
-    for ((entity, future), outcome) in started.into_iter().zip(polled) {
-        match outcome {
-            Some(outcome) => landed.thoughts.push((entity, outcome)),
-            None => {
-                let task = AsyncComputeTaskPool::get().spawn(future);
-                commands
-                    .entity(entity)
-                    .insert((Thinking(task), AwaitingCognition::new(step)));
-            }
-        }
-    }
+    // This step's conversations and thoughts are polled once on the compute pool, the longest
+    // first, while this thread goes on with the step; they land in `SimPoll` either way, in
+    // the order they were started.
+    let polls = start_first_polls(talks, started, &efforts, step);
+    landed.first_polls.extend(polls);
 }
 
 /// What checking in one thought gives back: whom the persona means to talk to, and its
@@ -1164,6 +1207,10 @@ pub(crate) fn collect_thoughts(
     mut personas: Query<PersonaItem, With<Persona>>,
     mut queue: Option<ResMut<OutcomeQueue>>,
 ) {
+    let polls = std::mem::take(&mut landed.first_polls);
+    if !polls.is_empty() {
+        settle_first_polls(&mut commands, &mut landed, polls);
+    }
     let mut thoughts = std::mem::take(&mut landed.thoughts);
     for (entity, mut task) in &mut thinking {
         if let Some(outcome) = block_on(poll_once(&mut task.0)) {
@@ -1294,6 +1341,64 @@ mod tests {
         }
         thoughts.reverse();
         (world, thoughts)
+    }
+
+    #[test]
+    fn first_polls_settle_in_start_order_and_the_unfinished_become_tasks() {
+        use bevy::ecs::world::CommandQueue;
+        use bevy::tasks::{AsyncComputeTaskPool, TaskPool};
+        ComputeTaskPool::get_or_init(TaskPool::default);
+        AsyncComputeTaskPool::get_or_init(TaskPool::default);
+        let (mut world, outcomes) = landing(6);
+        // Thought 2 is the heaviest (started first on the pool); 1 and 4 wait on a backend
+        // that never answers; the others finish at once, whatever order they run in.
+        let efforts = [0, 1, 3, 0, 0, 1];
+        let entities: Vec<Entity> = outcomes.iter().map(|(entity, _)| *entity).collect();
+        let futures: Vec<(Entity, BoxedFuture<ThoughtOutcome>)> = outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(i, (entity, outcome))| {
+                let future: BoxedFuture<ThoughtOutcome> = if i == 1 || i == 4 {
+                    Box::pin(async move {
+                        std::future::pending::<()>().await;
+                        outcome
+                    })
+                } else {
+                    Box::pin(async move { outcome })
+                };
+                (entity, future)
+            })
+            .collect();
+        let polls = start_first_polls(Vec::new(), futures, &efforts, 7);
+        assert_eq!(polls.len(), 6);
+        let mut landed = LandedThoughts {
+            first_polls: polls,
+            ..Default::default()
+        };
+        assert!(!landed.is_empty(), "a save waits for first polls too");
+        let mut queue = CommandQueue::default();
+        let mut commands = Commands::new(&mut queue, &world);
+        let polls = std::mem::take(&mut landed.first_polls);
+        settle_first_polls(&mut commands, &mut landed, polls);
+        queue.apply(&mut world);
+        let finished: Vec<Entity> = landed.thoughts.iter().map(|(entity, _)| *entity).collect();
+        let expected: Vec<Entity> = [0, 2, 3, 5].iter().map(|&i| entities[i]).collect();
+        assert_eq!(finished, expected);
+        for (i, entity) in entities.iter().enumerate() {
+            let waiting = i == 1 || i == 4;
+            assert_eq!(
+                world.get::<Thinking>(*entity).is_some(),
+                waiting,
+                "thought {i}"
+            );
+            assert_eq!(
+                world
+                    .get::<AwaitingCognition>(*entity)
+                    .map(|a| a.since_step),
+                waiting.then_some(7),
+                "thought {i}"
+            );
+        }
     }
 
     #[test]

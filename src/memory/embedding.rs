@@ -1604,7 +1604,7 @@ mod tests {
             let all = store.relevance(&focal, RelevancePrecision::Exact).unwrap();
             // A sparse mask, a mask shorter than the store, all and none.
             let sparse: Vec<bool> = (0..700).map(|r| r % 7 == 3 || r > 690).collect();
-            let short = vec![true; 100];
+            let short = [true; 100];
             for wanted in [&sparse[..], &short[..], &[true; 700][..], &[false; 700][..]] {
                 let some = store
                     .relevance_where(&focal, RelevancePrecision::Exact, Some(wanted))
