@@ -35,7 +35,6 @@ use std::sync::Arc;
 use bevy::prelude::*;
 use bevy::tasks::futures_lite::future::{block_on, poll_once};
 use bevy::tasks::{AsyncComputeTaskPool, Task};
-use bevy::utils::Parallel;
 use chrono::NaiveDateTime;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -1243,51 +1242,45 @@ fn refusal_text(reason: &RefusalReason) -> String {
 
 /// Everyone the step looks at, in entity order.
 fn gather(world: &mut World) -> Vec<Someone> {
-    // Personas new to group talk get their attention first, in the order the world lists
-    // them (where their rows move to is part of every later query's order).
-    let mut missing = world.query_filtered::<Entity, (With<Persona>, Without<GroupAttention>)>();
-    let missing: Vec<Entity> = missing.iter(world).collect();
-    for entity in missing {
-        world.entity_mut(entity).insert(GroupAttention::default());
-    }
-    // Everyone's copy is made in parallel (a few strings each), then sorted by entity.
+    let mut missing = Vec::new();
     let mut query = world.query_filtered::<(
         Entity,
         &Mind,
         &crate::persona::Percepts,
         Has<ChattingWith>,
         Has<AwaitingCognition>,
+        Has<GroupAttention>,
         Has<Held>,
     ), With<Persona>>();
-    let mut found: Parallel<Vec<Someone>> = Parallel::default();
-    query
-        .par_iter(world)
-        .batching_strategy(PERSONA_BATCHES)
-        .for_each(|(entity, mind, percepts, chatting, awaiting, held)| {
-            let Some(state) = mind.get() else {
-                // A mind out thinking: the persona is busy; it is seen again when home.
-                return;
-            };
-            let scratch = &state.scratch;
-            let activity = scratch
-                .act_description
-                .clone()
-                .unwrap_or_else(|| "idle".to_string());
-            let someone = Someone {
-                entity,
-                name: scratch.name.clone(),
-                first_name: scratch.first_name.clone(),
-                arena: percepts.arena.clone(),
-                asleep: scratch.is_sleeping(),
-                activity,
-                chatting: chatting || scratch.chatting_with.is_some(),
-                // A held persona (on a stage) hears the talk but starts no call.
-                free: !awaiting && !held,
-            };
-            found.scope(|people| people.push(someone));
-        });
     let mut people = Vec::new();
-    found.drain_into(&mut people);
+    for (entity, mind, percepts, chatting, awaiting, has_group, held) in query.iter(world) {
+        if !has_group {
+            missing.push(entity);
+        }
+        let Some(state) = mind.get() else {
+            // A mind out thinking: the persona is busy; it is seen again when home.
+            continue;
+        };
+        let scratch = &state.scratch;
+        let activity = scratch
+            .act_description
+            .clone()
+            .unwrap_or_else(|| "idle".to_string());
+        people.push(Someone {
+            entity,
+            name: scratch.name.clone(),
+            first_name: scratch.first_name.clone(),
+            arena: percepts.arena.clone(),
+            asleep: scratch.is_sleeping(),
+            activity,
+            chatting: chatting || scratch.chatting_with.is_some(),
+            // A held persona (on a stage) hears the talk but starts no call.
+            free: !awaiting && !held,
+        });
+    }
+    for entity in missing {
+        world.entity_mut(entity).insert(GroupAttention::default());
+    }
     people.sort_by_key(|p| p.entity);
     people
 }
