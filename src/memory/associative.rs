@@ -2,7 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::hash::BuildHasher;
 
+use bevy::platform::hash::FixedHasher;
 use chrono::NaiveDateTime;
 
 use super::MemoryError;
@@ -32,34 +34,13 @@ pub(crate) struct Columns {
     pub candidate: Vec<bool>,
 }
 
-/// A 64-bit fingerprint of an (s, p, o) triple, the same in every run: each part's length,
-/// then its bytes eight at a time, each word folded in by a 128-bit multiply (the novelty check
-/// fingerprints every event in view of every persona each step, and a byte at a time was a
-/// dependent multiply per byte). The lengths keep `("ab", "c")` and `("a", "bc")` apart. Equal
-/// triples have equal fingerprints; a match is confirmed on the strings.
+/// A 64-bit fingerprint of an (s, p, o) triple, the same in every run: the triple through the
+/// crate's fixed-seed hasher (as the embedding rows are indexed), which reads each part several
+/// bytes at a time and ends each with a byte UTF-8 never holds, so `("ab", "c")` and
+/// `("a", "bc")` differ. Equal triples have equal fingerprints; a match is confirmed on the
+/// strings.
 pub(crate) fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
-    let mut hash = 0x243f_6a88_85a3_08d3_u64;
-    for part in [s, p, o] {
-        let (words, tail) = part.as_bytes().as_chunks::<8>();
-        hash = fold_word(hash, part.len() as u64);
-        for word in words {
-            hash = fold_word(hash, u64::from_le_bytes(*word));
-        }
-        if !tail.is_empty() {
-            let mut last = [0u8; 8];
-            last[..tail.len()].copy_from_slice(tail);
-            hash = fold_word(hash, u64::from_le_bytes(last));
-        }
-    }
-    hash
-}
-
-/// One step of [`triple_fingerprint`]: `hash ^ word` times an odd constant, the product's
-/// halves folded together.
-fn fold_word(hash: u64, word: u64) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let product = u128::from(hash ^ word) * u128::from(K);
-    (product as u64) ^ ((product >> 64) as u64)
+    FixedHasher.hash_one((s, p, o))
 }
 
 /// Keyword → how often it appeared (foldhash: fast and the same in every run).
