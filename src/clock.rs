@@ -17,12 +17,24 @@
 //! - [`TimeMode::Realtime`]: the clock keeps running; a persona whose cognition is pending keeps
 //!   doing its current action and catches up.
 //!
+//! While a Lockstep clock at [`SimSpeed::Max`] waits for a thought, the driver spins a moment,
+//! then **sleeps** on the landing bell until something may have landed or the frame's budget
+//! is spent: the work a step waits for is spawned so that its end rings the bell
+//! (`spawn_landing`) and polled so that its waker rings it (`poll_landing`). A town waiting on
+//! a slow model costs next to no CPU, and an answer wakes the driver at once.
+//!
 //! **Layer** (see `tests/layers.rs`): the ground: imports only [`settings`](crate::settings).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, LazyLock, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use bevy::ecs::schedule::{InternedScheduleLabel, ScheduleLabel, SingleThreadedExecutor};
 use bevy::prelude::*;
+use bevy::tasks::{AsyncComputeTaskPool, Task};
 use chrono::{NaiveDate, NaiveDateTime, Timelike};
 use serde::{Deserialize, Serialize};
 
@@ -421,6 +433,8 @@ fn run_one_step(world: &mut World) {
 
 /// The driver: runs [`SimPoll`], then as many [`SimStep`]s as the speed and mode allow.
 pub(crate) fn drive_sim_steps(world: &mut World) {
+    // The bell's count before each poll: a waker that rings after it wakes the wait below.
+    let mut heard = LANDINGS.count();
     world.run_schedule(SimPoll);
     let settings = world
         .get_resource::<AgentSettings>()
@@ -460,9 +474,12 @@ pub(crate) fn drive_sim_steps(world: &mut World) {
             break;
         }
         if mode == TimeMode::Lockstep && cognition_pending(world) {
-            if speed == SimSpeed::Max && frame_start.elapsed() < budget {
-                // Model answers arrive on other threads: give them a moment, then collect.
-                std::thread::yield_now();
+            let elapsed = frame_start.elapsed();
+            if speed == SimSpeed::Max && elapsed < budget {
+                // Model answers arrive on other threads: wait until the work polled last may
+                // have gone on (its waker rang the bell since `heard`), then collect.
+                LANDINGS.wait_past_after_spin(heard, budget - elapsed);
+                heard = LANDINGS.count();
                 world.run_schedule(SimPoll);
                 continue;
             }
@@ -477,7 +494,120 @@ pub(crate) fn drive_sim_steps(world: &mut World) {
             let mut clock = world.resource_mut::<SimClock>();
             clock.single_steps = clock.single_steps.saturating_sub(1);
         }
+        heard = LANDINGS.count();
         world.run_schedule(SimPoll);
+    }
+}
+
+/// A counter rung each time something a waiting thread may be waiting for happens, and a
+/// condition variable to sleep on until it is rung again (or a timeout passes). Ringing is an
+/// atomic add while nobody sleeps on it (a landing rings once per task).
+#[derive(Debug, Default)]
+pub(crate) struct Bell {
+    rung: AtomicU64,
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
+    ring: Condvar,
+}
+
+impl Bell {
+    pub(crate) const fn new() -> Self {
+        Self {
+            rung: AtomicU64::new(0),
+            sleepers: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            ring: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn ring(&self) {
+        self.rung.fetch_add(1, Ordering::SeqCst);
+        // A sleeper counts itself before it reads the count (both sequentially consistent),
+        // so either it sees this ring or this sees it; the lock orders the notice after its
+        // check.
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            drop(self.lock.lock().unwrap_or_else(|p| p.into_inner()));
+            self.ring.notify_all();
+        }
+    }
+
+    /// How often it has rung so far.
+    pub(crate) fn count(&self) -> u64 {
+        self.rung.load(Ordering::SeqCst)
+    }
+
+    /// [`Self::wait_past`], after a short spin: work that lands within [`LANDING_SPIN`] is
+    /// collected without the cost of waking a sleeping thread.
+    pub(crate) fn wait_past_after_spin(&self, seen: u64, timeout: Duration) -> u64 {
+        let spin_until = Instant::now() + LANDING_SPIN.min(timeout);
+        while self.count() == seen && Instant::now() < spin_until {
+            std::thread::yield_now();
+        }
+        match self.count() {
+            rung if rung != seen => rung,
+            _ => self.wait_past(seen, timeout.saturating_sub(LANDING_SPIN)),
+        }
+    }
+
+    /// Sleeps until the count is no longer `seen` (at once if it already is) or `timeout`
+    /// passes; returns the count.
+    pub(crate) fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let waited = self
+            .ring
+            .wait_timeout_while(guard, timeout, |()| self.count() == seen);
+        drop(waited);
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        self.count()
+    }
+}
+
+/// How long a driver waiting for a landing spins before it sleeps: the crowd's thoughts often
+/// land within it, while a slow model's wait costs at most this much CPU per look.
+const LANDING_SPIN: Duration = Duration::from_micros(200);
+
+/// The landing bell: rung by the waker [`poll_landing`] registers, when the work it polled
+/// may go on or is done. One per process, as Bevy's task pools are: a ring meant for another
+/// app in the process only makes a driver look once more.
+static LANDINGS: Bell = Bell::new();
+
+/// The waker that rings [`LANDINGS`].
+struct RingLandings;
+
+impl Wake for RingLandings {
+    fn wake(self: Arc<Self>) {
+        LANDINGS.ring();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        LANDINGS.ring();
+    }
+}
+
+/// Spawns work a Lockstep step may wait for (a thought, a conversation, a group call…) on the
+/// async compute pool. Its end rings the landing bell even if nothing polled it yet; a poll
+/// through [`poll_landing`] then collects it or, if the output is not stored yet, leaves the
+/// waker that rings again once it is. So a waiting driver never sleeps past a landing.
+pub(crate) fn spawn_landing<T: Send + 'static>(
+    future: impl Future<Output = T> + Send + 'static,
+) -> Task<T> {
+    AsyncComputeTaskPool::get().spawn(async move {
+        let output = future.await;
+        LANDINGS.ring();
+        output
+    })
+}
+
+/// Polls a thought, a conversation or any other work a Lockstep step may wait for, once:
+/// its output if it is done. Unlike `block_on(poll_once(..))` it leaves a waker that rings the
+/// landing bell, so a driver waiting for the work sleeps instead of spinning and wakes as soon
+/// as the work is done (a task's waker is called after its output is stored).
+pub(crate) fn poll_landing<F: Future + Unpin + ?Sized>(future: &mut F) -> Option<F::Output> {
+    static WAKER: LazyLock<Waker> = LazyLock::new(|| Waker::from(Arc::new(RingLandings)));
+    match Pin::new(future).poll(&mut Context::from_waker(&WAKER)) {
+        Poll::Ready(output) => Some(output),
+        Poll::Pending => None,
     }
 }
 

@@ -33,13 +33,14 @@ use bevy::log::tracing::Instrument;
 use bevy::platform::cell::SyncCell;
 use bevy::platform::collections::HashMap;
 use bevy::prelude::*;
-use bevy::tasks::futures_lite::future::{block_on, poll_once};
-use bevy::tasks::{AsyncComputeTaskPool, ComputeTaskPool, Task};
+use bevy::tasks::futures_lite::future::poll_once;
+use bevy::tasks::{ComputeTaskPool, Task};
 use bevy::utils::Parallel;
 use chrono::NaiveDateTime;
 
 use crate::clock::{
-    AgentSystems, AwaitingCognition, Held, PollSystems, SimClock, SimPoll, SimStep,
+    AgentSystems, AwaitingCognition, Held, PollSystems, SimClock, SimPoll, SimStep, poll_landing,
+    spawn_landing,
 };
 use crate::llm::LlmClient;
 use crate::memory::NodeKind;
@@ -829,7 +830,7 @@ fn settle_first_polls(commands: &mut Commands, landed: &mut LandedThoughts, poll
                     landed.conversations.push(done);
                     continue;
                 }
-                let task = AsyncComputeTaskPool::get().spawn(future);
+                let task = spawn_landing(future);
                 commands
                     .entity(initiator)
                     .insert((Conversing(task), AwaitingCognition::new(step)));
@@ -842,7 +843,7 @@ fn settle_first_polls(commands: &mut Commands, landed: &mut LandedThoughts, poll
                 landed.thoughts.push((entity, outcome));
             }
             FirstPolled::Thought(entity, step, future, None) => {
-                let task = AsyncComputeTaskPool::get().spawn(future);
+                let task = spawn_landing(future);
                 commands
                     .entity(entity)
                     .insert((Thinking(task), AwaitingCognition::new(step)));
@@ -1213,7 +1214,7 @@ pub(crate) fn collect_thoughts(
     }
     let mut thoughts = std::mem::take(&mut landed.thoughts);
     for (entity, mut task) in &mut thinking {
-        if let Some(outcome) = block_on(poll_once(&mut task.0)) {
+        if let Some(outcome) = poll_landing(&mut task.0) {
             thoughts.push((entity, outcome));
             commands
                 .entity(entity)
@@ -1229,7 +1230,7 @@ pub(crate) fn collect_thoughts(
     }
     let mut conversations = std::mem::take(&mut landed.conversations);
     for (entity, mut task) in &mut conversing {
-        let Some(done) = block_on(poll_once(&mut task.0)) else {
+        let Some(done) = poll_landing(&mut task.0) else {
             continue;
         };
         commands.entity(entity).remove::<Conversing>();

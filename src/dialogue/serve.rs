@@ -8,12 +8,11 @@ use std::sync::Arc;
 
 use bevy::platform::cell::SyncCell;
 use bevy::prelude::*;
-use bevy::tasks::futures_lite::future::{block_on, poll_once};
-use bevy::tasks::{AsyncComputeTaskPool, Task};
+use bevy::tasks::Task;
 use chrono::Duration;
 use serde_json::{Value, json};
 
-use crate::clock::{AwaitingCognition, SimClock};
+use crate::clock::{AwaitingCognition, SimClock, poll_landing, spawn_landing};
 use crate::cognition::ChatStream;
 use crate::cognition::ModelCallFailed;
 use crate::cognition::vocabulary::retrieval_params;
@@ -147,8 +146,8 @@ pub(super) fn drive_dialogues(world: &mut World) {
         let mut done = None;
         for _ in 0..MAX_ROUNDS {
             let outcome = match &mut turn.running {
-                Running::Here(future) => block_on(poll_once(future.get())),
-                Running::Task(task) => block_on(poll_once(task)),
+                Running::Here(future) => poll_landing(future.get()),
+                Running::Task(task) => poll_landing(task),
             };
             if let Some(outcome) = outcome {
                 done = Some(outcome);
@@ -175,8 +174,7 @@ pub(super) fn drive_dialogues(world: &mut World) {
             else {
                 continue;
             };
-            turn.running =
-                Running::Task(AsyncComputeTaskPool::get().spawn(SyncCell::to_inner(future)));
+            turn.running = Running::Task(spawn_landing(SyncCell::to_inner(future)));
         }
     }
     for (entity, outcome) in finished {

@@ -5,12 +5,11 @@
 //! [`SimPoll`]: crate::clock::SimPoll
 
 use bevy::prelude::*;
-use bevy::tasks::futures_lite::future::{block_on, poll_once};
-use bevy::tasks::{AsyncComputeTaskPool, Task};
+use bevy::tasks::Task;
 use chrono::NaiveDateTime;
 use serde_json::{Value, json};
 
-use crate::clock::{AwaitingCognition, SimClock};
+use crate::clock::{AwaitingCognition, SimClock, poll_landing, spawn_landing};
 use crate::dialogue::prompts::neutralise;
 use crate::dialogue::tools::resolve_place;
 use crate::dialogue::{DialogueReplied, ToolCall, ToolHandler, ToolRegistry};
@@ -338,7 +337,7 @@ where
     let ctx = PromptContext::new(client, library)
         .with_retries(retries)
         .with_affinity(DIRECTOR);
-    let task = AsyncComputeTaskPool::get().spawn(make(ctx));
+    let task = spawn_landing(make(ctx));
     let step = world.get_resource::<SimClock>().map_or(0, SimClock::step);
     let entity = director_entity(world);
     world
@@ -377,7 +376,7 @@ fn set_awaiting(world: &mut World, on: bool) {
 fn land(world: &mut World) {
     let finished = {
         let mut runtime = world.resource_mut::<DirectorRuntime>();
-        match runtime.task.as_mut().map(|t| block_on(poll_once(t))) {
+        match runtime.task.as_mut().map(poll_landing) {
             Some(Some(answer)) => {
                 runtime.task = None;
                 runtime.landed = Some(answer);

@@ -33,13 +33,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use bevy::prelude::*;
-use bevy::tasks::futures_lite::future::{block_on, poll_once};
-use bevy::tasks::{AsyncComputeTaskPool, Task};
+use bevy::tasks::Task;
 use chrono::NaiveDateTime;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::clock::{AwaitingCognition, Held, SimClock};
+use crate::clock::{AwaitingCognition, Held, SimClock, poll_landing, spawn_landing};
 use crate::cognition::ModelCallFailed;
 use crate::dialogue::prompts::truncate_chars;
 use crate::dialogue::{
@@ -357,7 +356,7 @@ pub(super) fn apply_commands(
                         place,
                         failures: FailureLog::default(),
                         done: None,
-                        task: AsyncComputeTaskPool::get().spawn(async move {
+                        task: spawn_landing(async move {
                             Landed::Posted {
                                 seq,
                                 embedding: client.embed_one(embed_text).await.ok(),
@@ -942,7 +941,7 @@ fn spawn_call(
     new_lines: Vec<String>,
     tools: Vec<OfferedTool>,
 ) -> Task<Landed> {
-    AsyncComputeTaskPool::get().spawn(async move {
+    spawn_landing(async move {
         let (name, place) = (scene.name.clone(), scene.place.clone());
         match kind {
             CallKind::Join => {
@@ -1080,15 +1079,14 @@ impl PendingRound {
         self.looked = self.looked.min(seat.looked);
         self.personas.push(seat.persona);
         self.seats.push((seat.scene, answer, seat.role));
-        AsyncComputeTaskPool::get()
-            .spawn(async move { heard.recv().await.unwrap_or(Landed::Focused(None)) })
+        spawn_landing(async move { heard.recv().await.unwrap_or(Landed::Focused(None)) })
     }
 }
 
 /// Says the line a round planned for this cycle: no model call (its memory's embedding came
 /// with the round's).
 fn say_planned(line: Said) -> Task<Landed> {
-    AsyncComputeTaskPool::get().spawn(async move { Landed::Focused(Some(line)) })
+    spawn_landing(async move { Landed::Focused(Some(line)) })
 }
 
 /// Asks a round on the task pool and hands each seat its part: a line, an emoji or quiet.
@@ -1137,65 +1135,62 @@ fn spawn_round(
             .collect(),
         seed,
     };
-    AsyncComputeTaskPool::get()
-        .spawn(async move {
-            let plans = run_prompt(&ctx, &prompt).await.value;
-            let table_quiet = plans
-                .iter()
-                .all(|p| p.now == FocusPlan::NoReply && p.then.is_none());
-            type Planned = (Option<Said>, Option<Said>, Vec<Said>);
-            // Every line of the round, said now or planned, with its memory's embedding — all
-            // of them in one request.
-            let mut lines: Vec<Planned> = seats
-                .iter()
-                .zip(plans)
-                .map(|((scene, ..), RoundPlan { now, then, later })| {
-                    let now = match now {
-                        FocusPlan::TextReply(text) => Some(said(&scene.name, &place, text, false)),
-                        FocusPlan::EmojiReply(emoji) => {
-                            Some(said(&scene.name, &place, emoji, true))
-                        }
-                        FocusPlan::NoReply | FocusPlan::UseTool { .. } => None,
-                    };
-                    let line = |text| said(&scene.name, &place, text, false);
-                    (now, then.map(line), later.into_iter().map(line).collect())
-                })
-                .collect();
-            let mut all: Vec<&mut Said> = Vec::new();
-            for (now, then, later) in &mut lines {
-                all.extend(now.as_mut());
-                all.extend(then.as_mut());
-                all.extend(later.iter_mut());
-            }
-            embed_all(&ctx, all).await;
-            for ((_, answer, role), (said, then, later)) in seats.into_iter().zip(lines) {
-                let landed = if role == SeatRole::Newcomer {
-                    // Its answer is the join question's: a line joins (and is its opening).
-                    Landed::Joined {
-                        yes: said.is_some(),
-                        said,
-                    }
-                } else {
-                    let then = then.map(|said| {
-                        Box::new(PlannedLine {
-                            said,
-                            later,
-                            after,
-                            seats: personas.clone(),
-                            until,
-                        })
-                    });
-                    Landed::Round {
-                        said,
-                        then,
-                        quiet_counts: table_quiet && role == SeatRole::Focused,
-                    }
+    spawn_landing(async move {
+        let plans = run_prompt(&ctx, &prompt).await.value;
+        let table_quiet = plans
+            .iter()
+            .all(|p| p.now == FocusPlan::NoReply && p.then.is_none());
+        type Planned = (Option<Said>, Option<Said>, Vec<Said>);
+        // Every line of the round, said now or planned, with its memory's embedding — all
+        // of them in one request.
+        let mut lines: Vec<Planned> = seats
+            .iter()
+            .zip(plans)
+            .map(|((scene, ..), RoundPlan { now, then, later })| {
+                let now = match now {
+                    FocusPlan::TextReply(text) => Some(said(&scene.name, &place, text, false)),
+                    FocusPlan::EmojiReply(emoji) => Some(said(&scene.name, &place, emoji, true)),
+                    FocusPlan::NoReply | FocusPlan::UseTool { .. } => None,
                 };
-                // A seat whose call was dropped (the app is closing) hears nothing.
-                let _ = answer.send(landed).await;
-            }
-        })
-        .detach();
+                let line = |text| said(&scene.name, &place, text, false);
+                (now, then.map(line), later.into_iter().map(line).collect())
+            })
+            .collect();
+        let mut all: Vec<&mut Said> = Vec::new();
+        for (now, then, later) in &mut lines {
+            all.extend(now.as_mut());
+            all.extend(then.as_mut());
+            all.extend(later.iter_mut());
+        }
+        embed_all(&ctx, all).await;
+        for ((_, answer, role), (said, then, later)) in seats.into_iter().zip(lines) {
+            let landed = if role == SeatRole::Newcomer {
+                // Its answer is the join question's: a line joins (and is its opening).
+                Landed::Joined {
+                    yes: said.is_some(),
+                    said,
+                }
+            } else {
+                let then = then.map(|said| {
+                    Box::new(PlannedLine {
+                        said,
+                        later,
+                        after,
+                        seats: personas.clone(),
+                        until,
+                    })
+                });
+                Landed::Round {
+                    said,
+                    then,
+                    quiet_counts: table_quiet && role == SeatRole::Focused,
+                }
+            };
+            // A seat whose call was dropped (the app is closing) hears nothing.
+            let _ = answer.send(landed).await;
+        }
+    })
+    .detach();
 }
 
 /// Runs a focused cycle's look-up in the world (the dialogue's checks and outcome events) and
@@ -1218,7 +1213,7 @@ fn look_up(world: &mut World, call: &Call, look: LookUp) {
     };
     focus.tools.clear();
     focus.looked_up = Some(found);
-    let task = AsyncComputeTaskPool::get().spawn(focus_cycle(ctx, focus));
+    let task = spawn_landing(focus_cycle(ctx, focus));
     world.resource_mut::<GroupCalls>().0.push(Call {
         persona: call.persona,
         name: call.name.clone(),
@@ -1632,7 +1627,7 @@ pub(super) fn land_group_calls(world: &mut World) {
     let mut blocked = false;
     for mut call in calls.0.drain(..) {
         if call.done.is_none() {
-            call.done = block_on(poll_once(&mut call.task));
+            call.done = poll_landing(&mut call.task);
         }
         match call.done.take() {
             Some(landed) if !blocked => finished.push((call, landed)),

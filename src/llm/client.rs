@@ -10,10 +10,12 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bevy::prelude::Resource;
+
+use crate::clock::Bell;
 
 use super::backend::{ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError, RetryBudget};
 use super::cache::{
@@ -99,7 +101,9 @@ struct ClientInner {
     semaphore: FairSemaphore,
     concurrency: usize,
     in_flight: AtomicUsize,
-    bell: AnswerBell,
+    /// Rung each time a backend call ends (answered, failed or cancelled), so a loop waiting
+    /// for thoughts can sleep until something may have changed instead of spinning.
+    bell: Bell,
     cache: ResponseCache,
     policy: CachePolicy,
     usage: Arc<UsageCounters>,
@@ -284,7 +288,7 @@ impl LlmClientBuilder {
                 semaphore: FairSemaphore::new(self.concurrency),
                 concurrency: self.concurrency,
                 in_flight: AtomicUsize::new(0),
-                bell: AnswerBell::default(),
+                bell: Bell::new(),
                 cache,
                 policy: self.policy,
                 usage,
@@ -292,36 +296,6 @@ impl LlmClientBuilder {
                 flights: Flights::default(),
             }),
         }
-    }
-}
-
-/// Rung each time a backend call ends (answered, failed or cancelled), so a loop waiting for
-/// thoughts can sleep until something may have changed instead of spinning.
-#[derive(Default)]
-struct AnswerBell {
-    rung: Mutex<u64>,
-    ring: Condvar,
-}
-
-impl AnswerBell {
-    fn ring(&self) {
-        // A poisoned count is still a count: waking waiters matters more than the poison.
-        let mut rung = self.rung.lock().unwrap_or_else(|p| p.into_inner());
-        *rung = rung.wrapping_add(1);
-        self.ring.notify_all();
-    }
-
-    fn count(&self) -> u64 {
-        *self.rung.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
-        let rung = self.rung.lock().unwrap_or_else(|p| p.into_inner());
-        let (rung, _) = self
-            .ring
-            .wait_timeout_while(rung, timeout, |rung| *rung == seen)
-            .unwrap_or_else(|p| p.into_inner());
-        *rung
     }
 }
 
@@ -350,12 +324,12 @@ fn usable_embeddings(vectors: &[Vec<f32>], known_dim: usize) -> Result<(), LlmEr
 }
 
 /// A concurrency permit plus the in-flight count, both released on drop (so a cancelled
-/// task frees its slot); dropping it rings the client's [`AnswerBell`]. Permits are handed out
+/// task frees its slot); dropping it rings the client's answer bell. Permits are handed out
 /// first come, first served ([`FairSemaphore`]), so no persona waits out a whole burst.
 struct Permit<'a> {
     _guard: FairPermit<'a>,
     in_flight: &'a AtomicUsize,
-    bell: &'a AnswerBell,
+    bell: &'a Bell,
 }
 
 impl Drop for Permit<'_> {

@@ -5,12 +5,11 @@
 use std::collections::BTreeMap;
 
 use bevy::prelude::*;
-use bevy::tasks::futures_lite::future::{block_on, poll_once};
-use bevy::tasks::{AsyncComputeTaskPool, Task};
+use bevy::tasks::Task;
 
 use chrono::NaiveDateTime;
 
-use crate::clock::{AwaitingCognition, Held, SimClock};
+use crate::clock::{AwaitingCognition, Held, SimClock, poll_landing, spawn_landing};
 use crate::cognition::converse::insert_into_schedule;
 use crate::dialogue::prompts::truncate_chars;
 use crate::llm::LlmClient;
@@ -477,7 +476,7 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
                 };
                 entity.insert(AwaitingCognition::new(step));
                 let ctx = prompting.ctx(&mind.scratch.name);
-                after.task = Some(AsyncComputeTaskPool::get().spawn(aftermath(
+                after.task = Some(spawn_landing(aftermath(
                     mind,
                     ctx,
                     after.stage.clone(),
@@ -489,7 +488,7 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
                 true
             }
             Some(task) => {
-                let Some(mind) = block_on(poll_once(task)) else {
+                let Some(mind) = poll_landing(task) else {
                     return true;
                 };
                 if let Some(mut holder) = entity.get_mut::<Mind>() {
@@ -562,7 +561,6 @@ fn start_turn(world: &mut World, run: &mut StageRun, prompting: &Prompting, step
         return false;
     }
     let turn = run.scene.turn + 1;
-    let pool = AsyncComputeTaskPool::get();
     let mut tasks = Vec::new();
     for actor in &run.scene.actors {
         let identity = actor
@@ -579,7 +577,7 @@ fn start_turn(world: &mut World, run: &mut StageRun, prompting: &Prompting, step
             seed: seed(&[&run.scene.name, &turn.to_string(), &actor.name]),
         };
         let ctx = prompting.ctx(&actor.name);
-        tasks.push(Some(pool.spawn(async move {
+        tasks.push(Some(spawn_landing(async move {
             let outcome = run_prompt(&ctx, &prompt).await;
             (outcome.value, outcome.fail_safe)
         })));
@@ -608,7 +606,7 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
         } => {
             for (slot, task) in plans.iter_mut().zip(tasks.iter_mut()) {
                 if let Some(running) = task
-                    && let Some(done) = block_on(poll_once(running))
+                    && let Some(done) = poll_landing(running)
                 {
                     *slot = Some(done);
                     *task = None;
@@ -645,7 +643,7 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
                 seed: seed(&[&run.scene.name, &turn.to_string(), "stage agent"]),
             };
             let ctx = prompting.ctx(&run.scene.name);
-            let task = AsyncComputeTaskPool::get().spawn(async move {
+            let task = spawn_landing(async move {
                 let outcome = run_prompt(&ctx, &prompt).await;
                 (outcome.value, outcome.fail_safe)
             });
@@ -660,7 +658,7 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
             mut task,
             personas,
         } => {
-            let Some((resolution, fail_safe)) = block_on(poll_once(&mut task)) else {
+            let Some((resolution, fail_safe)) = poll_landing(&mut task) else {
                 run.phase = Phase::Resolving {
                     turn,
                     task,
