@@ -145,6 +145,18 @@ fn warmed_app(n: usize, town: Town) -> Option<App> {
     app.cleanup();
     let start = Instant::now();
     let from = measure_from();
+    // The clock pauses at `from` exactly: a max-speed frame runs several steps, and stopping
+    // after whichever frame passed it would start some measurements a step (the busy one on
+    // the hour) later than others.
+    let at_from = {
+        let clock = app.world().resource::<SimClock>();
+        let ahead = (from - clock.now().time())
+            .num_seconds()
+            .max(0)
+            .unsigned_abs();
+        clock.step() + ahead.div_ceil(u64::from(clock.sec_per_step().max(1)))
+    };
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(at_from);
     loop {
         app.update();
         let mut query = app
@@ -164,6 +176,12 @@ fn warmed_app(n: usize, town: Town) -> Option<App> {
                 start.elapsed().as_secs_f64()
             );
             return Some(app);
+        }
+        if waiting > 0 && clock.finished() {
+            // Someone is still unplanned at `from`: go on until everyone is.
+            let mut clock = app.world_mut().resource_mut::<SimClock>();
+            clock.stop_at_step = None;
+            clock.speed = SimSpeed::Max;
         }
         if start.elapsed() > WARM_UP_LIMIT {
             eprintln!("{n} personas: {waiting} still unplanned after {WARM_UP_LIMIT:?}; skipped");
