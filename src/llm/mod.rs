@@ -104,6 +104,7 @@ pub use plugin::{LlmPlugin, LlmShutDown};
 #[cfg(feature = "http")]
 pub use pool::{PoolBackend, PoolMember, PoolSettings};
 pub use replay::ReplayBackend;
+pub(crate) use scripted::fnv1a_parts;
 pub(crate) use scripted::word_overlap_scores;
 pub(crate) use scripted::word_tokens;
 pub use scripted::{

@@ -18,14 +18,7 @@
 
 use serde_json::json;
 
-/// FNV-1a of the parts, for stable per-prompt choices (the stage stand-in's too).
-pub(super) fn hash(parts: &[&str]) -> u64 {
-    parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, part| {
-        part.bytes()
-            .chain(std::iter::once(0xff))
-            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-    })
-}
+use super::scripted::fnv1a_parts;
 
 /// What the prompt says about the scene.
 struct Scene<'a> {
@@ -121,7 +114,8 @@ pub(super) fn join(text: &str) -> bool {
 /// Whether the persona of `scene` joins the talk: named in its lines, or by the hash.
 fn joins(scene: &Scene<'_>) -> bool {
     named_by(&scene.lines, scene.first_name).is_some()
-        || !hash(&[scene.name, &scene.lines.len().to_string(), scene.place]).is_multiple_of(3)
+        || !fnv1a_parts(&[scene.name, &scene.lines.len().to_string(), scene.place])
+            .is_multiple_of(3)
 }
 
 /// First name of a full name.
@@ -136,7 +130,7 @@ pub(super) fn reply(text: &str) -> String {
 }
 
 fn say(scene: &Scene<'_>, answering: Option<&str>) -> String {
-    let h = hash(&[scene.name, &scene.lines.join("|")]);
+    let h = fnv1a_parts(&[scene.name, &scene.lines.join("|")]);
     // "attending a lecture (finding a seat)" → "attending a lecture".
     let activity = scene.activity.split(" (").next().unwrap_or("").trim();
     let activity = if activity.is_empty() {
@@ -239,7 +233,7 @@ fn focused(scene: &Scene<'_>, spoke_lately: bool) -> serde_json::Value {
             "reason": "I was named",
         });
     }
-    let h = hash(&[scene.name, &scene.new_lines.join("|")]);
+    let h = fnv1a_parts(&[scene.name, &scene.new_lines.join("|")]);
     match if spoke_lately { 0 } else { h % 3 } {
         0 => json!({
             "thought": "Nothing I need to add right now.",

@@ -9,7 +9,7 @@
 
 use serde_json::json;
 
-use super::offline_group::hash;
+use super::scripted::fnv1a_parts;
 
 /// The names in `**Name**:` state lines of `text`, in order.
 fn state_names(text: &str) -> Vec<&str> {
@@ -54,7 +54,7 @@ pub(super) fn actor(text: &str) -> String {
             "plan": "I back away toward the way out.",
         }),
         Some(_) => {
-            let h = hash(&[name, stage]);
+            let h = fnv1a_parts(&[name, stage]);
             let who = others[(h as usize / 3) % others.len()];
             match h % 3 {
                 0 => json!({

@@ -447,14 +447,28 @@ pub(crate) fn word_tokens(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// FNV-1a's starting value (its 64-bit offset basis).
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// One byte into an FNV-1a hash.
+fn fnv_step(hash: u64, byte: u8) -> u64 {
+    (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+}
+
 /// 64-bit FNV-1a: stable across platforms and Rust versions (unlike `DefaultHasher`).
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
+    bytes.iter().copied().fold(FNV_OFFSET, fnv_step)
+}
+
+/// [`fnv1a`] of the parts, each followed by a `0xff` byte (never part of UTF-8 text, so the
+/// boundaries count: `["ab", "c"]` and `["a", "bc"]` differ): stable per-request seeds and
+/// choices.
+pub(crate) fn fnv1a_parts(parts: &[&str]) -> u64 {
+    parts.iter().fold(FNV_OFFSET, |hash, part| {
+        part.bytes()
+            .chain(std::iter::once(0xff))
+            .fold(hash, fnv_step)
+    })
 }
 
 /// The scripted embedding of `text`: signed hashed bag of words, L2-normalised, `dim` long.
@@ -663,6 +677,14 @@ mod tests {
     fn fnv_matches_reference_values() {
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn fnv_of_parts_is_fnv_of_the_parts_each_ended_by_0xff() {
+        assert_eq!(fnv1a_parts(&[]), fnv1a(b""));
+        assert_eq!(fnv1a_parts(&["ab", "c"]), fnv1a(b"ab\xffc\xff"));
+        assert_ne!(fnv1a_parts(&["ab", "c"]), fnv1a_parts(&["a", "bc"]));
+        assert_ne!(fnv1a_parts(&["abc"]), fnv1a_parts(&["ab", "c"]));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use chrono::NaiveDateTime;
 use crate::clock::{AwaitingCognition, Held, SimClock, poll_landing, spawn_landing};
 use crate::cognition::converse::insert_into_schedule;
 use crate::dialogue::prompts::truncate_chars;
-use crate::llm::LlmClient;
+use crate::llm::{LlmClient, fnv1a_parts};
 use crate::memory::NewMemory;
 use crate::persona::{ActionView, Body, Mind, MindState};
 use crate::prompt::{PromptContext, PromptLibrary, run_prompt};
@@ -80,15 +80,6 @@ impl StageRun {
             Phase::Planning { personas, .. } | Phase::Resolving { personas, .. } => personas,
         }
     }
-}
-
-/// FNV-1a of the parts: a request's seed, so a rerun asks the same.
-fn seed(parts: &[&str]) -> u64 {
-    parts.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, part| {
-        part.bytes()
-            .chain(std::iter::once(0xff))
-            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-    })
 }
 
 /// Game code's stage commands (validated; a refusal is a [`StageRefused`]).
@@ -574,7 +565,7 @@ fn start_turn(world: &mut World, run: &mut StageRun, prompting: &Prompting, step
             actor_block: actor.private_block(),
             stage_block: run.scene.stage_block(Some(&actor.name)),
             identity,
-            seed: seed(&[&run.scene.name, &turn.to_string(), &actor.name]),
+            seed: fnv1a_parts(&[&run.scene.name, &turn.to_string(), &actor.name]),
         };
         let ctx = prompting.ctx(&actor.name);
         tasks.push(Some(spawn_landing(async move {
@@ -640,7 +631,7 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
                 environment: run.scene.environment.clone(),
                 plans: run.scene.plans_markdown(&by_name),
                 turn,
-                seed: seed(&[&run.scene.name, &turn.to_string(), "stage agent"]),
+                seed: fnv1a_parts(&[&run.scene.name, &turn.to_string(), "stage agent"]),
             };
             let ctx = prompting.ctx(&run.scene.name);
             let task = spawn_landing(async move {
