@@ -2,7 +2,7 @@
 //! it neither spins through `SimPoll` while a slow model thinks nor oversleeps an answer that
 //! came back. Counted in polls and steps, not timed.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bevy::prelude::*;
@@ -10,6 +10,10 @@ use bevy_generative_agents::clock::{AwaitingCognition, SimClock, SimPoll};
 use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::settings::AgentSettings;
 use bevy_generative_agents::testing::{create_test_app, spawn_default_town, town_script};
+
+/// The landing bell is one per process: these tests take turns, so one's landings do not
+/// wake the other's clock.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// How many times `SimPoll` ran.
 #[derive(Resource, Default)]
@@ -56,8 +60,8 @@ fn step(app: &App) -> u64 {
 #[test]
 fn a_clock_waiting_on_a_slow_model_does_not_spin() {
     // Answers take 3 s; the frame may wait 60 ms of them. Spinning polled hundreds of times
-    // in that; sleeping on the landing bell polls once, and again only if something rang it
-    // (another test's landing in this process can).
+    // in that; sleeping on the landing bell polls once, and again only if something rang it.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut app = waiting_town(Duration::from_secs(3), 60);
     let before = step(&app);
     app.world_mut().resource_mut::<Polls>().0 = 0;
@@ -80,6 +84,7 @@ fn an_answer_wakes_the_waiting_clock() {
     // Answers take 40 ms; the frame may wait 4 s. Each landing must wake the driver, which
     // then steps on to the next thought: an oversleeping driver would wake only when the
     // frame's time is up, too late to take any step in this frame.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut app = waiting_town(Duration::from_millis(40), 4_000);
     let before = step(&app);
     app.world_mut().resource_mut::<Polls>().0 = 0;
