@@ -599,15 +599,9 @@ pub(crate) fn related_memories(mind: &MindState, focus: NodeId, limit: usize) ->
         return Vec::new();
     };
     let (s, p, o) = node.spo();
-    let mut ids = mind.associative.retrieve_relevant_events(s, p, o);
-    ids.extend(mind.associative.retrieve_relevant_thoughts(s, p, o));
-    ids.retain(|id| *id != focus);
-    ids.sort_by(|a, b| b.cmp(a));
-    ids.dedup();
-    ids.into_iter()
-        .filter_map(|id| mind.associative.node(id))
-        .filter(|n| !n.is_idle())
-        .take(limit)
+    mind.associative
+        .newest_relevant([s, p, o], limit, |n| n.id != focus && !n.is_idle())
+        .into_iter()
         .map(|n| n.description.clone())
         .collect()
 }

@@ -420,20 +420,53 @@ impl AssociativeMemory {
         self.relevant(NodeKind::Thought, [subject, predicate, object])
     }
 
-    fn relevant(&self, kind: NodeKind, parts: [&str; 3]) -> Vec<NodeId> {
-        let mut keys = BTreeSet::new();
-        for part in parts {
-            let lower = part.trim().to_lowercase();
-            if let Some(last) = lower
-                .rsplit(':')
-                .next()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-            {
-                keys.insert(last.to_owned());
+    /// Events and thoughts sharing a keyword with `parts` (matched as in
+    /// [`retrieve_relevant_events`](Self::retrieve_relevant_events)), newest first, each once,
+    /// for which `keep` holds: at most `limit` of them. The same as both lists merged, newest
+    /// first, filtered and cut to `limit`, but read from the newest ends of the keyword lists
+    /// (each ascending, as ids are given out), so it costs about `limit` ids, not every match.
+    pub(crate) fn newest_relevant(
+        &self,
+        parts: [&str; 3],
+        limit: usize,
+        mut keep: impl FnMut(&ConceptNode) -> bool,
+    ) -> Vec<&ConceptNode> {
+        let keys = relevant_keys(parts);
+        let mut lists: Vec<&[NodeId]> = [NodeKind::Event, NodeKind::Thought]
+            .into_iter()
+            .flat_map(|kind| {
+                let index = self.index(kind);
+                keys.iter().filter_map(move |k| index.by_keyword.get(k))
+            })
+            .map(Vec::as_slice)
+            .collect();
+        let mut out = Vec::new();
+        let mut last = None;
+        while out.len() < limit {
+            // The list whose newest remaining id is the newest of all.
+            let Some(at) = (0..lists.len())
+                .filter(|&i| !lists[i].is_empty())
+                .max_by_key(|&i| lists[i].last())
+            else {
+                break;
+            };
+            let Some((&id, rest)) = lists[at].split_last() else {
+                break;
+            };
+            lists[at] = rest;
+            // A node under several keywords comes up once per list, one right after another.
+            if last.replace(id) == Some(id) {
+                continue;
             }
-            keys.insert(lower);
+            if let Some(node) = self.node(id).filter(|node| keep(node)) {
+                out.push(node);
+            }
         }
+        out
+    }
+
+    fn relevant(&self, kind: NodeKind, parts: [&str; 3]) -> Vec<NodeId> {
+        let keys = relevant_keys(parts);
         let index = self.index(kind);
         let found: BTreeSet<NodeId> = keys
             .iter()
@@ -550,6 +583,25 @@ impl AssociativeMemory {
     }
 }
 
+/// The keys a triple is looked up under: each part lowercased and trimmed, and the last
+/// `:`-separated segment of each (an address's object), as Smallville matches them.
+fn relevant_keys(parts: [&str; 3]) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for part in parts {
+        let lower = part.trim().to_lowercase();
+        if let Some(last) = lower
+            .rsplit(':')
+            .next()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+        {
+            keys.insert(last.to_owned());
+        }
+        keys.insert(lower);
+    }
+    keys
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,6 +618,58 @@ mod tests {
         NewMemory::new(at(8), (s, p, o), format!("{s} {p} {o}"))
             .keywords([last(s), last(o)])
             .embedding(vector)
+    }
+
+    #[test]
+    fn newest_relevant_is_both_lists_merged_filtered_and_cut() {
+        // A memory of events and thoughts under overlapping keywords (some idle, some under an
+        // address), compared with the two full lists merged newest first, as before.
+        let names = ["Ana", "Ben", "w:s:cafe:counter", "Cy"];
+        let objects = ["idle", "coffee", "book", "w:s:cafe:counter"];
+        let mut mem = AssociativeMemory::default();
+        let mut x = 7_u32;
+        for k in 0..300_u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            let s = names[(x >> 8) as usize % names.len()];
+            let o = objects[(x >> 16) as usize % objects.len()];
+            let p = if o == "idle" { "is" } else { "uses" };
+            let memory = event(s, p, o, vec![1.0, k as f32]);
+            let added = if x.is_multiple_of(5) {
+                mem.add_thought(memory, Vec::new())
+            } else {
+                mem.add_event(memory, Vec::new())
+            };
+            assert!(added.is_ok());
+        }
+        for (s, p, o) in [
+            ("Ana", "uses", "coffee"),
+            ("Cy", "is", "idle"),
+            ("w:s:cafe:counter", "is", "idle"),
+            ("Dee", "sees", "nothing"),
+        ] {
+            for limit in [0, 1, 5, 40, 1_000] {
+                for focus in [NodeId(0), NodeId(299), NodeId(150)] {
+                    let keep = |n: &ConceptNode| n.id != focus && !n.is_idle();
+                    let mut ids = mem.retrieve_relevant_events(s, p, o);
+                    ids.extend(mem.retrieve_relevant_thoughts(s, p, o));
+                    ids.sort_by(|a, b| b.cmp(a));
+                    ids.dedup();
+                    let before: Vec<NodeId> = ids
+                        .into_iter()
+                        .filter_map(|id| mem.node(id))
+                        .filter(|n| keep(n))
+                        .take(limit)
+                        .map(|n| n.id)
+                        .collect();
+                    let now: Vec<NodeId> = mem
+                        .newest_relevant([s, p, o], limit, keep)
+                        .into_iter()
+                        .map(|n| n.id)
+                        .collect();
+                    assert_eq!(now, before, "{s} {p} {o}, limit {limit}");
+                }
+            }
+        }
     }
 
     #[test]
