@@ -53,8 +53,13 @@ fn pending(app: &mut App) -> usize {
         .count()
 }
 
-fn step(app: &App) -> u64 {
-    app.world().resource::<SimClock>().step()
+/// One frame: the steps it took and the polls it ran.
+fn one_frame(app: &mut App) -> (u64, u32) {
+    let step = |app: &App| app.world().resource::<SimClock>().step();
+    let before = step(app);
+    app.world_mut().resource_mut::<Polls>().0 = 0;
+    app.update();
+    (step(app) - before, app.world().resource::<Polls>().0)
 }
 
 #[test]
@@ -63,15 +68,8 @@ fn a_clock_waiting_on_a_slow_model_does_not_spin() {
     // in that; sleeping on the landing bell polls once, and again only if something rang it.
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut app = waiting_town(Duration::from_secs(3), 60);
-    let before = step(&app);
-    app.world_mut().resource_mut::<Polls>().0 = 0;
-    app.update();
-    let polls = app.world().resource::<Polls>().0;
-    assert_eq!(
-        step(&app),
-        before,
-        "no answer came back, so no step was taken"
-    );
+    let (steps, polls) = one_frame(&mut app);
+    assert_eq!(steps, 0, "no answer came back, so no step was taken");
     assert!(pending(&mut app) > 0, "still waiting");
     assert!(
         (1..=8).contains(&polls),
@@ -86,11 +84,7 @@ fn an_answer_wakes_the_waiting_clock() {
     // frame's time is up, too late to take any step in this frame.
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut app = waiting_town(Duration::from_millis(40), 4_000);
-    let before = step(&app);
-    app.world_mut().resource_mut::<Polls>().0 = 0;
-    app.update();
-    let steps = step(&app) - before;
-    let polls = app.world().resource::<Polls>().0;
+    let (steps, polls) = one_frame(&mut app);
     assert!(steps >= 3, "steps went on as the answers came: {steps}");
     assert!(
         u64::from(polls) < 40 * (steps + 1),
