@@ -52,7 +52,7 @@ use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
 use bevy_generative_agents::group::GroupSettings;
 use bevy_generative_agents::llm::LlmClient;
-use bevy_generative_agents::persist::{SaveData, apply_save, decode, save_world};
+use bevy_generative_agents::persist::{PersistError, SaveData, apply_save, decode, save_world};
 use bevy_generative_agents::persona::{ActionView, Diary, Mind, Persona};
 use bevy_generative_agents::testing::{
     create_test_app, district_crowd, scripted_client, spawn_crowd, synthetic_sheets,
@@ -191,10 +191,27 @@ fn warmed_app(n: usize, town: Town) -> Option<App> {
     }
 }
 
+/// Frames the snapshot may wait, the clock held, for the last step's thoughts to land.
+const SNAPSHOT_WAIT_FRAMES: u32 = 10_000;
+
 /// The warmed town saved and decoded, to restore before every measurement.
+///
+/// The warm-up ends on a step whose thoughts may still be in flight, and a world with
+/// thoughts out cannot be saved: the clock is held (paused) and the app updated until they
+/// have landed, so the snapshot starts at the same step every time.
 fn snapshot(app: &mut App, n: usize) -> Option<SaveData> {
     let dir = std::env::temp_dir().join(format!("ga-bench-agent-steps-{}-{n}", std::process::id()));
-    let data = save_world(app.world_mut(), &dir).and_then(|_| decode(&dir));
+    let speed = app.world().resource::<SimClock>().speed;
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Paused;
+    let mut saved = save_world(app.world_mut(), &dir);
+    let mut waited = 0;
+    while matches!(saved, Err(PersistError::Busy(_))) && waited < SNAPSHOT_WAIT_FRAMES {
+        app.update();
+        waited += 1;
+        saved = save_world(app.world_mut(), &dir);
+    }
+    app.world_mut().resource_mut::<SimClock>().speed = speed;
+    let data = saved.and_then(|_| decode(&dir));
     let _ = std::fs::remove_dir_all(&dir);
     data.map_err(|err| eprintln!("{n} personas: snapshot failed: {err}; skipped"))
         .ok()
