@@ -424,13 +424,15 @@ impl CacheInner {
     }
 
     fn touch(&mut self, key: &CacheKey) -> Option<&CacheEntry> {
+        // Compacting first (it reads only lengths) lets the hit be one lookup in a map that
+        // is mostly out of the processor's caches.
+        self.drop_stale_before_push();
         let now = self.clock + 1;
         let slot = self.entries.get_mut(key)?;
         slot.used = now;
         self.clock = now;
         self.recency.push_back((now, *key));
-        self.drop_stale();
-        self.entries.get(key).map(|slot| &slot.entry)
+        Some(&slot.entry)
     }
 
     /// Whether `record` of [`Self::recency`] is the key's latest use.
@@ -444,6 +446,19 @@ impl CacheInner {
         if self.recency.len() <= 2 * self.entries.len() + 64 {
             return;
         }
+        self.compact_recency();
+    }
+
+    /// [`Self::drop_stale`] as it would run after one more record is pushed.
+    fn drop_stale_before_push(&mut self) {
+        if self.recency.len() < 2 * self.entries.len() + 64 {
+            return;
+        }
+        self.compact_recency();
+    }
+
+    /// Drops the stale records of [`Self::recency`].
+    fn compact_recency(&mut self) {
         let mut recency = std::mem::take(&mut self.recency);
         recency.retain(|record| self.is_live(record));
         self.recency = recency;
@@ -681,6 +696,19 @@ impl ResponseCache {
     /// The whole entry stored under `key`, marking it as just used.
     pub fn entry(&self, key: &CacheKey) -> Option<CacheEntry> {
         self.lock().touch(key).cloned()
+    }
+
+    /// The chat answer stored under `key`, marking it as just used: only what a hit hands
+    /// back (not the entry's model and kind). A rejected answer only when `rejected_too`.
+    pub(crate) fn chat_answer(&self, key: &CacheKey, rejected_too: bool) -> Option<ChatResponse> {
+        let mut inner = self.lock();
+        let entry = inner.touch(key)?;
+        match &entry.answer {
+            CachedAnswer::Chat(response) if !entry.rejected || rejected_too => {
+                Some(response.clone())
+            }
+            _ => None,
+        }
     }
 
     /// Stores an entry (replacing any previous one) and appends it to the file, if any.
