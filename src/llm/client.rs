@@ -7,6 +7,7 @@
 //! prompt kind. Cloning it is cheap (one `Arc`), so each task gets
 //! its own handle; it is a Bevy `Resource` so systems can hand it to the tasks they spawn.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -395,15 +396,9 @@ impl LlmClient {
     /// A cached chat answer: a rejected one only under [`CachePolicy::Always`] (a recording's
     /// replay retries as the recorded run did).
     fn cached_chat(&self, key: Option<&CacheKey>) -> Option<ChatResponse> {
-        let entry = self.inner.cache.entry(key?)?;
-        match entry.answer {
-            CachedAnswer::Chat(response)
-                if !entry.rejected || self.inner.policy == CachePolicy::Always =>
-            {
-                Some(response)
-            }
-            _ => None,
-        }
+        self.inner
+            .cache
+            .chat_answer(key?, self.inner.policy == CachePolicy::Always)
     }
 
     /// Completes a chat and caches the answer as it is (when the [`CachePolicy`] allows): for
@@ -420,6 +415,16 @@ impl LlmClient {
     /// first). Hand the answer to [`LlmClient::keep`] once it has been validated, or to
     /// `LlmClient::reject` if it was not usable.
     pub async fn ask(&self, request: ChatRequest) -> Result<ChatAnswer, LlmError> {
+        self.ask_cow(Cow::Owned(request)).await
+    }
+
+    /// [`LlmClient::ask`] of a request the caller keeps (to ask again with another seed): it
+    /// is copied only when the backend is asked, not for an answer from the cache.
+    pub(crate) async fn ask_borrowed(&self, request: &ChatRequest) -> Result<ChatAnswer, LlmError> {
+        self.ask_cow(Cow::Borrowed(request)).await
+    }
+
+    async fn ask_cow(&self, request: Cow<'_, ChatRequest>) -> Result<ChatAnswer, LlmError> {
         let backend = &self.inner.backend;
         let key = self
             .inner
@@ -459,7 +464,7 @@ impl LlmClient {
         let _permit = self.permit().await;
         bevy::log::trace!(kind = %kind, "llm chat request");
         let start = Instant::now();
-        let result = backend.chat(request).await;
+        let result = backend.chat(request.into_owned()).await;
         if let (Some(lead), Ok(response)) = (lead, &result) {
             lead.answer(response);
         }

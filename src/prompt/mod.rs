@@ -380,11 +380,11 @@ async fn run_prompt_inner<P: Prompt>(
         }
     }
 
+    let mut request = request;
     let base_seed = request.seed.unwrap_or(0);
     let mut attempts = 0;
     let mut reason = FailureReason::Unusable;
     for attempt in 0..=ctx.retries {
-        let mut request = request.clone();
         // A new seed per attempt: a different sample, and a different cache key.
         request.seed = Some(base_seed.wrapping_add(attempt as u64));
         attempts += 1;
@@ -394,9 +394,9 @@ async fn run_prompt_inner<P: Prompt>(
         let answer = match watcher.as_deref_mut() {
             Some(watcher) => {
                 watcher.attempt_started(attempt);
-                watched_chat(&ctx.client, request, watcher).await
+                watched_chat(&ctx.client, request.clone(), watcher).await
             }
-            None => ctx.client.ask(request).await,
+            None => ctx.client.ask_borrowed(&request).await,
         };
         match answer {
             Ok(answer) => {
