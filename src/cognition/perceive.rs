@@ -263,7 +263,8 @@ pub(crate) async fn form_memories(
     let (batch, rate_once) = (lean.batch_percepts, lean.rate_events_once);
     let name = mind.scratch.name.clone();
     let first_name = mind.scratch.first_name.clone();
-    let identity = mind.scratch.identity_summary();
+    // Written when the first prompt needs it: most steps perceive nothing new.
+    let mut identity: Option<String> = None;
     let mut prefetched = if batch {
         prefetch_embeddings(mind, percepts, ctx).await
     } else {
@@ -299,7 +300,9 @@ pub(crate) async fn form_memories(
             run_prompt(
                 ctx,
                 &EventPoignancy {
-                    identity: identity.clone(),
+                    identity: identity
+                        .get_or_insert_with(|| mind.scratch.identity_summary())
+                        .clone(),
                     first_name: first_name.clone(),
                     event: description.clone(),
                 },
@@ -313,7 +316,9 @@ pub(crate) async fn form_memories(
             let chat_poignancy = run_prompt(
                 ctx,
                 &ChatPoignancy {
-                    identity: identity.clone(),
+                    identity: identity
+                        .get_or_insert_with(|| mind.scratch.identity_summary())
+                        .clone(),
                     first_name: first_name.clone(),
                     conversation: conversation.clone(),
                 },

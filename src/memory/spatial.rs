@@ -122,8 +122,10 @@ impl SpatialMemory {
         let Some(object) = present(object) else {
             return true;
         };
-        let lower = object.to_lowercase();
-        objects.contains(object) || objects.iter().any(|o| o.to_lowercase() == lower)
+        objects.contains(object) || {
+            let lower = object.to_lowercase();
+            objects.iter().any(|o| o.to_lowercase() == lower)
+        }
     }
 
     /// Whether the place at a `world:sector:arena:object` address is known.

@@ -56,15 +56,30 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
+/// The hash of a vector's bits, fed to the hasher a block of bytes at a time (a write per
+/// number cost as much as the rest of storing a memory).
+fn bits_hash(vector: &[f32]) -> u64 {
+    const BLOCK: usize = 16;
+    let mut hasher = FixedHasher.build_hasher();
+    hasher.write_usize(vector.len());
+    let (blocks, tail) = vector.as_chunks::<BLOCK>();
+    let mut bytes = [0u8; BLOCK * size_of::<f32>()];
+    for block in blocks {
+        for (out, v) in bytes.as_chunks_mut::<4>().0.iter_mut().zip(block) {
+            *out = v.to_bits().to_le_bytes();
+        }
+        hasher.write(&bytes);
+    }
+    for v in tail {
+        hasher.write_u32(v.to_bits());
+    }
+    hasher.finish()
+}
+
 /// The shared row of `normalised` (an L2-normalised vector): the one made before for the same
 /// bits while any store still holds it, else a new one.
 pub(super) fn shared_row(normalised: Vec<f32>) -> Arc<[f32]> {
-    let mut hasher = FixedHasher.build_hasher();
-    hasher.write_usize(normalised.len());
-    for v in &normalised {
-        hasher.write_u32(v.to_bits());
-    }
-    let hash = hasher.finish();
+    let hash = bits_hash(&normalised);
     let shard = &shards()[(hash % SHARDS as u64) as usize];
     let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(found) = shard.rows.get(&hash).and_then(|rows| {
