@@ -322,6 +322,13 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
         per_step(nodes_after, nodes_before),
         per_step(rows_after, rows_before),
     );
+    let cache = app.world().resource::<LlmClient>().cache().stats();
+    eprintln!(
+        "  response cache: {} entries, {:.1} MB, {} evicted",
+        cache.entries,
+        cache.memory_bytes as f64 / 1e6,
+        cache.evicted
+    );
     eprintln!(
         "  {:<34} {:>10} {:>12}",
         "kind", "calls/step", "cached/step"
