@@ -332,7 +332,7 @@ async fn run_prompt_inner<P: Prompt>(
         );
         return fail_safe(ctx, prompt, FailureReason::Backend(error), 0);
     }
-    let request = match prompt.request(&ctx.library) {
+    let mut request = match prompt.request(&ctx.library) {
         Ok(mut request) => {
             if request.affinity.is_none() {
                 request.affinity = ctx.affinity.as_deref().map(str::to_owned);
@@ -380,7 +380,6 @@ async fn run_prompt_inner<P: Prompt>(
         }
     }
 
-    let mut request = request;
     let base_seed = request.seed.unwrap_or(0);
     let mut attempts = 0;
     let mut reason = FailureReason::Unusable;

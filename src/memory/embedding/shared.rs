@@ -56,8 +56,8 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-/// The hash of a vector's bits, fed to the hasher a block of bytes at a time (a write per
-/// number cost as much as the rest of storing a memory).
+/// The hash of a vector's bits, fed to the hasher a block of bytes at a time (a hasher write
+/// per number was most of what sharing a row cost).
 fn bits_hash(vector: &[f32]) -> u64 {
     const BLOCK: usize = 16;
     let mut hasher = FixedHasher.build_hasher();
