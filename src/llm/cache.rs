@@ -424,9 +424,9 @@ impl CacheInner {
     }
 
     fn touch(&mut self, key: &CacheKey) -> Option<&CacheEntry> {
-        // Compacting first (it reads only lengths) lets the hit be one lookup in a map that
-        // is mostly out of the processor's caches.
-        self.drop_stale_before_push();
+        // Compacting first, counting the record this pushes, lets the hit be one lookup in a
+        // map that is mostly out of the processor's caches.
+        self.drop_stale(1);
         let now = self.clock + 1;
         let slot = self.entries.get_mut(key)?;
         slot.used = now;
@@ -441,24 +441,12 @@ impl CacheInner {
     }
 
     /// Keeps the stale records of [`Self::recency`] to at most as many as the live ones (one
-    /// per entry), so the record list stays within twice the entries.
-    fn drop_stale(&mut self) {
-        if self.recency.len() <= 2 * self.entries.len() + 64 {
+    /// per entry), so the record list stays within twice the entries — counting the `pushing`
+    /// records about to be appended.
+    fn drop_stale(&mut self, pushing: usize) {
+        if self.recency.len() + pushing <= 2 * self.entries.len() + 64 {
             return;
         }
-        self.compact_recency();
-    }
-
-    /// [`Self::drop_stale`] as it would run after one more record is pushed.
-    fn drop_stale_before_push(&mut self) {
-        if self.recency.len() < 2 * self.entries.len() + 64 {
-            return;
-        }
-        self.compact_recency();
-    }
-
-    /// Drops the stale records of [`Self::recency`].
-    fn compact_recency(&mut self) {
         let mut recency = std::mem::take(&mut self.recency);
         recency.retain(|record| self.is_live(record));
         self.recency = recency;
@@ -495,7 +483,7 @@ impl CacheInner {
                 self.evicted += 1;
             }
         }
-        self.drop_stale();
+        self.drop_stale(0);
     }
 
     /// Appends one line, compacting the file first when it would pass its limit.
