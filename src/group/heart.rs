@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use bevy::prelude::*;
 use bevy::tasks::Task;
+use bevy::utils::Parallel;
 use chrono::NaiveDateTime;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -85,7 +86,38 @@ pub struct GroupAttention {
     /// Lean mode: per focused stream, the line the last round planned for the persona's next
     /// cycle (see [`PlannedLine`]).
     planned: BTreeMap<StreamKey, PlannedLine>,
+    /// The words of who the persona is and what it does, and what they were read from (its
+    /// identity changes daily and its action every few minutes, but it hears lines every step
+    /// of a gathering).
+    words_of: Option<PersonaWords>,
 }
+
+/// [`persona_words`] of an identity and an activity, kept with them.
+#[derive(Debug, Clone)]
+struct PersonaWords {
+    identity: String,
+    activity: String,
+    words: BTreeSet<String>,
+}
+
+/// Reads the persona's [`persona_words`] into `cache` unless it holds those of this identity
+/// and activity already.
+fn refresh_words(cache: &mut Option<PersonaWords>, identity: &str, activity: &str) {
+    let stale = cache
+        .as_ref()
+        .is_none_or(|c| c.identity != identity || c.activity != activity);
+    if stale {
+        *cache = Some(PersonaWords {
+            identity: identity.to_owned(),
+            activity: activity.to_owned(),
+            words: persona_words(identity, activity),
+        });
+    }
+}
+
+/// The words of a persona whose words were never read (not reached: they are read before the
+/// first line is weighed).
+static NO_WORDS: BTreeSet<String> = BTreeSet::new();
 
 /// A line a lean round planned for a seat's next cycle (and the one for the cycle after): said
 /// then without a call if the talk went about as the round expected and the cycle comes within
@@ -164,8 +196,11 @@ struct PendingMemory {
 struct HeardLine {
     time: NaiveDateTime,
     speaker: String,
+    /// The speaker's name as a keyword.
+    speaker_keyword: String,
     line: String,
-    place: String,
+    /// The memory's object: `the group in <place>`.
+    object: String,
     description: String,
     embedding: Vec<f32>,
 }
@@ -393,30 +428,69 @@ fn names(text: &str, name: &str, first_name: &str) -> bool {
 
 /// [`names`] of a text already lowercased (a line heard by many is lowercased once).
 fn names_lowercased(lower: &str, name: &str, first_name: &str) -> bool {
-    let first = first_name.to_lowercase();
-    (!first.is_empty()
-        && lower
-            .split(|c: char| !c.is_alphanumeric())
-            .any(|w| w == first))
-        || (!name.is_empty() && lower.contains(&name.to_lowercase()))
+    LoweredName::of(name, first_name).named_in(lower)
+}
+
+/// A listener's name and first name lowercased once, for the lines it hears.
+struct LoweredName {
+    name: String,
+    first: String,
+}
+
+impl LoweredName {
+    fn of(name: &str, first_name: &str) -> Self {
+        Self {
+            name: name.to_lowercase(),
+            first: first_name.to_lowercase(),
+        }
+    }
+
+    /// Whether the lowercased `lower` names the first name as a whole word, or the name.
+    fn named_in(&self, lower: &str) -> bool {
+        (!self.first.is_empty()
+            && lower
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| w == self.first))
+            || (!self.name.is_empty() && lower.contains(&self.name))
+    }
 }
 
 /// Content words (4+ letters, lowercased) of `text`.
 fn content_words(text: &str) -> BTreeSet<String> {
+    words_of(text).map(str::to_lowercase).collect()
+}
+
+/// The words of `text` with 4+ letters, as written.
+fn words_of(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 4)
-        .map(str::to_lowercase)
-        .collect()
 }
 
 /// A line's relevance to a persona, 0–1: a base for hearing it at all, plus the words it
 /// shares with who the persona is and what it does (three shared words is fully relevant).
 pub fn relevance(line: &str, persona_words: &BTreeSet<String>) -> f32 {
-    let shared = content_words(line)
-        .iter()
-        .filter(|w| persona_words.contains(*w))
-        .count();
-    (0.25 + shared as f32 / 3.0).min(1.0)
+    (0.25 + shared_words(line, persona_words) as f32 / 3.0).min(1.0)
+}
+
+/// How many distinct [`content_words`] of `line` are among `persona_words` — without
+/// building the line's set: every line a crowd says is weighed by each of its listeners.
+fn shared_words(line: &str, persona_words: &BTreeSet<String>) -> usize {
+    let mut shared: Vec<&str> = Vec::new();
+    let mut lower = String::new();
+    for word in words_of(line) {
+        lower.clear();
+        if word.is_ascii() {
+            lower.extend(word.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            lower.push_str(&word.to_lowercase());
+        }
+        if let Some(known) = persona_words.get(lower.as_str())
+            && !shared.contains(&known.as_str())
+        {
+            shared.push(known);
+        }
+    }
+    shared.len()
 }
 
 /// The per-persona, per-step random stream of the heart flow: seeded by name and step only,
@@ -576,8 +650,8 @@ pub(super) fn group_step(world: &mut World) {
         .is_some_and(|s| s.lean.group_rounds);
     // The streams are read-only from here on: lent out of the world for the loop (no copy;
     // the scope puts them back, change ticks and all, even if the loop unwinds).
-    let names_by_entity: BTreeMap<Entity, String> =
-        people.iter().map(|p| (p.entity, p.name.clone())).collect();
+    let names_by_entity: BTreeMap<Entity, &str> =
+        people.iter().map(|p| (p.entity, p.name.as_str())).collect();
     let mut starts: Vec<(Entity, Call)> = Vec::new();
     let mut rounds: BTreeMap<StreamKey, PendingRound> = BTreeMap::new();
     // Lean rounds: per stream, its focused personas with nothing new to answer (their index
@@ -595,16 +669,7 @@ pub(super) fn group_step(world: &mut World) {
     // 2. Memories, when the mind is home: each persona stores only its own heard lines, so
     // all of them at once, before the persona-by-persona loop. A prompt this step sees the
     // chats from before them (read first, only for those with something to store).
-    let mut details_before: HashMap<Entity, Details> = people
-        .iter()
-        .filter(|someone| {
-            world
-                .get::<GroupAttention>(someone.entity)
-                .is_some_and(|group| !group.pending.is_empty())
-        })
-        .map(|someone| (someone.entity, details(world, someone)))
-        .collect();
-    flush_all_memories(world, &people, &settings);
+    let mut details_before = flush_all_memories(world, &people, &settings);
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
         let cx = HearingContext {
@@ -988,7 +1053,7 @@ fn scene_in(
     stream: &super::stream::GroupStream,
     someone: &Someone,
     Details { identity, memories }: Details,
-    names_by_entity: &BTreeMap<Entity, String>,
+    names_by_entity: &BTreeMap<Entity, &str>,
     settings: &GroupSettings,
     step: u64,
 ) -> GroupScene {
@@ -996,7 +1061,7 @@ fn scene_in(
         .members
         .iter()
         .filter(|e| **e != someone.entity)
-        .filter_map(|e| names_by_entity.get(e).cloned())
+        .filter_map(|e| names_by_entity.get(e).map(|name| (*name).to_owned()))
         .collect();
     GroupScene {
         name: someone.name.clone(),
@@ -1093,7 +1158,7 @@ fn say_planned(line: Said) -> Task<Landed> {
 fn spawn_round(
     round: PendingRound,
     stream: &super::stream::GroupStream,
-    names_by_entity: &BTreeMap<Entity, String>,
+    names_by_entity: &BTreeMap<Entity, &str>,
     recent: usize,
 ) {
     let PendingRound {
@@ -1109,7 +1174,7 @@ fn spawn_round(
     let present: Vec<String> = stream
         .members
         .iter()
-        .filter_map(|e| names_by_entity.get(e).cloned())
+        .filter_map(|e| names_by_entity.get(e).map(|name| (*name).to_owned()))
         .collect();
     let recent = recent_lines(stream, recent);
     let new_lines: Vec<String> = stream.lines_after(looked).map(shown).collect();
@@ -1358,7 +1423,9 @@ fn hear(
     // 4. Hearing.
     let mut rng = heart_rng(&someone.name, step);
     let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
-    let mut words: Option<BTreeSet<String>> = None;
+    // The persona's words are read (or found unchanged) when the first line reaches it.
+    let mut words_read = false;
+    let mut lowered: Option<LoweredName> = None;
     for stream in streams.iter() {
         if !stream.reaches(someone.entity) {
             continue;
@@ -1374,11 +1441,15 @@ fn hear(
             if line.persona == Some(someone.entity) {
                 continue;
             }
-            let named = names(&line.text, &someone.name, &someone.first_name);
-            let words = words.get_or_insert_with(|| {
+            let lowered =
+                lowered.get_or_insert_with(|| LoweredName::of(&someone.name, &someone.first_name));
+            let named = lowered.named_in(&line.text.to_lowercase());
+            if !words_read {
                 let details = details_now.get_or_insert_with(|| details_of(state));
-                persona_words(&details.identity, &someone.activity)
-            });
+                refresh_words(&mut group.words_of, &details.identity, &someone.activity);
+                words_read = true;
+            }
+            let words = group.words_of.as_ref().map_or(&NO_WORDS, |c| &c.words);
             flow.hear(relevance(&line.text, words), named, &settings.attention);
             // Each message may be answered, by a draw.
             let draw: f32 = rng.random();
@@ -1556,8 +1627,15 @@ fn position_of(people: &[Someone], entity: Entity) -> Option<usize> {
 }
 
 /// Stores every listed persona's heard lines as chat memories, each whose mind is home, in
-/// parallel (a persona's lines go to its own memory only, in the order heard).
-fn flush_all_memories(world: &mut World, people: &[Someone], settings: &GroupSettings) {
+/// parallel (a persona's lines go to its own memory only, in the order heard). Returns the
+/// [`Details`] of each listed persona that had lines to store, read just before storing them:
+/// a prompt this step sees the chats from before.
+fn flush_all_memories(
+    world: &mut World,
+    people: &[Someone],
+    settings: &GroupSettings,
+) -> HashMap<Entity, Details> {
+    let mut before: Parallel<Vec<(Entity, Details)>> = Parallel::default();
     let mut query = world.query::<(Entity, &mut Mind, &mut GroupAttention)>();
     query
         .par_iter_mut(world)
@@ -1569,10 +1647,13 @@ fn flush_all_memories(world: &mut World, people: &[Someone], settings: &GroupSet
             let Some(someone) = position_of(people, entity).and_then(|i| people.get(i)) else {
                 return;
             };
+            let details = details_of(mind.get());
+            before.scope(|before| before.push((entity, details)));
             if let Some(state) = mind.get_mut() {
                 flush_memories(state, someone, &mut group, settings);
             }
         });
+    before.drain().collect()
 }
 
 /// Stores the persona's heard lines as chat memories.
@@ -1582,30 +1663,26 @@ fn flush_memories(
     group: &mut GroupAttention,
     settings: &GroupSettings,
 ) {
+    let name_keyword = someone.name.to_lowercase();
     for PendingMemory { heard, named } in group.pending.drain(..) {
         let poignancy = if named {
             settings.named_poignancy
         } else {
             settings.line_poignancy
         };
-        let mut node = NewMemory::new(
+        let node = NewMemory::new(
             heard.time,
-            (
-                someone.name.clone(),
-                "chat with",
-                format!("the group in {}", heard.place),
-            ),
+            (someone.name.clone(), "chat with", heard.object.clone()),
             heard.description.clone(),
         )
-        .keywords([someone.name.to_lowercase(), heard.speaker.to_lowercase()])
+        .keywords([name_keyword.clone(), heard.speaker_keyword.clone()])
         .poignancy(poignancy);
-        // The vector only when memory does not hold it yet (it is copied into memory's own
-        // rows; `None` reuses the stored one).
-        if !state.associative.embeddings().contains(&heard.description) {
-            node = node.embedding(heard.embedding.clone());
-        }
+        // The vector is copied into memory's own rows only when memory does not hold it yet.
         let lines = vec![ChatLine::new(heard.speaker.clone(), heard.line.clone())];
-        match state.associative.add_chat(node, lines) {
+        match state
+            .associative
+            .add_chat_with_vector(node, &heard.embedding, lines)
+        {
             Ok(_) => {
                 state.scratch.importance_trigger_curr -= i32::from(poignancy);
                 state.scratch.importance_ele_n += 1;
@@ -1850,9 +1927,10 @@ fn remember(
     let heard = Arc::new(HeardLine {
         time: now,
         description: memory_description(&line.speaker, &call.place, &line.text),
+        speaker_keyword: line.speaker.to_lowercase(),
         speaker: line.speaker,
         line: line.text,
-        place: call.place.clone(),
+        object: format!("the group in {}", call.place),
         embedding,
     });
     for entity in heard_by {
@@ -2115,6 +2193,63 @@ mod tests {
         let most = relevance("bread from the bakery every morning", &words);
         assert!((base - 0.25).abs() < 1e-6);
         assert!(base < some && some < most && most <= 1.0);
+    }
+
+    #[test]
+    fn shared_words_count_the_line_set_met_by_the_persona_set() {
+        let persona = content_words(
+            "Ada Lovelace bakes BREAD at the bakery; ΟΔΥΣΣΕΥΣ reads Straße maps in İstanbul",
+        );
+        let lines = [
+            "",
+            "hello there",
+            "Bread, bread and BREAD from the Bakery!",
+            "the bakery's bread: baked by Ada Lovelace",
+            "ΟΔΥΣΣΕΥΣ οδυσσευσ straße STRASSE İSTANBUL İstanbul istanbul",
+            "lovelace-lovelace_lovelace 1234 12345 über ÜBER",
+        ];
+        for line in lines {
+            let by_sets = content_words(line).intersection(&persona).count();
+            assert_eq!(shared_words(line, &persona), by_sets, "{line:?}");
+        }
+        assert_eq!(
+            shared_words("Bread, bread and BREAD from the Bakery!", &persona),
+            2
+        );
+    }
+
+    #[test]
+    fn a_personas_words_are_read_again_only_when_who_or_what_changed() {
+        let mut cache = None;
+        refresh_words(&mut cache, "Ada bakes bread", "kneading dough");
+        let first = cache.clone().map(|c| c.words);
+        assert_eq!(
+            first,
+            Some(persona_words("Ada bakes bread", "kneading dough"))
+        );
+        refresh_words(&mut cache, "Ada bakes bread", "kneading dough");
+        assert_eq!(cache.clone().map(|c| c.words), first);
+        refresh_words(&mut cache, "Ada bakes bread", "reading poetry");
+        assert_eq!(
+            cache.map(|c| c.words),
+            Some(persona_words("Ada bakes bread", "reading poetry"))
+        );
+    }
+
+    #[test]
+    fn a_lowered_name_matches_as_names_did() {
+        let cases = [
+            ("Morning, Ada!", "Ada Lovelace", "Ada", true),
+            ("ask ADA LOVELACE", "Ada Lovelace", "Ada", true),
+            ("Canada is cold", "Ada Lovelace", "Ada", false),
+            ("Canada is cold", "", "", false),
+            ("hi Ömer", "Ömer Şahin", "Ömer", true),
+        ];
+        for (text, name, first, named) in cases {
+            assert_eq!(names(text, name, first), named, "{text:?}");
+            let lowered = LoweredName::of(name, first);
+            assert_eq!(lowered.named_in(&text.to_lowercase()), named, "{text:?}");
+        }
     }
 
     #[test]

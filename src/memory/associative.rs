@@ -11,7 +11,7 @@ use super::MemoryError;
 use super::embedding::EmbeddingStore;
 use super::node::{
     ChatLine, ConceptNode, Filling, MAX_POIGNANCY, MIN_POIGNANCY, NewMemory, NodeId, NodeKind,
-    is_idle_triple, normalise_keywords,
+    is_idle_triple, normalise_keywords, normalise_owned_keywords,
 };
 
 /// Seconds since the Unix epoch, the unit of the retrieval columns.
@@ -262,10 +262,34 @@ impl AssociativeMemory {
         self.add(NodeKind::Thought, memory, Filling::Evidence(evidence))
     }
 
+    /// Adds a chat whose conversation is `lines`, with `vector` as the embedding of its
+    /// embedding key unless memory holds one already (`memory.embedding` is not read): a line
+    /// heard by many is stored by each from one vector, never copied for the asking.
+    pub(crate) fn add_chat_with_vector(
+        &mut self,
+        memory: NewMemory,
+        vector: &[f32],
+        lines: Vec<ChatLine>,
+    ) -> Result<NodeId, MemoryError> {
+        self.add_with(NodeKind::Chat, memory, Some(vector), Filling::Chat(lines))
+    }
+
     fn add(
         &mut self,
         kind: NodeKind,
+        mut memory: NewMemory,
+        filling: Filling,
+    ) -> Result<NodeId, MemoryError> {
+        let vector = memory.embedding.take();
+        self.add_with(kind, memory, vector.as_deref(), filling)
+    }
+
+    /// [`Self::add`] with the vector apart from the memory.
+    fn add_with(
+        &mut self,
+        kind: NodeKind,
         memory: NewMemory,
+        vector: Option<&[f32]>,
         filling: Filling,
     ) -> Result<NodeId, MemoryError> {
         let raw_id =
@@ -273,10 +297,7 @@ impl AssociativeMemory {
         let id = NodeId(raw_id);
         let depth = self.depth_of(id, kind, &filling)?;
         // The embedding is the last fallible step, so an error leaves the memory untouched.
-        let row = match (
-            &memory.embedding,
-            self.embeddings.row(&memory.embedding_key),
-        ) {
+        let row = match (vector, self.embeddings.row(&memory.embedding_key)) {
             (_, Some(row)) => row,
             (Some(vector), None) => self.embeddings.insert(&memory.embedding_key, vector)?,
             (None, None) => {
@@ -300,7 +321,7 @@ impl AssociativeMemory {
             description: memory.description,
             embedding_key: memory.embedding_key,
             poignancy: memory.poignancy.clamp(MIN_POIGNANCY, MAX_POIGNANCY),
-            keywords: normalise_keywords(&memory.keywords),
+            keywords: normalise_owned_keywords(memory.keywords),
             filling,
         };
         self.push_indexed(node, row, true);

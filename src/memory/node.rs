@@ -221,6 +221,22 @@ where
         .collect()
 }
 
+/// [`normalise_keywords`] of owned keywords, keeping each string that is already trimmed and
+/// lowercase ASCII (most are: a memory's keywords are names and objects made lowercase by
+/// whoever gathered them) rather than copying it.
+pub(crate) fn normalise_owned_keywords(keywords: Vec<String>) -> BTreeSet<String> {
+    keywords
+        .into_iter()
+        .map(|k| {
+            let normal = k.is_ascii()
+                && !k.bytes().any(|b| b.is_ascii_uppercase())
+                && k.trim().len() == k.len();
+            if normal { k } else { k.trim().to_lowercase() }
+        })
+        .filter(|k| !k.is_empty())
+        .collect()
+}
+
 /// What a caller supplies to add a memory: Smallville's `add_event` / `add_chat` /
 /// `add_thought` parameters apart from the filling, which depends on the kind.
 ///
@@ -315,5 +331,33 @@ impl NewMemory {
         self.embedding_key = key.into();
         self.embedding = vector;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_keywords_normalise_as_borrowed_ones_do() {
+        let keywords = [
+            "ada",
+            " Ada ",
+            "ADA",
+            "",
+            "  ",
+            "bakery",
+            "the bakery",
+            "Straße",
+            "İstanbul",
+            "\u{b}tab",
+            "café",
+            "x\t",
+        ];
+        let owned: Vec<String> = keywords.iter().map(|k| (*k).to_string()).collect();
+        assert_eq!(
+            normalise_owned_keywords(owned),
+            normalise_keywords(keywords)
+        );
     }
 }
