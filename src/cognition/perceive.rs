@@ -282,9 +282,10 @@ pub(crate) async fn form_memories(
         }
         let (s, p, o, description) = event_memory_parts(event);
         let embedding = match prefetched.remove(&description) {
-            Some(vector) => Some(vector),
-            None => embedding_for(mind, ctx, &description).await,
+            Some(vector) => Some(Some(vector)),
+            None => embedding_to_store(mind, ctx, &description).await,
         };
+        // `None` inside: memory holds the description's vector, which the memory reuses.
         let Some(embedding) = embedding else { continue };
         let idle = p == "is" && o == "idle";
         let keywords = event_keywords(&s, &o);
@@ -331,18 +332,19 @@ pub(crate) async fn form_memories(
                 .iter()
                 .map(|(who, line)| ChatLine::new(who.clone(), line.clone()))
                 .collect();
-            let chat = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), description.clone())
-                .keywords(event_keywords(&s, &o))
-                .poignancy(chat_poignancy)
-                .embedding(embedding.clone());
+            let mut chat =
+                NewMemory::new(now, (s.clone(), p.clone(), o.clone()), description.clone())
+                    .keywords(event_keywords(&s, &o))
+                    .poignancy(chat_poignancy);
+            chat.embedding.clone_from(&embedding);
             if let Ok(id) = mind.associative.add_chat(chat, lines) {
                 filling.push(id);
             }
         }
-        let memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), description)
+        let mut memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), description)
             .keywords(keywords)
-            .poignancy(poignancy)
-            .embedding(embedding);
+            .poignancy(poignancy);
+        memory.embedding = embedding;
         match mind.associative.add_event(memory, filling) {
             Ok(id) => {
                 added.push(id);
@@ -472,6 +474,20 @@ fn usable(vector: &[f32]) -> bool {
     !vector.is_empty() && vector.iter().all(|v| v.is_finite())
 }
 
+/// The embedding to store with a new memory of `text`: `Some(None)` when memory holds the
+/// text's vector already (the memory reuses it: no copy is made), `Some(Some(vector))` when
+/// it was fetched, `None` when it could not be (see [`embedding_for`]).
+pub(crate) async fn embedding_to_store(
+    mind: &MindState,
+    ctx: &PromptContext,
+    text: &str,
+) -> Option<Option<Vec<f32>>> {
+    if mind.associative.embeddings().contains(text) {
+        return Some(None);
+    }
+    fetch_embedding(ctx, text).await.map(Some)
+}
+
 /// The embedding of `text`: the one already in memory, else the model's. `None` (with a
 /// warning) when the model fails — the memory is then simply not formed this step.
 pub(crate) async fn embedding_for(
@@ -482,6 +498,11 @@ pub(crate) async fn embedding_for(
     if let Some(vector) = mind.associative.embedding(text) {
         return Some(vector.to_vec());
     }
+    fetch_embedding(ctx, text).await
+}
+
+/// The embedding of `text` from the model (see [`embedding_for`]).
+async fn fetch_embedding(ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
     match ctx.embed_one(text).await {
         Ok(vector) if usable(&vector) => Some(vector),
         Ok(_) => {

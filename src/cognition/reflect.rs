@@ -10,7 +10,7 @@ use crate::persona::MindState;
 use crate::prompt::{PromptContext, run_prompt};
 use crate::settings::AgentSettings;
 
-use super::perceive::{embed_together, embedding_for};
+use super::perceive::{embed_together, embedding_for, embedding_to_store};
 use super::prompts::{
     ActionEventTriple, AfterChat, FocalPoints, Insight, InsightsWithEvidence, MemoAfterChat,
     PlanningThoughtAfterChat, ThoughtPoignancy,
@@ -63,18 +63,19 @@ pub(crate) async fn store_thought(
             (triple.value, poignancy.value)
         }
     };
+    // `None`: memory holds the text's vector already, which the thought reuses.
     let embedding = match known.embedding {
-        Some(vector) => vector,
-        None => embedding_for(mind, ctx, text).await?,
+        Some(vector) => Some(vector),
+        None => embedding_to_store(mind, ctx, text).await?,
     };
     let s = triple.subject.unwrap_or(name);
     let p = triple.predicate.unwrap_or_else(|| "is".into());
     let o = triple.object.unwrap_or_else(|| "thinking".into());
-    let memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), text.to_string())
+    let mut memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), text.to_string())
         .keywords([s, p, o])
         .poignancy(poignancy)
-        .expires(now + Duration::days(settings.thought_expiration_days))
-        .embedding(embedding);
+        .expires(now + Duration::days(settings.thought_expiration_days));
+    memory.embedding = embedding;
     match mind.associative.add_thought(memory, evidence) {
         Ok(id) => Some(id),
         Err(error) => {
