@@ -45,6 +45,8 @@
 //!
 //! Embeddings stay the scripted backend's hashed bag of words.
 
+use std::borrow::Cow;
+
 use rand::Rng;
 use serde_json::json;
 
@@ -368,13 +370,28 @@ fn tokens(text: &str) -> Vec<String> {
     crate::llm::word_tokens(text).collect()
 }
 
-/// Whether `needle`'s words appear contiguously among `haystack`'s words.
+/// Whether `needle`'s words appear contiguously among `haystack`'s words (`haystack` as
+/// [`tokens`] gives them). A needle word already in lowercase is compared where it lies, not
+/// copied: the script asks this of a few dozen phrases for every prompt it answers.
 fn contains_words(haystack: &[String], needle: &str) -> bool {
-    let needle = tokens(needle);
-    !needle.is_empty()
-        && haystack
-            .windows(needle.len())
-            .any(|w| w == needle.as_slice())
+    let words: Vec<Cow<'_, str>> = needle
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+                Cow::Borrowed(w)
+            } else {
+                Cow::Owned(w.to_lowercase())
+            }
+        })
+        .collect();
+    !words.is_empty()
+        && haystack.windows(words.len()).any(|window| {
+            window
+                .iter()
+                .zip(&words)
+                .all(|(w, n)| w.as_str() == n.as_ref())
+        })
 }
 
 /// The option (index) named in `text` with the most words, if any.
@@ -2792,53 +2809,73 @@ fn focal_points(text: &str) -> String {
     numbered(&questions)
 }
 
-/// Insight themes: keywords, and the insight they support.
-fn insight_themes(name: &str, person: Option<&str>) -> Vec<(Vec<&'static str>, String)> {
-    let social = match person {
-        Some(p) => format!("{name} is getting to know {p} better and enjoys their conversations"),
-        None => format!("{name} enjoys talking with people in town and keeps up with their news"),
-    };
-    vec![
-        (
-            vec!["conversing", "chat", "talk", "follow up", "interesting"],
-            social,
-        ),
-        (
-            vec![
-                "serving",
-                "teaching",
-                "studying",
-                "writing",
-                "stocking",
-                "working",
-                "grading",
-                "lecture",
-                "customers",
-                "novel",
-                "class",
-            ],
-            format!("{name} puts steady effort into work every day"),
-        ),
-        (
-            vec![
-                "breakfast",
-                "lunch",
-                "dinner",
-                "cooking",
-                "eating",
-                "coffee",
-            ],
-            format!("{name} keeps regular meal times and likes good food"),
-        ),
-        (
-            vec!["park", "walk", "pub", "piano", "drink", "bench"],
-            format!("{name} likes to unwind around town after work"),
-        ),
-        (
-            vec!["plan for", "planning", "plan"],
-            format!("{name} follows a clear plan for each day"),
-        ),
-    ]
+/// Insight themes: keywords, and the insight they support (see [`InsightTheme::insight`]).
+const INSIGHT_THEMES: [(&[&str], InsightTheme); 5] = [
+    (
+        &["conversing", "chat", "talk", "follow up", "interesting"],
+        InsightTheme::Social,
+    ),
+    (
+        &[
+            "serving",
+            "teaching",
+            "studying",
+            "writing",
+            "stocking",
+            "working",
+            "grading",
+            "lecture",
+            "customers",
+            "novel",
+            "class",
+        ],
+        InsightTheme::Work,
+    ),
+    (
+        &[
+            "breakfast",
+            "lunch",
+            "dinner",
+            "cooking",
+            "eating",
+            "coffee",
+        ],
+        InsightTheme::Meals,
+    ),
+    (
+        &["park", "walk", "pub", "piano", "drink", "bench"],
+        InsightTheme::Unwinding,
+    ),
+    (&["plan for", "planning", "plan"], InsightTheme::Plans),
+];
+
+/// What an insight of [`INSIGHT_THEMES`] is about; its sentence is written only when some
+/// statement supports it.
+#[derive(Debug, Clone, Copy)]
+enum InsightTheme {
+    Social,
+    Work,
+    Meals,
+    Unwinding,
+    Plans,
+}
+
+impl InsightTheme {
+    /// The insight about `name`, who talks with `person` (if the statements name someone).
+    fn insight(self, name: &str, person: Option<&str>) -> String {
+        match (self, person) {
+            (Self::Social, Some(p)) => {
+                format!("{name} is getting to know {p} better and enjoys their conversations")
+            }
+            (Self::Social, None) => {
+                format!("{name} enjoys talking with people in town and keeps up with their news")
+            }
+            (Self::Work, _) => format!("{name} puts steady effort into work every day"),
+            (Self::Meals, _) => format!("{name} keeps regular meal times and likes good food"),
+            (Self::Unwinding, _) => format!("{name} likes to unwind around town after work"),
+            (Self::Plans, _) => format!("{name} follows a clear plan for each day"),
+        }
+    }
 }
 
 fn insights(text: &str) -> String {
@@ -2856,7 +2893,7 @@ fn insights_answer(text: &str) -> serde_json::Value {
     let person = someone_in(&items);
     let lowered: Vec<String> = items.iter().map(|s| s.to_ascii_lowercase()).collect();
     let mut out = Vec::new();
-    for (keys, insight) in insight_themes(name, person.as_deref()) {
+    for (keys, theme) in INSIGHT_THEMES {
         let evidence: Vec<usize> = lowered
             .iter()
             .enumerate()
@@ -2865,6 +2902,7 @@ fn insights_answer(text: &str) -> serde_json::Value {
             .take(5)
             .collect();
         if !evidence.is_empty() {
+            let insight = theme.insight(name, person.as_deref());
             out.push(json!({ "insight": insight, "evidence": evidence }));
         }
     }
@@ -3029,6 +3067,58 @@ mod tests {
     use bevy::tasks::block_on;
 
     use super::*;
+
+    /// The phrase search the script did before it stopped copying the phrase's words.
+    fn contains_words_by_copy(haystack: &[String], needle: &str) -> bool {
+        let needle = tokens(needle);
+        !needle.is_empty()
+            && haystack
+                .windows(needle.len())
+                .any(|w| w == needle.as_slice())
+    }
+
+    #[test]
+    fn phrases_are_found_as_when_their_words_were_copied() {
+        let texts = [
+            "",
+            "Ada is serving customers at the café",
+            "ADA IS Serving   Customers, then a CLASS; straße Straße STRASSE",
+            "open mic night at the pub: open-mic, OPEN MIC",
+            "İstanbul ΟΔΥΣΣΕΥΣ odyssey café Café",
+        ];
+        let phrases = [
+            "",
+            " ",
+            "--",
+            "serving customers",
+            "Serving Customers",
+            "customers",
+            "class",
+            "open mic",
+            "open mic night",
+            "mic night at",
+            "straße",
+            "STRASSE",
+            "café",
+            "İstanbul",
+            "ΟΔΥΣΣΕΥΣ",
+            "οδυσσευσ",
+            "at the pub open mic",
+            "a",
+            "is serving",
+        ];
+        for text in texts {
+            let words = tokens(text);
+            for phrase in phrases {
+                assert_eq!(
+                    contains_words(&words, phrase),
+                    contains_words_by_copy(&words, phrase),
+                    "{phrase:?} in {text:?}"
+                );
+            }
+        }
+        assert!(contains_words(&tokens("Open mic tonight"), "open MIC"));
+    }
 
     use crate::cognition::prompts::*;
     use crate::llm::{ChatRequest, LlmClient};

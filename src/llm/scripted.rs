@@ -510,15 +510,47 @@ pub fn hashed_bow_embedding(text: &str, dim: usize) -> Vec<f32> {
 /// of words in the option and `overlap` how many of them occur in the prompt. Higher is
 /// better; an option whose words all appear in the prompt scores close to 0.
 pub(crate) fn word_overlap_scores(prompt: &str, options: &[String]) -> Vec<f32> {
-    let prompt_words: BTreeSet<String> = word_tokens(prompt).collect();
+    // An ASCII prompt (nearly every one) is lowercased in one piece and its words looked up
+    // where they lie, sorted: the same set of words as `word_tokens` gives, without a string
+    // for each of a long prompt's hundreds of words.
+    let lowered = prompt.is_ascii().then(|| prompt.to_ascii_lowercase());
+    let prompt_words: PromptWords<'_> = match &lowered {
+        Some(lower) => {
+            let mut words: Vec<&str> = lower
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect();
+            words.sort_unstable();
+            words.dedup();
+            PromptWords::Sorted(words)
+        }
+        None => PromptWords::Set(word_tokens(prompt).collect()),
+    };
     options
         .iter()
         .map(|option| {
             let words: Vec<String> = word_tokens(option).collect();
-            let overlap = words.iter().filter(|w| prompt_words.contains(*w)).count();
+            let overlap = words.iter().filter(|w| prompt_words.contains(w)).count();
             ((overlap as f32 + 0.5) / (words.len() as f32 + 1.0)).ln()
         })
         .collect()
+}
+
+/// A prompt's distinct words, as [`word_overlap_scores`] looks them up.
+enum PromptWords<'a> {
+    /// Sorted and deduplicated slices of the lowercased prompt.
+    Sorted(Vec<&'a str>),
+    /// [`word_tokens`] of a prompt that is not all ASCII.
+    Set(BTreeSet<String>),
+}
+
+impl PromptWords<'_> {
+    fn contains(&self, word: &str) -> bool {
+        match self {
+            Self::Sorted(words) => words.binary_search(&word).is_ok(),
+            Self::Set(words) => words.contains(word),
+        }
+    }
 }
 
 /// The built-in answer: a minimal JSON value satisfying the schema, or an honest sentence.
@@ -636,6 +668,44 @@ pub(crate) fn value_for_schema(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlap_scores_are_those_of_the_word_sets() {
+        let by_sets = |prompt: &str, options: &[String]| -> Vec<f32> {
+            let prompt_words: BTreeSet<String> = word_tokens(prompt).collect();
+            options
+                .iter()
+                .map(|option| {
+                    let words: Vec<String> = word_tokens(option).collect();
+                    let overlap = words.iter().filter(|w| prompt_words.contains(*w)).count();
+                    ((overlap as f32 + 0.5) / (words.len() as f32 + 1.0)).ln()
+                })
+                .collect()
+        };
+        let options: Vec<String> = [
+            "Hobbs Cafe",
+            "the cafe counter",
+            "Park",
+            "",
+            "Straße 9",
+            "ΣΟΦΙΑ",
+        ]
+        .iter()
+        .map(|o| (*o).to_string())
+        .collect();
+        for prompt in [
+            "",
+            "Ada is at Hobbs CAFE; she goes to the park. Park!",
+            "Ada goes to the café on Straße 9 with ΣΟΦΙΑ",
+            "counter-cafe the the THE",
+        ] {
+            assert_eq!(
+                word_overlap_scores(prompt, &options),
+                by_sets(prompt, &options),
+                "{prompt:?}"
+            );
+        }
+    }
     use serde_json::json;
 
     #[test]
