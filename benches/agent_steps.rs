@@ -332,7 +332,11 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
     let town = town.name();
     eprintln!("{n} personas ({town}): census of {steps} steps");
     let (nodes_before, rows_before, _) = stored(app);
+    let cpu_before = process_cpu_seconds();
     let elapsed = run_steps(app, steps);
+    let cpu = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let (nodes_after, rows_after, distinct) = stored(app);
     let after = app.world().resource::<LlmClient>().usage();
     let per_step = |x: u64, y: u64| x.saturating_sub(y) as f64 / steps as f64;
@@ -341,6 +345,12 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
         elapsed.as_secs_f64() * 1e3 / steps as f64,
         FRAMES.load(std::sync::atomic::Ordering::Relaxed) as f64 / steps as f64
     );
+    if let Some(cpu) = cpu {
+        eprintln!(
+            "  CPU time (all threads) {:.2} ms/step",
+            cpu * 1e3 / steps as f64
+        );
+    }
     eprintln!(
         "  memories stored {:.1}/step, embedding rows {:.1}/step; {distinct} distinct texts in \
          {rows_after} rows at the end",
@@ -366,6 +376,23 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
             eprintln!("  {kind:<34} {calls:>10.2} {cached:>12.2}");
         }
     }
+}
+
+/// The CPU time this process has used so far, all threads, user and system (from
+/// `/proc/self/stat`, in Linux's fixed 100 ticks a second; `None` where there is no such
+/// file). A census gives it beside the wall clock: a step's wall time also counts a thread
+/// waiting for another (serial parts of a step), its CPU time only the work done.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime and stime are the stat file's fields 14 and 15 (the 12th and 13th after it).
+    let ticks: f64 = fields
+        .get(11..13)?
+        .iter()
+        .filter_map(|f| f.parse::<f64>().ok())
+        .sum();
+    Some(ticks / 100.0)
 }
 
 /// Memories and embedding rows held by every persona whose mind is home, and the distinct
