@@ -600,7 +600,7 @@ pub(crate) fn related_memories(mind: &MindState, focus: NodeId, limit: usize) ->
     };
     let (s, p, o) = node.spo();
     mind.associative
-        .newest_relevant([s, p, o], limit, |n| n.id != focus && !n.is_idle())
+        .newest_relevant_not_idle([s, p, o], limit, |n| n.id != focus)
         .into_iter()
         .map(|n| n.description.clone())
         .collect()

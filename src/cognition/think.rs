@@ -182,13 +182,14 @@ pub(crate) fn bookkeeping(
         _ => 0,
     };
     if elapsed > 0 {
-        let partner = s.chatting_with.clone();
-        for (name, steps) in s.chatting_with_buffer.iter_mut() {
-            if Some(name) != partner.as_ref() {
+        // One pass: every cool-down but the current partner's runs down, and the spent ones go.
+        let partner = s.chatting_with.as_deref();
+        s.chatting_with_buffer.retain(|name, steps| {
+            if partner != Some(name.as_str()) {
                 *steps = steps.saturating_sub(elapsed);
             }
-        }
-        s.chatting_with_buffer.retain(|_, steps| *steps > 0);
+            *steps > 0
+        });
     }
     s.curr_time = Some(now);
     s.curr_tile = tile;

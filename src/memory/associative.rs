@@ -443,13 +443,35 @@ impl AssociativeMemory {
 
     /// Events and thoughts sharing a keyword with `parts` (matched as in
     /// [`retrieve_relevant_events`](Self::retrieve_relevant_events)), newest first, each once,
-    /// for which `keep` holds: at most `limit` of them. The same as both lists merged, newest
-    /// first, filtered and cut to `limit`, but read from the newest ends of the keyword lists
-    /// (each ascending, as ids are given out), so it costs about `limit` ids, not every match.
-    pub(crate) fn newest_relevant(
+    /// that are not idle and for which `keep` holds: at most `limit` of them. The same as both
+    /// lists merged, newest first, filtered and cut to `limit`, but read from the newest ends
+    /// of the keyword lists (each ascending, as ids are given out), so it costs about `limit`
+    /// ids, not every match; an idle node (a crowd's keyword lists hold many) is told apart by
+    /// the candidate column and passed over unread.
+    pub(crate) fn newest_relevant_not_idle(
         &self,
         parts: [&str; 3],
         limit: usize,
+        keep: impl FnMut(&ConceptNode) -> bool,
+    ) -> Vec<&ConceptNode> {
+        // Events and thoughts only: for them a candidate is exactly a node that is not idle.
+        let candidate = |id: NodeId| {
+            self.columns
+                .candidate
+                .get(id.index())
+                .copied()
+                .unwrap_or(false)
+        };
+        self.newest_relevant_where(parts, limit, candidate, keep)
+    }
+
+    /// [`Self::newest_relevant_not_idle`] with `pass` asked of each id, before its node is
+    /// read, in place of the candidate column.
+    fn newest_relevant_where(
+        &self,
+        parts: [&str; 3],
+        limit: usize,
+        mut pass: impl FnMut(NodeId) -> bool,
         mut keep: impl FnMut(&ConceptNode) -> bool,
     ) -> Vec<&ConceptNode> {
         let keys = relevant_keys(parts);
@@ -476,7 +498,7 @@ impl AssociativeMemory {
             };
             lists[at] = rest;
             // A node under several keywords comes up once per list, one right after another.
-            if last.replace(id) == Some(id) {
+            if last.replace(id) == Some(id) || !pass(id) {
                 continue;
             }
             if let Some(node) = self.node(id).filter(|node| keep(node)) {
@@ -683,11 +705,17 @@ mod tests {
                         .map(|n| n.id)
                         .collect();
                     let now: Vec<NodeId> = mem
-                        .newest_relevant([s, p, o], limit, keep)
+                        .newest_relevant_where([s, p, o], limit, |_| true, keep)
                         .into_iter()
                         .map(|n| n.id)
                         .collect();
                     assert_eq!(now, before, "{s} {p} {o}, limit {limit}");
+                    let unread_idle: Vec<NodeId> = mem
+                        .newest_relevant_not_idle([s, p, o], limit, |n| n.id != focus)
+                        .into_iter()
+                        .map(|n| n.id)
+                        .collect();
+                    assert_eq!(unread_idle, before, "{s} {p} {o}, limit {limit}");
                 }
             }
         }
