@@ -89,11 +89,12 @@ pub struct GroupAttention {
     /// The words of who the persona is and what it does, and what they were read from (its
     /// identity changes daily and its action every few minutes, but it hears lines every step
     /// of a gathering).
-    words_of: Option<PersonaWords>,
+    words_of: PersonaWords,
 }
 
-/// [`persona_words`] of an identity and an activity, kept with them.
-#[derive(Debug, Clone)]
+/// [`persona_words`] of an identity and an activity, kept with them. The default — no words,
+/// of an empty identity and activity — is itself such a triple.
+#[derive(Debug, Clone, Default)]
 struct PersonaWords {
     identity: String,
     activity: String,
@@ -102,22 +103,15 @@ struct PersonaWords {
 
 /// Reads the persona's [`persona_words`] into `cache` unless it holds those of this identity
 /// and activity already.
-fn refresh_words(cache: &mut Option<PersonaWords>, identity: &str, activity: &str) {
-    let stale = cache
-        .as_ref()
-        .is_none_or(|c| c.identity != identity || c.activity != activity);
-    if stale {
-        *cache = Some(PersonaWords {
+fn refresh_words(cache: &mut PersonaWords, identity: &str, activity: &str) {
+    if cache.identity != identity || cache.activity != activity {
+        *cache = PersonaWords {
             identity: identity.to_owned(),
             activity: activity.to_owned(),
             words: persona_words(identity, activity),
-        });
+        };
     }
 }
-
-/// The words of a persona whose words were never read (not reached: they are read before the
-/// first line is weighed).
-static NO_WORDS: BTreeSet<String> = BTreeSet::new();
 
 /// A line a lean round planned for a seat's next cycle (and the one for the cycle after): said
 /// then without a call if the talk went about as the round expected and the cycle comes within
@@ -1449,8 +1443,11 @@ fn hear(
                 refresh_words(&mut group.words_of, &details.identity, &someone.activity);
                 words_read = true;
             }
-            let words = group.words_of.as_ref().map_or(&NO_WORDS, |c| &c.words);
-            flow.hear(relevance(&line.text, words), named, &settings.attention);
+            flow.hear(
+                relevance(&line.text, &group.words_of.words),
+                named,
+                &settings.attention,
+            );
             // Each message may be answered, by a draw.
             let draw: f32 = rng.random();
             if flow.wants_to_reply(draw, &settings.attention) {
@@ -2220,19 +2217,17 @@ mod tests {
 
     #[test]
     fn a_personas_words_are_read_again_only_when_who_or_what_changed() {
-        let mut cache = None;
+        let mut cache = PersonaWords::default();
+        assert_eq!(cache.words, persona_words("", ""));
         refresh_words(&mut cache, "Ada bakes bread", "kneading dough");
-        let first = cache.clone().map(|c| c.words);
-        assert_eq!(
-            first,
-            Some(persona_words("Ada bakes bread", "kneading dough"))
-        );
+        let first = cache.words.clone();
+        assert_eq!(first, persona_words("Ada bakes bread", "kneading dough"));
         refresh_words(&mut cache, "Ada bakes bread", "kneading dough");
-        assert_eq!(cache.clone().map(|c| c.words), first);
+        assert_eq!(cache.words, first);
         refresh_words(&mut cache, "Ada bakes bread", "reading poetry");
         assert_eq!(
-            cache.map(|c| c.words),
-            Some(persona_words("Ada bakes bread", "reading poetry"))
+            cache.words,
+            persona_words("Ada bakes bread", "reading poetry")
         );
     }
 

@@ -106,6 +106,7 @@ pub use pool::{PoolBackend, PoolMember, PoolSettings};
 pub use replay::ReplayBackend;
 pub(crate) use scripted::fnv1a_parts;
 pub(crate) use scripted::word_overlap_scores;
+pub(crate) use scripted::word_pieces;
 pub(crate) use scripted::word_tokens;
 pub use scripted::{
     Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptGuesses, ScriptRng, ScriptedBackend,

@@ -374,9 +374,7 @@ fn tokens(text: &str) -> Vec<String> {
 /// [`tokens`] gives them). A needle word already in lowercase is compared where it lies, not
 /// copied: the script asks this of a few dozen phrases for every prompt it answers.
 fn contains_words(haystack: &[String], needle: &str) -> bool {
-    let words: Vec<Cow<'_, str>> = needle
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
+    let words: Vec<Cow<'_, str>> = crate::llm::word_pieces(needle)
         .map(|w| {
             if w.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
                 Cow::Borrowed(w)
@@ -3068,6 +3066,14 @@ mod tests {
 
     use super::*;
 
+    use crate::cognition::prompts::*;
+    use crate::llm::{ChatRequest, LlmClient};
+    use crate::persona::{EventTriple, PersonaSheet, default_personas_dir, load_persona_sheets};
+    use crate::prompt::{
+        JsonQuestion, Prompt, PromptContext, PromptLibrary, clean_response, run_prompt,
+    };
+    use crate::settings::AgentSettings;
+
     /// The phrase search the script did before it stopped copying the phrase's words.
     fn contains_words_by_copy(haystack: &[String], needle: &str) -> bool {
         let needle = tokens(needle);
@@ -3119,14 +3125,6 @@ mod tests {
         }
         assert!(contains_words(&tokens("Open mic tonight"), "open MIC"));
     }
-
-    use crate::cognition::prompts::*;
-    use crate::llm::{ChatRequest, LlmClient};
-    use crate::persona::{EventTriple, PersonaSheet, default_personas_dir, load_persona_sheets};
-    use crate::prompt::{
-        JsonQuestion, Prompt, PromptContext, PromptLibrary, clean_response, run_prompt,
-    };
-    use crate::settings::AgentSettings;
 
     const DATE: &str = "Monday February 13";
 

@@ -440,11 +440,15 @@ async fn sleep_on_helper_thread(duration: Duration) {
     }
 }
 
-/// Lowercased alphanumeric words of `text`.
-pub(crate) fn word_tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+/// The alphanumeric words of `text`, as written.
+pub(crate) fn word_pieces(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
+}
+
+/// Lowercased alphanumeric words of `text` ([`word_pieces`], lowercased).
+pub(crate) fn word_tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    word_pieces(text).map(str::to_lowercase)
 }
 
 /// FNV-1a's starting value (its 64-bit offset basis).
@@ -516,10 +520,7 @@ pub(crate) fn word_overlap_scores(prompt: &str, options: &[String]) -> Vec<f32> 
     let lowered = prompt.is_ascii().then(|| prompt.to_ascii_lowercase());
     let prompt_words: PromptWords<'_> = match &lowered {
         Some(lower) => {
-            let mut words: Vec<&str> = lower
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .collect();
+            let mut words: Vec<&str> = word_pieces(lower).collect();
             words.sort_unstable();
             words.dedup();
             PromptWords::Sorted(words)
@@ -669,6 +670,8 @@ pub(crate) fn value_for_schema(
 mod tests {
     use super::*;
 
+    use serde_json::json;
+
     #[test]
     fn overlap_scores_are_those_of_the_word_sets() {
         let by_sets = |prompt: &str, options: &[String]| -> Vec<f32> {
@@ -706,7 +709,6 @@ mod tests {
             );
         }
     }
-    use serde_json::json;
 
     #[test]
     fn embedding_is_unit_length_and_similar_for_shared_words() {
