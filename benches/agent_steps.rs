@@ -42,6 +42,7 @@
 //! cargo bench --no-default-features --bench agent_steps
 //! GA_BENCH_FROM=02:00 cargo bench --no-default-features --bench agent_steps   # the sleeping town
 //! GA_BENCH_CENSUS=30 cargo bench --no-default-features --bench agent_steps     # what a step asks
+//! GA_BENCH_CENSUS=30 GA_BENCH_CENSUS_WARM=on cargo bench ...                    # … as criterion times it
 //! GA_BENCH_SIZES=1000 cargo bench --no-default-features --bench agent_steps    # one size only
 //! GA_BENCH_WINDOW=360 cargo bench --no-default-features --bench agent_steps    # an hour a sample
 //! GA_BENCH_TOWN=crowd cargo bench --no-default-features --bench agent_steps      # one town only
@@ -242,8 +243,9 @@ fn snapshot(app: &mut App, n: usize) -> Option<SaveData> {
         .ok()
 }
 
-/// Runs exactly `steps` sim steps and returns how long they took.
-fn run_steps(app: &mut App, steps: u64) -> Duration {
+/// Runs exactly `steps` sim steps and returns how long they took (told to the profiler, see
+/// [`profiler_control`], when `profiled`).
+fn run_steps(app: &mut App, steps: u64, profiled: bool) -> Duration {
     let target = app.world().resource::<SimClock>().step() + steps;
     {
         // `stop_at_step` pauses the clock at the target, so a max-speed frame cannot overshoot.
@@ -251,14 +253,18 @@ fn run_steps(app: &mut App, steps: u64) -> Duration {
         clock.stop_at_step = Some(target);
         clock.speed = SimSpeed::Max;
     }
-    profiler_control("enable");
+    if profiled {
+        profiler_control("enable");
+    }
     let start = Instant::now();
     while app.world().resource::<SimClock>().step() < target {
         app.update();
         FRAMES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     let elapsed = start.elapsed();
-    profiler_control("disable");
+    if profiled {
+        profiler_control("disable");
+    }
     elapsed
 }
 
@@ -283,7 +289,7 @@ fn profiler_control(command: &str) {
     }
 }
 
-/// Frames run by `run_steps` so far (the census reports frames per step).
+/// Frames run by `run_steps` since the census started counting (it reports frames per step).
 static FRAMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Whether group conversations run (they do in the game): `GA_BENCH_GROUPS=off` turns them
@@ -326,6 +332,18 @@ fn census_steps() -> Option<u64> {
     })
 }
 
+/// `GA_BENCH_CENSUS_WARM=on`: the census counts its steps a second time, after running them
+/// once and restoring the snapshot — as criterion times every sample after its first, with
+/// the response cache already holding the window's answers (so the model is seldom asked).
+fn census_warm() -> bool {
+    env_setting("GA_BENCH_CENSUS_WARM", "on or off", |v| match v {
+        "on" => Some(true),
+        "off" => Some(false),
+        _ => None,
+    })
+    .unwrap_or(false)
+}
+
 fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
     let from = app.world().resource::<SimClock>().now().time();
     let before = app.world().resource::<LlmClient>().usage();
@@ -333,7 +351,8 @@ fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
     eprintln!("{n} personas ({town}): census of {steps} steps");
     let (nodes_before, rows_before, _) = stored(app);
     let cpu_before = process_cpu_seconds();
-    let elapsed = run_steps(app, steps);
+    FRAMES.store(0, std::sync::atomic::Ordering::Relaxed);
+    let elapsed = run_steps(app, steps, true);
     let cpu = process_cpu_seconds()
         .zip(cpu_before)
         .map(|(after, before)| after - before);
@@ -431,6 +450,16 @@ fn agent_steps(c: &mut Criterion) {
             continue;
         };
         if let Some(steps) = census {
+            if census_warm() {
+                run_steps(&mut app, steps, false);
+                if let Err(err) = apply_save(app.world_mut(), snapshot.clone()) {
+                    eprintln!(
+                        "{n} personas ({}): restoring the snapshot failed: {err}",
+                        town.name()
+                    );
+                    continue;
+                }
+            }
             print_census(&mut app, n, town, steps);
             continue;
         }
@@ -448,7 +477,7 @@ fn agent_steps(c: &mut Criterion) {
                     if let Err(err) = apply_save(app.world_mut(), snapshot.clone()) {
                         panic!("restoring the snapshot failed: {err}");
                     }
-                    timed += run_steps(&mut app, window);
+                    timed += run_steps(&mut app, window, true);
                 }
                 timed
             });
