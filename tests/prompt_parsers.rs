@@ -980,8 +980,8 @@ proptest! {
             None => body.clone(),
         };
         let template = PromptTemplate::parse("t", &text);
-        prop_assert_eq!(&template.body, &body);
-        prop_assert_eq!(template.header.is_some(), header.is_some());
+        prop_assert_eq!(template.body(), body.as_str());
+        prop_assert_eq!(template.header().is_some(), header.is_some());
         prop_assert_eq!(template.max_input(), needed);
         match template.fill(&inputs) {
             Ok(filled) => {
@@ -1005,7 +1005,7 @@ proptest! {
         if let Ok(filled) = template.fill(&inputs)
             && template.max_input().is_none()
         {
-            prop_assert_eq!(filled, template.body);
+            prop_assert_eq!(filled.as_str(), template.body());
         }
     }
 
@@ -1023,7 +1023,7 @@ proptest! {
             prop_assert!(filled.is_ok(), "{name}: {filled:?}");
             let filled = filled.unwrap_or_default();
             for (i, input) in inputs[..used].iter().enumerate() {
-                if template.body.contains(&format!("!<INPUT {i}>!")) {
+                if template.body().contains(&format!("!<INPUT {i}>!")) {
                     prop_assert!(filled.contains(input.as_str()), "{name}: input {i} missing");
                 }
             }

@@ -4,6 +4,10 @@
 /// Removes `<think>…</think>` blocks (an unclosed `<think>` swallows the rest; a lone
 /// `</think>` drops what precedes it), unwraps Markdown code fences, and trims.
 pub fn clean_response(raw: &str) -> String {
+    // Most answers hold neither a tag nor a fence: nothing to strip but the ends.
+    if !raw.contains(['<', '`']) {
+        return raw.trim().to_string();
+    }
     let without_think = strip_think(raw);
     strip_fences(&without_think).trim().to_string()
 }

@@ -330,7 +330,7 @@ pub(super) fn check_override(base: &PromptTemplate, text: &str) -> Result<(), Ov
         from = at + 1;
     }
     let used: BTreeSet<usize> = spans.iter().map(|&(_, _, n)| n).collect();
-    let wanted: BTreeSet<usize> = placeholders(&base.body).map(|(_, _, n)| n).collect();
+    let wanted: BTreeSet<usize> = placeholders(base.body()).map(|(_, _, n)| n).collect();
     if let Some(&index) = used.difference(&wanted).next() {
         let filled = if wanted.is_empty() {
             "none".to_owned()
@@ -343,14 +343,14 @@ pub(super) fn check_override(base: &PromptTemplate, text: &str) -> Result<(), Ov
         };
         return Err(OverrideProblem::UnfilledPlaceholder {
             index,
-            template: base.name.clone(),
+            template: base.name().to_owned(),
             filled,
         });
     }
     if let Some(&index) = wanted.difference(&used).next() {
         return Err(OverrideProblem::MissingPlaceholder {
             index,
-            template: base.name.clone(),
+            template: base.name().to_owned(),
         });
     }
     Ok(())

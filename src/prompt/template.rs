@@ -48,15 +48,15 @@ pub enum TemplateError {
     },
 }
 
-/// One prompt template.
+/// One prompt template: read-only once parsed, so its placeholders are found once, not on
+/// every fill.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptTemplate {
-    /// The template's name (its file stem, e.g. `wake_up_hour`).
-    pub name: String,
-    /// The documentation header, if any.
-    pub header: Option<String>,
-    /// The text sent to the model, with placeholders.
-    pub body: String,
+    name: String,
+    header: Option<String>,
+    body: String,
+    /// The body's `!<INPUT n>!` placeholders, in order: `(start, end, n)` byte ranges.
+    spans: Vec<(usize, usize, usize)>,
 }
 
 impl PromptTemplate {
@@ -66,24 +66,43 @@ impl PromptTemplate {
             Some((header, body)) => (Some(header.trim().to_string()), body),
             None => (None, text),
         };
+        let body = body.trim_start_matches(['\n', '\r']).to_string();
+        let spans = placeholders(&body).collect();
         Self {
             name: name.into(),
             header,
-            body: body.trim_start_matches(['\n', '\r']).to_string(),
+            body,
+            spans,
         }
+    }
+
+    /// The template's name (its file stem, e.g. `wake_up_hour`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The documentation header, if any.
+    pub fn header(&self) -> Option<&str> {
+        self.header.as_deref()
+    }
+
+    /// The text sent to the model, with placeholders.
+    pub fn body(&self) -> &str {
+        &self.body
     }
 
     /// The highest placeholder index used, if any.
     pub fn max_input(&self) -> Option<usize> {
-        placeholders(&self.body).map(|(_, _, n)| n).max()
+        self.spans.iter().map(|&(_, _, n)| n).max()
     }
 
     /// Replaces every `!<INPUT n>!` with `inputs[n]`. Inputs are inserted verbatim (an input that
     /// itself contains a placeholder is not expanded again).
     pub fn fill<S: AsRef<str>>(&self, inputs: &[S]) -> Result<String, TemplateError> {
-        let mut out = String::with_capacity(self.body.len() + 256);
-        let mut last = 0;
-        for (start, end, index) in placeholders(&self.body) {
+        // Every input is checked, and the text measured, before anything is written: the
+        // filled prompt is allocated once, at its final size.
+        let mut len = self.body.len();
+        for &(start, end, index) in &self.spans {
             let input = inputs
                 .get(index)
                 .ok_or_else(|| TemplateError::MissingInput {
@@ -91,8 +110,13 @@ impl PromptTemplate {
                     index,
                     given: inputs.len(),
                 })?;
+            len = len - (end - start) + input.as_ref().len();
+        }
+        let mut out = String::with_capacity(len);
+        let mut last = 0;
+        for &(start, end, index) in &self.spans {
             out.push_str(&self.body[last..start]);
-            out.push_str(input.as_ref());
+            out.push_str(inputs.get(index).map_or("", AsRef::as_ref));
             last = end;
         }
         out.push_str(&self.body[last..]);
@@ -237,7 +261,7 @@ impl PromptLibrary {
 
     /// Adds or replaces one template.
     pub fn insert(&mut self, template: PromptTemplate) {
-        Arc::make_mut(&mut self.templates).insert(template.name.clone(), template);
+        Arc::make_mut(&mut self.templates).insert(template.name().to_owned(), template);
     }
 
     /// Template names, sorted.

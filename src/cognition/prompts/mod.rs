@@ -34,6 +34,8 @@
 //!
 //! [`Prompt`]: crate::prompt::Prompt
 
+use std::fmt::Write as _;
+
 pub mod action;
 pub mod converse;
 pub mod identity;
@@ -103,12 +105,17 @@ pub(crate) fn numbered_list<S: AsRef<str>>(items: &[S]) -> String {
     if items.is_empty() {
         return "(none)".to_string();
     }
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| format!("{}. {}", i + 1, item.as_ref()))
-        .collect::<Vec<_>>()
-        .join("\n")
+    // One buffer at its final size (the numbers' digits counted generously).
+    let len: usize = items.iter().map(|item| item.as_ref().len() + 8).sum();
+    let mut out = String::with_capacity(len);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        // Writing to a `String` cannot fail.
+        let _ = write!(out, "{}. {}", i + 1, item.as_ref());
+    }
+    out
 }
 
 /// A conversation as `"Name: line"` lines, or `"(nothing said yet)"` when empty.
@@ -116,11 +123,20 @@ pub fn transcript(lines: &[(String, String)]) -> String {
     if lines.is_empty() {
         return "(nothing said yet)".to_string();
     }
-    lines
+    let len: usize = lines
         .iter()
-        .map(|(who, line)| format!("{who}: {line}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .map(|(who, line)| who.len() + line.len() + 3)
+        .sum();
+    let mut out = String::with_capacity(len);
+    for (i, (who, line)) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(who);
+        out.push_str(": ");
+        out.push_str(line);
+    }
+    out
 }
 
 /// A `(task, minutes)` schedule as `"<start> ~ <end>: task"` lines, starting at
