@@ -30,19 +30,23 @@ pub(crate) fn learn_places(
     vision_r: u32,
 ) {
     let world = map.world_name();
-    let mut seen: Vec<(&str, Option<&str>, Option<&str>)> = Vec::new();
+    // Places are told apart by their numbers: comparing names was most of the work here.
+    let mut seen: Vec<u32> = Vec::new();
     for c in map.nearby_tiles(tile, vision_r) {
+        let Some(place) = map.place_number(c) else {
+            continue;
+        };
+        if seen.contains(&place) {
+            continue;
+        }
+        seen.push(place);
         let Some(t) = map.tile(c) else { continue };
         let Some(sector) = t.sector.as_deref() else {
             continue;
         };
-        let key = (sector, t.arena.as_deref(), t.game_object.as_deref());
-        if seen.contains(&key) {
-            continue;
-        }
-        seen.push(key);
-        if !spatial.knows(world, Some(key.0), key.1, key.2) {
-            spatial.add(world, Some(key.0), key.1, key.2);
+        let (arena, object) = (t.arena.as_deref(), t.game_object.as_deref());
+        if !spatial.knows(world, Some(sector), arena, object) {
+            spatial.add(world, Some(sector), arena, object);
         }
     }
 }

@@ -317,17 +317,18 @@ impl Scratch {
 pub fn is_sleep_text(text: &str) -> bool {
     // Asked for every persona every step: one pass over the text, no lowercased copy (the
     // words are ASCII, and no other character lowercases into an ASCII letter they use), a
-    // word compared only where its first letter is.
-    const WORDS: [&[u8]; 3] = [b"sleeping", b"asleep", b"in bed"];
+    // word compared only where its first letter is (`| 0x20` lowercases an ASCII letter; the
+    // only other bytes it maps onto `s`, `a` or `i` are their capitals).
     let text = text.as_bytes();
-    (0..text.len()).any(|i| {
-        let first = text[i].to_ascii_lowercase();
-        WORDS.iter().any(|word| {
-            word.first() == Some(&first)
-                && text
-                    .get(i..i + word.len())
-                    .is_some_and(|w| w.eq_ignore_ascii_case(word))
-        })
+    let at = |i: usize, word: &[u8]| {
+        text.get(i..i + word.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(word))
+    };
+    text.iter().enumerate().any(|(i, &b)| match b | 0x20 {
+        b's' => at(i, b"sleeping"),
+        b'a' => at(i, b"asleep"),
+        b'i' => at(i, b"in bed"),
+        _ => false,
     })
 }
 
@@ -433,6 +434,14 @@ mod tests {
         assert!(!is_sleep_text("sleepwalking to the café"));
         assert!(is_sleep_text("lying in bed, asleep"));
         assert!(!is_sleep_text("making the bed"));
+        // Case, place in the text, and bytes that are no letters.
+        assert!(is_sleep_text("ASLEEP"));
+        assert!(is_sleep_text("fast asleep"));
+        assert!(is_sleep_text("café, then sleeping"));
+        assert!(!is_sleep_text("sleepin"));
+        assert!(!is_sleep_text("in be"));
+        assert!(!is_sleep_text("3S\u{53}a\u{41}i\u{49}"));
+        assert!(!is_sleep_text(""));
     }
 
     #[test]

@@ -175,6 +175,10 @@ pub struct TownMap {
     tile_height: u32,
     tiles: Vec<Tile>,
     blocked: Vec<bool>,
+    /// Per tile, the number of its place — its `(sector, arena, game object)` — among the
+    /// map's distinct places, or [`NO_PLACE`] for a tile outside every sector (see
+    /// [`Self::place_number`]).
+    place_numbers: Vec<u32>,
     index: HashMap<String, BTreeSet<TileCoord>>,
     /// Lower-cased key → canonical key, for lenient lookups of model output.
     folded: HashMap<String, String>,
@@ -201,6 +205,9 @@ impl fmt::Debug for TownMap {
             .finish()
     }
 }
+
+/// [`TownMap::place_number`] of a tile outside every sector.
+const NO_PLACE: u32 = u32::MAX;
 
 /// The parts of a map that the loader and the builders produce.
 pub(crate) struct MapParts {
@@ -234,9 +241,20 @@ impl TownMap {
         let mut spawns = BTreeMap::new();
         let mut walkable = BTreeSet::new();
         let mut blocked = Vec::with_capacity(tiles.len());
+        let mut numbered: HashMap<(String, Option<String>, Option<String>), u32> = HashMap::new();
+        let mut place_numbers = Vec::with_capacity(tiles.len());
         for (i, tile) in tiles.iter_mut().enumerate() {
             let c = coord_of(width, i);
             blocked.push(tile.collision);
+            place_numbers.push(match &tile.sector {
+                Some(sector) => {
+                    let next = u32::try_from(numbered.len()).unwrap_or(NO_PLACE - 1);
+                    *numbered
+                        .entry((sector.clone(), tile.arena.clone(), tile.game_object.clone()))
+                        .or_insert(next)
+                }
+                None => NO_PLACE,
+            });
             if !tile.collision {
                 walkable.insert(c);
             }
@@ -280,6 +298,7 @@ impl TownMap {
             tile_height,
             tiles,
             blocked,
+            place_numbers,
             index,
             folded,
             places,
@@ -401,6 +420,16 @@ impl TownMap {
     /// The flat collision grid (row-major), for path finding.
     pub(crate) fn blocked_grid(&self) -> &[bool] {
         &self.blocked
+    }
+
+    /// The number of the place of the tile at `c` — two tiles have the same number exactly
+    /// when their sector, arena and game object are the same — or `None` for a tile outside
+    /// every sector or out of bounds. Perception compares places by it instead of by their
+    /// names.
+    pub(crate) fn place_number(&self, c: TileCoord) -> Option<u32> {
+        self.index_of(c)
+            .and_then(|i| self.place_numbers.get(i).copied())
+            .filter(|&n| n != NO_PLACE)
     }
 
     /// The tile at `c`.
@@ -971,6 +1000,48 @@ mod tests {
         assert!(!map.remove_event(bed, &sleep));
         assert!(map.remove_event(bed, &TileEvent::idle("W:house:bedroom:bed")));
         assert!(map.tile(bed).unwrap().events.is_empty());
+    }
+
+    #[test]
+    fn tiles_share_a_place_number_exactly_when_they_share_a_place() {
+        let t = TileCoord::new;
+        let map = TownMap::builder("W", 4, 2)
+            .address_str(t(0, 0), "W:house:kitchen:stove")
+            .address_str(t(1, 0), "W:house:kitchen:stove")
+            .address_str(t(2, 0), "W:house:kitchen")
+            .address_str(t(3, 0), "W:house:bedroom:stove")
+            .address_str(t(0, 1), "W:house")
+            .address_str(t(1, 1), "W:cafe:kitchen:stove")
+            .build()
+            .unwrap();
+        let tiles = [
+            t(0, 0),
+            t(1, 0),
+            t(2, 0),
+            t(3, 0),
+            t(0, 1),
+            t(1, 1),
+            t(2, 1),
+        ];
+        for a in tiles {
+            for b in tiles {
+                let place = |c| {
+                    map.tile(c)
+                        .filter(|tile| tile.sector.is_some())
+                        .map(|tile| (&tile.sector, &tile.arena, &tile.game_object))
+                };
+                let same = place(a).is_some() && place(a) == place(b);
+                let numbers = (map.place_number(a), map.place_number(b));
+                assert_eq!(
+                    numbers.0.is_some() && numbers.0 == numbers.1,
+                    same,
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+        // Outside every sector, and out of bounds: no place.
+        assert_eq!(map.place_number(t(2, 1)), None);
+        assert_eq!(map.place_number(t(9, 9)), None);
     }
 
     #[test]
