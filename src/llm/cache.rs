@@ -182,12 +182,21 @@ impl KeyHasher {
             }
             Value::Object(map) => {
                 self.str("obj");
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                self.u64(entries.len() as u64);
-                for (key, item) in entries {
-                    self.str(key);
-                    self.json(item);
+                self.u64(map.len() as u64);
+                // A map whose keys already come in order (every map, unless serde_json keeps
+                // insertion order) is hashed as it is, without a sorted copy.
+                if map.keys().is_sorted() {
+                    for (key, item) in map {
+                        self.str(key);
+                        self.json(item);
+                    }
+                } else {
+                    let mut entries: Vec<_> = map.iter().collect();
+                    entries.sort_by(|a, b| a.0.cmp(b.0));
+                    for (key, item) in entries {
+                        self.str(key);
+                        self.json(item);
+                    }
                 }
             }
         }
@@ -831,6 +840,49 @@ mod tests {
         let r1 = ChatRequest::new("k", "p").with_json_schema(one.into());
         let r2 = ChatRequest::new("k", "p").with_json_schema(two.into());
         assert_eq!(chat_cache_key("m", &r1), chat_cache_key("m", &r2));
+    }
+
+    /// The schema hashed as before maps in order were hashed as they are: always a sorted copy.
+    fn json_by_sorted_copy(h: &mut KeyHasher, value: &serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::Array(items) => {
+                h.str("arr");
+                h.u64(items.len() as u64);
+                for item in items {
+                    json_by_sorted_copy(h, item);
+                }
+            }
+            Value::Object(map) => {
+                h.str("obj");
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                h.u64(entries.len() as u64);
+                for (key, item) in entries {
+                    h.str(key);
+                    json_by_sorted_copy(h, item);
+                }
+            }
+            other => h.json(other),
+        }
+    }
+
+    #[test]
+    fn schemas_hash_as_their_sorted_copies_did() {
+        let schemas = [
+            serde_json::json!({}),
+            serde_json::json!({"type": "object", "properties": {"z": {"type": "integer",
+                "minimum": 1, "maximum": 10}, "a": {"type": "array", "items": {"type": "string"}}},
+                "required": ["z", "a"], "additionalProperties": false}),
+            serde_json::json!([{"b": 1, "a": [null, true, 2.5, "x"]}, {"": {"": {}}}]),
+        ];
+        for schema in schemas {
+            let mut new = KeyHasher::new("t");
+            new.json(&schema);
+            let mut old = KeyHasher::new("t");
+            json_by_sorted_copy(&mut old, &schema);
+            assert_eq!(new.finish(), old.finish(), "{schema}");
+        }
     }
 
     #[test]
