@@ -214,13 +214,18 @@ pub(crate) fn event_memory_parts(event: &TileEvent) -> (String, String, String, 
         Some(p) => event
             .description
             .clone()
-            .unwrap_or_else(|| format!("{} {}", p, event.object.clone().unwrap_or_default())),
+            .unwrap_or_else(|| format!("{p} {}", event.object.as_deref().unwrap_or_default())),
     };
     let short = subject.rsplit(':').next().unwrap_or(subject).trim();
     let description = if description.starts_with(short) {
         description
     } else {
-        format!("{short} is {description}")
+        // Made at its final size (`format!` grows it as it writes).
+        let mut full = String::with_capacity(short.len() + 4 + description.len());
+        full.push_str(short);
+        full.push_str(" is ");
+        full.push_str(&description);
+        full
     };
     (
         subject.to_string(),

@@ -22,7 +22,12 @@ pub type RetryHook = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 /// A rough token count for backends that do not report one: about four bytes of text per
 /// token, at least one token for non-empty text.
 pub(crate) fn estimate_tokens(text: &str) -> u64 {
-    (text.len() as u64).div_ceil(4)
+    estimate_tokens_of_len(text.len())
+}
+
+/// [`estimate_tokens`] of a text `len` bytes long.
+pub(crate) fn estimate_tokens_of_len(len: usize) -> u64 {
+    (len as u64).div_ceil(4)
 }
 
 /// Who said a chat message.
@@ -175,6 +180,11 @@ impl ChatRequest {
     pub fn with_stop(mut self, stop: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.stop.extend(stop.into_iter().map(Into::into));
         self
+    }
+
+    /// The length in bytes of [`Self::prompt_text`], without making it.
+    pub fn prompt_len(&self) -> usize {
+        self.messages.iter().map(|m| m.content.len() + 1).sum()
     }
 
     /// The concatenated text of every message: the basis of cache keys and scripted answers.

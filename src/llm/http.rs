@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 
 use super::backend::{
     BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmError, RetryBudget, RetryHook, Role,
-    TokenUsage, estimate_tokens,
+    TokenUsage, estimate_tokens, estimate_tokens_of_len,
 };
 use super::endpoint::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
@@ -907,7 +907,7 @@ fn parse_usage(usage: Option<&Value>) -> Option<TokenUsage> {
 
 fn estimated_usage(request: &ChatRequest, text: &str) -> TokenUsage {
     TokenUsage {
-        prompt_tokens: estimate_tokens(&request.prompt_text()),
+        prompt_tokens: estimate_tokens_of_len(request.prompt_len()),
         completion_tokens: estimate_tokens(text),
     }
 }

@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 
 use super::backend::{
     BoxFuture, ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError, RetryHook,
-    TokenUsage, estimate_tokens,
+    TokenUsage, estimate_tokens, estimate_tokens_of_len,
 };
 
 /// The default embedding dimension of the scripted backend.
@@ -49,6 +49,21 @@ impl ScriptRng {
         hasher.update((kind.len() as u64).to_le_bytes());
         hasher.update(kind.as_bytes());
         hasher.update(prompt.as_bytes());
+        Self(ChaCha8Rng::from_seed(hasher.finalize().into()))
+    }
+
+    /// [`Self::for_call`] with the request's [`ChatRequest::prompt_text`], read from its
+    /// messages where they lie instead of joined into a new string.
+    pub(crate) fn for_request(seed: u64, request: &ChatRequest) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"bga-scripted-v1");
+        hasher.update(seed.to_le_bytes());
+        hasher.update((request.kind.len() as u64).to_le_bytes());
+        hasher.update(request.kind.as_bytes());
+        for message in &request.messages {
+            hasher.update(message.content.as_bytes());
+            hasher.update(b"\n");
+        }
         Self(ChaCha8Rng::from_seed(hasher.finalize().into()))
     }
 
@@ -292,12 +307,7 @@ impl ScriptedBackend {
 
     /// The answer this backend gives to `request` (no counting, no latency).
     pub fn answer(&self, request: &ChatRequest) -> String {
-        self.answer_to(request, &request.prompt_text())
-    }
-
-    /// [`Self::answer`], given the request's [`ChatRequest::prompt_text`] (made once per call).
-    fn answer_to(&self, request: &ChatRequest, prompt: &str) -> String {
-        let mut rng = ScriptRng::for_call(self.seed, &request.kind, prompt);
+        let mut rng = ScriptRng::for_request(self.seed, request);
         match self
             .responders
             .get(&request.kind)
@@ -332,10 +342,9 @@ impl ScriptedBackend {
     }
 
     fn respond(&self, request: &ChatRequest) -> ChatResponse {
-        let prompt = request.prompt_text();
-        let text = self.answer_to(request, &prompt);
+        let text = self.answer(request);
         let usage = TokenUsage {
-            prompt_tokens: estimate_tokens(&prompt),
+            prompt_tokens: estimate_tokens_of_len(request.prompt_len()),
             completion_tokens: estimate_tokens(&text),
         };
         ChatResponse { text, usage }
@@ -793,6 +802,22 @@ mod tests {
         assert!(value["ok"].is_boolean());
         assert_eq!(value["note"], json!("scripted"));
         assert!(value.get("skipped").is_none(), "not required");
+    }
+
+    #[test]
+    fn a_request_seeds_as_its_joined_prompt_did() {
+        let mut two = ChatRequest::new("kind", "the question");
+        two.messages
+            .insert(0, crate::llm::ChatMessage::system("be brief"));
+        let requests = [ChatRequest::new("kind", "p"), ChatRequest::new("", ""), two];
+        for request in requests {
+            for seed in [0, 7] {
+                let mut joined = ScriptRng::for_call(seed, &request.kind, &request.prompt_text());
+                let mut parts = ScriptRng::for_request(seed, &request);
+                assert_eq!(joined.next_u64(), parts.next_u64(), "{request:?}");
+            }
+            assert_eq!(request.prompt_text().len(), request.prompt_len());
+        }
     }
 
     #[test]

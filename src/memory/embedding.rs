@@ -598,9 +598,7 @@ impl EmbeddingStore {
             && !self.chunked_only
             && (self.len() + 1).saturating_mul(dim) < AUTO_QUANTIZE_MIN_ELEMENTS
         {
-            let mut normalised = vector.to_vec();
-            normalise(&mut normalised);
-            self.small.push(shared_row(normalised));
+            self.small.push(shared_row(&normalised(vector)));
             self.index.push(text, row);
             self.keys.push(text.to_owned());
             return Ok(row as usize);
@@ -1045,6 +1043,18 @@ impl EmbeddingStore {
 
 /// Scales `v` to unit length in place. Zero vectors stay zero; vectors already of unit length
 /// (within 1e-6) are left bit-for-bit as they are, so a save/load round trip is exact.
+/// `v` as [`normalise`] leaves it: itself when it is already of unit length (or zero, which
+/// has no direction), else a scaled copy — so storing a vector that came normalised copies
+/// it only into its row.
+fn normalised(v: &[f32]) -> std::borrow::Cow<'_, [f32]> {
+    let norm2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+    if norm2 == 0.0 || (norm2 - 1.0).abs() < 1e-6 {
+        return std::borrow::Cow::Borrowed(v);
+    }
+    let inv = (1.0 / norm2.sqrt()) as f32;
+    std::borrow::Cow::Owned(v.iter().map(|&x| x * inv).collect())
+}
+
 fn normalise(v: &mut [f32]) {
     let norm2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
     if norm2 == 0.0 || (norm2 - 1.0).abs() < 1e-6 {
@@ -1348,6 +1358,26 @@ mod tests {
                 ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
             })
             .collect()
+    }
+
+    #[test]
+    fn a_normalised_view_is_what_normalising_in_place_makes() {
+        let cases: [Vec<f32>; 5] = [
+            vec![0.6, 0.8, 0.0],
+            vec![3.0, 4.0, -12.0],
+            vec![0.0; 4],
+            vec![1e-3, -2e-3, 5e-4],
+            pseudo_random(7, 48),
+        ];
+        for v in cases {
+            let mut in_place = v.clone();
+            normalise(&mut in_place);
+            let view = normalised(&v);
+            let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&view), bits(&in_place), "{v:?}");
+            // A vector normalising leaves alone is not copied.
+            assert_eq!(matches!(view, std::borrow::Cow::Borrowed(_)), in_place == v);
+        }
     }
 
     #[test]

@@ -78,14 +78,14 @@ fn bits_hash(vector: &[f32]) -> u64 {
 
 /// The shared row of `normalised` (an L2-normalised vector): the one made before for the same
 /// bits while any store still holds it, else a new one.
-pub(super) fn shared_row(normalised: Vec<f32>) -> Arc<[f32]> {
-    let hash = bits_hash(&normalised);
+pub(super) fn shared_row(normalised: &[f32]) -> Arc<[f32]> {
+    let hash = bits_hash(normalised);
     let shard = &shards()[(hash % SHARDS as u64) as usize];
     let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(found) = shard.rows.get(&hash).and_then(|rows| {
         rows.iter()
             .filter_map(Weak::upgrade)
-            .find(|row| same_bits(row, &normalised))
+            .find(|row| same_bits(row, normalised))
     }) {
         return found;
     }
@@ -108,12 +108,12 @@ mod tests {
 
     #[test]
     fn equal_vectors_share_one_row_and_different_ones_do_not() {
-        let a = shared_row(vec![0.6, 0.8, 0.0]);
-        let b = shared_row(vec![0.6, 0.8, 0.0]);
+        let a = shared_row(&[0.6, 0.8, 0.0]);
+        let b = shared_row(&[0.6, 0.8, 0.0]);
         assert!(Arc::ptr_eq(&a, &b));
-        let c = shared_row(vec![0.6, 0.8, -0.0]);
+        let c = shared_row(&[0.6, 0.8, -0.0]);
         assert!(!Arc::ptr_eq(&a, &c), "-0.0 is another number than 0.0");
-        let d = shared_row(vec![0.8, 0.6, 0.0]);
+        let d = shared_row(&[0.8, 0.6, 0.0]);
         assert!(!Arc::ptr_eq(&a, &d));
         assert_eq!(&*a, &[0.6, 0.8, 0.0]);
     }
@@ -121,11 +121,11 @@ mod tests {
     #[test]
     fn a_row_no_store_holds_is_made_again() {
         let vector = vec![0.28, 0.96, 0.0, 0.0];
-        let first = shared_row(vector.clone());
+        let first = shared_row(&vector);
         let weak = Arc::downgrade(&first);
         drop(first);
         assert!(weak.upgrade().is_none());
-        let again = shared_row(vector);
+        let again = shared_row(&vector);
         assert_eq!(&*again, &[0.28, 0.96, 0.0, 0.0]);
     }
 }
