@@ -43,6 +43,10 @@ pub(crate) fn triple_fingerprint(s: &str, p: &str, o: &str) -> u64 {
     FixedHasher.hash_one((s, p, o))
 }
 
+/// Nodes a loaded memory has room for beyond its quarter more (see
+/// [`AssociativeMemory::from_parts`]).
+const LOADED_ROOM: usize = 64;
+
 /// Keyword → how often it appeared (foldhash: fast and the same in every run).
 type Strengths = bevy::platform::collections::HashMap<String, u32>;
 
@@ -559,6 +563,7 @@ impl AssociativeMemory {
     }
 
     /// Rebuilds a memory from saved parts, checking every node (see the `save` module).
+    /// The node list keeps room for a quarter more nodes, plus [`LOADED_ROOM`].
     pub(crate) fn from_parts(
         nodes: Vec<ConceptNode>,
         embeddings: EmbeddingStore,
@@ -577,7 +582,13 @@ impl AssociativeMemory {
                 .collect(),
             ..Self::default()
         };
-        memory.nodes.reserve_exact(nodes.len());
+        // Room to grow: at its exact size, the first memory formed after loading would copy
+        // the whole stream to a block twice as large — for every persona, in the first
+        // minutes of a loaded town. A quarter more (and a few for a short stream) is less
+        // memory than that doubling, and lasts a while.
+        memory
+            .nodes
+            .reserve_exact(nodes.len() + nodes.len() / 4 + LOADED_ROOM);
         for (position, mut node) in nodes.into_iter().enumerate() {
             let expected = u32::try_from(position).map_err(|_| MemoryError::Full(position))?;
             if node.id.0 != expected {
@@ -661,6 +672,30 @@ mod tests {
         NewMemory::new(at(8), (s, p, o), format!("{s} {p} {o}"))
             .keywords([last(s), last(o)])
             .embedding(vector)
+    }
+
+    #[test]
+    fn a_loaded_memory_forms_new_memories_without_moving_its_nodes() {
+        for size in [0_u32, 3, 200] {
+            let mut mem = AssociativeMemory::default();
+            for k in 0..size {
+                mem.add_event(event("Ana", "uses", "cup", vec![1.0, k as f32]), Vec::new())
+                    .unwrap();
+            }
+            let json = mem.to_json().unwrap();
+            let mut loaded = AssociativeMemory::from_json(json).unwrap();
+            assert_eq!(loaded, mem);
+            let before = loaded.nodes().as_ptr();
+            for k in 0..size / 4 + LOADED_ROOM as u32 {
+                loaded
+                    .add_event(
+                        event("Ben", "reads", "book", vec![2.0, k as f32]),
+                        Vec::new(),
+                    )
+                    .unwrap();
+            }
+            assert_eq!(loaded.nodes().as_ptr(), before, "{size} nodes loaded");
+        }
     }
 
     #[test]
