@@ -295,12 +295,17 @@ static FRAMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// Whether group conversations run (they do in the game): `GA_BENCH_GROUPS=off` turns them
 /// off, to compare with builds from before they existed.
 fn groups_on() -> bool {
-    env_setting("GA_BENCH_GROUPS", "on or off", |v| match v {
+    switch("GA_BENCH_GROUPS", true)
+}
+
+/// An `on`/`off` setting `name`, or `default`.
+fn switch(name: &str, default: bool) -> bool {
+    env_setting(name, "on or off", |v| match v {
         "on" => Some(true),
         "off" => Some(false),
         _ => None,
     })
-    .unwrap_or(true)
+    .unwrap_or(default)
 }
 
 /// Steps per measured window: 60 (10 game minutes), or `GA_BENCH_WINDOW`.
@@ -336,12 +341,7 @@ fn census_steps() -> Option<u64> {
 /// once and restoring the snapshot — as criterion times every sample after its first, with
 /// the response cache already holding the window's answers (so the model is seldom asked).
 fn census_warm() -> bool {
-    env_setting("GA_BENCH_CENSUS_WARM", "on or off", |v| match v {
-        "on" => Some(true),
-        "off" => Some(false),
-        _ => None,
-    })
-    .unwrap_or(false)
+    switch("GA_BENCH_CENSUS_WARM", false)
 }
 
 fn print_census(app: &mut App, n: usize, town: Town, steps: u64) {
