@@ -186,20 +186,22 @@ impl KeyHasher {
                 // A map whose keys already come in order (every map, unless serde_json keeps
                 // insertion order) is hashed as it is, without a sorted copy.
                 if map.keys().is_sorted() {
-                    for (key, item) in map {
-                        self.str(key);
-                        self.json(item);
-                    }
+                    map.iter().for_each(|(key, item)| self.entry(key, item));
                 } else {
                     let mut entries: Vec<_> = map.iter().collect();
                     entries.sort_by(|a, b| a.0.cmp(b.0));
-                    for (key, item) in entries {
-                        self.str(key);
-                        self.json(item);
-                    }
+                    entries
+                        .into_iter()
+                        .for_each(|(key, item)| self.entry(key, item));
                 }
             }
         }
+    }
+
+    /// One key and value of a JSON object.
+    fn entry(&mut self, key: &str, item: &serde_json::Value) {
+        self.str(key);
+        self.json(item);
     }
 
     fn finish(self) -> CacheKey {

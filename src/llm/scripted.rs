@@ -43,11 +43,7 @@ pub struct ScriptRng(ChaCha8Rng);
 impl ScriptRng {
     /// The generator for one call.
     pub(crate) fn for_call(seed: u64, kind: &str, prompt: &str) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(b"bga-scripted-v1");
-        hasher.update(seed.to_le_bytes());
-        hasher.update((kind.len() as u64).to_le_bytes());
-        hasher.update(kind.as_bytes());
+        let mut hasher = Self::hasher(seed, kind);
         hasher.update(prompt.as_bytes());
         Self(ChaCha8Rng::from_seed(hasher.finalize().into()))
     }
@@ -55,16 +51,22 @@ impl ScriptRng {
     /// [`Self::for_call`] with the request's [`ChatRequest::prompt_text`], read from its
     /// messages where they lie instead of joined into a new string.
     pub(crate) fn for_request(seed: u64, request: &ChatRequest) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(b"bga-scripted-v1");
-        hasher.update(seed.to_le_bytes());
-        hasher.update((request.kind.len() as u64).to_le_bytes());
-        hasher.update(request.kind.as_bytes());
+        let mut hasher = Self::hasher(seed, &request.kind);
         for message in &request.messages {
             hasher.update(message.content.as_bytes());
             hasher.update(b"\n");
         }
         Self(ChaCha8Rng::from_seed(hasher.finalize().into()))
+    }
+
+    /// The seed's hash of `(seed, kind)`, to which the prompt is added.
+    fn hasher(seed: u64, kind: &str) -> Sha256 {
+        let mut hasher = Sha256::new();
+        hasher.update(b"bga-scripted-v1");
+        hasher.update(seed.to_le_bytes());
+        hasher.update((kind.len() as u64).to_le_bytes());
+        hasher.update(kind.as_bytes());
+        hasher
     }
 
     /// A uniformly chosen element (`None` when `items` is empty).

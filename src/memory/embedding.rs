@@ -1041,28 +1041,32 @@ impl EmbeddingStore {
     }
 }
 
-/// Scales `v` to unit length in place. Zero vectors stay zero; vectors already of unit length
-/// (within 1e-6) are left bit-for-bit as they are, so a save/load round trip is exact.
-/// `v` as [`normalise`] leaves it: itself when it is already of unit length (or zero, which
-/// has no direction), else a scaled copy — so storing a vector that came normalised copies
-/// it only into its row.
-fn normalised(v: &[f32]) -> std::borrow::Cow<'_, [f32]> {
+/// The factor that scales `v` to unit length, or `None` when it is to stay as it is: a zero
+/// vector, or one already of unit length (within 1e-6), left bit-for-bit as it is so a
+/// save/load round trip is exact.
+fn unit_scale(v: &[f32]) -> Option<f32> {
     let norm2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
     if norm2 == 0.0 || (norm2 - 1.0).abs() < 1e-6 {
-        return std::borrow::Cow::Borrowed(v);
+        return None;
     }
-    let inv = (1.0 / norm2.sqrt()) as f32;
-    std::borrow::Cow::Owned(v.iter().map(|&x| x * inv).collect())
+    Some((1.0 / norm2.sqrt()) as f32)
 }
 
+/// Scales `v` to unit length in place (see [`unit_scale`]).
 fn normalise(v: &mut [f32]) {
-    let norm2: f64 = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
-    if norm2 == 0.0 || (norm2 - 1.0).abs() < 1e-6 {
-        return;
+    if let Some(inv) = unit_scale(v) {
+        for x in v {
+            *x *= inv;
+        }
     }
-    let inv = (1.0 / norm2.sqrt()) as f32;
-    for x in v {
-        *x *= inv;
+}
+
+/// `v` as [`normalise`] leaves it: itself when it stays as it is, else a scaled copy — so
+/// storing a vector that came normalised copies it only into its row.
+fn normalised(v: &[f32]) -> std::borrow::Cow<'_, [f32]> {
+    match unit_scale(v) {
+        None => std::borrow::Cow::Borrowed(v),
+        Some(inv) => std::borrow::Cow::Owned(v.iter().map(|&x| x * inv).collect()),
     }
 }
 
