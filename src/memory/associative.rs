@@ -11,7 +11,7 @@ use super::MemoryError;
 use super::embedding::EmbeddingStore;
 use super::node::{
     ChatLine, ConceptNode, Filling, MAX_POIGNANCY, MIN_POIGNANCY, NewMemory, NodeId, NodeKind,
-    is_idle_triple, normalise_keywords, normalise_owned_keywords,
+    is_idle_triple, normalise_owned_keywords,
 };
 
 /// Seconds since the Unix epoch, the unit of the retrieval columns.
@@ -456,26 +456,6 @@ impl AssociativeMemory {
         &self,
         parts: [&str; 3],
         limit: usize,
-        keep: impl FnMut(&ConceptNode) -> bool,
-    ) -> Vec<&ConceptNode> {
-        // Events and thoughts only: for them a candidate is exactly a node that is not idle.
-        let candidate = |id: NodeId| {
-            self.columns
-                .candidate
-                .get(id.index())
-                .copied()
-                .unwrap_or(false)
-        };
-        self.newest_relevant_where(parts, limit, candidate, keep)
-    }
-
-    /// [`Self::newest_relevant_not_idle`] with `pass` asked of each id, before its node is
-    /// read, in place of the candidate column.
-    fn newest_relevant_where(
-        &self,
-        parts: [&str; 3],
-        limit: usize,
-        mut pass: impl FnMut(NodeId) -> bool,
         mut keep: impl FnMut(&ConceptNode) -> bool,
     ) -> Vec<&ConceptNode> {
         let keys = relevant_keys(parts);
@@ -487,6 +467,14 @@ impl AssociativeMemory {
             })
             .map(Vec::as_slice)
             .collect();
+        // Events and thoughts only: for them a candidate is exactly a node that is not idle.
+        let candidate = |id: NodeId| {
+            self.columns
+                .candidate
+                .get(id.index())
+                .copied()
+                .unwrap_or(false)
+        };
         let mut out = Vec::new();
         let mut last = None;
         while out.len() < limit {
@@ -502,7 +490,7 @@ impl AssociativeMemory {
             };
             lists[at] = rest;
             // A node under several keywords comes up once per list, one right after another.
-            if last.replace(id) == Some(id) || !pass(id) {
+            if last.replace(id) == Some(id) || !candidate(id) {
                 continue;
             }
             if let Some(node) = self.node(id).filter(|node| keep(node)) {
@@ -621,7 +609,7 @@ impl AssociativeMemory {
             };
             node.depth = memory.depth_of(node.id, node.kind, &node.filling)?;
             node.node_count = expected + 1;
-            node.keywords = normalise_keywords(&node.keywords);
+            node.keywords = normalise_owned_keywords(std::mem::take(&mut node.keywords));
             memory.push_indexed(node, row, false);
         }
         Ok(memory)
@@ -739,12 +727,6 @@ mod tests {
                         .take(limit)
                         .map(|n| n.id)
                         .collect();
-                    let now: Vec<NodeId> = mem
-                        .newest_relevant_where([s, p, o], limit, |_| true, keep)
-                        .into_iter()
-                        .map(|n| n.id)
-                        .collect();
-                    assert_eq!(now, before, "{s} {p} {o}, limit {limit}");
                     let unread_idle: Vec<NodeId> = mem
                         .newest_relevant_not_idle([s, p, o], limit, |n| n.id != focus)
                         .into_iter()

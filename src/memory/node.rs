@@ -208,23 +208,12 @@ pub(crate) fn is_idle_triple(predicate: &str, object: &str) -> bool {
     predicate.trim().eq_ignore_ascii_case("is") && object.trim().eq_ignore_ascii_case("idle")
 }
 
-/// Keywords as the indexes store them: trimmed, lowercased, empty ones dropped.
-pub(crate) fn normalise_keywords<I, S>(keywords: I) -> BTreeSet<String>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    keywords
-        .into_iter()
-        .map(|k| k.as_ref().trim().to_lowercase())
-        .filter(|k| !k.is_empty())
-        .collect()
-}
-
-/// [`normalise_keywords`] of owned keywords, keeping each string that is already trimmed and
-/// lowercase ASCII (most are: a memory's keywords are names and objects made lowercase by
-/// whoever gathered them) rather than copying it.
-pub(crate) fn normalise_owned_keywords(keywords: Vec<String>) -> BTreeSet<String> {
+/// Keywords as the indexes store them: trimmed, lowercased, empty ones dropped. A keyword
+/// already trimmed and lowercase ASCII (most are: a memory's keywords are names and objects
+/// made lowercase by whoever gathered them) is kept rather than copied.
+pub(crate) fn normalise_owned_keywords(
+    keywords: impl IntoIterator<Item = String>,
+) -> BTreeSet<String> {
     keywords
         .into_iter()
         .map(|k| {
@@ -337,6 +326,15 @@ impl NewMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule itself, copying every keyword: trimmed, lowercased, empty ones dropped.
+    fn normalise_keywords<'a>(keywords: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+        keywords
+            .into_iter()
+            .map(|k| k.trim().to_lowercase())
+            .filter(|k| !k.is_empty())
+            .collect()
+    }
 
     #[test]
     fn owned_keywords_normalise_as_borrowed_ones_do() {
