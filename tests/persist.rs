@@ -329,6 +329,39 @@ fn corrupt_saves_fail_naming_the_file_and_field_and_load_nothing() {
             }),
             vec!["events.json"],
         ),
+        (
+            "a stranger in a group conversation",
+            Box::new(|save: &Path| {
+                let path = save.join("groups.json");
+                let mut v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                v["streams"] = serde_json::json!([{
+                    "key": {"Arena": "the town:cafe:counter"}, "members": ["Mallory"],
+                    "opened": "2023-02-13T09:00:00", "said": 0, "lines": []
+                }]);
+                std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+            }),
+            vec!["groups.json", "streams[0].members[0]", "Mallory"],
+        ),
+        (
+            "truncated groups",
+            truncate("groups.json".into()),
+            vec!["groups.json", "truncated"],
+        ),
+        (
+            "attention out of range",
+            Box::new({
+                let group = rel(&persona.join("group.json"));
+                move |save: &Path| {
+                    let path = save.join(&group);
+                    let mut v: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                    v["join_in"] = serde_json::json!(-3.0);
+                    std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+                }
+            }),
+            vec!["group.json", "join_in"],
+        ),
     ];
 
     // A world to load into: the good save, resumed. A failed load must leave it untouched.

@@ -152,17 +152,26 @@ pub(crate) fn perceive_surroundings(
     vision_r: u32,
     att_bandwidth: usize,
 ) -> Percepts {
-    let here = map.tile(tile);
     Percepts {
-        tile: Some(tile),
         events: nearest_events(map, tile, vision_r, att_bandwidth)
             .into_iter()
             .cloned()
             .collect(),
+        ..standing_on(map, tile)
+    }
+}
+
+/// The percepts of a persona on `tile` before it looks at any event: the tile, its arena and
+/// its sector (what a loaded persona had perceived from the tile it was saved on; its events
+/// are read at its next step, as every step reads them).
+pub(crate) fn standing_on(map: &TownMap, tile: TileCoord) -> Percepts {
+    Percepts {
+        tile: Some(tile),
+        events: Vec::new(),
         arena: map
             .tile_path_string(tile, AddressLevel::Arena)
             .unwrap_or_default(),
-        sector: here.and_then(|t| t.sector.clone()),
+        sector: map.tile(tile).and_then(|t| t.sector.clone()),
     }
 }
 

@@ -79,13 +79,13 @@ pub struct GroupAttention {
     /// step from which the next cycle may run.
     pub cycles: BTreeMap<StreamKey, (u64, u64)>,
     /// Lines heard but not yet stored (the mind was out).
-    pending: Vec<PendingMemory>,
+    pub(super) pending: Vec<PendingMemory>,
     /// The activity the social state was last read from, and that state (an action lasts many
     /// steps; reading the words of its description again each step is wasted).
     social_of: Option<(String, SocialState)>,
     /// Lean mode: per focused stream, the line the last round planned for the persona's next
     /// cycle (see [`PlannedLine`]).
-    planned: BTreeMap<StreamKey, PlannedLine>,
+    pub(super) planned: BTreeMap<StreamKey, PlannedLine>,
     /// The words of who the persona is and what it does, and what they were read from (its
     /// identity changes daily and its action every few minutes, but it hears lines every step
     /// of a gathering).
@@ -118,18 +118,18 @@ fn refresh_words(cache: &mut PersonaWords, identity: &str, activity: &str) {
 /// two beats; otherwise dropped, and the cycle sits in a new round. Lines from the round's own seats are the exchange it
 /// planned; a line from anyone else may pass (a group talks over itself), unless it names
 /// the persona — that deserves a real answer — or [`MAX_INTERJECTIONS`] such lines came.
-#[derive(Debug, Clone)]
-struct PlannedLine {
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct PlannedLine {
     /// The line, with its memory's embedding (made with the round's).
-    said: Said,
+    pub(super) said: Said,
     /// The lines planned for the cycles after, in order (each checked the same way then).
-    later: Vec<Said>,
+    pub(super) later: Vec<Said>,
     /// The stream's last line when the round was asked.
-    after: u64,
+    pub(super) after: u64,
     /// The round's seats.
-    seats: Vec<Entity>,
+    pub(super) seats: Vec<Entity>,
     /// The last step at which it may be said.
-    until: u64,
+    pub(super) until: u64,
 }
 
 /// Beats a join question waits for its stream's next round after the last one (rounds come
@@ -177,35 +177,35 @@ impl GroupAttention {
 }
 
 /// A heard line on its way into a listener's memory.
-#[derive(Debug, Clone)]
-struct PendingMemory {
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct PendingMemory {
     /// What everyone who heard it remembers alike (one copy, however many heard it).
-    heard: Arc<HeardLine>,
+    pub(super) heard: Arc<HeardLine>,
     /// Whether the line names this listener.
-    named: bool,
+    pub(super) named: bool,
 }
 
 /// A line as every listener remembers it.
-#[derive(Debug)]
-struct HeardLine {
-    time: NaiveDateTime,
-    speaker: String,
+#[derive(Debug, PartialEq)]
+pub(super) struct HeardLine {
+    pub(super) time: NaiveDateTime,
+    pub(super) speaker: String,
     /// The speaker's name as a keyword.
-    speaker_keyword: String,
-    line: String,
+    pub(super) speaker_keyword: String,
+    pub(super) line: String,
     /// The memory's object: `the group in <place>`.
-    object: String,
-    description: String,
-    embedding: Vec<f32>,
+    pub(super) object: String,
+    pub(super) description: String,
+    pub(super) embedding: Vec<f32>,
 }
 
 /// A line a call produced, with the embedding of its memory description.
-#[derive(Debug, Clone)]
-struct Said {
-    text: String,
-    emoji: bool,
-    description: String,
-    embedding: Option<Vec<f32>>,
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Said {
+    pub(super) text: String,
+    pub(super) emoji: bool,
+    pub(super) description: String,
+    pub(super) embedding: Option<Vec<f32>>,
 }
 
 /// What a call came back with.
@@ -274,11 +274,18 @@ impl Call {
 /// Lean rounds: the step of each open stream's last round (a join question waits for the next
 /// one, see [`JOIN_WAIT_BEATS`]).
 #[derive(Resource, Default)]
-pub(super) struct LastRounds(BTreeMap<StreamKey, u64>);
+pub(super) struct LastRounds(pub(super) BTreeMap<StreamKey, u64>);
 
 /// Calls in flight.
 #[derive(Resource, Default)]
 pub(super) struct GroupCalls(Vec<Call>);
+
+impl GroupCalls {
+    /// Calls in flight (or finished and waiting for an earlier one to land).
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
 
 /// `DialogueRequest::to_group` (the player's "to everyone here"): a post under the speaker's
 /// name into the arena stream the persona stands in, validated like any post; with no such

@@ -16,7 +16,9 @@
 //! - [`prompts`]: the three model calls — join (yes/no), a casual reply, the focused cycle —
 //!   each with its parser and fail-safe;
 //! - the heart flow in the ECS (`heart`): streams opened where people gather, hearing, time,
-//!   at most one call per free persona per step, landing between steps.
+//!   at most one call per free persona per step, landing between steps;
+//! - [`save`]: what a save keeps of all this, so a loaded town goes on talking where it
+//!   stopped (SPEC §11).
 //!
 //! ## What a game sees
 //!
@@ -67,6 +69,7 @@
 pub mod attention;
 mod heart;
 pub mod prompts;
+pub mod save;
 pub mod social;
 pub mod stream;
 

@@ -152,6 +152,16 @@ pub struct GroupStreams {
 }
 
 impl GroupStreams {
+    /// The streams of a loaded save (see `save`).
+    pub(super) fn from_streams(streams: impl IntoIterator<Item = GroupStream>) -> Self {
+        Self {
+            streams: streams
+                .into_iter()
+                .map(|stream| (stream.key.clone(), stream))
+                .collect(),
+        }
+    }
+
     /// The stream `key`, if open.
     pub fn get(&self, key: &StreamKey) -> Option<&GroupStream> {
         self.streams.get(key)

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::files::read_file;
 use super::{FORMAT_NAME, FORMAT_VERSION, OLDEST_FORMAT_VERSION, PersistError};
 use crate::clock::TimeMode;
+use crate::group::save::{GroupFile, GroupFileError, GroupsFile};
 use crate::memory::{
     AssociativeMemory, AssociativeMemoryJson, EMBEDDINGS_FILE, KW_STRENGTH_FILE, NODES_FILE,
     SpatialMemory,
@@ -52,6 +53,10 @@ pub(crate) const DIARY_FILE: &str = "diary.json";
 pub(crate) const RNG_FILE: &str = "rng.json";
 /// A persona's dialogue state: speaker profiles and appointments (format version 2 on).
 pub(crate) const DIALOGUE_FILE: &str = "dialogue.json";
+/// `groups.json`: the open group conversations (format version 3 on).
+pub(crate) const GROUPS_FILE: &str = "groups.json";
+/// A persona's attention to the group conversations (format version 3 on).
+pub(crate) const GROUP_FILE: &str = "group.json";
 
 /// `dialogue.json`: what a persona keeps from being talked to (SPEC §7.4).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -307,6 +312,8 @@ pub struct PersonaSave {
     pub perceived_from: Option<TileCoord>,
     /// Speaker profiles and appointments.
     pub dialogue: DialogueFile,
+    /// Its attention to the group conversations.
+    pub group: GroupFile,
 }
 
 /// Borrowed views of one persona, for encoding without cloning its memory.
@@ -326,6 +333,8 @@ pub(crate) struct PersonaRef<'a> {
     pub perceived_from: Option<TileCoord>,
     /// Speaker profiles and appointments.
     pub dialogue: &'a DialogueFile,
+    /// Its attention to the group conversations.
+    pub group: &'a GroupFile,
 }
 
 /// A whole save in memory, validated.
@@ -339,6 +348,8 @@ pub struct SaveData {
     pub events: EventsFile,
     /// `pending.json`.
     pub pending: PendingFile,
+    /// `groups.json`.
+    pub groups: GroupsFile,
     /// The personas, in `meta.personas` order.
     pub personas: Vec<PersonaSave>,
 }
@@ -356,6 +367,7 @@ impl SaveData {
                 diary: &p.diary,
                 perceived_from: p.perceived_from,
                 dialogue: &p.dialogue,
+                group: &p.group,
             })
             .collect()
     }
@@ -367,6 +379,7 @@ impl SaveData {
             &self.settings,
             &self.events,
             &self.pending,
+            &self.groups,
             &self.persona_refs(),
         )
     }
@@ -396,6 +409,7 @@ pub(crate) fn encode(
     settings: &AgentSettings,
     events: &EventsFile,
     pending: &PendingFile,
+    groups: &GroupsFile,
     personas: &[PersonaRef<'_>],
 ) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
     let mut files = Vec::new();
@@ -409,6 +423,7 @@ pub(crate) fn encode(
         PENDING_FILE.into(),
         to_json(Path::new(PENDING_FILE), pending)?,
     );
+    push(GROUPS_FILE.into(), to_json(Path::new(GROUPS_FILE), groups)?);
     for persona in personas {
         check_persona_name(persona.name).map_err(|message| PersistError::Invalid {
             file: META_FILE.into(),
@@ -469,6 +484,7 @@ pub(crate) fn encode(
             file(DIALOGUE_FILE),
             to_json(&file(DIALOGUE_FILE), persona.dialogue)?,
         );
+        push(file(GROUP_FILE), to_json(&file(GROUP_FILE), persona.group)?);
     }
     push(META_FILE.into(), to_json(Path::new(META_FILE), meta)?);
     super::manifest::seal(&mut files)?;
@@ -539,6 +555,9 @@ pub(crate) fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
         .iter()
         .map(PathBuf::from)
         .collect();
+    if meta.format_version >= 3 {
+        paths.push(GROUPS_FILE.into());
+    }
     for name in &meta.personas {
         let dir = persona_dir(name);
         for file in [SCRATCH_FILE, SPATIAL_FILE] {
@@ -552,6 +571,9 @@ pub(crate) fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
         }
         if meta.format_version >= 2 {
             paths.push(dir.join(DIALOGUE_FILE));
+        }
+        if meta.format_version >= 3 {
+            paths.push(dir.join(GROUP_FILE));
         }
     }
     paths.push(META_FILE.into());
@@ -633,12 +655,26 @@ fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, Persist
         }
     }
 
+    let names: BTreeSet<&str> = meta.personas.iter().map(String::as_str).collect();
+    // Version 1 and 2 saves have no group conversations: none were open then.
+    let groups: GroupsFile = if meta.format_version >= 3 {
+        let groups_path = Path::new(GROUPS_FILE);
+        let groups: GroupsFile = parse(&file_of(groups_path), &read(groups_path)?)?;
+        groups
+            .check(&names)
+            .map_err(|error| group_error(file_of(groups_path), error))?;
+        groups
+    } else {
+        GroupsFile::default()
+    };
+
     let mut personas = Vec::with_capacity(meta.personas.len());
     for name in &meta.personas {
         personas.push(decode_persona(
             root,
             read_file,
             name,
+            &names,
             &meta.embedding,
             meta.format_version,
         )?);
@@ -648,6 +684,7 @@ fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, Persist
         settings,
         events,
         pending,
+        groups,
         personas,
     })
 }
@@ -706,10 +743,20 @@ fn validate_meta(meta: &SaveMeta, path: &Path) -> Result<(), PersistError> {
     Ok(())
 }
 
+/// A group file's refusal as the save's error, naming the file.
+fn group_error(file: PathBuf, error: GroupFileError) -> PersistError {
+    PersistError::Invalid {
+        file,
+        field: error.field,
+        message: error.message,
+    }
+}
+
 fn decode_persona(
     root: &Path,
     read_file: ReadFile<'_>,
     name: &str,
+    names: &BTreeSet<&str>,
     embedding: &EmbeddingInfo,
     format_version: u32,
 ) -> Result<PersonaSave, PersistError> {
@@ -776,6 +823,15 @@ fn decode_persona(
     } else {
         DialogueFile::default()
     };
+    let group: GroupFile = if format_version >= 3 {
+        let group: GroupFile = parse(&path(GROUP_FILE), &read_file(&path(GROUP_FILE))?)?;
+        group
+            .check(names, embedding.dim)
+            .map_err(|error| group_error(path(GROUP_FILE), error))?;
+        group
+    } else {
+        GroupFile::default()
+    };
     let rng = rng_file
         .to_rng()
         .map_err(|(field, message)| PersistError::Invalid {
@@ -803,6 +859,7 @@ fn decode_persona(
         diary,
         perceived_from: body.perceived_from,
         dialogue,
+        group,
     })
 }
 

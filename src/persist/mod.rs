@@ -8,12 +8,14 @@
 //! SAVE/
 //!   manifest.json        SHA-256 of every other file, written last (see [`manifest`])
 //!   meta.json            format + version, seed, step, start, current_time, sec_per_step,
-//!                        time_mode, map, world, persona names (spawn order), embedding
+//!                        time_mode, map, world, persona names (entity order), embedding
 //!                        model + dim, forked_from, saved_at_unix (wall clock),
 //!                        prompts (template version + override files and their
 //!                        sha256; absent in older saves)
 //!   settings.json        the AgentSettings the simulation runs with
 //!   pending.json         conversation intents decided but not started, by name
+//!   groups.json          the open group conversations: streams, members and speakers by
+//!                        name, their latest lines; the lean rounds' beats
 //!   world/events.json    every tile event on the map
 //!   personas/<Name>/
 //!     scratch.json       identity, plan, current action, chat state (SPEC §2)
@@ -24,17 +26,21 @@
 //!     action.json        the visible action (what others, the log and the HUD see)
 //!     diary.json         days, conversations, reflections (for reports)
 //!     rng.json           the exact position of the persona's random stream
+//!     dialogue.json      speaker profiles and appointments (SPEC §7)
+//!     group.json         its attention to the group conversations: sub-flows, lines seen,
+//!                        heard and not yet remembered, planned (see [`crate::group::save`])
 //! ```
 //!
 //! Loading that folder into a fresh app resumes the exact state: a deterministic backend in
 //! Lockstep continues as if the run had never stopped (a test checks 2 h + 1 h = 3 h
-//! byte for byte). The full format is described in `docs/saves.md`.
+//! byte for byte; `tests/group_resume.rs` does it mid group conversation, into a fresh app
+//! and back into the world that moved on). The full format is described in `docs/saves.md`.
 //!
 //! ## When a save is taken
 //!
 //! A save is taken **between steps when no mind is out**: no persona is
-//! [`AwaitingCognition`](crate::clock::AwaitingCognition) and no finished thought waits in
-//! `LandedThoughts`. In Lockstep that holds at every
+//! [`AwaitingCognition`](crate::clock::AwaitingCognition), no finished thought waits in
+//! `LandedThoughts` and no group call is in flight. In Lockstep that holds at every
 //! step boundary after [`SimPoll`](crate::clock::SimPoll). In Realtime a [`SaveRequest`] waits:
 //! the [`PersistPlugin`] pauses the clock, lets the pending thoughts land, saves, and restores
 //! the speed. [`save_world`] itself refuses with [`PersistError::Busy`] instead of waiting.
@@ -72,9 +78,10 @@ use std::path::PathBuf;
 /// The `format` field of every `meta.json`.
 pub const FORMAT_NAME: &str = "bevy_generative_agents/save";
 /// The save format version this build writes. Version 2 added each persona's `dialogue.json`
-/// (speaker profiles and appointments, SPEC §7.4); version 1 saves still load (as having
-/// none), and are written back as version 2.
-pub const FORMAT_VERSION: u32 = 2;
+/// (speaker profiles and appointments, SPEC §7.4); version 3 the group conversations
+/// (`groups.json` and each persona's `group.json`, SPEC §8). Older saves still load (as having
+/// none of what came later), and are written back as version 3.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest save format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

@@ -14,8 +14,11 @@ use super::format::{
 };
 use super::{FORMAT_NAME, FORMAT_VERSION, PersistError, SaveIntegrity};
 use crate::clock::{AwaitingCognition, SimClock, SimSpeed, TimeMode};
+use crate::cognition::perceive::standing_on;
 use crate::cognition::think::LandedThoughts;
 use crate::cognition::{ChatIntents, Percepts};
+use crate::group::GroupAttention;
+use crate::group::save::{GroupFile, GroupsFile};
 use crate::llm::{LlmClient, LlmConfig, LlmPlugin, build_client};
 use crate::persona::{ActionView, Body, Diary, Mind, Persona};
 use crate::prompt::{PromptLibrary, PromptProvenance};
@@ -189,6 +192,12 @@ fn saveable(world: &mut World) -> Result<(), PersistError> {
             "finished thoughts are waiting to be checked in".into(),
         ));
     }
+    let calls = crate::group::save::calls_in_flight(world);
+    if calls > 0 {
+        return Err(PersistError::Busy(format!(
+            "{calls} group call(s) are in flight"
+        )));
+    }
     let out: Vec<String> = world
         .query_filtered::<(&Name, &Mind), With<Persona>>()
         .iter(world)
@@ -255,12 +264,27 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         (
             Option<&crate::dialogue::SpeakerProfiles>,
             Option<&crate::dialogue::Appointments>,
+            Option<&GroupAttention>,
         ),
     ), With<Persona>>();
     let mut rows: Vec<_> = query.iter(world).collect();
-    // Spawn order, so a loaded world iterates its personas as the original did.
-    rows.sort_by_key(|row| row.0.index_u32());
-    let mut names_by_entity: HashMap<Entity, String> = HashMap::new();
+    // In entity order, the order the simulation takes its personas in wherever the order
+    // matters (see `apply_save`).
+    rows.sort_by_key(|row| row.0);
+    // Streams and rounds name personas: every persona is named first.
+    let names_by_entity: HashMap<Entity, String> = rows
+        .iter()
+        .map(|row| (row.0, row.1.as_str().to_owned()))
+        .collect();
+    let groups: Vec<GroupFile> = rows
+        .iter()
+        .map(|row| {
+            row.7
+                .2
+                .map(|group| GroupFile::of(group, &names_by_entity))
+                .unwrap_or_default()
+        })
+        .collect();
     let dialogues: Vec<DialogueFile> = rows
         .iter()
         .map(|row| DialogueFile {
@@ -269,13 +293,12 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         })
         .collect();
     let mut personas = Vec::with_capacity(rows.len());
-    for ((entity, name, mind, body, view, diary, percepts, _), dialogue) in
-        rows.iter().zip(&dialogues)
+    for ((_, name, mind, body, view, diary, percepts, _), (dialogue, group)) in
+        rows.iter().zip(dialogues.iter().zip(&groups))
     {
         let Some(state) = mind.get() else {
             return Err(PersistError::Busy(format!("the mind of {name} is out")));
         };
-        names_by_entity.insert(*entity, name.as_str().to_owned());
         personas.push(PersonaRef {
             name: name.as_str(),
             mind: state,
@@ -284,6 +307,7 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
             diary,
             perceived_from: percepts.and_then(|p| p.tile),
             dialogue,
+            group,
         });
     }
     let embedding = embedding_info(client_embedding, &personas);
@@ -322,7 +346,8 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         forked_from: None,
         prompts,
     };
-    let files = encode(&meta, &settings, &events, &pending, &personas)?;
+    let groups_file = GroupsFile::of(world, &names_by_entity);
+    let files = encode(&meta, &settings, &events, &pending, &groups_file, &personas)?;
     Ok((meta, files))
 }
 
@@ -468,6 +493,7 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
         settings,
         events,
         pending,
+        groups,
         personas,
     } = data;
 
@@ -496,27 +522,42 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
             }
         }
     }
+    // The personas get entities in the saved order: the simulation takes them in entity order
+    // wherever the order matters (who speaks first, whose call lands first), and a world that
+    // had personas hands their freed entities out again in an order of its own (the last
+    // freed first, a generation up) — so the entities are made first, then filled in order.
+    let mut entities: Vec<Entity> = (0..personas.len())
+        .map(|_| world.spawn_empty().id())
+        .collect();
+    entities.sort();
     let mut by_name: BTreeMap<String, Entity> = BTreeMap::new();
-    for p in personas {
-        let percepts = Percepts {
-            tile: p.perceived_from,
-            ..Default::default()
+    let mut attention = Vec::with_capacity(personas.len());
+    for (p, entity) in personas.into_iter().zip(entities) {
+        // Where it stood when it last looked (the group flow reads its arena at once; a
+        // persona who has not moved since does not look at the place again).
+        let percepts = match (p.perceived_from, world.get_resource::<TownMap>()) {
+            (Some(tile), Some(map)) => standing_on(map, tile),
+            (tile, _) => Percepts {
+                tile,
+                ..Default::default()
+            },
         };
-        let entity = world
-            .spawn((
-                Persona,
-                Name::new(p.name.clone()),
-                Mind::new(p.mind),
-                p.body,
-                p.view,
-                p.diary,
-                percepts,
-                p.dialogue.profiles,
-                p.dialogue.appointments,
-            ))
-            .id();
+        world.entity_mut(entity).insert((
+            Persona,
+            Name::new(p.name.clone()),
+            Mind::new(p.mind),
+            p.body,
+            p.view,
+            p.diary,
+            percepts,
+            p.dialogue.profiles,
+            p.dialogue.appointments,
+        ));
         by_name.insert(p.name, entity);
+        attention.push((entity, p.group));
     }
+    // The group conversations of the save replace the world's (their members are named).
+    crate::group::save::restore(world, groups, attention, &by_name);
     let intents: Vec<(Entity, String)> = pending
         .chat_intents
         .into_iter()

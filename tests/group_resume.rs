@@ -1,0 +1,237 @@
+//! A town saved while its people talk in groups resumes the talk (SPEC §8, §11): the open
+//! streams, each persona's attention, the lines heard and not yet remembered all come back, so
+//! a Lockstep run on the offline town script goes on exactly as if it had never stopped —
+//! loaded into a fresh app, and loaded back into the very world that moved on (whose persona
+//! entities, and streams of a later moment, the load replaces).
+//!
+//! The town is the bench's crowd at a small size: twenty-five personas in the default town,
+//! where the breakfast places fill up and people gather in threes and more.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bevy::prelude::*;
+use bevy_generative_agents::clock::{SimClock, SimSpeed};
+use bevy_generative_agents::group::{ChatState, GroupAttention, GroupCommand, GroupStreams};
+use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
+use bevy_generative_agents::testing::{
+    create_test_app, scripted_client, spawn_crowd, synthetic_sheets,
+};
+use bevy_generative_agents::world::TownMap;
+
+const SEED: u64 = 3;
+const PERSONAS: usize = 25;
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bga-group-resume-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn map() -> TownMap {
+    TownMap::load_tmx(TownMap::default_town_path()).expect("default town")
+}
+
+/// An app with the crowd's simulation plugins and no personas yet.
+fn empty_app() -> App {
+    let mut app = create_test_app(scripted_client(SEED));
+    app.insert_resource(map());
+    app.finish();
+    app.cleanup();
+    app
+}
+
+fn crowd() -> App {
+    let mut app = create_test_app(scripted_client(SEED));
+    let sheets = synthetic_sheets(PERSONAS).expect("sheets");
+    spawn_crowd(&mut app, map(), &sheets, SEED).expect("crowd");
+    app.finish();
+    app.cleanup();
+    app
+}
+
+/// Runs until the clock has taken `step` (exactly: the clock stops there).
+fn run_to(app: &mut App, step: u64) {
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(step);
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
+    for _ in 0..2_000_000 {
+        if app.world().resource::<SimClock>().step() >= step {
+            return;
+        }
+        app.update();
+    }
+    panic!("the clock stalled before step {step}");
+}
+
+/// Saves the world into `dir`, letting the last step's calls land first (the clock is held).
+fn save(app: &mut App, dir: &Path) {
+    for _ in 0..10_000 {
+        match save_world(app.world_mut(), dir) {
+            Ok(_) => return,
+            Err(PersistError::Busy(_)) => app.update(),
+            Err(err) => panic!("save failed: {err}"),
+        }
+    }
+    panic!("the town never became saveable");
+}
+
+/// Every file of a save but `meta.json` (its wall-clock time) and `manifest.json` (which
+/// seals it).
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let relative = path.strip_prefix(root).expect("inside").to_path_buf();
+                if relative != Path::new("meta.json") && relative != Path::new("manifest.json") {
+                    out.insert(relative, std::fs::read(&path).expect("read"));
+                }
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+fn assert_same_save(expected: &Path, got: &Path, what: &str) {
+    let a = files(expected);
+    let b = files(got);
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{what}: same files"
+    );
+    for (file, bytes) in &a {
+        assert!(
+            b.get(file) == Some(bytes),
+            "{what}: {} differs from the run that never stopped",
+            file.display()
+        );
+    }
+}
+
+/// Lines said in open streams, and personas following a stream (`Chat` or `Focused`).
+fn talk(app: &mut App) -> (usize, usize) {
+    let lines = app
+        .world()
+        .resource::<GroupStreams>()
+        .iter()
+        .map(|s| s.lines.len())
+        .sum();
+    let mut query = app.world_mut().query::<&GroupAttention>();
+    let following = query
+        .iter(app.world())
+        .filter(|g| {
+            g.attention
+                .flows
+                .values()
+                .any(|f| f.state != ChatState::Absent)
+        })
+        .count();
+    (lines, following)
+}
+
+/// A game's post into a stream is embedded by a call of no persona: a save waits for it, and
+/// the line reaches the listeners (as a memory, or heard and not yet remembered) in the save.
+fn a_save_waits_for_a_post_being_embedded(app: &mut App, dir: &Path) {
+    let stream = app
+        .world()
+        .resource::<GroupStreams>()
+        .iter()
+        .find(|s| !s.members.is_empty())
+        .map(|s| s.key.clone())
+        .expect("an open stream");
+    let text = "The summer fair is on Saturday at noon.";
+    app.world_mut().write_message(GroupCommand::Post {
+        stream,
+        speaker: "Mayor".into(),
+        text: text.into(),
+    });
+    let mut busy = 0;
+    for _ in 0..10_000 {
+        app.update();
+        match save_world(app.world_mut(), dir) {
+            Ok(_) => break,
+            Err(PersistError::Busy(why)) => {
+                assert!(why.contains("group call"), "{why}");
+                busy += 1;
+            }
+            Err(err) => panic!("save failed: {err}"),
+        }
+    }
+    assert!(busy > 0, "the save waited for the post's call");
+    let heard = files(dir)
+        .iter()
+        .filter(|(file, bytes)| {
+            let name = file.file_name().and_then(|n| n.to_str());
+            matches!(name, Some("group.json" | "nodes.json"))
+                && String::from_utf8_lossy(bytes).contains(text)
+        })
+        .count();
+    assert!(
+        heard >= 2,
+        "the post reached its listeners ({heard} files hold it)"
+    );
+}
+
+#[test]
+fn a_town_saved_mid_conversation_resumes_it_exactly() {
+    let root = temp("mid");
+    let mut town = crowd();
+    // 09:00 on the first day (10 s a step), when the breakfast places are full.
+    let at = 9 * 360;
+    run_to(&mut town, at);
+    save(&mut town, &root.join("at"));
+    let (lines, following) = talk(&mut town);
+    assert!(
+        lines >= 3 && following >= 3,
+        "the save is taken mid-conversation ({lines} lines open, {following} following)"
+    );
+    let saved: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("at").join("groups.json")).expect("groups.json"),
+    )
+    .expect("json");
+    assert!(
+        !saved["streams"].as_array().expect("streams").is_empty(),
+        "groups.json holds the open streams"
+    );
+
+    // The run that never stops: 20 game minutes on.
+    let later = at + 120;
+    run_to(&mut town, later);
+    save(&mut town, &root.join("never-stopped"));
+
+    // Loaded into a fresh app.
+    let mut fresh = empty_app();
+    load_into_world(fresh.world_mut(), &root.join("at")).expect("load");
+    assert_eq!(talk(&mut fresh), (lines, following), "the talk is back");
+    run_to(&mut fresh, later);
+    save(&mut fresh, &root.join("fresh"));
+    assert_same_save(
+        &root.join("never-stopped"),
+        &root.join("fresh"),
+        "fresh app",
+    );
+    a_save_waits_for_a_post_being_embedded(&mut fresh, &root.join("posted"));
+
+    // Loaded back into the world that moved on: its personas and streams are replaced, and
+    // the personas' new entities (freed ones handed out again) keep the saved order.
+    load_into_world(town.world_mut(), &root.join("at")).expect("load back");
+    assert_eq!(
+        talk(&mut town),
+        (lines, following),
+        "the later talk is gone"
+    );
+    run_to(&mut town, later);
+    save(&mut town, &root.join("same-world"));
+    assert_same_save(
+        &root.join("never-stopped"),
+        &root.join("same-world"),
+        "same world",
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
