@@ -14,16 +14,19 @@
 //! - **`crowd-without-groups`** — the crowd with `GroupSettings::enabled` off: the loop issue
 //!   19 measured. Its target, ≥ 100,000 agent-steps/s at 1,000 personas from 09:00 (from
 //!   ~44,000), was set before group conversations were built. They make a crowded step
-//!   40–80 % dearer (40 % over criterion's window, 80 % over a 300-step census): their own
-//!   calls, every heard line a memory of up to eleven listeners — about 800 memories a step at
-//!   1,000 — and the reflections those memories bring on twice as often. So the crowd with
-//!   them is measured on its own.
+//!   60–80 % dearer (60 % more CPU over criterion's window): their own calls, every heard line
+//!   a memory of up to eleven listeners — about 800 memories a step at 1,000 — and the
+//!   reflections those memories bring on twice as often. So the crowd with them is measured on
+//!   its own.
 //!
 //! Each size is warmed up first — run until every persona has planned its day (a day in its
 //! `Diary`) and grounded its first action, then on to 09:00 of the first day, when the town is
 //! awake and about — and saved in memory. One iteration is a fixed **window** of sim steps
 //! from that snapshot (60 steps = 10 game minutes, or `GA_BENCH_WINDOW=K`): the snapshot is
-//! restored outside the timed part, then the window is timed. Criterion reports a throughput of
+//! restored outside the timed part, then the window is timed. A restore brings back all a save
+//! keeps — the group conversations under way included, and the personas in their order — so
+//! every window is the one a run that never stopped would take (a census counts the same
+//! prompts in a restored window as in the first). Criterion reports a throughput of
 //! `personas × window` elements per iteration, i.e. agent-steps/s.
 //!
 //! The window is fixed because the cost of a step depends on the time of day: the steps on the
