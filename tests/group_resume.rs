@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
 use bevy_generative_agents::group::{ChatState, GroupAttention, GroupCommand, GroupStreams};
-use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
+use bevy_generative_agents::persist::{
+    PersistError, SaveIntegrity, load_into_world, load_into_world_with, save_world,
+};
 use bevy_generative_agents::testing::{
     create_test_app, scripted_client, spawn_crowd, synthetic_sheets,
 };
@@ -233,5 +235,24 @@ fn a_town_saved_mid_conversation_resumes_it_exactly() {
         &root.join("same-world"),
         "same world",
     );
+    an_older_save_loads_with_no_group_conversation(&root.join("at"));
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A version 2 save (before group conversations were kept) loads as having none open.
+fn an_older_save_loads_with_no_group_conversation(save: &Path) {
+    std::fs::remove_file(save.join("groups.json")).expect("groups.json");
+    for entry in std::fs::read_dir(save.join("personas")).expect("personas") {
+        std::fs::remove_file(entry.expect("persona").path().join("group.json")).expect("group");
+    }
+    let meta = save.join("meta.json");
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta).expect("meta")).expect("json");
+    value["format_version"] = serde_json::json!(2);
+    std::fs::write(&meta, value.to_string()).expect("meta written");
+    let mut app = empty_app();
+    load_into_world_with(app.world_mut(), save, SaveIntegrity::TrustEdited)
+        .expect("a version 2 save loads");
+    assert_eq!(talk(&mut app), (0, 0), "no conversation is open");
+    run_to(&mut app, 9 * 360 + 6);
 }

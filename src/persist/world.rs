@@ -523,9 +523,10 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
         }
     }
     // The personas get entities in the saved order: the simulation takes them in entity order
-    // wherever the order matters (who speaks first, whose call lands first), and a world that
-    // had personas hands their freed entities out again in an order of its own (the last
-    // freed first, a generation up) — so the entities are made first, then filled in order.
+    // wherever the order matters (who speaks first, whose call lands first), and a world need
+    // not hand entities out in increasing order (one that had personas hands their freed
+    // entities out again, a generation up) — so the entities are made first, sorted, then
+    // filled in the saved order.
     let mut entities: Vec<Entity> = (0..personas.len())
         .map(|_| world.spawn_empty().id())
         .collect();
