@@ -656,7 +656,7 @@ fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, Persist
     }
 
     let names: BTreeSet<&str> = meta.personas.iter().map(String::as_str).collect();
-    // Version 1 and 2 saves have no group conversations: none were open then.
+    // Version 1 and 2 saves did not keep the group conversations: they load with none open.
     let groups: GroupsFile = if meta.format_version >= 3 {
         let groups_path = Path::new(GROUPS_FILE);
         let groups: GroupsFile = parse(&file_of(groups_path), &read(groups_path)?)?;
