@@ -254,6 +254,22 @@ fn check_key(field: &str, key: &StreamKey) -> Result<(), GroupFileError> {
     }
 }
 
+/// Stream keys of a list: each one the heart flow or a game could have opened, none twice.
+/// `field(i)` names the key of item `i`.
+fn check_keys<'a>(
+    keys: impl IntoIterator<Item = &'a StreamKey>,
+    field: impl Fn(usize) -> String,
+) -> Result<(), GroupFileError> {
+    let mut once = BTreeSet::new();
+    for (i, key) in keys.into_iter().enumerate() {
+        check_key(&field(i), key)?;
+        if !once.insert(key) {
+            return Err(GroupFileError::new(field(i), "the stream appears twice"));
+        }
+    }
+    Ok(())
+}
+
 /// A line's text: at most [`MAX_LINE_CHARS`] characters, as every line said is cut.
 fn check_text(field: String, text: &str) -> Result<(), GroupFileError> {
     if text.chars().count() > MAX_LINE_CHARS {
@@ -349,14 +365,12 @@ impl GroupsFile {
 
     /// Checks everything the heart flow relies on, against the save's persona names.
     pub fn check(&self, personas: &BTreeSet<&str>) -> Result<(), GroupFileError> {
-        let mut keys = BTreeSet::new();
+        check_keys(self.streams.iter().map(|s| &s.key), |i| {
+            format!("streams[{i}].key")
+        })?;
         let mut channels = 0;
         for (i, stream) in self.streams.iter().enumerate() {
             let at = |rest: &str| format!("streams[{i}]{rest}");
-            check_key(&at(".key"), &stream.key)?;
-            if !keys.insert(&stream.key) {
-                return Err(GroupFileError::new(at(".key"), "the stream appears twice"));
-            }
             if matches!(stream.key, StreamKey::Channel(_)) {
                 channels += 1;
                 if channels > MAX_CHANNELS {
@@ -407,17 +421,9 @@ impl GroupsFile {
                 check_text(field(".text"), &line.text)?;
             }
         }
-        let mut rounds = BTreeSet::new();
-        for (i, round) in self.rounds.iter().enumerate() {
-            check_key(&format!("rounds[{i}].stream"), &round.stream)?;
-            if !rounds.insert(&round.stream) {
-                return Err(GroupFileError::new(
-                    format!("rounds[{i}].stream"),
-                    "the stream appears twice",
-                ));
-            }
-        }
-        Ok(())
+        check_keys(self.rounds.iter().map(|r| &r.stream), |i| {
+            format!("rounds[{i}].stream")
+        })
     }
 }
 
@@ -522,16 +528,20 @@ impl GroupFile {
     /// dimension of its embeddings (0: not known yet).
     pub fn check(&self, personas: &BTreeSet<&str>, dim: usize) -> Result<(), GroupFileError> {
         check_amount("join_in".into(), self.join_in)?;
-        let mut flows = BTreeSet::new();
+        check_keys(self.flows.iter().map(|f| &f.stream), |i| {
+            format!("flows[{i}].stream")
+        })?;
+        check_keys(self.seen.iter().map(|s| &s.stream), |i| {
+            format!("seen[{i}].stream")
+        })?;
+        check_keys(self.cycles.iter().map(|c| &c.stream), |i| {
+            format!("cycles[{i}].stream")
+        })?;
+        check_keys(self.planned.iter().map(|p| &p.stream), |i| {
+            format!("planned[{i}].stream")
+        })?;
         for (i, saved) in self.flows.iter().enumerate() {
             let at = |rest: &str| format!("flows[{i}]{rest}");
-            check_key(&at(".stream"), &saved.stream)?;
-            if !flows.insert(&saved.stream) {
-                return Err(GroupFileError::new(
-                    at(".stream"),
-                    "the stream appears twice",
-                ));
-            }
             let flow = &saved.flow;
             for (name, value) in [
                 ("interest", flow.interest),
@@ -548,25 +558,6 @@ impl GroupFile {
                     at(".flow.focus_chance"),
                     "a chance is at most 1",
                 ));
-            }
-        }
-        for (field, streams) in [
-            (
-                "seen",
-                self.seen.iter().map(|s| &s.stream).collect::<Vec<_>>(),
-            ),
-            ("cycles", self.cycles.iter().map(|c| &c.stream).collect()),
-            ("planned", self.planned.iter().map(|p| &p.stream).collect()),
-        ] {
-            let mut once = BTreeSet::new();
-            for (i, stream) in streams.into_iter().enumerate() {
-                check_key(&format!("{field}[{i}].stream"), stream)?;
-                if !once.insert(stream) {
-                    return Err(GroupFileError::new(
-                        format!("{field}[{i}].stream"),
-                        "the stream appears twice",
-                    ));
-                }
             }
         }
         for (i, heard) in self.pending.iter().enumerate() {
