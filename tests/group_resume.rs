@@ -7,8 +7,9 @@
 //! The town is the bench's crowd at a small size: twenty-five personas in the default town,
 //! where the breakfast places fill up and people gather in threes and more.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
 
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
@@ -20,16 +21,10 @@ use bevy_generative_agents::testing::{
     create_test_app, scripted_client, spawn_crowd, synthetic_sheets,
 };
 use bevy_generative_agents::world::TownMap;
+use common::{TempDir, assert_same_save, normalised_tree};
 
 const SEED: u64 = 3;
 const PERSONAS: usize = 25;
-
-fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bga-group-resume-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 fn map() -> TownMap {
     TownMap::load_tmx(TownMap::default_town_path()).expect("default town")
@@ -76,44 +71,6 @@ fn save(app: &mut App, dir: &Path) {
         }
     }
     panic!("the town never became saveable");
-}
-
-/// Every file of a save but `meta.json` (its wall-clock time) and `manifest.json` (which
-/// seals it).
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for entry in std::fs::read_dir(dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                let relative = path.strip_prefix(root).expect("inside").to_path_buf();
-                if relative != Path::new("meta.json") && relative != Path::new("manifest.json") {
-                    out.insert(relative, std::fs::read(&path).expect("read"));
-                }
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
-fn assert_same_save(expected: &Path, got: &Path, what: &str) {
-    let a = files(expected);
-    let b = files(got);
-    assert_eq!(
-        a.keys().collect::<Vec<_>>(),
-        b.keys().collect::<Vec<_>>(),
-        "{what}: same files"
-    );
-    for (file, bytes) in &a {
-        assert!(
-            b.get(file) == Some(bytes),
-            "{what}: {} differs from the run that never stopped",
-            file.display()
-        );
-    }
 }
 
 /// Lines said in open streams, and personas following a stream (`Chat` or `Focused`).
@@ -166,7 +123,7 @@ fn a_save_waits_for_a_post_being_embedded(app: &mut App, dir: &Path) {
         }
     }
     assert!(busy > 0, "the save waited for the post's call");
-    let heard = files(dir)
+    let heard = normalised_tree(dir)
         .iter()
         .filter(|(file, bytes)| {
             let name = file.file_name().and_then(|n| n.to_str());
@@ -182,7 +139,8 @@ fn a_save_waits_for_a_post_being_embedded(app: &mut App, dir: &Path) {
 
 #[test]
 fn a_town_saved_mid_conversation_resumes_it_exactly() {
-    let root = temp("mid");
+    let temp = TempDir::new("group-resume");
+    let root = temp.path();
     let mut town = crowd();
     // 09:00 on the first day (10 s a step), when the breakfast places are full.
     let at = 9 * 360;
@@ -236,7 +194,6 @@ fn a_town_saved_mid_conversation_resumes_it_exactly() {
         "same world",
     );
     an_older_save_loads_with_no_group_conversation(&root.join("at"));
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// A version 2 save (before group conversations were kept) loads as having none open.

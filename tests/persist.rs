@@ -1,7 +1,6 @@
 //! Saves, loads, forks, movement-log checks, reports and record/replay of model answers
 //! (SPEC §11), through the library and the real `smallville` binary.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -17,7 +16,7 @@ use bevy_generative_agents::persist::{
     load_into_world, recover_interrupted_save,
 };
 use bevy_generative_agents::persona::Persona;
-use common::{copy_tree, run_ok, scripted_run_options};
+use common::{assert_same_save, copy_tree, normalised_tree, run_ok, scripted_run_options};
 
 /// The `smallville` binary (this test file needs the `cli` feature, see Cargo.toml).
 const BIN: &str = env!("CARGO_BIN_EXE_smallville");
@@ -31,42 +30,6 @@ fn temp(name: &str) -> PathBuf {
 
 fn options(hours: f64, out: &Path) -> RunOptions {
     scripted_run_options(hours, 3, 5, out)
-}
-
-/// Every file under `dir`, relative path → bytes, with `meta.json`'s wall-clock field zeroed.
-fn normalised_tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .expect("read dir")
-            .map(|e| e.expect("entry").path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                let relative = path.strip_prefix(root).expect("inside").to_path_buf();
-                let mut bytes = std::fs::read(&path).expect("read");
-                if relative == Path::new("meta.json") {
-                    let mut meta: serde_json::Value =
-                        serde_json::from_slice(&bytes).expect("meta json");
-                    meta["saved_at_unix"] = serde_json::json!(0);
-                    bytes = serde_json::to_vec_pretty(&meta).expect("meta bytes");
-                }
-                if relative == Path::new("manifest.json") {
-                    // The checksum of meta.json covers its wall-clock field.
-                    let mut manifest: serde_json::Value =
-                        serde_json::from_slice(&bytes).expect("manifest json");
-                    manifest["files"]["meta.json"] = serde_json::json!("");
-                    bytes = serde_json::to_vec_pretty(&manifest).expect("manifest bytes");
-                }
-                out.insert(relative, bytes);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -89,20 +52,7 @@ fn assert_resume_is_exact(first: f64, second: f64, root: &Path) {
     let steps_second = (second * 360.0) as usize;
     assert_eq!(resumed.steps, steps_second as u64);
 
-    let a = normalised_tree(&whole.join("save"));
-    let b = normalised_tree(&part2.join("save"));
-    assert_eq!(
-        a.keys().collect::<Vec<_>>(),
-        b.keys().collect::<Vec<_>>(),
-        "same files"
-    );
-    for (file, bytes) in &a {
-        assert!(
-            b.get(file) == Some(bytes),
-            "{} differs between the long run and the resumed run",
-            file.display()
-        );
-    }
+    let a = assert_same_save(&whole.join("save"), &part2.join("save"), "the resumed run");
     // Scratch, memories, rng, events, diary: nothing was missed.
     assert!(a.len() >= 4 + 3 * 9, "{} files", a.len());
 

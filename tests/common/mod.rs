@@ -2,7 +2,8 @@
 //! log and save), and a copy of a folder to corrupt without touching the original.
 #![allow(dead_code, reason = "each test file uses a part of these helpers")]
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use bevy_generative_agents::llm::BackendChoice;
 use bevy_generative_agents::output::{RunOptions, RunReport, run};
@@ -29,6 +30,64 @@ pub fn run_ok(options: &RunOptions) -> RunReport {
 /// A scripted run (see [`scripted_run_options`]).
 pub fn scripted_run(hours: f64, personas: usize, seed: u64, out: &Path) -> RunReport {
     run_ok(&scripted_run_options(hours, personas, seed, out))
+}
+
+/// Every file under `dir`, relative path → bytes, with `meta.json`'s wall-clock field zeroed
+/// (and its checksum in `manifest.json`, which covers that field).
+pub fn normalised_tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .expect("read dir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let relative = path.strip_prefix(root).expect("inside").to_path_buf();
+                let mut bytes = std::fs::read(&path).expect("read");
+                if relative == Path::new("meta.json") {
+                    let mut meta: serde_json::Value =
+                        serde_json::from_slice(&bytes).expect("meta json");
+                    meta["saved_at_unix"] = serde_json::json!(0);
+                    bytes = serde_json::to_vec_pretty(&meta).expect("meta bytes");
+                }
+                if relative == Path::new("manifest.json") {
+                    // The checksum of meta.json covers its wall-clock field.
+                    let mut manifest: serde_json::Value =
+                        serde_json::from_slice(&bytes).expect("manifest json");
+                    manifest["files"]["meta.json"] = serde_json::json!("");
+                    bytes = serde_json::to_vec_pretty(&manifest).expect("manifest bytes");
+                }
+                out.insert(relative, bytes);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Asserts that the saves `expected` (of a run that never stopped) and `got` hold the same
+/// files, byte for byte but for the wall-clock time of the save; returns `expected`'s files.
+/// `what` names `got` in a failure.
+pub fn assert_same_save(expected: &Path, got: &Path, what: &str) -> BTreeMap<PathBuf, Vec<u8>> {
+    let a = normalised_tree(expected);
+    let b = normalised_tree(got);
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "{what}: same files"
+    );
+    for (file, bytes) in &a {
+        assert!(
+            b.get(file) == Some(bytes),
+            "{what}: {} differs from the run that never stopped",
+            file.display()
+        );
+    }
+    a
 }
 
 /// Copies the folder `from` to `to`, recursively.
