@@ -99,6 +99,7 @@ pub mod cognition;
 pub mod dialogue;
 pub mod director;
 pub mod eval;
+pub mod files;
 pub mod group;
 pub mod headless;
 pub mod llm;

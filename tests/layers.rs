@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// (as long as no cycle forms). A top-level module missing here fails the check: place it.
 const LAYERS: &[&[&str]] = &[
     // The ground: tunables, the town, memories, time.
-    &["settings"],
+    &["settings", "files"],
     &["clock", "world", "memory"],
     // Talking to models (backends, the offline stand-in, the client), then the prompt pipeline.
     &["llm"],

@@ -299,6 +299,22 @@ fn corrupt_saves_fail_naming_the_file_and_field_and_load_nothing() {
             vec!["groups.json", "truncated"],
         ),
         (
+            // A sparse file: the size is refused before a byte of it is read.
+            "memories larger than a save file may be",
+            Box::new({
+                let nodes = nodes.clone();
+                move |save: &Path| {
+                    let file = std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(save.join(&nodes))
+                        .expect("open");
+                    file.set_len(bevy_generative_agents::persist::MAX_SAVE_FILE_BYTES + 1)
+                        .expect("grow");
+                }
+            }),
+            vec!["nodes.json", "1073741825 bytes, more than the 1073741824"],
+        ),
+        (
             "attention out of range",
             Box::new({
                 let group = rel(&persona.join("group.json"));

@@ -44,11 +44,14 @@ pub struct InterviewArgs {
 #[derive(Resource, Default)]
 struct Answers(Vec<DialogueReplied>);
 
+/// The most a `--questions` file may hold (1 MiB: thousands of questions).
+const MAX_QUESTIONS_BYTES: u64 = 1 << 20;
+
 fn questions(args: &InterviewArgs) -> Result<Vec<String>, String> {
     let list: Vec<String> = match (&args.question, &args.questions) {
         (Some(q), _) => vec![q.clone()],
         (None, Some(file)) => {
-            let text = std::fs::read_to_string(file)
+            let text = bevy_generative_agents::files::read_text_at_most(file, MAX_QUESTIONS_BYTES)
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             text.lines()
                 .map(str::trim)

@@ -42,6 +42,7 @@ use super::{ConfirmationPolicy, DirectorCommand, DirectorFailed, DirectorReviewe
 use crate::clock::{AgentSystems, PollSystems, SimClock, SimPoll, SimStep};
 use crate::dialogue::tools::{ToolCall, resolve_place};
 use crate::dialogue::{DialogueMode, DialogueReplied, DialogueRequest, DialogueSystems};
+use crate::files::{ReadError, read_text_at_most};
 use crate::output::run::{RunError, RunOptions, RunReport, RunSetup, run};
 use crate::persona::Mind;
 use crate::world::{AddressLevel, TownMap};
@@ -275,13 +276,12 @@ impl Scenario {
             path: path.to_owned(),
             source,
         };
-        let size = std::fs::metadata(path).map_err(io)?.len();
-        if size > MAX_FILE_BYTES {
-            return Err(invalid(format!(
-                "{size} bytes; a scenario is at most {MAX_FILE_BYTES}"
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(io)?;
+        let text = read_text_at_most(path, MAX_FILE_BYTES).map_err(|err| match err {
+            ReadError::TooLarge { bytes, .. } => invalid(format!(
+                "{bytes} bytes; a scenario is at most {MAX_FILE_BYTES}"
+            )),
+            ReadError::Io(err) => io(err),
+        })?;
         Self::parse(&text, SimClock::default_start()).map_err(invalid)
     }
 
@@ -1025,12 +1025,16 @@ pub struct ScenarioResults {
     pub unreadable_lines: usize,
 }
 
+/// The most a scenario log read back may hold (256 MiB).
+const MAX_LOG_BYTES: u64 = 256 << 20;
+
 /// Reads the run folder's log back into results (bounded: a line over 1 MB is unreadable).
 pub(crate) fn read_results(scenario: &Scenario, out: &Path) -> std::io::Result<ScenarioResults> {
-    let text = match std::fs::read_to_string(out.join(SCENARIO_LOG)) {
+    // The log of the longest scenario is a few megabytes; a damaged one is refused.
+    let text = match read_text_at_most(&out.join(SCENARIO_LOG), MAX_LOG_BYTES) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e),
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => String::new(),
+        Err(e) => return Err(e.into()),
     };
     let mut results = ScenarioResults {
         scenario: scenario.clone(),

@@ -131,11 +131,16 @@ pub(crate) fn parse_items(text: &str, path: &Path) -> Result<Vec<EvalItem>, Eval
     Ok(items)
 }
 
-/// Reads an eval file.
+/// The most an eval file may hold: 64 MiB (a thousand items are about 1 MB).
+pub const MAX_EVAL_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads an eval file (at most [`MAX_EVAL_FILE_BYTES`]).
 pub fn load_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
-        path: path.to_owned(),
-        source,
+    let text = crate::files::read_text_at_most(path, MAX_EVAL_FILE_BYTES).map_err(|err| {
+        EvalError::Io {
+            path: path.to_owned(),
+            source: err.into(),
+        }
     })?;
     parse_items(&text, path)
 }
@@ -600,6 +605,19 @@ mod tests {
         assert!(err.to_string().starts_with("evals.jsonl:1:"), "{err}");
         let err = parse_items("{", path).expect_err("not json");
         assert!(matches!(err, EvalError::Parse { line: 1, .. }));
+    }
+
+    #[test]
+    fn an_eval_file_larger_than_the_limit_is_refused_unread() {
+        let huge =
+            std::env::temp_dir().join(format!("bga-huge-evals-{}.jsonl", std::process::id()));
+        std::fs::File::create(&huge)
+            .and_then(|f| f.set_len(MAX_EVAL_FILE_BYTES + 1))
+            .expect("sparse file");
+        let err = load_items(&huge).expect_err("too large");
+        let _ = std::fs::remove_file(&huge);
+        assert!(matches!(err, EvalError::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains("more than the 67108864"), "{err}");
     }
 
     #[test]

@@ -43,6 +43,10 @@ use super::offline::town_script_backend;
 /// The default number of local inference threads: on a small machine shared with the game,
 /// one well-fed thread beats two starved ones.
 pub const DEFAULT_LOCAL_THREADS: u32 = 1;
+
+/// The most a model config file may hold (1 MiB; a config is a few hundred bytes).
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+
 /// Model files the local backend looks for in the model cache, best first: a 1.5B instruct
 /// model when `scripts/fetch-model.sh` could get one, else the small pip-packaged SmolLM2.
 pub const DEFAULT_MODEL_FILES: &[&str] = &[
@@ -618,9 +622,11 @@ impl LlmConfigLayer {
 
     /// Reads a JSON config file.
     pub(crate) fn from_json_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::File {
-            path: path.to_owned(),
-            source,
+        let text = crate::files::read_text_at_most(path, MAX_CONFIG_FILE_BYTES).map_err(|err| {
+            ConfigError::File {
+                path: path.to_owned(),
+                source: err.into(),
+            }
         })?;
         Self::from_json_str(&text).map_err(|err| match err {
             ConfigError::Parse { message, .. } => ConfigError::Parse {
@@ -1350,6 +1356,14 @@ mod tests {
         let err = LlmConfigLayer::from_json_file(Path::new("/nonexistent/llm.json"))
             .expect_err("missing");
         assert!(matches!(err, ConfigError::File { .. }));
+        // A config file far larger than a config is refused by its size, unread.
+        let huge = std::env::temp_dir().join(format!("bga-huge-llm-{}.json", std::process::id()));
+        std::fs::File::create(&huge)
+            .and_then(|f| f.set_len(MAX_CONFIG_FILE_BYTES + 1))
+            .expect("sparse file");
+        let err = LlmConfigLayer::from_json_file(&huge).expect_err("too large");
+        let _ = std::fs::remove_file(&huge);
+        assert!(err.to_string().contains("more than the 1048576"), "{err}");
         let mut config = LlmConfig::default();
         let bad = LlmConfigLayer {
             timeout_secs: Some(-1.0),

@@ -106,7 +106,8 @@ mod drawing {
                 .into_iter()
                 .chain(FONT_PATHS.iter().map(PathBuf::from));
             for path in candidates {
-                let Ok(bytes) = std::fs::read(&path) else {
+                // No font is 64 MiB; a path to something else is skipped unread.
+                let Ok(bytes) = crate::files::read_at_most(&path, 64 << 20) else {
                     continue;
                 };
                 // Registered fonts live for the whole process (plotters wants `'static` data).

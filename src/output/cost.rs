@@ -105,14 +105,13 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, CostError
         path: path.to_path_buf(),
         source,
     };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(CostError::Invalid {
+    let text = crate::files::read_text_at_most(path, MAX_FILE_BYTES).map_err(|err| match err {
+        crate::files::ReadError::TooLarge { bytes, .. } => CostError::Invalid {
             path: path.to_path_buf(),
-            message: format!("{len} bytes is more than a run writes ({MAX_FILE_BYTES} at most)"),
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+            message: format!("{bytes} bytes is more than a run writes ({MAX_FILE_BYTES} at most)"),
+        },
+        crate::files::ReadError::Io(err) => io(err),
+    })?;
     serde_json::from_str(&text).map_err(|err| CostError::Invalid {
         path: path.to_path_buf(),
         message: err.to_string(),

@@ -829,7 +829,8 @@ fn checkpoint(
 
 /// `usage.json` of an earlier run into the same folder, if it is readable.
 fn read_usage(path: &Path) -> Option<UsageReport> {
-    let text = std::fs::read(path).ok()?;
+    // Far more than any run's usage (a line per prompt kind and backend).
+    let text = crate::files::read_at_most(path, 64 << 20).ok()?;
     serde_json::from_slice(&text).ok()
 }
 

@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::PersistError;
+use crate::files::{ReadError, read_at_most};
 
 /// A save's files: paths relative to the save folder, and their bytes.
 pub(crate) type SaveFiles = Vec<(PathBuf, Vec<u8>)>;
@@ -135,19 +136,33 @@ fn write_tree(root: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), PersistEr
     Ok(())
 }
 
-/// Reads a file of a save, naming it in the error (a missing file is [`PersistError::Missing`]).
+/// The most one file of a save may hold: 1 GiB (a persona's memories after a simulated day
+/// are about 4 MB).
+pub const MAX_SAVE_FILE_BYTES: u64 = 1 << 30;
+
+/// Reads a file of a save, naming it in the error (a missing file is [`PersistError::Missing`],
+/// one larger than [`MAX_SAVE_FILE_BYTES`] is refused before it is read).
 pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, PersistError> {
-    std::fs::read(path).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
+    read_file_at_most(path, MAX_SAVE_FILE_BYTES)
+}
+
+/// [`read_file`] with a limit of its own.
+pub(crate) fn read_file_at_most(path: &Path, limit: u64) -> Result<Vec<u8>, PersistError> {
+    read_at_most(path, limit).map_err(|err| match err {
+        ReadError::Io(source) if source.kind() == std::io::ErrorKind::NotFound => {
             PersistError::Missing {
                 path: path.to_owned(),
             }
-        } else {
-            PersistError::Io {
-                path: path.to_owned(),
-                source,
-            }
         }
+        ReadError::Io(source) => PersistError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        too_large @ ReadError::TooLarge { .. } => PersistError::Invalid {
+            file: path.to_owned(),
+            field: String::new(),
+            message: too_large.to_string(),
+        },
     })
 }
 

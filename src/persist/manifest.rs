@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::PersistError;
-use super::files::read_file;
+use super::files::{read_file, read_file_at_most};
 
 /// The manifest's file name in a save.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -109,7 +109,10 @@ pub(crate) fn verify(root: &Path, expected: &[PathBuf]) -> Result<(), PersistErr
         }
         _ => {}
     }
-    let manifest: Manifest = super::format::parse(&manifest_path, &read_file(&manifest_path)?)?;
+    let manifest: Manifest = super::format::parse(
+        &manifest_path,
+        &read_file_at_most(&manifest_path, MAX_MANIFEST_BYTES)?,
+    )?;
     if manifest.algorithm != MANIFEST_ALGORITHM {
         return Err(PersistError::Invalid {
             file: manifest_path,

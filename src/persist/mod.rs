@@ -64,7 +64,7 @@ pub mod manifest;
 mod world;
 
 pub use cache::{CacheMode, client_with_cache_mode};
-pub use files::recover_interrupted_save;
+pub use files::{MAX_SAVE_FILE_BYTES, recover_interrupted_save};
 pub use format::{EmbeddingInfo, EventsFile, PendingFile, PersonaSave, SaveData, SaveMeta, decode};
 pub use manifest::{MANIFEST_FILE, SaveIntegrity};
 pub use world::{

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Scratch;
+use crate::files::{ReadError, read_at_most};
 use crate::settings::{AgentSettings, PersonaDefaults};
 use crate::world::{TileCoord, TownMap};
 
@@ -284,21 +285,16 @@ pub fn default_personas_dir() -> PathBuf {
 
 /// Reads a sheet of at most [`MAX_SHEET_BYTES`].
 fn read_sheet(path: &Path) -> Result<String, PersonaError> {
-    use std::io::Read;
     let io = |reason: String| PersonaError::Io {
         path: path.to_path_buf(),
         reason,
     };
-    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_SHEET_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io(e.to_string()))?;
-    if bytes.len() as u64 > MAX_SHEET_BYTES {
-        return Err(io(format!(
+    let bytes = read_at_most(path, MAX_SHEET_BYTES).map_err(|err| match err {
+        ReadError::Io(err) => io(err.to_string()),
+        ReadError::TooLarge { .. } => io(format!(
             "larger than {MAX_SHEET_BYTES} bytes; a persona sheet is a few kilobytes"
-        )));
-    }
+        )),
+    })?;
     String::from_utf8(bytes).map_err(|e| PersonaError::Invalid {
         path: path.to_path_buf(),
         reason: format!("not UTF-8: {e}"),

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::actor::{ATTACK, Actor, HEALTH, MAX_HEALTH};
 use super::scene::Scene;
+use crate::files::{ReadError, read_text_at_most};
 
 /// The largest scene file read.
 pub const MAX_SCENE_FILE_BYTES: u64 = 256 * 1024;
@@ -78,16 +79,12 @@ pub struct ActorFile {
 /// Reads and checks a scene file; `personas` are the town's, by full name.
 pub fn load_scene(path: &Path, personas: &[(String, Entity)]) -> Result<Scene, String> {
     let shown = path.display();
-    let size = std::fs::metadata(path)
-        .map_err(|e| format!("scene {shown}: cannot read the file: {e}"))?
-        .len();
-    if size > MAX_SCENE_FILE_BYTES {
-        return Err(format!(
-            "scene {shown}: {size} bytes, more than the {MAX_SCENE_FILE_BYTES} a scene may have"
-        ));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("scene {shown}: cannot read the file: {e}"))?;
+    let text = read_text_at_most(path, MAX_SCENE_FILE_BYTES).map_err(|e| match e {
+        ReadError::TooLarge { bytes, .. } => format!(
+            "scene {shown}: {bytes} bytes, more than the {MAX_SCENE_FILE_BYTES} a scene may have"
+        ),
+        ReadError::Io(e) => format!("scene {shown}: cannot read the file: {e}"),
+    })?;
     let file: SceneFile = serde_json::from_str(&text).map_err(|e| format!("scene {shown}: {e}"))?;
     scene_from_file(file, personas).map_err(|e| format!("scene {shown}: {e}"))
 }

@@ -30,6 +30,7 @@ use super::address::{ADDRESS_SEPARATOR, Address};
 use super::error::{MapError, MapProblem};
 use super::map::{MapParts, Tile, TilesetInfo, TownMap, VisualLayer, VisualTile};
 use super::tmx_scan::{MAX_MAP_FILE_BYTES, MAX_NAME_BYTES, Prescan, clip};
+use crate::files::{ReadError, read_at_most};
 
 /// The most memory the names copied onto a map's tiles may take (see
 /// [`MapProblem::NamesTooLarge`]).
@@ -86,25 +87,14 @@ impl tiled::ResourceReader for PreloadedReader {
 /// Reads a whole file of at most [`MAX_MAP_FILE_BYTES`] (also for files whose size the file
 /// system does not report, like devices).
 fn read_limited(path: &Path) -> Result<Vec<u8>, MapProblem> {
-    let file = std::fs::File::open(path).map_err(MapProblem::Io)?;
-    let too_large = |bytes| MapProblem::FileTooLarge {
-        file: clip(&path.display().to_string(), 200),
-        bytes,
-        limit: MAX_MAP_FILE_BYTES,
-    };
-    if let Ok(meta) = file.metadata()
-        && meta.len() > MAX_MAP_FILE_BYTES
-    {
-        return Err(too_large(meta.len()));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_MAP_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(MapProblem::Io)?;
-    if bytes.len() as u64 > MAX_MAP_FILE_BYTES {
-        return Err(too_large(bytes.len() as u64));
-    }
-    Ok(bytes)
+    read_at_most(path, MAX_MAP_FILE_BYTES).map_err(|err| match err {
+        ReadError::Io(err) => MapProblem::Io(err),
+        ReadError::TooLarge { bytes, limit } => MapProblem::FileTooLarge {
+            file: clip(&path.display().to_string(), 200),
+            bytes,
+            limit,
+        },
+    })
 }
 
 /// An area rectangle from an object layer.

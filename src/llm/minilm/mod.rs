@@ -99,13 +99,12 @@ fn read_text(path: &Path) -> Result<String, MiniLmError> {
         path: path.to_owned(),
         reason,
     };
-    let meta = std::fs::metadata(path).map_err(|_| MiniLmError::Missing {
-        path: path.to_owned(),
-    })?;
-    if meta.len() > MAX_TEXT_FILE {
-        return Err(invalid(format!("{} bytes is too large", meta.len())));
-    }
-    std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))
+    crate::files::read_text_at_most(path, MAX_TEXT_FILE).map_err(|err| match err.io_kind() {
+        Some(std::io::ErrorKind::NotFound) => MiniLmError::Missing {
+            path: path.to_owned(),
+        },
+        _ => invalid(err.to_string()),
+    })
 }
 
 impl MiniLm {
