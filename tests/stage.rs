@@ -586,3 +586,103 @@ fn the_stage_tools_read_without_the_hidden_and_open_scenes_from_arguments() {
         .expect("runs");
     assert!(hidden.is_err(), "{hidden:?}");
 }
+
+/// A save keeps no stage scene: loading one into a world where a scene is playing (mid-turn)
+/// ends it — told closed, its turn's calls dropped, its waiter gone — and the loaded town steps
+/// on with no stage and no persona held by it.
+#[test]
+fn loading_a_save_ends_the_scenes_playing() {
+    use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
+    use bevy_generative_agents::testing::{create_test_app, spawn_crowd, synthetic_sheets};
+    use bevy_generative_agents::world::TownMap;
+
+    let map = TownMap::load_tmx(TownMap::default_town_path()).expect("default town");
+    let mut app = create_test_app(bevy_generative_agents::testing::scripted_client(7));
+    let sheets = synthetic_sheets(4).expect("sheets");
+    spawn_crowd(&mut app, map, &sheets, 7).expect("crowd");
+    app.finish();
+    app.cleanup();
+    let step_until = |app: &mut App, step: u64| {
+        for _ in 0..200_000 {
+            if app.world().resource::<SimClock>().step() >= step {
+                return;
+            }
+            app.update();
+        }
+        panic!("the clock stalled before step {step}");
+    };
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
+    step_until(&mut app, 6);
+    let dir = std::env::temp_dir().join(format!("bga-stage-load-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut saved = false;
+    for _ in 0..10_000 {
+        match save_world(app.world_mut(), &dir) {
+            Ok(_) => {
+                saved = true;
+                break;
+            }
+            Err(PersistError::Busy(_)) => app.update(),
+            Err(err) => panic!("save failed: {err}"),
+        }
+    }
+    assert!(saved, "the town never became saveable");
+
+    // Two of the town play in a scene with three turns queued (the clock held, so none starts).
+    // The entity that holds the clock for a scene's turns, named after its stage.
+    let waiters = |app: &mut App| {
+        let mut q = app.world_mut().query_filtered::<&Name, Without<Persona>>();
+        q.iter(app.world())
+            .filter(|n| n.as_str() == format!("stage {PUB}"))
+            .count()
+    };
+    let step = app.world().resource::<SimClock>().step();
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(step);
+    let mut query = app.world_mut().query_filtered::<Entity, With<Persona>>();
+    let mut players: Vec<Entity> = query.iter(app.world()).collect();
+    players.sort();
+    let scene = scene([players[0], players[1]]);
+    app.world_mut().write_message(StageCommand::Open { scene });
+    app.world_mut().write_message(StageCommand::Play {
+        stage: PUB.to_string(),
+        turns: 3,
+    });
+    app.update();
+    assert_eq!(app.world().resource::<Stages>().queued(PUB), 3);
+    assert_eq!(waiters(&mut app), 1, "the scene's waiter");
+    for p in &players[..2] {
+        assert!(app.world().get::<Held>(*p).is_some(), "on the stage");
+    }
+
+    let mut closed = bevy::ecs::message::MessageCursor::<StageClosed>::default();
+    closed
+        .read(app.world().resource::<Messages<StageClosed>>())
+        .for_each(drop);
+    load_into_world(app.world_mut(), &dir).expect("load");
+    let _ = std::fs::remove_dir_all(&dir);
+    let told: Vec<String> = closed
+        .read(app.world().resource::<Messages<StageClosed>>())
+        .map(|c| c.stage.clone())
+        .collect();
+    assert_eq!(told, [PUB], "the game is told the scene ended");
+    assert_eq!(app.world().resource::<Stages>().iter().count(), 0);
+    assert_eq!(waiters(&mut app), 0, "the waiter is gone");
+
+    // The loaded town steps on: no turn of the ended scene is played, nobody is held.
+    let mut resolved = bevy::ecs::message::MessageCursor::<StageTurnResolved>::default();
+    resolved
+        .read(app.world().resource::<Messages<StageTurnResolved>>())
+        .for_each(drop);
+    // (Reaching `stop_at_step` paused the clock.)
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = None;
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
+    let from = app.world().resource::<SimClock>().step();
+    step_until(&mut app, from + 12);
+    let played = resolved
+        .read(app.world().resource::<Messages<StageTurnResolved>>())
+        .count();
+    assert_eq!(played, 0, "a turn of the ended scene was played");
+    let mut held = app.world_mut().query_filtered::<Entity, With<Held>>();
+    assert_eq!(held.iter(app.world()).count(), 0);
+    assert_eq!(app.world().resource::<Stages>().iter().count(), 0);
+}

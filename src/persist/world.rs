@@ -505,6 +505,8 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
         // Despawning drops any task in flight on the entity, which cancels it.
         world.despawn(entity);
     }
+    // A save keeps no stage scene, and the scenes' actors were the personas just despawned.
+    crate::stage::end_scenes_for_load(world);
     if let Some(mut map) = world.get_resource_mut::<TownMap>() {
         let existing: Vec<(TileCoord, Vec<TileEvent>)> = map
             .tiles()

@@ -30,8 +30,9 @@
 //! [`Held`](crate::clock::Held) while the scene plays — they stay on the stage, starting no
 //! thought and taking no step — and when it closes ([`StageCommand::Close`], or
 //! [`StageCommand::Finish`] after the queued turns) each keeps a memory of it, its day makes
-//! room for the time it took (SPEC §3.5's re-decomposition) and its routine resumes. Outcome
-//! messages:
+//! room for the time it took (SPEC §3.5's re-decomposition) and its routine resumes. A save
+//! keeps no scene: loading one into the world ends every scene playing (told with
+//! [`StageClosed`]; no aftermath, the personas who lived it are gone). Outcome messages:
 //!
 //! | message | when |
 //! | --- | --- |
@@ -62,6 +63,7 @@ use bevy::prelude::*;
 use crate::clock::{AgentSystems, AwaitingCognition, PollSystems, SimPoll, SimStep};
 
 pub use play::MAX_STAGES;
+pub(crate) use play::end_scenes_for_load;
 
 /// The stages' tunables.
 #[derive(Resource, Debug, Clone, PartialEq)]

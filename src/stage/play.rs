@@ -423,6 +423,31 @@ fn close(world: &mut World, run: StageRun) {
         .extend(aftermaths);
 }
 
+/// Ends every scene because a save is being loaded into the world: a save does not keep
+/// scenes, and their persona actors are the personas the load replaces. Each scene is told
+/// closed ([`StageClosed`], as it stood), its turn in flight is dropped (its calls cancelled)
+/// and its waiter despawned; no aftermath is queued, and those not yet run are dropped (the
+/// minds they were for are gone).
+pub(crate) fn end_scenes_for_load(world: &mut World) {
+    let runs = world
+        .get_resource_mut::<Stages>()
+        .map(|mut stages| std::mem::take(&mut stages.runs))
+        .unwrap_or_default();
+    for run in runs.into_values() {
+        if let Ok(waiter) = world.get_entity_mut(run.waiter) {
+            waiter.despawn();
+        }
+        world.write_message(StageClosed {
+            stage: run.scene.name.clone(),
+            turns: run.scene.turn,
+            scene: run.scene,
+        });
+    }
+    if let Some(mut aftermaths) = world.get_resource_mut::<Aftermaths>() {
+        aftermaths.0.clear();
+    }
+}
+
 /// Poignancy of a scene's memory: a dramatic moment.
 const SCENE_POIGNANCY: u8 = 6;
 
