@@ -13,7 +13,12 @@ mod common;
 
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
-use bevy_generative_agents::group::{ChatState, GroupAttention, GroupCommand, GroupStreams};
+use bevy_generative_agents::group::{
+    ChatState, GroupAttention, GroupCommand, GroupLineSpoken, GroupStreams,
+};
+use bevy_generative_agents::llm::{
+    BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmClient, LlmError,
+};
 use bevy_generative_agents::persist::{
     PersistError, SaveIntegrity, load_into_world, load_into_world_with, save_world,
 };
@@ -33,6 +38,47 @@ fn map() -> TownMap {
 /// An app with the crowd's simulation plugins and no personas yet.
 fn empty_app() -> App {
     let mut app = create_test_app(scripted_client(SEED));
+    app.insert_resource(map());
+    app.finish();
+    app.cleanup();
+    app
+}
+
+/// The town script, except that embedding the game's post takes a third of a second: a clock
+/// that did not wait for it would have run on by then.
+struct SlowPost(bevy_generative_agents::llm::ScriptedBackend);
+
+impl LlmBackend for SlowPost {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn model(&self) -> &str {
+        self.0.model()
+    }
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        self.0.chat(request)
+    }
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        if texts.iter().any(|t| t.contains(POST)) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        self.0.embed(texts)
+    }
+    fn embedding_model(&self) -> &str {
+        self.0.embedding_model()
+    }
+    fn embedding_dim(&self) -> usize {
+        self.0.embedding_dim()
+    }
+}
+
+/// What the game posts (see [`a_post_is_remembered_when_it_was_said`]).
+const POST: &str = "The summer fair is on Saturday at noon.";
+
+/// [`empty_app`] whose model is [`SlowPost`].
+fn empty_app_slow_to_embed_the_post() -> App {
+    let backend = bevy_generative_agents::llm::town_script_backend(SEED);
+    let mut app = create_test_app(LlmClient::new(std::sync::Arc::new(SlowPost(backend))));
     app.insert_resource(map());
     app.finish();
     app.cleanup();
@@ -94,9 +140,10 @@ fn talk(app: &mut App) -> (usize, usize) {
     (lines, following)
 }
 
-/// A game's post into a stream is embedded by a call of no persona: a save waits for it, and
-/// the line reaches the listeners (as a memory, or heard and not yet remembered) in the save.
-fn a_save_waits_for_a_post_being_embedded(app: &mut App, dir: &Path) {
+/// A game's post into a stream is embedded by a call of no persona: a Lockstep clock waits for
+/// it as for a persona's call, so the line becomes a memory of its listeners at the time it was
+/// said — on every run, however long the embedding takes.
+fn a_post_is_remembered_when_it_was_said(app: &mut App, dir: &Path) {
     let stream = app
         .world()
         .resource::<GroupStreams>()
@@ -104,36 +151,59 @@ fn a_save_waits_for_a_post_being_embedded(app: &mut App, dir: &Path) {
         .find(|s| !s.members.is_empty())
         .map(|s| s.key.clone())
         .expect("an open stream");
-    let text = "The summer fair is on Saturday at noon.";
+    let text = POST;
+    let mut spoken = bevy::ecs::message::MessageCursor::<GroupLineSpoken>::default();
+    spoken
+        .read(app.world().resource::<Messages<GroupLineSpoken>>())
+        .for_each(drop);
     app.world_mut().write_message(GroupCommand::Post {
         stream,
         speaker: "Mayor".into(),
         text: text.into(),
     });
-    let mut busy = 0;
+    // The clock runs on (`run_to` left it paused at its stop).
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = None;
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
+    let mut said_at = None;
     for _ in 0..10_000 {
         app.update();
-        match save_world(app.world_mut(), dir) {
-            Ok(_) => break,
-            Err(PersistError::Busy(why)) => {
-                assert!(why.contains("group call"), "{why}");
-                busy += 1;
-            }
-            Err(err) => panic!("save failed: {err}"),
+        if said_at.is_none() {
+            said_at = spoken
+                .read(app.world().resource::<Messages<GroupLineSpoken>>())
+                .find(|line| line.text == text)
+                .map(|line| line.time);
+        }
+        // A game minute past the post, so its listeners have stored it.
+        let now = app.world().resource::<SimClock>().now();
+        if said_at.is_some_and(|at| now >= at + chrono::Duration::minutes(1)) {
+            break;
         }
     }
-    assert!(busy > 0, "the save waited for the post's call");
-    let heard = normalised_tree(dir)
-        .iter()
-        .filter(|(file, bytes)| {
-            let name = file.file_name().and_then(|n| n.to_str());
-            matches!(name, Some("group.json" | "nodes.json"))
-                && String::from_utf8_lossy(bytes).contains(text)
-        })
-        .count();
+    let said_at = said_at.expect("the post was said");
+    let said_at = said_at.format("%Y-%m-%dT%H:%M:%S").to_string();
+    save(app, dir);
+    let mut heard = 0;
+    for (file, bytes) in normalised_tree(dir) {
+        if file.file_name().and_then(|n| n.to_str()) != Some("nodes.json") {
+            continue;
+        }
+        let nodes: Vec<serde_json::Value> = serde_json::from_slice(&bytes).expect("nodes");
+        for node in nodes {
+            if node["description"]
+                .as_str()
+                .is_some_and(|d| d.contains(text))
+            {
+                heard += 1;
+                assert_eq!(
+                    node["created"], said_at,
+                    "{file:?} remembers the post at another time"
+                );
+            }
+        }
+    }
     assert!(
         heard >= 2,
-        "the post reached its listeners ({heard} files hold it)"
+        "the post reached its listeners ({heard} heard it)"
     );
 }
 
@@ -176,7 +246,9 @@ fn a_town_saved_mid_conversation_resumes_it_exactly() {
         &root.join("fresh"),
         "fresh app",
     );
-    a_save_waits_for_a_post_being_embedded(&mut fresh, &root.join("posted"));
+    let mut slow = empty_app_slow_to_embed_the_post();
+    load_into_world(slow.world_mut(), &root.join("at")).expect("load");
+    a_post_is_remembered_when_it_was_said(&mut slow, &root.join("posted"));
 
     // Loaded back into the world that moved on: its personas and streams are replaced, and
     // the personas' new entities (freed ones handed out again) keep the saved order.

@@ -254,6 +254,10 @@ struct Call {
     task: Task<Landed>,
     /// The answer, once the task finished (it may wait for earlier calls to land).
     done: Option<Landed>,
+    /// For a call of no persona (a game's post being embedded): an entity
+    /// [`AwaitingCognition`] until it lands, so a Lockstep clock waits for it as for a
+    /// persona's call and the line reaches its listeners at the same step on every run.
+    waiter: Option<Entity>,
 }
 
 impl Call {
@@ -267,6 +271,7 @@ impl Call {
             failures,
             task,
             done: None,
+            waiter: None,
         }
     }
 }
@@ -285,6 +290,18 @@ impl GroupCalls {
     pub(super) fn len(&self) -> usize {
         self.0.len()
     }
+}
+
+/// Drops every group call in flight (cancelling it) and the waiters of the calls of no
+/// persona: a load replaces them (see `save::restore`).
+pub(super) fn drop_calls(world: &mut World) {
+    let calls = world.remove_resource::<GroupCalls>().unwrap_or_default();
+    for waiter in calls.0.iter().filter_map(|call| call.waiter) {
+        if let Ok(entity) = world.get_entity_mut(waiter) {
+            entity.despawn();
+        }
+    }
+    world.insert_resource(GroupCalls::default());
 }
 
 /// `DialogueRequest::to_group` (the player's "to everyone here"): a post under the speaker's
@@ -328,6 +345,7 @@ pub(super) fn apply_commands(
     mut commands: MessageReader<GroupCommand>,
     mut streams: ResMut<GroupStreams>,
     mut calls: ResMut<GroupCalls>,
+    mut ecs: Commands,
     clock: Option<Res<SimClock>>,
     client: Option<Res<LlmClient>>,
     mut opened: MessageWriter<GroupStreamOpened>,
@@ -336,6 +354,7 @@ pub(super) fn apply_commands(
     mut refused: MessageWriter<GroupRefused>,
 ) {
     let now = clock.as_ref().map(|c| c.now()).unwrap_or_default();
+    let step = clock.as_ref().map_or(0, |c| c.step());
     for command in commands.read() {
         let result = match command {
             GroupCommand::OpenChannel { name, members } => {
@@ -385,6 +404,9 @@ pub(super) fn apply_commands(
                     let description = memory_description(&speaker, &place, &text);
                     let client: LlmClient = LlmClient::clone(client);
                     let embed_text = description.clone();
+                    let waiter = ecs
+                        .spawn((Name::new("group post"), AwaitingCognition::new(step)))
+                        .id();
                     calls.0.push(Call {
                         persona: None,
                         name: speaker,
@@ -392,6 +414,7 @@ pub(super) fn apply_commands(
                         place,
                         failures: FailureLog::default(),
                         done: None,
+                        waiter: Some(waiter),
                         task: spawn_landing(async move {
                             Landed::Posted {
                                 seq,
@@ -1288,6 +1311,7 @@ fn look_up(world: &mut World, call: &Call, look: LookUp) {
         failures: call.failures.clone(),
         task,
         done: None,
+        waiter: None,
     });
 }
 
@@ -1734,6 +1758,11 @@ pub(super) fn land_group_calls(world: &mut World) {
     let mut hearers = None;
     for (call, landed) in finished {
         let goes_on = land(world, &call, landed, &settings, now, &mut hearers);
+        if let Some(waiter) = call.waiter
+            && let Ok(entity) = world.get_entity_mut(waiter)
+        {
+            entity.despawn();
+        }
         if let (Some(hearers), Some(persona)) = (hearers.as_mut(), call.persona) {
             Hearers::refresh(hearers, world, persona);
         }

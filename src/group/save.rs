@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::attention::SubFlow;
 use super::heart::{
-    GroupAttention, GroupCalls, HeardLine, LastRounds, PendingMemory, PlannedLine, Said,
+    GroupAttention, GroupCalls, HeardLine, LastRounds, PendingMemory, PlannedLine, Said, drop_calls,
 };
 use super::social::{Attention, SocialState};
 use super::stream::{
@@ -690,7 +690,7 @@ pub(crate) fn restore(
             .map(|round| (round.stream, round.step))
             .collect(),
     ));
-    world.insert_resource(GroupCalls::default());
+    drop_calls(world);
     for (entity, file) in attention {
         let group = file.into_attention(entities);
         if let Ok(mut persona) = world.get_entity_mut(entity) {
