@@ -486,6 +486,87 @@ fn a_hostile_corpus_of_directives_runs_no_tool_off_the_allow_list() {
     assert_eq!(app.world().resource::<VaultOpened>().0, 0);
 }
 
+/// A save loaded into the town (the game's quick load) while a directive is under way ends the
+/// directive — failed, saying why — and does not roll the loaded town back to the directive's
+/// snapshot, which belongs to the town the load replaced.
+#[test]
+fn loading_a_save_mid_directive_ends_it_without_rolling_the_town_back() {
+    use bevy_generative_agents::director::LOADED_MID_DIRECTIVE;
+    use bevy_generative_agents::persist::{
+        LoadRequest, PersistError, PersistOutcome, PersistPlugin, save_world,
+    };
+    const MOVING: &str = "Cy Park is moving away.";
+    let backend = town_script_backend(11).with_responder("director_plan", |_, _| {
+        json!({"steps": [
+            {"id": 1, "skill": "set_currently", "args": {"persona": "Cy Park", "text": MOVING}},
+            {"id": 2, "skill": "wait_until", "args": {"time": "2023-02-15 12:00"}}
+        ]})
+        .to_string()
+    });
+    let mut town = setup(LlmClient::new(Arc::new(backend)), "loaded");
+    let app = &mut town.app;
+    app.add_plugins(PersistPlugin);
+    let currently = |app: &mut App| {
+        let mut q = app.world_mut().query::<(&Name, &Mind)>();
+        q.iter(app.world())
+            .find(|(name, _)| name.as_str() == "Cy Park")
+            .and_then(|(_, mind)| mind.get().map(|m| m.scratch.currently.clone()))
+            .expect("Cy Park is home")
+    };
+    let before = currently(app);
+    assert_ne!(before, MOVING);
+    send(
+        app,
+        DirectorCommand::directive("Send Cy away.", ConfirmationPolicy::None),
+    );
+    run_until(app, "the first step", |w| {
+        w.resource::<Heard>().steps.len() == 1
+    });
+    run_steps(app, 3);
+    assert_eq!(currently(app), MOVING);
+    assert_eq!(
+        app.world().resource::<Director>().latest().map(|j| j.state),
+        Some(ExecutorState::Executing),
+        "waiting for the afternoon"
+    );
+
+    // The town saved mid-directive, then loaded back (as the game's F9 does).
+    let dir = std::env::temp_dir().join(format!("ga-director-loaded-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let start = Instant::now();
+    let meta = loop {
+        match save_world(app.world_mut(), &dir) {
+            Ok(meta) => break meta,
+            Err(PersistError::Busy(_)) if start.elapsed() < Duration::from_secs(30) => app.update(),
+            Err(err) => panic!("save failed: {err}"),
+        }
+    };
+    run_steps(app, 3);
+    app.world_mut()
+        .write_message(LoadRequest { dir: dir.clone() });
+    let mut outcomes = bevy::ecs::message::MessageCursor::<PersistOutcome>::default();
+    let mut loaded = false;
+    for _ in 0..3 {
+        app.update();
+        loaded |= outcomes
+            .read(app.world().resource::<Messages<PersistOutcome>>())
+            .any(|o| matches!(o, PersistOutcome::Loaded { .. }));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(loaded, "the save loaded");
+    let director = app.world().resource::<Director>();
+    assert!(director.job.is_none(), "the directive ended");
+    let job = director.latest().expect("in the history");
+    assert_eq!(job.state, ExecutorState::Failed);
+    assert_eq!(
+        app.world().resource::<Heard>().failed,
+        [LOADED_MID_DIRECTIVE.to_string()]
+    );
+    // The loaded town is the save's (Cy moving away), not the directive's snapshot of before.
+    assert_eq!(currently(app), MOVING);
+    assert!(app.world().resource::<SimClock>().step() >= meta.step);
+}
+
 // =============================================================================================
 // Over the loopback server.
 

@@ -31,7 +31,11 @@
 //!    [`Review`] (`director_review` writes the prose around the measured facts).
 //!
 //! Pause and resume hold the executor where it is (the town goes on). **Cancel rolls the town
-//! back** to the snapshot: personas, memories, schedules, map events, the clock.
+//! back** to the snapshot: personas, memories, schedules, map events, the clock. A save loaded
+//! into the town while a directive is under way (the game's quick load, a
+//! [`LoadRequest`](crate::persist::LoadRequest)) ends it — [`DirectorFailed`] with
+//! [`LOADED_MID_DIRECTIVE`] — with nothing rolled back: its snapshot and calls belong to the
+//! town the load replaced.
 //!
 //! States are an enum ([`ExecutorState`]) and transitions a pure function
 //! ([`executor::transition`]); every change is a [`DirectorStateChanged`] event. Model calls
@@ -75,6 +79,7 @@ pub use intent::{Complexity, Intent, IntentEntities};
 pub use knows::{Knower, KnowledgeSource, who_knows};
 pub use plan::{Condition, OutcomeCheck, Plan, PlanChecker, PlanError, PlanStep};
 pub use review::{CheckResult, Review};
+pub use run::LOADED_MID_DIRECTIVE;
 pub use skills::{DIRECTOR, DIRECTOR_SKILLS};
 
 pub use crate::persist::TownSnapshot;
@@ -407,6 +412,7 @@ impl Plugin for DirectorPlugin {
         app.init_resource::<Director>()
             .init_resource::<DirectorSettings>()
             .init_resource::<run::DirectorRuntime>()
+            .init_resource::<run::LoadedMidDirective>()
             .register_type::<DirectorSettings>()
             .add_message::<DirectorCommand>()
             .add_message::<DirectiveRejected>()
@@ -418,6 +424,9 @@ impl Plugin for DirectorPlugin {
             .add_message::<DirectorReviewed>()
             .add_message::<DirectorFailed>()
             .add_observer(run::hear_reply)
+            // Before the step's polls: a save loaded at the end of the last frame ends the job
+            // before it acts on the loaded town.
+            .add_systems(First, run::note_loads)
             .add_systems(
                 SimPoll,
                 run::drive_director

@@ -4,6 +4,7 @@
 //!
 //! [`SimPoll`]: crate::clock::SimPoll
 
+use bevy::ecs::message::MessageCursor;
 use bevy::prelude::*;
 use bevy::tasks::Task;
 use chrono::NaiveDateTime;
@@ -14,7 +15,7 @@ use crate::dialogue::prompts::neutralise;
 use crate::dialogue::tools::resolve_place;
 use crate::dialogue::{DialogueReplied, ToolCall, ToolHandler, ToolRegistry};
 use crate::llm::LlmClient;
-use crate::persist::{PersistError, TownSnapshot};
+use crate::persist::{PersistError, PersistOutcome, TownSnapshot};
 use crate::persona::{Body, Persona};
 use crate::prompt::{PromptContext, PromptLibrary, run_prompt};
 use crate::settings::AgentSettings;
@@ -86,8 +87,48 @@ pub(super) fn hear_reply(
     }
 }
 
+/// Whether a save was loaded into the world (the game's quick load, a
+/// [`LoadRequest`](crate::persist::LoadRequest)) while a directive was under way, since the
+/// director last ran.
+#[derive(Resource, Default)]
+pub(super) struct LoadedMidDirective(bool);
+
+/// Notes a save loaded into the world ([`PersistOutcome::Loaded`]) while a directive is under
+/// way: the director ends it when it next runs (see [`drive_director`]).
+pub(super) fn note_loads(
+    outcomes: Option<Res<Messages<PersistOutcome>>>,
+    mut cursor: Local<MessageCursor<PersistOutcome>>,
+    director: Res<Director>,
+    mut loaded: ResMut<LoadedMidDirective>,
+) {
+    let Some(outcomes) = outcomes else {
+        return;
+    };
+    let loads = cursor
+        .read(&outcomes)
+        .filter(|o| matches!(o, PersistOutcome::Loaded { .. }))
+        .count();
+    if loads > 0 && director.job.is_some() {
+        loaded.0 = true;
+    }
+}
+
 /// The director's one system.
 pub(super) fn drive_director(world: &mut World) {
+    let loaded = world
+        .get_resource_mut::<LoadedMidDirective>()
+        .is_some_and(|mut l| std::mem::take(&mut l.0));
+    if loaded {
+        // The town the directive was working on was replaced: its calls, answers and snapshot
+        // belong to another timeline (a cancel must not roll the loaded town back to it).
+        with_job(world, |world, job| {
+            let mut runtime = world.resource_mut::<DirectorRuntime>();
+            runtime.task = None;
+            runtime.landed = None;
+            runtime.snapshot = None;
+            fail(world, job, LOADED_MID_DIRECTIVE.to_string());
+        });
+    }
     let commands: Vec<DirectorCommand> = world
         .get_resource_mut::<Messages<DirectorCommand>>()
         .map(|mut m| m.drain().collect())
@@ -99,6 +140,10 @@ pub(super) fn drive_director(world: &mut World) {
     advance(world);
     observe_checks(world);
 }
+
+/// Why a directive ended when a save was loaded under it.
+pub const LOADED_MID_DIRECTIVE: &str =
+    "a save was loaded into the town: the directive's town is gone (nothing was rolled back)";
 
 fn emit<E: Event + Message + Clone>(world: &mut World, event: E)
 where
