@@ -5,11 +5,51 @@
 //! ends). Every loader reads through [`read_at_most`] with a limit of its own, so a bad file
 //! is a clear error naming its size, never an allocation as large as the file.
 //!
+//! The crate's own files — the shipped towns, persona sheets, fonts — are found by
+//! [`crate_file`]: where `BEVY_ASSET_ROOT` says (Bevy's variable for the folder holding
+//! `assets/`), in the checkout the binary was built from, or beside the executable (a release
+//! binary copied elsewhere with its `assets/` folder next to it).
+//!
 //! **Layer** (see `tests/layers.rs`): the ground, next to [`settings`](crate::settings).
 
 use std::fmt;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The crate's own file at `relative` (say `assets/maps/willowbrook.tmx`): the first that
+/// exists under `BEVY_ASSET_ROOT`, the checkout the crate was built from, or the executable's
+/// folder and the three above it (`target/release/` sits two below a checkout); else the path
+/// in the checkout (so a missing file's error names where it was expected).
+pub fn crate_file(relative: impl AsRef<Path>) -> PathBuf {
+    let relative = relative.as_ref();
+    let built_from = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let from_env = std::env::var_os("BEVY_ASSET_ROOT")
+        .filter(|root| !root.is_empty())
+        .map(PathBuf::from);
+    let beside_exe: Vec<PathBuf> = std::env::current_exe()
+        .ok()
+        .map(|exe| {
+            exe.ancestors()
+                .skip(1)
+                .take(4)
+                .map(Path::to_path_buf)
+                .collect()
+        })
+        .unwrap_or_default();
+    let roots = from_env
+        .into_iter()
+        .chain([built_from.clone()])
+        .chain(beside_exe);
+    first_existing(relative, roots).unwrap_or_else(|| built_from.join(relative))
+}
+
+/// `relative` under the first of `roots` that has it.
+fn first_existing(relative: &Path, roots: impl IntoIterator<Item = PathBuf>) -> Option<PathBuf> {
+    roots
+        .into_iter()
+        .map(|root| root.join(relative))
+        .find(|path| path.exists())
+}
 
 /// Why [`read_at_most`] read nothing.
 #[derive(Debug)]
@@ -120,6 +160,30 @@ mod tests {
             std::env::temp_dir().join(format!("bga-files-{name}-{}.bin", std::process::id()));
         std::fs::write(&path, bytes).expect("write");
         path
+    }
+
+    #[test]
+    fn a_crate_file_is_found_in_the_first_root_that_has_it() {
+        let base = std::env::temp_dir().join(format!("bga-files-roots-{}", std::process::id()));
+        let (a, b) = (base.join("a"), base.join("b"));
+        let file = Path::new("assets/maps/town.tmx");
+        for root in [&a, &b] {
+            std::fs::create_dir_all(root.join("assets/maps")).expect("dirs");
+        }
+        std::fs::write(b.join(file), b"b").expect("write");
+        let roots = || [a.clone(), b.clone()];
+        assert_eq!(first_existing(file, roots()), Some(b.join(file)));
+        std::fs::write(a.join(file), b"a").expect("write");
+        assert_eq!(first_existing(file, roots()), Some(a.join(file)));
+        assert_eq!(first_existing(Path::new("assets/none"), roots()), None);
+        let _ = std::fs::remove_dir_all(&base);
+        // The shipped town is found (in the checkout the tests were built from).
+        assert!(crate_file("assets/maps/willowbrook.tmx").is_file());
+        let missing = crate_file("assets/definitely-not-here.tmx");
+        assert!(
+            missing.starts_with(env!("CARGO_MANIFEST_DIR")),
+            "{missing:?}"
+        );
     }
 
     #[test]

@@ -278,9 +278,7 @@ impl PersonaSheet {
 
 /// The default town's persona folder (`assets/personas` in this crate).
 pub fn default_personas_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("assets")
-        .join("personas")
+    crate::files::crate_file("assets/personas")
 }
 
 /// Reads a sheet of at most [`MAX_SHEET_BYTES`].

@@ -122,8 +122,7 @@ pub(crate) fn emoji_font_candidates() -> Vec<PathBuf> {
     {
         out.push(PathBuf::from(path));
     }
-    let crate_fonts = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/fonts");
-    out.push(crate_fonts.join("NotoColorEmoji.ttf"));
+    out.push(crate::files::crate_file("assets/fonts/NotoColorEmoji.ttf"));
     for dir in [
         "/usr/share/fonts/truetype/noto",
         "/usr/share/fonts/noto",

@@ -107,11 +107,11 @@ struct Area {
 }
 
 impl TownMap {
-    /// The default town shipped with the crate, `assets/maps/willowbrook.tmx` under this crate's
-    /// directory at build time. Games ship their own maps and pass their own path to
+    /// The default town shipped with the crate, `assets/maps/willowbrook.tmx` (found by
+    /// [`crate_file`](crate::files::crate_file)). Games ship their own maps and pass their own path to
     /// [`load_tmx`](Self::load_tmx).
     pub fn default_town_path() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/maps/willowbrook.tmx")
+        crate::files::crate_file("assets/maps/willowbrook.tmx")
     }
 
     /// Loads a town from a Tiled map (see the module docs and `docs/maps.md`).

@@ -3,7 +3,7 @@
 //! pick one; a game with its own town passes its own map and sheets instead.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A town shipped in `assets/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,12 +60,12 @@ impl ShippedTown {
 
     /// The map's path.
     pub fn map_path(&self) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(self.map)
+        crate::files::crate_file(self.map)
     }
 
     /// The persona folder's path.
     pub fn personas_dir(&self) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(self.personas)
+        crate::files::crate_file(self.personas)
     }
 }
 
