@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::template::{HEADER_MARKER, PromptLibrary, PromptTemplate, TemplateError, placeholders};
+use crate::files::{ReadError, read_at_most};
 
 /// The largest template file accepted, in bytes (the shipped ones are a few KB).
 pub const MAX_TEMPLATE_BYTES: u64 = 256 * 1024;
@@ -259,19 +259,12 @@ fn read_text(path: &Path) -> Result<(String, Vec<u8>), OverrideProblem> {
     if !meta.is_file() {
         return Err(OverrideProblem::NotATemplateFile);
     }
-    let too_large = OverrideProblem::TooLarge {
-        max: MAX_TEMPLATE_BYTES,
-    };
-    if meta.len() > MAX_TEMPLATE_BYTES {
-        return Err(too_large);
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_TEMPLATE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(unreadable)?;
-    if bytes.len() as u64 > MAX_TEMPLATE_BYTES {
-        return Err(too_large);
-    }
+    let bytes = read_at_most(path, MAX_TEMPLATE_BYTES).map_err(|err| match err {
+        ReadError::Io(e) => unreadable(e),
+        ReadError::TooLarge { .. } => OverrideProblem::TooLarge {
+            max: MAX_TEMPLATE_BYTES,
+        },
+    })?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| OverrideProblem::NotUtf8)?
         .to_owned();
