@@ -51,6 +51,10 @@ fn first_existing(relative: &Path, roots: impl IntoIterator<Item = PathBuf>) -> 
         .find(|path| path.exists())
 }
 
+/// The most a font file may hold (64 MiB; the emoji font is about 10 MB): a path to something
+/// else is skipped unread.
+pub const MAX_FONT_BYTES: u64 = 64 << 20;
+
 /// Why [`read_at_most`] read nothing.
 #[derive(Debug)]
 pub enum ReadError {

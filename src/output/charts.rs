@@ -106,8 +106,8 @@ mod drawing {
                 .into_iter()
                 .chain(FONT_PATHS.iter().map(PathBuf::from));
             for path in candidates {
-                // No font is 64 MiB; a path to something else is skipped unread.
-                let Ok(bytes) = crate::files::read_at_most(&path, 64 << 20) else {
+                let Ok(bytes) = crate::files::read_at_most(&path, crate::files::MAX_FONT_BYTES)
+                else {
                     continue;
                 };
                 // Registered fonts live for the whole process (plotters wants `'static` data).

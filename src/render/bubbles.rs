@@ -377,8 +377,7 @@ impl Plugin for BubblesPlugin {
 
 fn load_emoji_font(mut fonts: ResMut<Assets<Font>>, mut emoji: ResMut<EmojiFont>) {
     for path in emoji_font_candidates() {
-        // No font is 64 MiB; a path to something else is skipped unread.
-        let Ok(bytes) = crate::files::read_at_most(&path, 64 << 20) else {
+        let Ok(bytes) = crate::files::read_at_most(&path, crate::files::MAX_FONT_BYTES) else {
             continue;
         };
         if !is_font_file(&bytes) {
