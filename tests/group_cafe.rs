@@ -209,16 +209,34 @@ fn run_hour(cafe: &mut Cafe, steps: usize) -> Hour {
     hour
 }
 
+/// Who holds `text` among the lines of a chat memory.
 fn memories_holding(app: &mut App, people: &[Entity], text: &str) -> Vec<String> {
-    let quoted = format!("\"{text}\"");
     people
         .iter()
         .filter_map(|&p| {
             let mind = app.world().get::<Mind>(p)?.get()?;
             mind.associative
                 .chats()
-                .any(|n| n.description.contains(&quoted))
+                .any(|n| n.filling.chat_lines().iter().any(|l| l.line == text))
                 .then(|| mind.scratch.name.clone())
+        })
+        .collect()
+}
+
+/// Each person's group chat memories: how many, and how many lines they hold.
+fn passages(app: &mut App, people: &[Entity]) -> Vec<(String, usize, usize)> {
+    people
+        .iter()
+        .filter_map(|&p| {
+            let mind = app.world().get::<Mind>(p)?.get()?;
+            let (memories, lines) = mind
+                .associative
+                .chats()
+                .filter(|n| n.object.starts_with("the group in "))
+                .fold((0, 0), |(m, l), n| {
+                    (m + 1, l + n.filling.chat_lines().len())
+                });
+            Some((mind.scratch.name.clone(), memories, lines))
         })
         .collect()
 }
@@ -240,14 +258,23 @@ fn check_hour(cafe: &mut Cafe, client: &LlmClient, hour: &Hour, label: &str) {
         "{label}: a multi-party talk needs 3+ speakers, got {speakers:?} in {} lines",
         hour.lines.len()
     );
-    // Two more steps store what was heard last.
-    run_hour(cafe, 2);
+    // A passage is remembered once it is full or five game minutes old: 31 steps more store
+    // what was heard last.
+    run_hour(cafe, 31);
     for (speaker, text, _) in &hour.lines {
         let holders = memories_holding(&mut cafe.app, &cafe.people, text);
         assert_eq!(
             holders.len(),
             PEOPLE.len(),
             "{label}: {speaker}'s line {text:?} is in the memories of {holders:?} only"
+        );
+    }
+    // Each remembers the talk a passage at a time (at most 8 lines, as `GroupSettings` says),
+    // not a memory per line.
+    for (name, memories, lines) in passages(&mut cafe.app, &cafe.people) {
+        assert!(
+            memories > 0 && lines >= 3 * memories && lines <= 8 * memories,
+            "{label}: {name} keeps {lines} lines in {memories} chat memories"
         );
     }
     let calls = group_calls(client);

@@ -14,7 +14,7 @@ mod common;
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
 use bevy_generative_agents::group::{
-    ChatState, GroupAttention, GroupCommand, GroupLineSpoken, GroupStreams,
+    ChatState, GroupAttention, GroupCommand, GroupLineSpoken, GroupSettings, GroupStreams,
 };
 use bevy_generative_agents::llm::{
     BoxFuture, ChatRequest, ChatResponse, LlmBackend, LlmClient, LlmError,
@@ -75,11 +75,16 @@ impl LlmBackend for SlowPost {
 /// What the game posts (see [`a_post_is_remembered_when_it_was_said`]).
 const POST: &str = "The summer fair is on Saturday at noon.";
 
-/// [`empty_app`] whose model is [`SlowPost`].
+/// [`empty_app`] whose model is [`SlowPost`], and whose listeners remember each line apart
+/// (a passage of one line: the post's memory is the post's, at its time).
 fn empty_app_slow_to_embed_the_post() -> App {
     let backend = bevy_generative_agents::llm::town_script_backend(SEED);
     let mut app = create_test_app(LlmClient::new(std::sync::Arc::new(SlowPost(backend))));
     app.insert_resource(map());
+    app.insert_resource(GroupSettings {
+        passage_lines: 1,
+        ..GroupSettings::default()
+    });
     app.finish();
     app.cleanup();
     app

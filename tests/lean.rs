@@ -80,10 +80,13 @@ fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
 
     let comparison = compare(&[base], &[other]).expect("compares");
     let table = comparison.to_markdown();
-    // Measured on this day: 43 % of the calls and 43 % of the tokens (a first day has no
-    // repeated days to reuse; 48 hours with three seeds come to 39 %).
-    assert!(comparison.calls_ratio() < 0.48, "{table}");
-    assert!(comparison.tokens_ratio() < 0.48, "{table}");
+    // Measured on this day: 48 % of the calls and 58 % of the tokens. A first day has no
+    // repeated days to reuse, and few reflections to save on since a group conversation is
+    // remembered a passage at a time (before, every heard line drained the faithful side's
+    // reflection trigger, and this day came to 43 % and 43 %). 48 hours with three seeds come
+    // to 38 % of the calls and 39 % of the tokens (the closing note's table).
+    assert!(comparison.calls_ratio() < 0.52, "{table}");
+    assert!(comparison.tokens_ratio() < 0.62, "{table}");
     // Where they go and what they plan stay the same; talk and reflection counts move with
     // the chance of one seed (the note compares three seeds' means), so they are held loosely.
     for (name, ratio) in comparison.behaviour_ratios() {

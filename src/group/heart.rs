@@ -8,7 +8,8 @@
 //!    one-to-one conversation) stand opens a stream; its members are the awake personas there.
 //!    Whoever leaves the arena leaves the stream (its sub-flow goes `Absent`); a stream with
 //!    fewer than two members closes.
-//! 2. *Memories*: lines heard since the mind was last home become chat memories.
+//! 2. *Memories*: what each persona heard of a stream becomes one chat memory a passage at a
+//!    time, when the passage is full or old enough and the mind is home (`due_passages`).
 //! 3. *Social state* from the persona's action ([`SocialState::from_activity`]), limits
 //!    applied (asleep: every stream left).
 //! 4. *Hearing*: each new line of another speaker raises interest by its relevance (words the
@@ -26,10 +27,12 @@
 //!
 //! **Between steps** (`land_group_calls`, in [`SimPoll`]): finished calls land — lines are said
 //! into their stream, the sub-flows move (`spoke`, `no_reply`, joined), and the outcome
-//! messages go out. A line's memory embedding is computed in the same task, so storing it in
-//! every follower's memory costs one embedding for all of them.
+//! messages go out. A line's embedding is computed in the same task, so every listener's
+//! passage holding it costs one embedding for all of them (a passage's vector is its lines'
+//! mean).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use bevy::prelude::*;
@@ -78,7 +81,7 @@ pub struct GroupAttention {
     /// For each focused stream: the last line the persona's previous cycle observed, and the
     /// step from which the next cycle may run.
     pub cycles: BTreeMap<StreamKey, (u64, u64)>,
-    /// Lines heard but not yet stored (the mind was out).
+    /// Lines heard but not yet stored: their passage is still open, or the mind was out.
     pub(super) pending: Vec<PendingMemory>,
     /// The activity the social state was last read from, and that state (an action lasts many
     /// steps; reading the words of its description again each step is wasted).
@@ -550,8 +553,8 @@ struct Details {
     memories: Vec<String>,
 }
 
-/// The persona's identity and its three latest chat memories (its mind is home: `gather` only
-/// lists such personas).
+/// The persona's identity and the three latest things it remembers being said (its mind is
+/// home: `gather` only lists such personas).
 fn details(world: &World, someone: &Someone) -> Details {
     details_of(world.get::<Mind>(someone.entity).and_then(Mind::get))
 }
@@ -561,14 +564,31 @@ fn details_of(state: Option<&MindState>) -> Details {
     state
         .map(|state| Details {
             identity: state.scratch.identity_summary(),
-            memories: state
-                .associative
-                .chats()
-                .take(3)
-                .map(|n| n.description.clone())
-                .collect(),
+            memories: latest_said(&state.associative, 3),
         })
         .unwrap_or_default()
+}
+
+/// The `n` latest things remembered being said, newest first: each line of a group passage
+/// as a memory of that one line reads (`<speaker> said in <place>: "<line>"`), any other chat
+/// memory by its description — a prompt shows three lines, not three passages of eight.
+fn latest_said(memory: &crate::memory::AssociativeMemory, n: usize) -> Vec<String> {
+    let mut said = Vec::with_capacity(n);
+    for node in memory.chats() {
+        if said.len() >= n {
+            break;
+        }
+        let lines = node.filling.chat_lines();
+        match node.object.strip_prefix("the group in ") {
+            Some(place) if lines.len() > 1 => {
+                for line in lines.iter().rev().take(n - said.len()) {
+                    said.push(memory_description(&line.speaker, place, &line.line));
+                }
+            }
+            _ => said.push(node.description.clone()),
+        }
+    }
+    said
 }
 
 /// Whether a persona's place is a whole arena (`world:sector:arena`): outdoors its address is
@@ -693,7 +713,7 @@ pub(super) fn group_step(world: &mut World) {
     // 2. Memories, when the mind is home: each persona stores only its own heard lines, so
     // all of them at once, before the persona-by-persona loop. A prompt this step sees the
     // chats from before them (read first, only for those with something to store).
-    let mut details_before = flush_all_memories(world, &people, &settings);
+    let mut details_before = flush_all_memories(world, &people, &settings, now);
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
         let cx = HearingContext {
@@ -1654,14 +1674,15 @@ fn position_of(people: &[Someone], entity: Entity) -> Option<usize> {
     people.binary_search_by_key(&entity, |p| p.entity).ok()
 }
 
-/// Stores every listed persona's heard lines as chat memories, each whose mind is home, in
-/// parallel (a persona's lines go to its own memory only, in the order heard). Returns the
-/// [`Details`] of each listed persona that had lines to store, read just before storing them:
-/// a prompt this step sees the chats from before.
+/// Stores every listed persona's due passages as chat memories (see [`due_passages`]), each
+/// whose mind is home, in parallel (a persona's lines go to its own memory only, in the order
+/// heard). Returns the [`Details`] of each listed persona that had a passage to store, read
+/// just before storing it: a prompt this step sees the chats from before.
 fn flush_all_memories(
     world: &mut World,
     people: &[Someone],
     settings: &GroupSettings,
+    now: NaiveDateTime,
 ) -> HashMap<Entity, Details> {
     let mut before: Parallel<Vec<(Entity, Details)>> = Parallel::default();
     let mut query = world.query::<(Entity, &mut Mind, &mut GroupAttention)>();
@@ -1669,55 +1690,185 @@ fn flush_all_memories(
         .par_iter_mut(world)
         .batching_strategy(PERSONA_BATCHES)
         .for_each(|(entity, mut mind, mut group)| {
-            if group.pending.is_empty() {
+            if group.pending.is_empty() || mind.get().is_none() {
                 return;
             }
             let Some(someone) = position_of(people, entity).and_then(|i| people.get(i)) else {
                 return;
             };
-            let details = details_of(mind.get());
-            before.scope(|before| before.push((entity, details)));
+            let passages = due_passages(&mut group.pending, settings, now);
+            if passages.is_empty() {
+                return;
+            }
+            before.scope(|before| before.push((entity, details_of(mind.get()))));
             if let Some(state) = mind.get_mut() {
-                flush_memories(state, someone, &mut group, settings);
+                for passage in &passages {
+                    store_passage(state, someone, passage, settings);
+                }
             }
         });
     before.drain().collect()
 }
 
-/// Stores the persona's heard lines as chat memories.
-fn flush_memories(
-    state: &mut MindState,
-    someone: &Someone,
-    group: &mut GroupAttention,
+/// Takes out of `pending` the passages due to be remembered at `now`, oldest first. A
+/// passage is what a listener heard of one conversation (its memory's object, `the group in
+/// <place>`) in one window of [`GroupSettings::passage_seconds`] of the clock (09:00–09:05,
+/// 09:05–09:10, …), in the order heard, cut every [`GroupSettings::passage_lines`] lines. A
+/// full passage is due, and so is every passage of a window that has ended. The windows are
+/// the clock's, not the listener's, so everyone who heard the same lines remembers the same
+/// passage (one description and vector for all). The lines of passages still open stay in
+/// `pending`, in order.
+fn due_passages(
+    pending: &mut Vec<PendingMemory>,
     settings: &GroupSettings,
-) {
-    let name_keyword = someone.name.to_lowercase();
-    for PendingMemory { heard, named } in group.pending.drain(..) {
-        let poignancy = if named {
-            settings.named_poignancy
-        } else {
-            settings.line_poignancy
-        };
-        let node = NewMemory::new(
-            heard.time,
-            (someone.name.clone(), "chat with", heard.object.clone()),
-            heard.description.clone(),
-        )
-        .keywords([name_keyword.clone(), heard.speaker_keyword.clone()])
-        .poignancy(poignancy);
-        // The vector is copied into memory's own rows only when memory does not hold it yet.
-        let lines = vec![ChatLine::new(heard.speaker.clone(), heard.line.clone())];
-        match state
-            .associative
-            .add_chat_with_vector(node, &heard.embedding, lines)
-        {
-            Ok(_) => {
-                state.scratch.importance_trigger_curr -= i32::from(poignancy);
-                state.scratch.importance_ele_n += 1;
-            }
-            Err(error) => debug!(%error, "a group line was not stored"),
+    now: NaiveDateTime,
+) -> Vec<Vec<PendingMemory>> {
+    let most = settings.passage_lines.max(1);
+    let window = (settings.passage_seconds as i64).max(1);
+    let window_of = |time: NaiveDateTime| time.and_utc().timestamp().div_euclid(window);
+    let current = window_of(now);
+    // Most steps nothing is due: fewer lines than a passage holds, the oldest heard in the
+    // window still open (lines are heard in time order).
+    if pending.len() < most
+        && pending
+            .first()
+            .is_none_or(|oldest| window_of(oldest.heard.time) >= current)
+    {
+        return Vec::new();
+    }
+    // Each conversation's lines of each window (with their place in `pending`), in the order
+    // its first line was heard.
+    let mut conversations: Vec<(i64, Vec<(usize, PendingMemory)>)> = Vec::new();
+    for (at, line) in pending.drain(..).enumerate() {
+        let of = window_of(line.heard.time);
+        match conversations.iter_mut().find(|(w, c)| {
+            *w == of
+                && c.first()
+                    .is_some_and(|(_, f)| f.heard.object == line.heard.object)
+        }) {
+            Some((_, conversation)) => conversation.push((at, line)),
+            None => conversations.push((of, vec![(at, line)])),
         }
     }
+    let mut due = Vec::new();
+    let mut open = Vec::new();
+    for (of, mut lines) in conversations {
+        while lines.len() >= most {
+            let rest = lines.split_off(most);
+            due.push(std::mem::replace(&mut lines, rest));
+        }
+        if of < current && !lines.is_empty() {
+            due.push(lines);
+        } else {
+            open.extend(lines);
+        }
+    }
+    open.sort_unstable_by_key(|(at, _)| *at);
+    pending.extend(open.into_iter().map(|(_, line)| line));
+    // Oldest first: in the order their first lines were heard.
+    due.sort_unstable_by_key(|lines| lines.first().map(|(at, _)| *at));
+    due.into_iter()
+        .map(|lines| lines.into_iter().map(|(_, line)| line).collect())
+        .collect()
+}
+
+/// Most characters of one line in a passage's description (the memory keeps every line whole).
+const PASSAGE_LINE_CHARS: usize = 80;
+
+/// Stores a passage the persona heard as one chat memory: its lines, their speakers as
+/// keywords, the time of its first line, the poignancy of a named line if one named the
+/// persona. A passage of one line is remembered as that line (its description and vector); a
+/// longer one has a description quoting each line (cut to [`PASSAGE_LINE_CHARS`]) and the
+/// mean of the lines' vectors — no model call, and the same vector for everyone who heard the
+/// same lines.
+fn store_passage(
+    state: &mut MindState,
+    someone: &Someone,
+    passage: &[PendingMemory],
+    settings: &GroupSettings,
+) {
+    let Some(first) = passage.first() else {
+        return;
+    };
+    let dim = first.heard.embedding.len();
+    if passage.len() > 1 && passage.iter().any(|line| line.heard.embedding.len() != dim) {
+        // Lines embedded by different models: each is remembered apart.
+        for line in passage {
+            store_passage(state, someone, std::slice::from_ref(line), settings);
+        }
+        return;
+    }
+    let poignancy = if passage.iter().any(|line| line.named) {
+        settings.named_poignancy
+    } else {
+        settings.line_poignancy
+    };
+    let mut keywords = vec![someone.name.to_lowercase()];
+    for line in passage {
+        if !keywords.contains(&line.heard.speaker_keyword) {
+            keywords.push(line.heard.speaker_keyword.clone());
+        }
+    }
+    let (description, vector) = match passage {
+        [only] => (
+            only.heard.description.clone(),
+            std::borrow::Cow::Borrowed(only.heard.embedding.as_slice()),
+        ),
+        lines => (
+            passage_description(lines),
+            std::borrow::Cow::Owned(mean_vector(lines, dim)),
+        ),
+    };
+    let node = NewMemory::new(
+        first.heard.time,
+        (
+            someone.name.clone(),
+            "chat with",
+            first.heard.object.clone(),
+        ),
+        description,
+    )
+    .keywords(keywords)
+    .poignancy(poignancy);
+    let lines = passage
+        .iter()
+        .map(|line| ChatLine::new(line.heard.speaker.clone(), line.heard.line.clone()))
+        .collect();
+    // The vector is copied into memory's own rows only when memory does not hold it yet.
+    match state.associative.add_chat_with_vector(node, &vector, lines) {
+        Ok(_) => {
+            state.scratch.importance_trigger_curr -= i32::from(poignancy);
+            state.scratch.importance_ele_n += 1;
+        }
+        Err(error) => debug!(%error, "a group passage was not stored"),
+    }
+}
+
+/// The description of a passage of several lines: where, and who said what.
+fn passage_description(lines: &[PendingMemory]) -> String {
+    let mut text = match lines.first() {
+        Some(first) => format!("Talk in {}:", first.heard.object),
+        None => return String::new(),
+    };
+    for (i, line) in lines.iter().enumerate() {
+        let said = line.heard.line.trim();
+        let cut = truncate_chars(said, PASSAGE_LINE_CHARS);
+        let more = if cut.len() < said.len() { "…" } else { "" };
+        let sep = if i == 0 { " " } else { "; " };
+        let _ = write!(text, "{sep}{} said \"{cut}{more}\"", line.heard.speaker);
+    }
+    text
+}
+
+/// The sum of the lines' vectors (memory stores it normalised: their mean direction).
+fn mean_vector(lines: &[PendingMemory], dim: usize) -> Vec<f32> {
+    let mut sum = vec![0.0f32; dim];
+    for line in lines {
+        for (total, x) in sum.iter_mut().zip(&line.heard.embedding) {
+            *total += x;
+        }
+    }
+    sum
 }
 
 /// Lands finished calls (see the module docs).
@@ -2052,6 +2203,200 @@ mod tests {
             .filter(|(_, who)| !who.is_empty())
             .map(|(key, who)| (key.clone(), who.clone()))
             .collect()
+    }
+
+    /// A line `speaker` said in `place` at minute `minute` past 09:00, with vector `vector`.
+    fn heard(
+        place: &str,
+        speaker: &str,
+        text: &str,
+        minute: i64,
+        vector: Vec<f32>,
+    ) -> PendingMemory {
+        let nine = chrono::NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(9, 0, 0))
+            .expect("a time");
+        PendingMemory {
+            heard: Arc::new(HeardLine {
+                time: nine + chrono::Duration::minutes(minute),
+                speaker: speaker.into(),
+                speaker_keyword: speaker.to_lowercase(),
+                line: text.into(),
+                object: format!("the group in {place}"),
+                description: memory_description(speaker, place, text),
+                embedding: vector,
+            }),
+            named: false,
+        }
+    }
+
+    fn lines_of(passage: &[PendingMemory]) -> Vec<&str> {
+        passage.iter().map(|p| p.heard.line.as_str()).collect()
+    }
+
+    #[test]
+    fn a_passage_is_due_when_full_or_old_and_the_rest_waits_in_order() {
+        let settings = GroupSettings {
+            passage_lines: 3,
+            passage_seconds: 300.0,
+            ..GroupSettings::default()
+        };
+        let v = || vec![1.0, 0.0];
+        // Four lines at the cafe, two at the bar between them, one new at the park.
+        let mut pending = vec![
+            heard("cafe", "Ann", "c1", 0, v()),
+            heard("bar", "Bo", "b1", 1, v()),
+            heard("cafe", "Cy", "c2", 2, v()),
+            heard("cafe", "Ann", "c3", 3, v()),
+            heard("bar", "Bo", "b2", 4, v()),
+            heard("cafe", "Cy", "c4", 5, v()),
+            heard("park", "Di", "p1", 9, v()),
+        ];
+        let at = |minute| pending_time(minute);
+        // At 09:04: the cafe's first three lines make a full passage; nothing else is due.
+        let due = due_passages(&mut pending, &settings, at(4));
+        assert_eq!(
+            due.iter().map(|p| lines_of(p)).collect::<Vec<_>>(),
+            [["c1", "c2", "c3"]]
+        );
+        assert_eq!(lines_of(&pending), ["b1", "b2", "c4", "p1"]);
+        // At 09:05 the window 09:00–09:05 has ended: the bar's passage is due; the cafe's line
+        // of 09:05 is in the next window.
+        let due = due_passages(&mut pending, &settings, at(5));
+        assert_eq!(
+            due.iter().map(|p| lines_of(p)).collect::<Vec<_>>(),
+            [["b1", "b2"]]
+        );
+        assert_eq!(lines_of(&pending), ["c4", "p1"]);
+        assert!(due_passages(&mut pending, &settings, at(9)).is_empty());
+        // At 09:10 both are due, the older first.
+        let due = due_passages(&mut pending, &settings, at(10));
+        assert_eq!(
+            due.iter().map(|p| lines_of(p)).collect::<Vec<_>>(),
+            [["c4"], ["p1"]]
+        );
+        assert!(pending.is_empty());
+        // One line a passage: every line is due at once, as heard.
+        let single = GroupSettings {
+            passage_lines: 1,
+            ..settings
+        };
+        let mut pending = vec![
+            heard("cafe", "Ann", "x", 0, v()),
+            heard("cafe", "Bo", "y", 0, v()),
+        ];
+        let due = due_passages(&mut pending, &single, at(0));
+        assert_eq!(
+            due.iter().map(|p| lines_of(p)).collect::<Vec<_>>(),
+            [["x"], ["y"]]
+        );
+    }
+
+    fn pending_time(minute: i64) -> NaiveDateTime {
+        chrono::NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(9, 0, 0))
+            .expect("a time")
+            + chrono::Duration::minutes(minute)
+    }
+
+    fn listener(name: &str) -> Someone {
+        Someone {
+            entity: Entity::PLACEHOLDER,
+            name: name.into(),
+            first_name: name.split_whitespace().next().unwrap_or_default().into(),
+            arena: String::new(),
+            asleep: false,
+            activity: String::new(),
+            chatting: false,
+            free: true,
+        }
+    }
+
+    #[test]
+    fn a_passage_is_one_chat_memory_of_its_lines() {
+        let settings = GroupSettings::default();
+        let mut state = MindState::default();
+        let trigger = state.scratch.importance_trigger_curr;
+        let long = "word ".repeat(40);
+        let mut passage = vec![
+            heard("Hobbs Cafe", "Ann Lee", "Hello there", 0, vec![1.0, 0.0]),
+            heard("Hobbs Cafe", "Bo Tan", long.trim(), 1, vec![0.0, 1.0]),
+            heard("Hobbs Cafe", "Ann Lee", "Eva, coffee?", 2, vec![1.0, 0.0]),
+        ];
+        passage[2].named = true;
+        store_passage(&mut state, &listener("Eva Moss"), &passage, &settings);
+        let chats: Vec<_> = state.associative.chats().collect();
+        assert_eq!(chats.len(), 1, "one memory for the passage");
+        let node = chats[0];
+        assert_eq!(node.created, pending_time(0), "the time of its first line");
+        assert_eq!(node.object, "the group in Hobbs Cafe");
+        assert_eq!(
+            node.filling
+                .chat_lines()
+                .iter()
+                .map(|l| l.line.as_str())
+                .collect::<Vec<_>>(),
+            ["Hello there", long.trim(), "Eva, coffee?"],
+            "every line whole"
+        );
+        assert!(node.description.starts_with(
+            "Talk in the group in Hobbs Cafe: Ann Lee said \"Hello there\"; Bo Tan said \"word"
+        ));
+        assert!(
+            node.description
+                .contains("…\"; Ann Lee said \"Eva, coffee?\""),
+            "{}",
+            node.description
+        );
+        assert!(
+            node.description.chars().count() < 200,
+            "long lines are cut in the description"
+        );
+        let mut keywords: Vec<&str> = node.keywords.iter().map(String::as_str).collect();
+        keywords.sort_unstable();
+        assert_eq!(keywords, ["ann lee", "bo tan", "eva moss"]);
+        assert_eq!(
+            node.poignancy, settings.named_poignancy,
+            "a line named the listener"
+        );
+        assert_eq!(
+            state.scratch.importance_trigger_curr,
+            trigger - i32::from(settings.named_poignancy),
+            "the reflection trigger is drained once for the passage"
+        );
+        // Its vector is the lines' mean direction: (2, 1) normalised.
+        let vector = state
+            .associative
+            .embedding(&node.embedding_key)
+            .expect("a vector");
+        let norm = 5.0f32.sqrt();
+        assert!((vector[0] - 2.0 / norm).abs() < 1e-5 && (vector[1] - 1.0 / norm).abs() < 1e-5);
+        // A prompt shows the latest lines, not the passage.
+        assert_eq!(
+            latest_said(&state.associative, 2),
+            [
+                memory_description("Ann Lee", "Hobbs Cafe", "Eva, coffee?"),
+                memory_description("Bo Tan", "Hobbs Cafe", long.trim()),
+            ]
+        );
+        // The last chat with either speaker is this one.
+        assert!(
+            state
+                .associative
+                .last_chat_with("Bo Tan")
+                .is_some_and(|n| n.id == node.id)
+        );
+
+        // A passage of one line is that line's memory, as before passages.
+        let mut state = MindState::default();
+        let one = [heard("Hobbs Cafe", "Ann Lee", "Hi", 0, vec![0.0, 1.0])];
+        store_passage(&mut state, &listener("Eva Moss"), &one, &settings);
+        let node = state.associative.chats().next().expect("a memory");
+        assert_eq!(
+            node.description,
+            memory_description("Ann Lee", "Hobbs Cafe", "Hi")
+        );
+        assert_eq!(node.poignancy, settings.line_poignancy);
     }
 
     #[test]

@@ -46,8 +46,12 @@
 //! the speaker "the group in …"), and the cycle is asked again with what it found.
 //!
 //! Each persona carries a [`GroupAttention`] (its sub-flows, for an inspector). Lines said
-//! become chat memories of everyone following the stream (and, in an arena, of everyone
-//! present: they heard it), one embedding per line for all of them.
+//! are heard by everyone following the stream (and, in an arena, by everyone present), one
+//! embedding per line for all of them; each listener remembers what it heard of a stream a
+//! **passage** at a time — one chat memory of up to [`GroupSettings::passage_lines`] lines,
+//! as Smallville remembers a conversation, not a memory per line (a crowd's talk otherwise
+//! stored more memories than everything else the town did, and drained the reflection
+//! trigger a line at a time).
 //!
 //! ```
 //! use bevy::prelude::*;
@@ -92,15 +96,25 @@ pub struct GroupSettings {
     pub min_gathering: usize,
     /// Most members of one arena's stream (12; at least 2): those already in it stay, then
     /// newcomers in entity order. The rest of a crowded arena is not in the conversation and
-    /// does not hear it — a chat is a circle, not a stadium, and every line becomes a memory of
-    /// each member (1,000 personas in one town otherwise filled 23 GB).
+    /// does not hear it — a chat is a circle, not a stadium, and every member remembers every
+    /// line (1,000 personas in one town otherwise filled 23 GB).
     pub max_members: usize,
     /// Lines of the stream a prompt shows (8).
     pub recent_lines: usize,
-    /// Poignancy of a heard line's memory (2), and of one naming the listener (5).
+    /// Poignancy of a passage's memory (2), and of one with a line naming the listener (5).
     pub line_poignancy: u8,
     /// See `line_poignancy`.
     pub named_poignancy: u8,
+    /// Most lines of one conversation a listener remembers as one chat memory (8; at least 1):
+    /// what it heard of a stream is kept as a **passage** — one memory holding the lines, as
+    /// Smallville keeps one chat memory per conversation — stored once it holds this many
+    /// lines or its window of the clock ([`Self::passage_seconds`]) ends. 1 stores every line
+    /// apart.
+    pub passage_lines: usize,
+    /// The windows of the clock passages are cut by, in game seconds (300: 09:00–09:05,
+    /// 09:05–09:10, …): a stream's last lines reach memory when their window ends, and
+    /// everyone who heard the same lines in a window remembers the same passage.
+    pub passage_seconds: f32,
     /// Game seconds between two cycles of one focused sub-flow (30): observing, thinking
     /// and planning take a person a moment, and it bounds the spend of a lively stream.
     pub focus_cycle_every: f32,
@@ -120,6 +134,8 @@ impl Default for GroupSettings {
             recent_lines: 8,
             line_poignancy: 2,
             named_poignancy: 5,
+            passage_lines: 8,
+            passage_seconds: 300.0,
             focus_cycle_every: 30.0,
             think_with_tools: true,
             attention: AttentionSettings::default(),
