@@ -13,11 +13,12 @@
 //!   gathering talks in its group (SPEC §8).
 //! - **`crowd-without-groups`** — the crowd with `GroupSettings::enabled` off: the loop issue
 //!   19 measured. Its target, ≥ 100,000 agent-steps/s at 1,000 personas from 09:00 (from
-//!   ~44,000), was set before group conversations were built. They make a crowded step
-//!   60–80 % dearer (60 % more CPU over criterion's window): their own calls, every heard line
-//!   a memory of up to eleven listeners — about 800 memories a step at 1,000 — and the
-//!   reflections those memories bring on twice as often. So the crowd with them is measured on
-//!   its own.
+//!   ~44,000), was set before group conversations were built. They make a crowded step about
+//!   50 % dearer in CPU (24 against 16 ms a step over a census window): their own calls (about
+//!   40 a step at 1,000), hearing, and the passages every listener remembers. (Before a
+//!   listener remembered a conversation a passage at a time, every heard line was a memory of
+//!   up to eleven listeners — 800 more memories a step — and reflections came twice as often:
+//!   80 % dearer.) So the crowd with them is measured on its own.
 //!
 //! Each size is warmed up first — run until every persona has planned its day (a day in its
 //! `Diary`) and grounded its first action, then on to 09:00 of the first day, when the town is

@@ -716,8 +716,10 @@ pub(super) fn group_step(world: &mut World) {
     let mut details_before = flush_all_memories(world, &people, &settings, now);
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
+        let reach = Reach::of(streams);
         let cx = HearingContext {
             streams,
+            reach: &reach,
             opened: &opened,
             settings: &settings,
             step,
@@ -1407,12 +1409,64 @@ struct Hearing {
 /// What a step's hearing reads besides the persona (see [`Hearing`]).
 struct HearingContext<'a> {
     streams: &'a GroupStreams,
+    /// Which streams reach each persona (see [`Reach`]).
+    reach: &'a Reach<'a>,
     opened: &'a [StreamKey],
     settings: &'a GroupSettings,
     step: u64,
     secs: f32,
     rounds_on: bool,
     every: u64,
+}
+
+/// The open streams by the personas they reach, made once a step: a persona hears the two or
+/// three streams around it without a look at every stream of the town.
+struct Reach<'a> {
+    /// Every stream, in key order.
+    streams: Vec<&'a super::stream::GroupStream>,
+    /// Per member, the positions of its streams in `streams`, ascending.
+    members: HashMap<Entity, Vec<usize>>,
+    /// The positions of the channels everyone hears (no subscribers), ascending.
+    everyone: Vec<usize>,
+}
+
+impl<'a> Reach<'a> {
+    fn of(streams: &'a GroupStreams) -> Self {
+        let mut reach = Self {
+            streams: streams.iter().collect(),
+            members: HashMap::new(),
+            everyone: Vec::new(),
+        };
+        for (at, stream) in reach.streams.iter().enumerate() {
+            match stream.key {
+                StreamKey::Channel(_) if stream.members.is_empty() => reach.everyone.push(at),
+                _ => {
+                    for &member in &stream.members {
+                        reach.members.entry(member).or_default().push(at);
+                    }
+                }
+            }
+        }
+        reach
+    }
+
+    /// The streams that reach `persona` ([`GroupStream::reaches`](super::stream::GroupStream::reaches)),
+    /// in key order.
+    fn streams_reaching(
+        &self,
+        persona: Entity,
+    ) -> impl Iterator<Item = &'a super::stream::GroupStream> + '_ {
+        let mine = self.members.get(&persona).map_or(&[][..], Vec::as_slice);
+        let (mut a, mut b) = (mine.iter().peekable(), self.everyone.iter().peekable());
+        std::iter::from_fn(move || {
+            let next = match (a.peek(), b.peek()) {
+                (Some(&&x), Some(&&y)) if y < x => b.next(),
+                (Some(_), _) => a.next(),
+                (None, _) => b.next(),
+            };
+            next.and_then(|&at| self.streams.get(at).copied())
+        })
+    }
 }
 
 /// Works out a persona's [`Hearing`] (see there).
@@ -1425,6 +1479,7 @@ fn hear(
 ) -> Hearing {
     let HearingContext {
         streams,
+        reach,
         opened,
         settings,
         step,
@@ -1471,10 +1526,7 @@ fn hear(
     // The persona's words are read (or found unchanged) when the first line reaches it.
     let mut words_read = false;
     let mut lowered: Option<LoweredName> = None;
-    for stream in streams.iter() {
-        if !stream.reaches(someone.entity) {
-            continue;
-        }
+    for stream in reach.streams_reaching(someone.entity) {
         let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
         let opened_now = opened.contains(&stream.key);
         let flow = group.attention.flow(&stream.key);
@@ -2397,6 +2449,42 @@ mod tests {
             memory_description("Ann Lee", "Hobbs Cafe", "Hi")
         );
         assert_eq!(node.poignancy, settings.line_poignancy);
+    }
+
+    #[test]
+    fn the_reach_index_lists_the_streams_that_reach_each_persona_in_key_order() {
+        let people: Vec<Entity> = (0..6)
+            .map(Entity::from_raw_u32)
+            .map(Option::unwrap)
+            .collect();
+        let stream = |key: StreamKey, members: &[usize]| {
+            let mut s = super::super::stream::GroupStream::new(key, pending_time(0));
+            s.members = members.iter().map(|&i| people[i]).collect();
+            s
+        };
+        let arena = |name: &str| StreamKey::Arena(name.into());
+        let channel = |name: &str| StreamKey::Channel(name.into());
+        let streams = GroupStreams::from_streams([
+            stream(arena("w:s:a"), &[0, 1, 2]),
+            stream(arena("w:s:b"), &[2, 3]),
+            stream(arena("w:s:empty"), &[]),
+            stream(channel("board"), &[]),
+            stream(channel("club"), &[1, 4]),
+            stream(channel("news"), &[]),
+        ]);
+        let reach = Reach::of(&streams);
+        for &persona in &people {
+            let indexed: Vec<&StreamKey> =
+                reach.streams_reaching(persona).map(|s| &s.key).collect();
+            let scanned: Vec<&StreamKey> = streams
+                .iter()
+                .filter(|s| s.reaches(persona))
+                .map(|s| &s.key)
+                .collect();
+            assert_eq!(indexed, scanned, "{persona:?}");
+        }
+        // Everyone hears the open channels; persona 5 is in no stream but hears them.
+        assert_eq!(reach.streams_reaching(people[5]).count(), 2);
     }
 
     #[test]
