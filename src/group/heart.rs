@@ -9,7 +9,8 @@
 //!    Whoever leaves the arena leaves the stream (its sub-flow goes `Absent`); a stream with
 //!    fewer than two members closes.
 //! 2. *Memories*: what each persona heard of a stream becomes one chat memory a passage at a
-//!    time, when the passage is full or old enough and the mind is home (`due_passages`).
+//!    time, when the passage is full or its window of the clock has ended, and the mind is
+//!    home (`due_passages`).
 //! 3. *Social state* from the persona's action ([`SocialState::from_activity`]), limits
 //!    applied (asleep: every stream left).
 //! 4. *Hearing*: each new line of another speaker raises interest by its relevance (words the
