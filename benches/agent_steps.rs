@@ -52,6 +52,7 @@
 //! GA_BENCH_TOWN=crowd cargo bench --no-default-features --bench agent_steps      # one town only
 //! GA_BENCH_TOWN=crowd,crowd-without-groups cargo bench ...                       # the crowds
 //! GA_BENCH_GROUPS=off cargo bench --no-default-features --bench agent_steps    # no group talk anywhere
+//! GA_BENCH_LEAN=on cargo bench --no-default-features --bench agent_steps       # lean mode
 //! GA_BENCH_PERF_CTL=ctl.fifo perf record --control=fifo:ctl.fifo -D -1 -g <bench binary> --bench
 //!                                                          # profile the timed windows only
 //! ```
@@ -159,6 +160,9 @@ fn warmed_app(n: usize, town: Town) -> Option<App> {
     let mut app = create_test_app(scripted_client(SEED));
     if !town.groups() {
         app.world_mut().resource_mut::<GroupSettings>().enabled = false;
+    }
+    if lean_on() {
+        bevy_generative_agents::headless::make_lean(&mut app);
     }
     let map = TownMap::load_tmx(TownMap::default_town_path())
         .map_err(|e| eprintln!("{e}"))
@@ -300,6 +304,13 @@ static FRAMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// off, to compare with builds from before they existed.
 fn groups_on() -> bool {
     switch("GA_BENCH_GROUPS", true)
+}
+
+/// Whether the personas run lean mode (`AgentSettings::lean`: group talk in rounds, fewer
+/// calls per action): `GA_BENCH_LEAN=on`. Off by default — the benchmark measures the
+/// faithful loop.
+fn lean_on() -> bool {
+    switch("GA_BENCH_LEAN", false)
 }
 
 /// An `on`/`off` setting `name`, or `default`.
