@@ -444,6 +444,19 @@ fn place_of(key: &StreamKey) -> String {
     }
 }
 
+/// How a group's memories and tool calls name it: `the group in <place>` (a memory's object,
+/// a tool call's speaker). [`place_in_group`] reads the place back.
+fn group_in(place: &str) -> String {
+    format!("{GROUP_IN}{place}")
+}
+
+/// The place of a name [`group_in`] made, if `name` is one.
+fn place_in_group(name: &str) -> Option<&str> {
+    name.strip_prefix(GROUP_IN)
+}
+
+const GROUP_IN: &str = "the group in ";
+
 /// What a follower remembers of a line.
 fn memory_description(speaker: &str, place: &str, text: &str) -> String {
     format!("{speaker} said in {place}: \"{text}\"")
@@ -580,7 +593,7 @@ fn latest_said(memory: &crate::memory::AssociativeMemory, n: usize) -> Vec<Strin
             break;
         }
         let lines = node.filling.chat_lines();
-        match node.object.strip_prefix("the group in ") {
+        match place_in_group(&node.object) {
             Some(place) if lines.len() > 1 => {
                 for line in lines.iter().rev().take(n - said.len()) {
                     said.push(memory_description(&line.speaker, place, &line.line));
@@ -1317,7 +1330,7 @@ fn look_up(world: &mut World, call: &Call, look: LookUp) {
         mut focus,
         ctx,
     } = look;
-    let speaker = format!("the group in {}", call.place);
+    let speaker = group_in(&call.place);
     let found = match run_read_only_tool(world, persona, &speaker, &tool, args.into()) {
         Ok(Ok(result)) => format!("{tool} → {}", truncate_chars(&result.to_string(), 600)),
         Ok(Err(error)) => format!("{tool} failed: {}", truncate_chars(&error, 200)),
@@ -2167,7 +2180,7 @@ fn remember(
         speaker_keyword: line.speaker.to_lowercase(),
         speaker: line.speaker,
         line: line.text,
-        object: format!("the group in {}", call.place),
+        object: group_in(&call.place),
         embedding,
     });
     for entity in heard_by {
@@ -2275,7 +2288,7 @@ mod tests {
                 speaker: speaker.into(),
                 speaker_keyword: speaker.to_lowercase(),
                 line: text.into(),
-                object: format!("the group in {place}"),
+                object: group_in(place),
                 description: memory_description(speaker, place, text),
                 embedding: vector,
             }),

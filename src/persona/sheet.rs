@@ -276,9 +276,11 @@ impl PersonaSheet {
     }
 }
 
-/// The default town's persona folder (`assets/personas` in this crate).
+/// The default town's persona folder ([`ShippedTown::default_town`]'s, `assets/personas`).
+///
+/// [`ShippedTown::default_town`]: crate::world::ShippedTown::default_town
 pub fn default_personas_dir() -> PathBuf {
-    crate::files::crate_file("assets/personas")
+    crate::world::ShippedTown::default_town().personas_dir()
 }
 
 /// Reads a sheet of at most [`MAX_SHEET_BYTES`].

@@ -107,11 +107,12 @@ struct Area {
 }
 
 impl TownMap {
-    /// The default town shipped with the crate, `assets/maps/willowbrook.tmx` (found by
-    /// [`crate_file`](crate::files::crate_file)). Games ship their own maps and pass their own path to
+    /// The default town shipped with the crate: the map of
+    /// [`ShippedTown::default_town`](super::ShippedTown::default_town),
+    /// `assets/maps/willowbrook.tmx`. Games ship their own maps and pass their own path to
     /// [`load_tmx`](Self::load_tmx).
     pub fn default_town_path() -> PathBuf {
-        crate::files::crate_file("assets/maps/willowbrook.tmx")
+        super::ShippedTown::default_town().map_path()
     }
 
     /// Loads a town from a Tiled map (see the module docs and `docs/maps.md`).
