@@ -774,7 +774,7 @@ pub(super) fn group_step(world: &mut World) {
                     .take()
                     .unwrap_or_else(|| details(world, someone));
                 let scene = scene_in(stream, someone, details, &names_by_entity, &settings, step);
-                let new_lines = observed.get(&key).cloned().unwrap_or_default();
+                let new_lines = observed;
                 let tools = if kind == CallKind::Focus && settings.think_with_tools {
                     offered_tools(world, someone.entity)
                 } else {
@@ -955,11 +955,11 @@ enum CallKind {
 
 fn choose_call(
     group: &GroupAttention,
-    observed: &BTreeMap<StreamKey, Vec<String>>,
+    focus_due: Option<&StreamKey>,
     reply_wins: &BTreeSet<StreamKey>,
 ) -> Option<(CallKind, StreamKey)> {
     let state = |key: &StreamKey| group.attention.flows.get(key).map(|f| f.state);
-    if let Some(key) = observed.keys().next() {
+    if let Some(key) = focus_due {
         return Some((CallKind::Focus, key.clone()));
     }
     if let Some(key) = reply_wins
@@ -1413,7 +1413,8 @@ struct Hearing {
     group: GroupAttention,
     moved: Vec<(StreamKey, Change)>,
     details_now: Option<Details>,
-    observed: BTreeMap<StreamKey, Vec<String>>,
+    /// The lines a focused call answers: what other speakers said since its last cycle.
+    observed: Vec<String>,
     call: Option<(CallKind, StreamKey)>,
     looked_before: u64,
     /// Lean rounds: the focused streams the persona listens at, with the last line it saw.
@@ -1577,32 +1578,35 @@ fn hear(
     moved.extend(group.attention.tick(secs, &settings.attention, &mut rng));
     // 6. At most one call.
     // A focused stream's cycle is due once `focus_cycle_every` seconds have passed since
-    // the last, if another speaker said something since that cycle observed.
-    let mut observed: BTreeMap<StreamKey, Vec<String>> = BTreeMap::new();
-    for (key, flow) in &group.attention.flows {
-        if flow.state != ChatState::Focused {
-            continue;
-        }
-        let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
-        if step < due {
-            continue;
-        }
-        let Some(stream) = streams.get(key) else {
-            continue;
-        };
-        let new: Vec<String> = stream
-            .lines_after(looked)
-            .filter(|l| l.persona != Some(someone.entity))
-            .map(shown)
-            .collect();
-        if !new.is_empty() {
-            observed.insert(key.clone(), new);
-        }
-    }
-    let call = if someone.free && !someone.asleep && !someone.chatting {
-        choose_call(&group, &observed, &reply_wins)
+    // the last, if another speaker said something since that cycle observed. Only a persona
+    // that may call looks, and only the stream it answers has its new lines copied out (a
+    // busy persona's due cycle waits, unread, until it is free).
+    let may_call = someone.free && !someone.asleep && !someone.chatting;
+    let me = Some(someone.entity);
+    let focus_due = may_call
+        .then(|| {
+            group.attention.flows.iter().find_map(|(key, flow)| {
+                let (looked, due) = group.cycles.get(key).copied().unwrap_or((0, 0));
+                let stream = streams.get(key)?;
+                let heard_new = flow.state == ChatState::Focused
+                    && step >= due
+                    && stream.lines_after(looked).any(|l| l.persona != me);
+                heard_new.then_some((key, stream, looked))
+            })
+        })
+        .flatten();
+    let call = if may_call {
+        choose_call(&group, focus_due.map(|(key, ..)| key), &reply_wins)
     } else {
         None
+    };
+    let observed: Vec<String> = match focus_due {
+        Some((_, stream, looked)) if matches!(call, Some((CallKind::Focus, _))) => stream
+            .lines_after(looked)
+            .filter(|l| l.persona != me)
+            .map(shown)
+            .collect(),
+        _ => Vec::new(),
     };
     // The last line this cycle's previous one observed (the round shows what is new).
     let mut looked_before = 0;
@@ -1615,7 +1619,7 @@ fn hear(
             .insert(key.clone(), (stream.last_seq(), next_cycle(rounds_on)));
     }
     let mut listening = Vec::new();
-    if rounds_on && call.is_none() && someone.free && !someone.asleep && !someone.chatting {
+    if rounds_on && call.is_none() && may_call {
         // Focused but with nothing new to answer: a listener at its streams' rounds.
         for (key, flow) in &group.attention.flows {
             if flow.state == ChatState::Focused {
@@ -1751,6 +1755,7 @@ fn flush_all_memories(
     now: NaiveDateTime,
 ) -> HashMap<Entity, Details> {
     let mut before: Parallel<Vec<(Entity, Details)>> = Parallel::default();
+    let shared = SharedPassages::default();
     let mut query = world.query::<(Entity, &mut Mind, &mut GroupAttention)>();
     query
         .par_iter_mut(world)
@@ -1769,7 +1774,7 @@ fn flush_all_memories(
             before.scope(|before| before.push((entity, details_of(mind.get()))));
             if let Some(state) = mind.get_mut() {
                 for passage in &passages {
-                    store_passage(state, someone, passage, settings);
+                    store_passage(state, someone, passage, settings, &shared);
                 }
             }
         });
@@ -1852,6 +1857,7 @@ fn store_passage(
     someone: &Someone,
     passage: &[PendingMemory],
     settings: &GroupSettings,
+    shared: &SharedPassages,
 ) {
     let Some(first) = passage.first() else {
         return;
@@ -1860,7 +1866,7 @@ fn store_passage(
     if passage.len() > 1 && passage.iter().any(|line| line.heard.embedding.len() != dim) {
         // Lines embedded by different models: each is remembered apart.
         for line in passage {
-            store_passage(state, someone, std::slice::from_ref(line), settings);
+            store_passage(state, someone, std::slice::from_ref(line), settings, shared);
         }
         return;
     }
@@ -1875,15 +1881,16 @@ fn store_passage(
             keywords.push(line.heard.speaker_keyword.clone());
         }
     }
+    let made;
     let (description, vector) = match passage {
         [only] => (
             only.heard.description.clone(),
-            std::borrow::Cow::Borrowed(only.heard.embedding.as_slice()),
+            only.heard.embedding.as_slice(),
         ),
-        lines => (
-            passage_description(lines),
-            std::borrow::Cow::Owned(mean_vector(lines, dim)),
-        ),
+        lines => {
+            made = shared.of(lines, dim);
+            (made.description.clone(), made.vector.as_slice())
+        }
     };
     let node = NewMemory::new(
         first.heard.time,
@@ -1901,12 +1908,51 @@ fn store_passage(
         .map(|line| ChatLine::new(line.heard.speaker.clone(), line.heard.line.clone()))
         .collect();
     // The vector is copied into memory's own rows only when memory does not hold it yet.
-    match state.associative.add_chat_with_vector(node, &vector, lines) {
+    match state.associative.add_chat_with_vector(node, vector, lines) {
         Ok(_) => {
             state.scratch.importance_trigger_curr -= i32::from(poignancy);
             state.scratch.importance_ele_n += 1;
         }
         Err(error) => debug!(%error, "a group passage was not stored"),
+    }
+}
+
+/// The description and vector of each passage of several lines one flush stores, made once for
+/// everyone who heard the same lines (the same [`HeardLine`]s, in order), not once a listener.
+#[derive(Default)]
+struct SharedPassages(std::sync::Mutex<HashMap<Vec<usize>, Arc<SharedPassage>>>);
+
+/// A passage's description and vector (see [`SharedPassages`]).
+struct SharedPassage {
+    /// The lines, held so that no address in the key is freed and reused while the map lives.
+    _lines: Vec<Arc<HeardLine>>,
+    description: String,
+    vector: Vec<f32>,
+}
+
+impl SharedPassages {
+    /// The description and vector of `lines`: made now, or by an earlier listener.
+    fn of(&self, lines: &[PendingMemory], dim: usize) -> Arc<SharedPassage> {
+        let key: Vec<usize> = lines
+            .iter()
+            .map(|line| Arc::as_ptr(&line.heard).addr())
+            .collect();
+        let lock = || {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(made) = lock().get(&key) {
+            return made.clone();
+        }
+        // Made outside the lock: another thread may make the same one meanwhile (the first
+        // kept wins; both are equal).
+        let made = Arc::new(SharedPassage {
+            _lines: lines.iter().map(|line| line.heard.clone()).collect(),
+            description: passage_description(lines),
+            vector: mean_vector(lines, dim),
+        });
+        lock().entry(key).or_insert(made).clone()
     }
 }
 
@@ -2390,7 +2436,14 @@ mod tests {
             heard("Hobbs Cafe", "Ann Lee", "Eva, coffee?", 2, vec![1.0, 0.0]),
         ];
         passage[2].named = true;
-        store_passage(&mut state, &listener("Eva Moss"), &passage, &settings);
+        let shared = SharedPassages::default();
+        store_passage(
+            &mut state,
+            &listener("Eva Moss"),
+            &passage,
+            &settings,
+            &shared,
+        );
         let chats: Vec<_> = state.associative.chats().collect();
         assert_eq!(chats.len(), 1, "one memory for the passage");
         let node = chats[0];
@@ -2437,6 +2490,23 @@ mod tests {
             .expect("a vector");
         let norm = 5.0f32.sqrt();
         assert!((vector[0] - 2.0 / norm).abs() < 1e-5 && (vector[1] - 1.0 / norm).abs() < 1e-5);
+        // Another listener of the same lines remembers the same description and vector,
+        // made once for both.
+        let mut other = MindState::default();
+        store_passage(
+            &mut other,
+            &listener("Bo Tan"),
+            &passage,
+            &settings,
+            &shared,
+        );
+        let theirs = other.associative.chats().next().expect("a memory");
+        assert_eq!(theirs.description, node.description);
+        assert_eq!(
+            other.associative.embedding(&theirs.embedding_key),
+            Some(vector)
+        );
+        assert_eq!(shared.0.lock().map(|made| made.len()).ok(), Some(1));
         // A prompt shows the latest lines, not the passage.
         assert_eq!(
             latest_said(&state.associative, 2),
@@ -2456,7 +2526,7 @@ mod tests {
         // A passage of one line is that line's memory, as before passages.
         let mut state = MindState::default();
         let one = [heard("Hobbs Cafe", "Ann Lee", "Hi", 0, vec![0.0, 1.0])];
-        store_passage(&mut state, &listener("Eva Moss"), &one, &settings);
+        store_passage(&mut state, &listener("Eva Moss"), &one, &settings, &shared);
         let node = state.associative.chats().next().expect("a memory");
         assert_eq!(
             node.description,
