@@ -32,9 +32,7 @@ impl Plugin for ExecutePlugin {
 /// A stable per-persona, per-step random stream: execution needs a little randomness (which of
 /// an arena's tiles), and it must not depend on iteration order or on the mind being home.
 pub(crate) fn step_rng(name: &str, step: u64) -> ChaCha8Rng {
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = crate::persona::name_hash(name);
     ChaCha8Rng::seed_from_u64(hash ^ step.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 

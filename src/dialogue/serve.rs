@@ -258,7 +258,8 @@ fn start_turns(world: &mut World) {
             mode: request.mode.clone(),
             recent,
             profile,
-            seed: step ^ persona.to_bits().rotate_left(17),
+            // By name, not entity (see `persona::name_hash`).
+            seed: step ^ crate::persona::name_hash(&name).rotate_left(17),
         };
         let link = WorldLink {
             requests: req_tx,

@@ -51,7 +51,7 @@ use crate::dialogue::{
 };
 use crate::llm::{EMBED_KIND, LlmClient};
 use crate::memory::{ChatLine, NewMemory};
-use crate::persona::{ChattingWith, Mind, MindState, PERSONA_BATCHES, Persona};
+use crate::persona::{ChattingWith, Mind, MindState, PERSONA_BATCHES, Persona, name_hash};
 use crate::prompt::{
     FailureLog, FailureReason, ModelFailure, PromptContext, PromptLibrary, run_prompt,
 };
@@ -1132,7 +1132,9 @@ fn scene_in(
         recent: recent_lines(stream, settings.recent_lines),
         present,
         memories,
-        seed: step ^ someone.entity.to_bits().rotate_left(23) ^ stream.said,
+        // By name, not entity: a load into a running world hands out new entities, and the
+        // same scene must ask the model the same question (and hit the cache) as before.
+        seed: step ^ name_hash(&someone.name).rotate_left(23) ^ stream.said,
     }
 }
 
@@ -2533,6 +2535,25 @@ mod tests {
             memory_description("Ann Lee", "Hobbs Cafe", "Hi")
         );
         assert_eq!(node.poignancy, settings.line_poignancy);
+    }
+
+    #[test]
+    fn a_scene_is_seeded_by_the_persona_not_its_entity() {
+        // A load into a running world gives the same persona a new entity: its question to
+        // the model (seed included) must stay the same, or the answer and the cache change.
+        let stream = super::super::stream::GroupStream::new(
+            StreamKey::Arena("town:cafe:counter".into()),
+            pending_time(0),
+        );
+        let settings = GroupSettings::default();
+        let seed_of = |entity: u32, name: &str| {
+            let mut someone = listener(name);
+            someone.entity = Entity::from_raw_u32(entity).expect("an entity");
+            let names = BTreeMap::new();
+            scene_in(&stream, &someone, Details::default(), &names, &settings, 40).seed
+        };
+        assert_eq!(seed_of(3, "Eva Moss"), seed_of(907, "Eva Moss"));
+        assert_ne!(seed_of(3, "Eva Moss"), seed_of(3, "Bo Tan"));
     }
 
     #[test]

@@ -244,15 +244,21 @@ pub(crate) fn initial_mind(
             }
         }
     }
-    let name_hash = sheet.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    });
     MindState {
         scratch,
         associative: AssociativeMemory::default(),
         spatial,
-        rng: ChaCha8Rng::seed_from_u64(seed ^ name_hash),
+        rng: ChaCha8Rng::seed_from_u64(seed ^ name_hash(&sheet.name)),
     }
+}
+
+/// A persona's name as a number (64-bit FNV-1a), for seeds that must stay the same for the
+/// same persona across runs, saves and loads — unlike its `Entity`, which a load into a
+/// running world hands out afresh.
+pub(crate) fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Spawns a persona from a validated sheet at its spawn location. Fails (spawning nothing) when
