@@ -252,30 +252,32 @@ impl Scratch {
     /// The identity stable set as prompt text (Smallville's `get_str_iss`).
     pub fn identity_summary(&self) -> String {
         use std::fmt::Write as _;
-        // Asked for by nearly every prompt: one buffer, written once.
+        // Asked for by nearly every prompt: one buffer, written once, by pieces (the
+        // formatting machinery was most of its cost).
+        let fields: [(&str, &str); 6] = [
+            ("\nInnate traits: ", &self.innate),
+            ("\nLearned traits: ", &self.learned),
+            ("\nCurrently: ", &self.currently),
+            ("\nLifestyle: ", &self.lifestyle),
+            ("\nDaily plan requirement: ", &self.daily_plan_req),
+            ("\n", ""),
+        ];
         let mut s = String::with_capacity(
-            160 + self.name.len()
-                + self.innate.len()
-                + self.learned.len()
-                + self.currently.len()
-                + self.lifestyle.len()
-                + self.daily_plan_req.len(),
+            160 + self.name.len() + fields.iter().map(|(_, v)| v.len()).sum::<usize>(),
         );
+        s.push_str("Name: ");
+        s.push_str(&self.name);
+        s.push_str("\nAge: ");
         // Writing into a `String` cannot fail.
-        let _ = write!(
-            s,
-            "Name: {}\nAge: {}\nInnate traits: {}\nLearned traits: {}\nCurrently: {}\n\
-             Lifestyle: {}\nDaily plan requirement: {}\n",
-            self.name,
-            self.age,
-            self.innate,
-            self.learned,
-            self.currently,
-            self.lifestyle,
-            self.daily_plan_req
-        );
+        let _ = write!(s, "{}", self.age);
+        for (label, value) in fields {
+            s.push_str(label);
+            s.push_str(value);
+        }
         if let Some(time) = self.curr_time {
-            let _ = writeln!(s, "Current Date: {}", time.format("%A %B %d"));
+            s.push_str("Current Date: ");
+            push_date(&mut s, time.date());
+            s.push('\n');
         }
         s
     }
@@ -311,6 +313,47 @@ impl Scratch {
     pub fn is_sleeping(&self) -> bool {
         self.act_description.as_deref().is_some_and(is_sleep_text)
     }
+}
+
+/// Writes `date` as `"%A %B %d"` does (`Monday February 13`), without parsing a format.
+fn push_date(s: &mut String, date: chrono::NaiveDate) {
+    use chrono::Datelike as _;
+    const WEEKDAYS: [&str; 7] = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ];
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let weekday = date.weekday().num_days_from_monday() as usize;
+    s.push_str(WEEKDAYS.get(weekday).copied().unwrap_or_default());
+    s.push(' ');
+    s.push_str(
+        MONTHS
+            .get(date.month0() as usize)
+            .copied()
+            .unwrap_or_default(),
+    );
+    s.push(' ');
+    let day = date.day();
+    s.push(char::from(b'0' + (day / 10 % 10) as u8));
+    s.push(char::from(b'0' + (day % 10) as u8));
 }
 
 /// Whether an activity text means sleeping.
@@ -378,6 +421,17 @@ mod tests {
             s.identity_summary(),
             format!("{without_date}Current Date: Monday February 13\n")
         );
+    }
+
+    #[test]
+    fn the_summary_date_reads_as_chrono_writes_it() {
+        let mut date = chrono::NaiveDate::from_ymd_opt(2023, 1, 1).expect("a date");
+        for _ in 0..800 {
+            let mut s = String::new();
+            push_date(&mut s, date);
+            assert_eq!(s, date.format("%A %B %d").to_string());
+            date = date.succ_opt().expect("a next day");
+        }
     }
 
     #[test]
