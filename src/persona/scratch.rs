@@ -254,13 +254,12 @@ impl Scratch {
         use std::fmt::Write as _;
         // Asked for by nearly every prompt: one buffer, written once, by pieces (the
         // formatting machinery was most of its cost).
-        let fields: [(&str, &str); 6] = [
+        let fields: [(&str, &str); 5] = [
             ("\nInnate traits: ", &self.innate),
             ("\nLearned traits: ", &self.learned),
             ("\nCurrently: ", &self.currently),
             ("\nLifestyle: ", &self.lifestyle),
             ("\nDaily plan requirement: ", &self.daily_plan_req),
-            ("\n", ""),
         ];
         let mut s = String::with_capacity(
             160 + self.name.len() + fields.iter().map(|(_, v)| v.len()).sum::<usize>(),
@@ -274,6 +273,7 @@ impl Scratch {
             s.push_str(label);
             s.push_str(value);
         }
+        s.push('\n');
         if let Some(time) = self.curr_time {
             s.push_str("Current Date: ");
             push_date(&mut s, time.date());
