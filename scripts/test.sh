@@ -31,6 +31,24 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 step() { printf '\n=== %s\n' "$*"; }
 
+# A cache shared by two checkouts (a clone and a worktree, or a CI clone at another path) can
+# hold this crate built from the other one: cargo keys a workspace crate's build by its
+# path-free name, and only rebuilds it when a source file is newer than that build, so a
+# checkout whose files are older would run the other checkout's binaries, with the other
+# checkout's paths baked in (`env!("CARGO_MANIFEST_DIR")` finds `assets/` there). The cache
+# remembers which checkout built it last; another one rebuilds this crate (its dependencies
+# stay cached).
+if [ -n "${CARGO_TARGET_DIR:-}" ] && [ -d "$CARGO_TARGET_DIR/debug" ]; then
+  built_by="$(cat "$CARGO_TARGET_DIR/.built-by-checkout" 2>/dev/null || true)"
+  if [ "$built_by" != "$PWD" ]; then
+    echo "the build cache was last used by ${built_by:-another checkout}: rebuilding this crate"
+    cargo clean --package bevy_generative_agents --quiet
+  fi
+fi
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+  mkdir -p "$CARGO_TARGET_DIR" && printf '%s\n' "$PWD" > "$CARGO_TARGET_DIR/.built-by-checkout"
+fi
+
 step "system packages for the window test (xvfb, software Vulkan, emoji font)"
 bash scripts/install-deps.sh
 
