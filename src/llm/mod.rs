@@ -104,7 +104,6 @@ pub use plugin::{LlmPlugin, LlmShutDown};
 #[cfg(feature = "http")]
 pub use pool::{PoolBackend, PoolMember, PoolSettings};
 pub use replay::ReplayBackend;
-pub(crate) use scripted::fnv1a_parts;
 pub(crate) use scripted::word_overlap_scores;
 pub(crate) use scripted::word_pieces;
 pub(crate) use scripted::word_tokens;
@@ -112,4 +111,5 @@ pub use scripted::{
     Chooser, Responder, SCRIPTED_EMBEDDING_DIM, ScriptGuesses, ScriptRng, ScriptedBackend,
     hashed_bow_embedding,
 };
+pub(crate) use scripted::{fnv1a, fnv1a_parts};
 pub use usage::{EMBED_KIND, EndpointUsage, KindUsage, UsageReport, endpoint_lines};

@@ -1859,7 +1859,7 @@ fn tie_break(key: &str, options: &[String], candidates: &[usize]) -> Option<usiz
             .get(i)
             .map_or(String::new(), |o| o.trim().to_lowercase());
         (
-            crate::llm::scripted::fnv1a(format!("{key}\u{1f}{name}").as_bytes()),
+            crate::llm::fnv1a(format!("{key}\u{1f}{name}").as_bytes()),
             i,
         )
     })

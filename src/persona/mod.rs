@@ -256,9 +256,7 @@ pub(crate) fn initial_mind(
 /// same persona across runs, saves and loads — unlike its `Entity`, which a load into a
 /// running world hands out afresh.
 pub(crate) fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    crate::llm::fnv1a(name.as_bytes())
 }
 
 /// Spawns a persona from a validated sheet at its spawn location. Fails (spawning nothing) when

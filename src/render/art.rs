@@ -134,17 +134,12 @@ pub struct Look {
     pub trousers: Rgba,
 }
 
-/// FNV-1a, so looks are stable across runs and platforms (std's hasher is randomly seeded).
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 impl Look {
     /// The look of the persona called `name`.
     pub(crate) fn from_name(name: &str) -> Self {
-        let mut h = fnv1a(name);
+        // FNV-1a, so looks are stable across runs and platforms (std's hasher is randomly
+        // seeded).
+        let mut h = crate::persona::name_hash(name);
         let mut pick = |n: usize| {
             let i = (h % n as u64) as usize;
             h = h.rotate_right(13).wrapping_mul(0x9e37_79b9_7f4a_7c15);
