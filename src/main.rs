@@ -53,6 +53,11 @@ struct GameArgs {
     /// after that long.
     #[arg(long, value_name = "SECONDS", requires = "screenshot", value_parser = parse_seconds)]
     screenshot_after: Option<std::time::Duration>,
+    /// Take the screenshot as soon as a persona is out of bed (after `--frames`), with
+    /// `--screenshot-after` as the longest wait: the first minutes' promise checked without
+    /// timing the machine.
+    #[arg(long, requires = "screenshot")]
+    screenshot_once_up: bool,
     /// Select and follow the persona whose name starts with this.
     #[arg(long, value_name = "NAME")]
     follow: Option<String>,
@@ -376,6 +381,7 @@ fn play_replay(args: &ReplayArgs) -> ExitCode {
             path,
             frames: args.frames,
             after: args.screenshot_after,
+            once_up: false,
         }),
     };
     match run_replay(&options) {
@@ -591,6 +597,7 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
             path,
             frames: game.frames,
             after: game.screenshot_after,
+            once_up: game.screenshot_once_up,
         }),
         load,
         save_dir: game

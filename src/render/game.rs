@@ -58,8 +58,28 @@ pub struct ScreenshotRequest {
     /// Frames to render before the capture (at least 1).
     pub frames: u32,
     /// Real time to run before the capture, on top of `frames` (`--screenshot-after`): what a
-    /// player sees after that long at the chosen settings.
+    /// player sees after that long at the chosen settings. With [`once_up`](Self::once_up),
+    /// the longest wait.
     pub after: Option<std::time::Duration>,
+    /// Capture as soon as a persona is out of bed ([`PersonaShot::out_of_bed`]), once `frames`
+    /// have been drawn, without waiting out `after` (`--screenshot-once-up`): how soon the
+    /// town comes alive depends on the machine (the embedded model's calls share its cores
+    /// with a software renderer), so a check of it waits for the event, not for a fixed time.
+    pub once_up: bool,
+}
+
+impl ScreenshotRequest {
+    /// Whether the picture is due after `frames` drawn in `elapsed` real time; `someone_up`
+    /// is asked only when [`once_up`](Self::once_up) could make it due early.
+    fn capture_due(
+        &self,
+        frames: u32,
+        elapsed: std::time::Duration,
+        someone_up: impl FnOnce() -> bool,
+    ) -> bool {
+        let waited = self.after.is_none_or(|after| elapsed >= after);
+        frames >= self.frames && (waited || (self.once_up && someone_up()))
+    }
 }
 
 /// What the game runs.
@@ -569,8 +589,11 @@ fn drive_screenshot(
     progress.frames += 1;
     let started = *progress.started.get_or_insert_with(Instant::now);
     let frames = progress.frames;
-    let due =
-        frames >= request.frames && request.after.is_none_or(|after| started.elapsed() >= after);
+    let due = request.capture_due(frames, started.elapsed(), || {
+        personas
+            .iter()
+            .any(|(_, view, _)| out_of_bed(&view.description))
+    });
     if due && progress.requested_at.is_none() {
         if let Some(dir) = request.path.parent()
             && !dir.as_os_str().is_empty()
@@ -798,21 +821,24 @@ pub struct PersonaShot {
     pub tile: (i32, i32),
 }
 
+/// Whether a persona doing `action` is up: it has an action (its first plan has landed) and
+/// the action is not sleeping.
+fn out_of_bed(action: &str) -> bool {
+    !action.trim().is_empty() && !crate::persona::is_sleep_text(action)
+}
+
 fn screenshot_state(
     clock: &SimClock,
     personas: &Query<(&Name, &ActionView, &crate::persona::Body), With<crate::persona::Persona>>,
 ) -> ScreenshotState {
     let mut list: Vec<PersonaShot> = personas
         .iter()
-        .map(|(name, view, body)| {
-            let sleeping = crate::persona::is_sleep_text(&view.description);
-            PersonaShot {
-                name: name.as_str().to_owned(),
-                action: view.description.clone(),
-                sleeping,
-                out_of_bed: !sleeping && !view.description.trim().is_empty(),
-                tile: (body.tile.x, body.tile.y),
-            }
+        .map(|(name, view, body)| PersonaShot {
+            name: name.as_str().to_owned(),
+            action: view.description.clone(),
+            sleeping: crate::persona::is_sleep_text(&view.description),
+            out_of_bed: out_of_bed(&view.description),
+            tile: (body.tile.x, body.tile.y),
         })
         .collect();
     list.sort_by(|a, b| a.name.cmp(&b.name));
@@ -851,6 +877,40 @@ mod tests {
         );
         assert_eq!(t.max_ms, 12.0);
         assert_eq!(t.overall_mean_ms(), 7.0);
+    }
+
+    #[test]
+    fn a_screenshot_once_up_is_due_when_someone_is_up_or_the_wait_runs_out() {
+        use std::time::Duration;
+        let request = |after: Option<u64>, once_up| ScreenshotRequest {
+            path: PathBuf::from("shot.png"),
+            frames: 10,
+            after: after.map(Duration::from_secs),
+            once_up,
+        };
+        let at = Duration::from_secs;
+        let up = || true;
+        let asleep = || false;
+        // Never before the frames are drawn, up or not.
+        assert!(!request(Some(900), true).capture_due(9, at(1000), up));
+        // Up early: due at once; nobody up: due only when the wait runs out.
+        assert!(request(Some(900), true).capture_due(10, at(60), up));
+        assert!(!request(Some(900), true).capture_due(10, at(899), asleep));
+        assert!(request(Some(900), true).capture_due(10, at(900), asleep));
+        // Without `once_up` the wait is waited out whoever is up.
+        assert!(!request(Some(900), false).capture_due(10, at(60), up));
+        assert!(request(Some(900), false).capture_due(10, at(900), asleep));
+        // No wait: due when the frames are drawn.
+        assert!(request(None, false).capture_due(10, at(0), asleep));
+        assert!(request(None, true).capture_due(10, at(0), asleep));
+    }
+
+    #[test]
+    fn the_out_of_bed_rule() {
+        assert!(out_of_bed("making breakfast"));
+        assert!(!out_of_bed("sleeping"));
+        assert!(!out_of_bed("   "));
+        assert!(!out_of_bed(""));
     }
 
     #[test]
