@@ -38,15 +38,14 @@ step() { printf '\n=== %s\n' "$*"; }
 # checkout's paths baked in (`env!("CARGO_MANIFEST_DIR")` finds `assets/` there). The cache
 # remembers which checkout built it last; another one rebuilds this crate (its dependencies
 # stay cached).
-if [ -n "${CARGO_TARGET_DIR:-}" ] && [ -d "$CARGO_TARGET_DIR/debug" ]; then
-  built_by="$(cat "$CARGO_TARGET_DIR/.built-by-checkout" 2>/dev/null || true)"
-  if [ "$built_by" != "$PWD" ]; then
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+  built_by_file="$CARGO_TARGET_DIR/.built-by-checkout"
+  built_by="$(cat "$built_by_file" 2>/dev/null || true)"
+  if [ -d "$CARGO_TARGET_DIR/debug" ] && [ "$built_by" != "$PWD" ]; then
     echo "the build cache was last used by ${built_by:-another checkout}: rebuilding this crate"
     cargo clean --package bevy_generative_agents --quiet
   fi
-fi
-if [ -n "${CARGO_TARGET_DIR:-}" ]; then
-  mkdir -p "$CARGO_TARGET_DIR" && printf '%s\n' "$PWD" > "$CARGO_TARGET_DIR/.built-by-checkout"
+  mkdir -p "$CARGO_TARGET_DIR" && printf '%s\n' "$PWD" > "$built_by_file"
 fi
 
 step "system packages for the window test (xvfb, software Vulkan, emoji font)"
