@@ -22,7 +22,7 @@
 //! [`LlmClient::keep`](super::LlmClient::keep)), and embeddings or choice scores only when they
 //! are finite and of the right size.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use bevy::platform::hash::PassHash;
 use std::fmt;
@@ -389,21 +389,31 @@ pub struct CacheLoadReport {
     pub skipped: usize,
 }
 
-/// One cached answer and when it was last used.
+/// No slot: either end of the use list.
+const NIL: usize = usize::MAX;
+
+/// One cached answer, linked into the use list between the entries used just before and just
+/// after it.
 struct Slot {
     entry: CacheEntry,
     bytes: usize,
-    used: u64,
+    /// The slot used just before this one ([`NIL`] for the least recently used).
+    older: usize,
+    /// The slot used just after this one ([`NIL`] for the most recently used).
+    newer: usize,
 }
 
+/// The entries in a slab, indexed by key and linked in order of use: a hit moves its slot to
+/// the newest end and an eviction takes the oldest, each a few link updates. Nothing is ever
+/// left to clean up later — an earlier design appended a record per hit and compacted the
+/// records now and then, which held the lock for tens of milliseconds in a large cache.
 struct CacheInner {
-    entries: HashMap<CacheKey, Slot, PassHash>,
-    /// Every use of a key, oldest first, as (use counter, key). A record is live while its
-    /// counter is the key's [`Slot::used`]; a later use leaves the earlier record stale, to be
-    /// skipped (and dropped by [`Self::drop_stale`]) rather than searched for and removed, so
-    /// a hit costs an append, not two ordered-map updates.
-    recency: VecDeque<(u64, CacheKey)>,
-    clock: u64,
+    index: HashMap<CacheKey, usize, PassHash>,
+    /// `None` for a slot whose entry left, until [`Self::free`] hands it out again.
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    oldest: usize,
+    newest: usize,
     memory_bytes: usize,
     limits: CacheLimits,
     file: Option<File>,
@@ -416,9 +426,11 @@ struct CacheInner {
 impl CacheInner {
     fn new(limits: CacheLimits) -> Self {
         Self {
-            entries: HashMap::default(),
-            recency: VecDeque::new(),
-            clock: 0,
+            index: HashMap::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            oldest: NIL,
+            newest: NIL,
             memory_bytes: 0,
             limits,
             file: None,
@@ -429,72 +441,118 @@ impl CacheInner {
         }
     }
 
-    fn tick(&mut self) -> u64 {
-        self.clock += 1;
-        self.clock
+    fn len(&self) -> usize {
+        self.index.len()
     }
 
-    fn touch(&mut self, key: &CacheKey) -> Option<&CacheEntry> {
-        // Compacting first, counting the record this pushes, lets the hit be one lookup in a
-        // map that is mostly out of the processor's caches.
-        self.drop_stale(1);
-        let now = self.clock + 1;
-        let slot = self.entries.get_mut(key)?;
-        slot.used = now;
-        self.clock = now;
-        self.recency.push_back((now, *key));
-        Some(&slot.entry)
+    fn slot(&self, at: usize) -> Option<&Slot> {
+        self.slots.get(at).and_then(Option::as_ref)
     }
 
-    /// Whether `record` of [`Self::recency`] is the key's latest use.
-    fn is_live(&self, (used, key): &(u64, CacheKey)) -> bool {
-        self.entries.get(key).is_some_and(|slot| slot.used == *used)
+    fn slot_mut(&mut self, at: usize) -> Option<&mut Slot> {
+        self.slots.get_mut(at).and_then(Option::as_mut)
     }
 
-    /// Keeps the stale records of [`Self::recency`] to at most as many as the live ones (one
-    /// per entry), so the record list stays within twice the entries — counting the `pushing`
-    /// records about to be appended.
-    fn drop_stale(&mut self, pushing: usize) {
-        if self.recency.len() + pushing <= 2 * self.entries.len() + 64 {
+    /// Takes the slot at `at` out of the use list (its links are left as they were).
+    fn unlink(&mut self, at: usize) {
+        let Some((older, newer)) = self.slot(at).map(|slot| (slot.older, slot.newer)) else {
             return;
+        };
+        match self.slot_mut(older) {
+            Some(slot) => slot.newer = newer,
+            None => self.oldest = newer,
         }
-        let mut recency = std::mem::take(&mut self.recency);
-        recency.retain(|record| self.is_live(record));
-        self.recency = recency;
+        match self.slot_mut(newer) {
+            Some(slot) => slot.older = older,
+            None => self.newest = older,
+        }
     }
 
-    /// The live keys, least recently used first.
-    fn by_recency(&self) -> impl DoubleEndedIterator<Item = &CacheKey> {
-        self.recency
-            .iter()
-            .filter(|record| self.is_live(record))
-            .map(|(_, key)| key)
+    /// Links the (unlinked) slot at `at` in as the most recently used.
+    fn link_newest(&mut self, at: usize) {
+        let previous = self.newest;
+        if let Some(slot) = self.slot_mut(at) {
+            slot.older = previous;
+            slot.newer = NIL;
+        }
+        match self.slot_mut(previous) {
+            Some(slot) => slot.newer = at,
+            None => self.oldest = at,
+        }
+        self.newest = at;
+    }
+
+    /// Marks the entry under `key` as just used.
+    fn touch(&mut self, key: &CacheKey) -> Option<&CacheEntry> {
+        let at = *self.index.get(key)?;
+        if at != self.newest {
+            self.unlink(at);
+            self.link_newest(at);
+        }
+        self.slot(at).map(|slot| &slot.entry)
+    }
+
+    /// The keys in memory, least recently used first.
+    fn by_recency(&self) -> UseOrder<'_> {
+        UseOrder {
+            inner: self,
+            front: self.oldest,
+            back: self.newest,
+            left: self.len(),
+        }
     }
 
     /// Stores `entry` as the most recently used, then drops the least recently used entries
     /// while memory is over its limit (never the one just stored).
     fn put(&mut self, entry: CacheEntry) {
-        let used = self.tick();
         let bytes = entry.approx_bytes();
         let key = entry.key;
-        if let Some(old) = self.entries.insert(key, Slot { entry, bytes, used }) {
-            self.memory_bytes -= old.bytes;
-        }
-        self.recency.push_back((used, key));
+        let at = match self.index.get(&key).copied() {
+            Some(at) => {
+                self.unlink(at);
+                if let Some(slot) = self.slot_mut(at) {
+                    let old = std::mem::replace(&mut slot.bytes, bytes);
+                    slot.entry = entry;
+                    self.memory_bytes -= old;
+                }
+                at
+            }
+            None => {
+                let slot = Slot {
+                    entry,
+                    bytes,
+                    older: NIL,
+                    newer: NIL,
+                };
+                let at = match self.free.pop() {
+                    Some(at) => {
+                        if let Some(free) = self.slots.get_mut(at) {
+                            *free = Some(slot);
+                        }
+                        at
+                    }
+                    None => {
+                        self.slots.push(Some(slot));
+                        self.slots.len() - 1
+                    }
+                };
+                self.index.insert(key, at);
+                at
+            }
+        };
+        self.link_newest(at);
         self.memory_bytes += bytes;
-        while self.memory_bytes > self.limits.memory_bytes && self.entries.len() > 1 {
-            let Some(oldest) = self.recency.pop_front() else {
+        while self.memory_bytes > self.limits.memory_bytes && self.len() > 1 {
+            let oldest = self.oldest;
+            self.unlink(oldest);
+            let Some(slot) = self.slots.get_mut(oldest).and_then(Option::take) else {
                 break;
             };
-            if !self.is_live(&oldest) {
-                continue;
-            }
-            if let Some(slot) = self.entries.remove(&oldest.1) {
-                self.memory_bytes -= slot.bytes;
-                self.evicted += 1;
-            }
+            self.index.remove(&slot.entry.key);
+            self.free.push(oldest);
+            self.memory_bytes -= slot.bytes;
+            self.evicted += 1;
         }
-        self.drop_stale(0);
     }
 
     /// Appends one line, compacting the file first when it would pass its limit.
@@ -521,11 +579,8 @@ impl CacheInner {
         let budget = self.limits.file_bytes / 2;
         let mut lines = Vec::new();
         let mut total = 0u64;
-        for key in self.by_recency().rev() {
-            let Some(slot) = self.entries.get(key) else {
-                continue;
-            };
-            let mut line = serde_json::to_string(&slot.entry)?;
+        for entry in self.by_recency().rev() {
+            let mut line = serde_json::to_string(entry)?;
             line.push('\n');
             if total + line.len() as u64 > budget {
                 break;
@@ -558,6 +613,46 @@ impl CacheInner {
     }
 }
 
+/// The entries of a [`CacheInner`] in order of use, least recently used first (or last, from
+/// the back).
+struct UseOrder<'a> {
+    inner: &'a CacheInner,
+    front: usize,
+    back: usize,
+    /// Entries not yet yielded from either end.
+    left: usize,
+}
+
+impl<'a> Iterator for UseOrder<'a> {
+    type Item = &'a CacheEntry;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        let slot = self.inner.slot(self.front)?;
+        self.front = slot.newer;
+        self.left -= 1;
+        Some(&slot.entry)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left))
+    }
+}
+
+impl DoubleEndedIterator for UseOrder<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        let slot = self.inner.slot(self.back)?;
+        self.back = slot.older;
+        self.left -= 1;
+        Some(&slot.entry)
+    }
+}
+
 /// What a [`ResponseCache`] holds and has dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -583,7 +678,7 @@ impl fmt::Debug for ResponseCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = self.lock();
         f.debug_struct("ResponseCache")
-            .field("entries", &inner.entries.len())
+            .field("entries", &inner.len())
             .field("path", &inner.path)
             .finish()
     }
@@ -735,7 +830,7 @@ impl ResponseCache {
 
     /// The number of entries.
     pub fn len(&self) -> usize {
-        self.lock().entries.len()
+        self.lock().len()
     }
 
     /// Whether the cache is empty.
@@ -751,10 +846,7 @@ impl ResponseCache {
     /// Every entry, least recently used first.
     pub fn entries(&self) -> Vec<CacheEntry> {
         let inner = self.lock();
-        inner
-            .by_recency()
-            .filter_map(|key| inner.entries.get(key).map(|slot| slot.entry.clone()))
-            .collect()
+        inner.by_recency().cloned().collect()
     }
 
     /// The limits.
@@ -766,7 +858,7 @@ impl ResponseCache {
     pub fn stats(&self) -> CacheStats {
         let inner = self.lock();
         CacheStats {
-            entries: inner.entries.len(),
+            entries: inner.len(),
             memory_bytes: inner.memory_bytes,
             file_bytes: inner.file_bytes,
             evicted: inner.evicted,
@@ -779,6 +871,8 @@ impl ResponseCache {
 mod tests {
     use super::*;
     use crate::llm::TokenUsage;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn key_depends_on_every_parameter() {
@@ -1026,6 +1120,67 @@ mod tests {
         assert_eq!(cache.len(), 1);
     }
 
+    /// The cache against the plainest LRU there is (a list in order of use) over a long run of
+    /// random stores, replacements and lookups, some of them misses, with entries of uneven
+    /// sizes: the same entries, in the same order, after every step, and the same evictions.
+    #[test]
+    fn the_use_list_is_a_least_recently_used_order_through_any_mix_of_uses() {
+        let unit = chat_entry(0, "").approx_bytes();
+        let limits = CacheLimits {
+            memory_bytes: unit * 12,
+            file_bytes: u64::MAX,
+        };
+        let cache = ResponseCache::in_memory_with_limits(limits);
+        // (key number, bytes), least recently used first.
+        let mut model: Vec<(usize, usize)> = Vec::new();
+        let mut evicted = 0u64;
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for step in 0..6_000 {
+            let i = rng.random_range(0..40);
+            if rng.random_bool(0.4) {
+                let entry = chat_entry(i, &"x".repeat(rng.random_range(0..unit * 2)));
+                let bytes = entry.approx_bytes();
+                cache.insert(entry).expect("insert");
+                model.retain(|&(k, _)| k != i);
+                model.push((i, bytes));
+                while model.iter().map(|&(_, b)| b).sum::<usize>() > limits.memory_bytes
+                    && model.len() > 1
+                {
+                    model.remove(0);
+                    evicted += 1;
+                }
+            } else {
+                let hit = cache.get(&chat_entry(i, "").key).is_some();
+                let at = model.iter().position(|&(k, _)| k == i);
+                assert_eq!(hit, at.is_some(), "step {step}: lookup of {i}");
+                if let Some(at) = at {
+                    let used = model.remove(at);
+                    model.push(used);
+                }
+            }
+            let keys: Vec<CacheKey> = cache.entries().iter().map(|entry| entry.key).collect();
+            let expected: Vec<CacheKey> =
+                model.iter().map(|&(k, _)| chat_entry(k, "").key).collect();
+            assert_eq!(keys, expected, "step {step}");
+            let stats = cache.stats();
+            assert_eq!(stats.evicted, evicted, "step {step}");
+            assert_eq!(
+                stats.memory_bytes,
+                model.iter().map(|&(_, b)| b).sum::<usize>(),
+                "step {step}"
+            );
+        }
+        let inner = cache.lock();
+        let newest_first: Vec<CacheKey> = inner.by_recency().rev().map(|e| e.key).collect();
+        let mut oldest_first = newest_first.clone();
+        oldest_first.reverse();
+        assert_eq!(
+            oldest_first,
+            inner.by_recency().map(|e| e.key).collect::<Vec<_>>()
+        );
+        assert!(inner.slots.len() <= 40, "{} slots", inner.slots.len());
+    }
+
     #[test]
     fn many_hits_keep_the_use_list_bounded_and_the_order_of_use() {
         let entry_bytes = chat_entry(0, "x").approx_bytes();
@@ -1042,13 +1197,11 @@ mod tests {
             assert!(cache.get(&chat_entry(0, "").key).is_some());
         }
         {
+            // Nothing piles up per hit: the slab holds one slot per entry ever live at once.
             let inner = cache.lock();
-            assert!(
-                inner.recency.len() <= 2 * inner.entries.len() + 64,
-                "{} records for {} entries",
-                inner.recency.len(),
-                inner.entries.len()
-            );
+            assert_eq!(inner.slots.len(), 3, "slots");
+            assert_eq!(inner.by_recency().count(), 3);
+            assert_eq!(inner.by_recency().rev().count(), 3);
         }
         let order = |cache: &ResponseCache| -> Vec<CacheKey> {
             cache.entries().iter().map(|entry| entry.key).collect()
