@@ -492,7 +492,7 @@ impl CacheInner {
         self.slot(at).map(|slot| &slot.entry)
     }
 
-    /// The keys in memory, least recently used first.
+    /// The entries in memory, least recently used first.
     fn by_recency(&self) -> UseOrder<'_> {
         UseOrder {
             inner: self,
@@ -623,17 +623,29 @@ struct UseOrder<'a> {
     left: usize,
 }
 
+impl<'a> UseOrder<'a> {
+    /// The next entry from the oldest end (`from_oldest`) or the newest, moving that end in.
+    fn take(&mut self, from_oldest: bool) -> Option<&'a CacheEntry> {
+        if self.left == 0 {
+            return None;
+        }
+        let end = if from_oldest {
+            &mut self.front
+        } else {
+            &mut self.back
+        };
+        let slot = self.inner.slot(*end)?;
+        *end = if from_oldest { slot.newer } else { slot.older };
+        self.left -= 1;
+        Some(&slot.entry)
+    }
+}
+
 impl<'a> Iterator for UseOrder<'a> {
     type Item = &'a CacheEntry;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        let slot = self.inner.slot(self.front)?;
-        self.front = slot.newer;
-        self.left -= 1;
-        Some(&slot.entry)
+        self.take(true)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -643,13 +655,7 @@ impl<'a> Iterator for UseOrder<'a> {
 
 impl DoubleEndedIterator for UseOrder<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        let slot = self.inner.slot(self.back)?;
-        self.back = slot.older;
-        self.left -= 1;
-        Some(&slot.entry)
+        self.take(false)
     }
 }
 
