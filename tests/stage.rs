@@ -402,12 +402,23 @@ fn a_ten_turn_scene_is_the_same_twice_in_lockstep() {
                 .map(|i| i.minutes)
                 .sum();
             assert_eq!(total, 1_440, "{:?}", mind.scratch.f_daily_schedule);
-            let memory = mind
+            let event = mind
                 .associative
                 .events()
                 .find(|n| n.description.contains("a scene at The Crooked Anchor"))
-                .map(|n| n.description.clone())
                 .unwrap_or_else(|| panic!("{} remembers the scene", mind.scratch.name));
+            // The planning thought and memo of an after-chat over the scene, resting on its
+            // event (SPEC §16).
+            let after: Vec<&str> = mind
+                .associative
+                .thoughts()
+                .filter(|t| t.filling.evidence() == [event.id])
+                .map(|t| t.description.as_str())
+                .collect();
+            assert_eq!(after.len(), 2, "{after:?}");
+            let planning = format!("For {}'s planning: ", mind.scratch.name);
+            assert!(after.iter().any(|t| t.starts_with(&planning)), "{after:?}");
+            let memory = event.description.clone();
             kept.push((memory, mind.scratch.f_daily_schedule.clone()));
         }
         (played, scene, kept)
@@ -653,6 +664,25 @@ fn loading_a_save_ends_the_scenes_playing() {
     for p in &players[..2] {
         assert!(app.world().get::<Held>(*p).is_some(), "on the stage");
     }
+    // Bystanders can see the scene: a tile event where its actors stand (SPEC §16) …
+    let scene_subject = format!("the scene at {PUB}");
+    let shows_scene = |app: &App| {
+        app.world()
+            .resource::<TownMap>()
+            .tiles()
+            .any(|(_, t)| t.events.iter().any(|e| e.subject == scene_subject))
+    };
+    assert!(shows_scene(&app), "no tile event shows the scene");
+    // … which a save (keeping no scene) does not keep.
+    let mid = std::env::temp_dir().join(format!("bga-stage-mid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&mid);
+    save_world(app.world_mut(), &mid).expect("saved mid-scene");
+    let events = std::fs::read_to_string(mid.join("world/events.json")).expect("events");
+    let _ = std::fs::remove_dir_all(&mid);
+    assert!(
+        !events.contains(&scene_subject),
+        "the save kept the scene's event"
+    );
 
     let mut closed = bevy::ecs::message::MessageCursor::<StageClosed>::default();
     closed
@@ -685,4 +715,5 @@ fn loading_a_save_ends_the_scenes_playing() {
     let mut held = app.world_mut().query_filtered::<Entity, With<Held>>();
     assert_eq!(held.iter(app.world()).count(), 0);
     assert_eq!(app.world().resource::<Stages>().iter().count(), 0);
+    assert!(!shows_scene(&app), "the ended scene still shows");
 }

@@ -43,16 +43,49 @@ pub(crate) async fn store_thought(
     known: KnownOfThought,
 ) -> Option<NodeId> {
     let name = mind.scratch.name.clone();
+    let (triple, poignancy) = triple_and_poignancy(
+        ctx,
+        &name,
+        || mind.scratch.identity_summary(),
+        &mind.scratch.first_name,
+        text,
+        known.poignancy,
+    )
+    .await;
+    // `None`: memory holds the text's vector already, which the thought reuses.
+    let embedding = match known.embedding {
+        Some(vector) => Some(vector),
+        None => embedding_to_store(mind, ctx, text).await?,
+    };
+    let thought = WrittenThought {
+        text: text.to_string(),
+        triple,
+        poignancy,
+        embedding,
+    };
+    keep_thought(mind, settings, now, thought, evidence)
+}
+
+/// A thought's triple (from the model) and its poignancy (`known`, or from the model), the two
+/// calls at once when both are asked.
+async fn triple_and_poignancy(
+    ctx: &PromptContext,
+    name: &str,
+    identity: impl FnOnce() -> String,
+    first_name: &str,
+    text: &str,
+    known: Option<u8>,
+) -> ((String, String, String), u8) {
     let triple = ActionEventTriple {
-        name: name.clone(),
+        name: name.to_string(),
         action: text.to_string(),
     };
-    let (triple, poignancy) = match known.poignancy {
+    let (triple, poignancy) = match known {
         Some(poignancy) => (run_prompt(ctx, &triple).await.value, poignancy),
         None => {
             let poignancy = ThoughtPoignancy {
-                identity: mind.scratch.identity_summary(),
-                first_name: mind.scratch.first_name.clone(),
+                identity: identity(),
+                first_name: first_name.to_string(),
                 thought: text.to_string(),
             };
             let (triple, poignancy) = bevy::tasks::futures_lite::future::zip(
@@ -63,19 +96,40 @@ pub(crate) async fn store_thought(
             (triple.value, poignancy.value)
         }
     };
-    // `None`: memory holds the text's vector already, which the thought reuses.
-    let embedding = match known.embedding {
-        Some(vector) => Some(vector),
-        None => embedding_to_store(mind, ctx, text).await?,
-    };
-    let s = triple.subject.unwrap_or(name);
+    let s = triple.subject.unwrap_or_else(|| name.to_string());
     let p = triple.predicate.unwrap_or_else(|| "is".into());
     let o = triple.object.unwrap_or_else(|| "thinking".into());
-    let mut memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), text.to_string())
+    ((s, p, o), poignancy)
+}
+
+/// A thought written away from the persona's mind (in a talk turn's task, SPEC §16), with all
+/// the model gave it, stored by [`keep_thought`] when the mind is at hand.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct WrittenThought {
+    /// The thought.
+    pub(crate) text: String,
+    /// Its subject, predicate and object.
+    pub(crate) triple: (String, String, String),
+    /// How much it matters (1..=10).
+    pub(crate) poignancy: u8,
+    /// Its vector (`None`: the memory holds the text's vector already).
+    pub(crate) embedding: Option<Vec<f32>>,
+}
+
+/// Stores a written thought, expiring after the configured days, resting on `evidence`.
+pub(crate) fn keep_thought(
+    mind: &mut MindState,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    thought: WrittenThought,
+    evidence: Vec<NodeId>,
+) -> Option<NodeId> {
+    let (s, p, o) = thought.triple;
+    let mut memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), thought.text)
         .keywords([s, p, o])
-        .poignancy(poignancy)
+        .poignancy(thought.poignancy)
         .expires(now + Duration::days(settings.thought_expiration_days));
-    memory.embedding = embedding;
+    memory.embedding = thought.embedding;
     match mind.associative.add_thought(memory, evidence) {
         Ok(id) => Some(id),
         Err(error) => {
@@ -271,44 +325,110 @@ pub(crate) async fn chat_thoughts(
     let Some(partner) = mind.scratch.chatting_with.clone() else {
         return;
     };
-    let name = mind.scratch.name.clone();
     let conversation = mind.scratch.chat.clone();
     let evidence: Vec<NodeId> = mind
         .associative
         .last_chat_with(&partner)
         .map(|node| vec![node.id])
         .unwrap_or_default();
+    think_after_chat(mind, ctx, settings, now, &partner, conversation, &evidence).await;
+    mind.scratch.chat_thoughts_done = true;
+}
+
+/// The after-chat of any conversation (SPEC §3.7, §16): [`after_chat_texts`] over
+/// `conversation` with `partner`, stored by [`store_after_chat`] resting on `evidence`.
+pub(crate) async fn think_after_chat(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    partner: &str,
+    conversation: Vec<(String, String)>,
+    evidence: &[NodeId],
+) {
+    let identity = settings
+        .lean
+        .after_chat_at_once
+        .then(|| mind.scratch.identity_summary());
+    let name = mind.scratch.name.clone();
+    let first_name = mind.scratch.first_name.clone();
+    let thoughts = after_chat_texts(
+        ctx,
+        settings,
+        identity,
+        &name,
+        &first_name,
+        partner,
+        conversation,
+    )
+    .await;
+    store_after_chat(mind, ctx, settings, now, thoughts, evidence).await;
+}
+
+/// Stores [`after_chat_texts`]' thoughts, resting on `evidence`: in lean mode their vectors
+/// fetched together and their ratings as the one call gave them, in faithful mode each rated
+/// and embedded as it is stored.
+async fn store_after_chat(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+    thoughts: Vec<(String, Option<u8>)>,
+    evidence: &[NodeId],
+) {
+    let mut vectors = if settings.lean.after_chat_at_once {
+        let texts: Vec<String> = thoughts.iter().map(|(text, _)| text.clone()).collect();
+        embed_together(mind, ctx, &texts).await
+    } else {
+        Default::default()
+    };
+    for (text, poignancy) in thoughts {
+        let known = KnownOfThought {
+            embedding: vectors.remove(&text),
+            poignancy,
+        };
+        store_thought(mind, ctx, settings, now, &text, evidence.to_vec(), known).await;
+    }
+}
+
+/// The two thoughts after a conversation (SPEC §3.7, §16): the planning thought (with its
+/// `"For <name>'s planning: "`) and the memo, in that order, each with the poignancy lean
+/// mode's one call rated (`None`: faithful mode's two calls, rated when stored). `identity` is
+/// the persona's summary, asked only by the one call (`Some` with `after_chat_at_once`).
+pub(crate) async fn after_chat_texts(
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    identity: Option<String>,
+    name: &str,
+    first_name: &str,
+    partner: &str,
+    conversation: Vec<(String, String)>,
+) -> Vec<(String, Option<u8>)> {
     if settings.lean.after_chat_at_once {
         let prompt = AfterChat {
-            identity: mind.scratch.identity_summary(),
-            name: name.clone(),
-            first_name: mind.scratch.first_name.clone(),
-            partner,
+            identity: identity.unwrap_or_default(),
+            name: name.to_string(),
+            first_name: first_name.to_string(),
+            partner: partner.to_string(),
             conversation,
         };
         let thoughts = run_prompt(ctx, &prompt).await.value;
-        let planning = format!("For {name}'s planning: {}", thoughts.planning);
-        let mut vectors =
-            embed_together(mind, ctx, &[planning.clone(), thoughts.memo.clone()]).await;
-        for (text, poignancy) in [
-            (planning, thoughts.planning_poignancy),
-            (thoughts.memo, thoughts.memo_poignancy),
-        ] {
-            let known = KnownOfThought {
-                embedding: vectors.remove(&text),
-                poignancy: Some(poignancy),
-            };
-            store_thought(mind, ctx, settings, now, &text, evidence.clone(), known).await;
-        }
+        vec![
+            (
+                format!("For {name}'s planning: {}", thoughts.planning),
+                Some(thoughts.planning_poignancy),
+            ),
+            (thoughts.memo, Some(thoughts.memo_poignancy)),
+        ]
     } else {
         let planning = PlanningThoughtAfterChat {
-            name: name.clone(),
-            partner: partner.clone(),
+            name: name.to_string(),
+            partner: partner.to_string(),
             conversation: conversation.clone(),
         };
         let memo = MemoAfterChat {
-            name: name.clone(),
-            partner,
+            name: name.to_string(),
+            partner: partner.to_string(),
             conversation,
         };
         let (planning, memo) = bevy::tasks::futures_lite::future::zip(
@@ -316,11 +436,54 @@ pub(crate) async fn chat_thoughts(
             run_prompt(ctx, &memo),
         )
         .await;
-        let planning = format!("For {name}'s planning: {}", planning.value);
-        for text in [planning, memo.value] {
-            let known = KnownOfThought::default();
-            store_thought(mind, ctx, settings, now, &text, evidence.clone(), known).await;
-        }
+        vec![
+            (format!("For {name}'s planning: {}", planning.value), None),
+            (memo.value, None),
+        ]
     }
-    mind.scratch.chat_thoughts_done = true;
 }
+
+/// [`after_chat_texts`] written out away from the persona's mind (a talk turn's task): each
+/// thought with its triple, poignancy and vector, for [`keep_thought`] to store. A thought whose
+/// vector could not be had is left out, as [`store_thought`] leaves it.
+pub(crate) async fn write_after_chat(
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    identity: &str,
+    name: &str,
+    first_name: &str,
+    partner: &str,
+    conversation: Vec<(String, String)>,
+) -> Vec<WrittenThought> {
+    let lean_identity = settings
+        .lean
+        .after_chat_at_once
+        .then(|| identity.to_string());
+    let texts = after_chat_texts(
+        ctx,
+        settings,
+        lean_identity,
+        name,
+        first_name,
+        partner,
+        conversation,
+    )
+    .await;
+    let mut written = Vec::new();
+    for (text, known) in texts {
+        let (triple, poignancy) =
+            triple_and_poignancy(ctx, name, || identity.to_string(), first_name, &text, known)
+                .await;
+        let Ok(vector) = ctx.embed_one(text.clone()).await else {
+            continue;
+        };
+        written.push(WrittenThought {
+            text,
+            triple,
+            poignancy,
+            embedding: Some(vector),
+        });
+    }
+    written
+}
+

@@ -114,6 +114,15 @@ pub(crate) fn retrieval_params(mind: &MindState, settings: &AgentSettings) -> Re
     }
 }
 
+/// Names as a sentence lists them: "Ana", "Ana and Bram", "Ana, Bram and Otto".
+pub(crate) fn names_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [only] => (*only).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// Today's date as prompts show it ("Monday February 13").
 pub fn date_text(now: NaiveDateTime) -> String {
     now.format("%A %B %d").to_string()
@@ -171,4 +180,17 @@ pub(crate) struct ConversationDone {
     pub(super) partner: (Entity, Box<MindState>, PlanEvent),
     /// Model calls of the conversation that fell back to their fail-safe.
     pub(super) failures: Vec<crate::prompt::ModelFailure>,
+}
+
+#[cfg(test)]
+mod names_list_tests {
+    use super::names_list;
+
+    #[test]
+    fn names_read_as_a_sentence() {
+        assert_eq!(names_list(&[]), "");
+        assert_eq!(names_list(&["Ana"]), "Ana");
+        assert_eq!(names_list(&["Ana", "Bram"]), "Ana and Bram");
+        assert_eq!(names_list(&["Ana", "Bram", "Otto"]), "Ana, Bram and Otto");
+    }
 }

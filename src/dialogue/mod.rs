@@ -39,9 +39,26 @@
 //!    or refused tools are reported back; prose is the reply.
 //! 3. **Final output** when the planner finished without a message.
 //! 4. **Background**: importance (the chat poignancy prompt of the memory stream), the exchange
-//!    stored as a chat memory, the speaker's profile (≤ 1,000 characters, [`SpeakerProfiles`],
-//!    kept in saves) updated; reflection follows through the normal trigger. `<think>` and
+//!    — both what was said and the reply — stored as a chat memory for the chat history and an
+//!    event over it that retrieval finds, the planning thought and memo of an after-chat (as a
+//!    pair chat leaves them, SPEC §16: one `after_chat` call in lean mode), the speaker's
+//!    profile (≤ 1,000 characters, [`SpeakerProfiles`], kept in saves) updated; reflection
+//!    follows through the normal trigger. So a fact a player tells a persona can reach its
+//!    retrieval, its reflections, its later conversations and its plans. `<think>` and
 //!    pre-start blocks never reach a reply or a memory.
+//!
+//! ## Busy means busy
+//! A persona is answered only when it can answer (SPEC §16):
+//! - **thinking, talking, in a pair chat or a group call**: the request waits in line until
+//!   the persona is free, then is answered in order;
+//! - **acting in a stage scene** ([`Held`](crate::clock::Held)): `say`, `to_group` and `whisper`
+//!   wait until the scene has let it go (after its aftermath), so nothing a turn's tools do is
+//!   overwritten by the scene; an interview (outside the world) is answered;
+//! - **asleep** (its current action is sleeping): as [`DialogueSettings::sleepers`] says —
+//!   [`Sleepers::Wake`] (the default) answers as if it were up; [`Sleepers::StayAsleep`] answers
+//!   `say` and `to_group` at once with "<first name> is asleep." ([`DialogueReplied`] with no
+//!   planner call) — no model call, no memory, no tool. A whisper and an interview are served
+//!   as usual either way.
 //!
 //! Model calls run off the main thread; tool handlers run in the world between steps
 //! ([`tools`]). While a turn runs the persona is [`AwaitingCognition`](crate::clock::AwaitingCognition):
@@ -179,6 +196,21 @@ pub struct DialogueSettings {
     pub rules: String,
     /// Days a whispered thought is remembered.
     pub whisper_days: i64,
+    /// What a sleeping persona does when spoken to (see the module docs, "Busy means busy").
+    pub sleepers: Sleepers,
+}
+
+/// What a sleeping persona does when spoken to (`say`, `to_group`); a whisper and an interview
+/// are always served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Reflect)]
+pub enum Sleepers {
+    /// It wakes to answer, as if it were up (the default: a game may talk at any hour, and a
+    /// newly spawned town is in bed at midnight).
+    #[default]
+    Wake,
+    /// It stays asleep: the reply is "<first name> is asleep." at once — no model call, no
+    /// memory, no tool.
+    StayAsleep,
 }
 
 impl Default for DialogueSettings {
@@ -192,6 +224,7 @@ impl Default for DialogueSettings {
             prestart: Vec::new(),
             rules: "Stay in character. Speak briefly, in the first person. Use a tool only when it helps; never claim to have done what no tool did.".into(),
             whisper_days: 30,
+            sleepers: Sleepers::Wake,
         }
     }
 }

@@ -12,9 +12,10 @@ use bevy::tasks::Task;
 use chrono::Duration;
 use serde_json::{Value, json};
 
-use crate::clock::{AwaitingCognition, SimClock, poll_landing, spawn_landing};
+use crate::clock::{AwaitingCognition, Held, SimClock, poll_landing, spawn_landing};
 use crate::cognition::ChatStream;
 use crate::cognition::ModelCallFailed;
+use crate::cognition::reflect::keep_thought;
 use crate::cognition::vocabulary::retrieval_params;
 use crate::llm::LlmClient;
 use crate::memory::{ChatLine, NewMemory, new_retrieve, score_breakdown};
@@ -31,11 +32,12 @@ use super::turn::{
 };
 use super::{
     DialogueMode, DialogueReplied, DialogueRequest, DialogueSettings, GroupTalkRouted,
-    RefusalReason, SpeakerProfiles, ToolCalled, ToolRefused,
+    RefusalReason, Sleepers, SpeakerProfiles, ToolCalled, ToolRefused,
 };
 
 /// One finished turn of a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SessionTurn {
     /// The message (neutralised).
     pub message: String,
@@ -51,6 +53,15 @@ pub struct SessionTurn {
 pub struct DialogueSessions(pub HashMap<(Entity, String), Vec<SessionTurn>>);
 
 impl DialogueSessions {
+    /// The turns of `persona` with each speaker, by speaker (a save's `dialogue.json`).
+    pub fn of(&self, persona: Entity) -> std::collections::BTreeMap<String, Vec<SessionTurn>> {
+        self.0
+            .iter()
+            .filter(|((p, _), _)| *p == persona)
+            .map(|((_, speaker), turns)| (speaker.clone(), turns.clone()))
+            .collect()
+    }
+
     /// The turns of `persona` with `speaker`.
     pub fn turns(&self, persona: Entity, speaker: &str) -> &[SessionTurn] {
         self.0
@@ -198,9 +209,13 @@ fn start_turns(world: &mut World) {
         warn!("no model client or prompt library: dialogue requests dropped");
         return;
     };
-    let retries = world
-        .get_resource::<AgentSettings>()
-        .map_or(3, |s| s.prompt_retries);
+    let agent = Arc::new(
+        world
+            .get_resource::<AgentSettings>()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let retries = agent.prompt_retries;
     let ctx = PromptContext::new(client, library).with_retries(retries);
     let settings = Arc::new(
         world
@@ -228,7 +243,10 @@ fn start_turns(world: &mut World) {
             || !entity.get::<Mind>().is_some_and(Mind::is_home)
             || started.contains(&persona)
             || world.resource::<ActiveTurns>().0.contains_key(&persona);
-        if busy {
+        let heard_in_world = !matches!(request.mode, DialogueMode::Interview(_));
+        // Busy means busy (SPEC §16): an actor held by a stage scene hears nobody until the
+        // scene lets it go (its aftermath run), so no tool of a turn is overwritten by it.
+        if busy || (heard_in_world && entity.contains::<Held>()) {
             waiting.push_back(request);
             continue;
         }
@@ -236,6 +254,28 @@ fn start_turns(world: &mut World) {
             .get::<Name>()
             .map(|n| n.as_str().to_string())
             .unwrap_or_default();
+        // A sleeper left asleep (`Sleepers::StayAsleep`) answers at once that it is asleep —
+        // no model call, no memory, no tool. A whisper (an inner voice, a dream) and an
+        // interview (outside the world) are served as usual.
+        let spoken = settings.sleepers == Sleepers::StayAsleep
+            && matches!(
+                request.mode,
+                DialogueMode::Say(_) | DialogueMode::ToGroup(_)
+            );
+        let asleep = entity
+            .get::<Mind>()
+            .and_then(Mind::get)
+            .filter(|_| spoken)
+            .and_then(|state| {
+                state
+                    .scratch
+                    .is_sleeping()
+                    .then(|| state.scratch.first_name.clone())
+            });
+        if let Some(first_name) = asleep {
+            answer_asleep(world, persona, &name, &first_name, request, time);
+            continue;
+        }
         let recent: Vec<(String, String, String)> = world
             .resource::<DialogueSessions>()
             .turns(persona, &request.speaker)
@@ -260,6 +300,7 @@ fn start_turns(world: &mut World) {
             profile,
             // By name, not entity (see `persona::name_hash`).
             seed: step ^ crate::persona::name_hash(&name).rotate_left(17),
+            agent: agent.clone(),
         };
         let link = WorldLink {
             requests: req_tx,
@@ -344,6 +385,38 @@ fn show(world: &mut World, entity: Entity, name: &str, text: String, finished: b
             partial,
         });
     }
+}
+
+/// What a sleeping persona "answers" when spoken to ([`start_turns`]).
+pub(crate) fn asleep_reply(first_name: &str) -> String {
+    format!("{first_name} is asleep.")
+}
+
+/// Answers a request to a sleeping persona at once: the reply says it is asleep; nothing is
+/// asked of the model, remembered or run.
+fn answer_asleep(
+    world: &mut World,
+    persona: Entity,
+    name: &str,
+    first_name: &str,
+    request: DialogueRequest,
+    time: chrono::NaiveDateTime,
+) {
+    let reply = asleep_reply(first_name);
+    show(world, persona, name, reply.clone(), true);
+    let event = DialogueReplied {
+        persona,
+        name: name.to_string(),
+        speaker: request.speaker,
+        time,
+        mode: request.mode,
+        reply,
+        tool_calls: Vec::new(),
+        planner_calls: 0,
+        final_output: false,
+    };
+    world.trigger(event.clone());
+    world.write_message(event);
 }
 
 /// Serves one world request of `persona`'s turn.
@@ -744,6 +817,10 @@ fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
             }
         }
     }
+    let agent = world
+        .get_resource::<AgentSettings>()
+        .cloned()
+        .unwrap_or_default();
     let Some(mut mind) = world.get_mut::<Mind>(persona) else {
         return;
     };
@@ -760,8 +837,24 @@ fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
             .keywords([name.to_lowercase(), speaker.to_lowercase()])
             .poignancy(chat.poignancy)
             .embedding(chat.embedding);
+        // The chat node keeps the exchange for the chat history; an event node over it is
+        // what retrieval finds (chat nodes are no candidates), as a pair chat leaves (SPEC §16).
+        let triple = (name.clone(), "chat with".to_string(), speaker.to_string());
+        let event = NewMemory::new(now, triple, memory.description.clone())
+            .keywords(memory.keywords.clone())
+            .poignancy(chat.poignancy);
         match state.associative.add_chat(memory, lines) {
-            Ok(_) => stored.push(chat.poignancy),
+            Ok(chat_id) => {
+                // The event reuses the chat's vector (memory holds it by its description) and
+                // counts towards reflection once, as a perceived chat does.
+                match state.associative.add_event(event, vec![chat_id]) {
+                    Ok(_) => stored.push(chat.poignancy),
+                    Err(error) => warn!(%error, "could not store the dialogue's event"),
+                }
+                for thought in keep.after_chat {
+                    keep_thought(state, &agent, now, thought, vec![chat_id]);
+                }
+            }
             Err(error) => warn!(%error, "could not store the dialogue"),
         }
     }

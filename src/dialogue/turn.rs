@@ -12,6 +12,7 @@ use crate::cognition::chat_stream::partial_string_field;
 use crate::cognition::prompts::{
     ChatPoignancy, NewDecompositionSchedule, ThoughtPoignancy, WhisperThought,
 };
+use crate::cognition::reflect::{WrittenThought, write_after_chat};
 use crate::cognition::schedule::{reaction_window, schedule_pairs, total_minutes};
 use crate::cognition::vocabulary::date_text;
 use crate::persona::ScheduleItem;
@@ -19,6 +20,7 @@ use crate::prompt::{
     AnswerWatcher, FailureLog, ModelFailure, PromptContext, clean_response, run_prompt,
     run_prompt_watched,
 };
+use crate::settings::AgentSettings;
 
 use super::control::{has_item_at, insert_item};
 use super::grammar::planner_answer_schema;
@@ -102,6 +104,8 @@ pub(super) struct Keep {
     pub thought: Option<KeptMemory>,
     /// The speaker's new profile.
     pub profile: Option<String>,
+    /// The thoughts after the exchange: the planning thought and the memo (SPEC §16).
+    pub after_chat: Vec<WrittenThought>,
 }
 
 /// One memory to store.
@@ -164,6 +168,8 @@ pub(super) struct TurnInput {
     pub recent: Vec<(String, String, String)>,
     pub profile: String,
     pub seed: u64,
+    /// The town's agent settings (the after-chat thoughts' mode and expiry).
+    pub agent: Arc<AgentSettings>,
 }
 
 /// What a turn hands back.
@@ -722,11 +728,26 @@ async fn converse(
         )
         .await
         .value;
+        // What was said, both ways: the memory is what retrieval finds later (SPEC §16), so
+        // it holds the speaker's words, not only the reply.
         let description = format!(
-            "conversation with {speaker} at {}: {}",
+            "conversation with {speaker} at {}: {speaker} said \"{}\"; {} answered \"{}\"",
             prepared.now.format("%H:%M"),
+            truncate_chars(message.trim(), 200),
+            prepared.first_name,
             truncate_chars(&reply, 160)
         );
+        // The planning thought and the memo, as after a pair chat (SPEC §3.7, §16).
+        let after_chat = write_after_chat(
+            ctx,
+            &input.agent,
+            &prepared.identity,
+            &prepared.name,
+            &prepared.first_name,
+            &speaker,
+            lines.clone(),
+        )
+        .await;
         let chat = embed(ctx, &description).await.map(|embedding| KeptMemory {
             description,
             lines,
@@ -738,6 +759,7 @@ async fn converse(
             chat,
             thought: None,
             profile: Some(profile),
+            after_chat,
         }))
         .await;
     }

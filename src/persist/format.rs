@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::files::read_file;
 use super::{FORMAT_NAME, FORMAT_VERSION, OLDEST_FORMAT_VERSION, PersistError};
 use crate::clock::TimeMode;
+use crate::dialogue::prompts::truncate_chars;
 use crate::group::save::{GroupFile, GroupFileError, GroupsFile};
 use crate::memory::{
     AssociativeMemory, AssociativeMemoryJson, EMBEDDINGS_FILE, KW_STRENGTH_FILE, NODES_FILE,
@@ -66,6 +67,59 @@ pub struct DialogueFile {
     pub profiles: crate::dialogue::SpeakerProfiles,
     /// Places it agreed to be at.
     pub appointments: crate::dialogue::Appointments,
+    /// Its conversations' turns so far, by speaker, oldest first (SPEC §16: a session goes on
+    /// after a load as if never stopped). Absent when there are none (and in older saves).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sessions: std::collections::BTreeMap<String, Vec<crate::dialogue::SessionTurn>>,
+}
+
+impl DialogueFile {
+    /// Most speakers with a session kept, and most turns kept of one session.
+    pub const MAX_SESSIONS: usize = 1_000;
+    /// See [`Self::MAX_SESSIONS`].
+    pub const MAX_SESSION_TURNS: usize = 10_000;
+    /// Most characters of a kept turn's message, reply or pre-start results (a turn's are far
+    /// shorter: a message is cut to 4,000, a reply to 2,000).
+    pub const MAX_TURN_CHARS: usize = 16_000;
+
+    /// Checks the bounds of the sessions: `(field, why)` of the first one broken.
+    fn check(&self) -> Result<(), (String, String)> {
+        if self.sessions.len() > Self::MAX_SESSIONS {
+            return Err((
+                "sessions".into(),
+                format!("more than {} speakers", Self::MAX_SESSIONS),
+            ));
+        }
+        for (speaker, turns) in &self.sessions {
+            let field = || format!("sessions[{}]", truncate_chars(speaker, 40));
+            if speaker.chars().count() > 200 || speaker.chars().any(char::is_control) {
+                return Err((
+                    field(),
+                    "a speaker is at most 200 characters, none a control character".into(),
+                ));
+            }
+            if turns.len() > Self::MAX_SESSION_TURNS {
+                return Err((
+                    field(),
+                    format!("more than {} turns", Self::MAX_SESSION_TURNS),
+                ));
+            }
+            let long = |t: &str| t.chars().count() > Self::MAX_TURN_CHARS;
+            if turns
+                .iter()
+                .any(|t| long(&t.message) || long(&t.reply) || long(&t.kept_prestart))
+            {
+                return Err((
+                    field(),
+                    format!(
+                        "a turn's text is at most {} characters",
+                        Self::MAX_TURN_CHARS
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The embedding model the memories were embedded with (SPEC §5).
@@ -819,7 +873,16 @@ fn decode_persona(
     let rng_file: RngFile = parse(&path(RNG_FILE), &read_file(&path(RNG_FILE))?)?;
     // Version 1 saves have no dialogue file: nothing was kept then.
     let dialogue: DialogueFile = if format_version >= 2 {
-        parse(&path(DIALOGUE_FILE), &read_file(&path(DIALOGUE_FILE))?)?
+        let dialogue: DialogueFile =
+            parse(&path(DIALOGUE_FILE), &read_file(&path(DIALOGUE_FILE))?)?;
+        dialogue
+            .check()
+            .map_err(|(field, message)| PersistError::Invalid {
+                file: path(DIALOGUE_FILE),
+                field,
+                message,
+            })?;
+        dialogue
     } else {
         DialogueFile::default()
     };

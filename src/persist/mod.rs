@@ -26,7 +26,7 @@
 //!     action.json        the visible action (what others, the log and the HUD see)
 //!     diary.json         days, conversations, reflections (for reports)
 //!     rng.json           the exact position of the persona's random stream
-//!     dialogue.json      speaker profiles and appointments (SPEC §7)
+//!     dialogue.json      speaker profiles, appointments and talk sessions (SPEC §7, §16)
 //!     group.json         its attention to the group conversations: sub-flows, lines seen,
 //!                        heard and not yet remembered, planned (see [`crate::group::save`])
 //! ```

@@ -236,14 +236,21 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
     };
     let map_path = map.source().map(Path::to_path_buf).unwrap_or_default();
     let world_name = map.world_name().to_owned();
+    // A save keeps no stage scene, so none of their tile events either.
+    let stages = world.get_resource::<crate::stage::Stages>();
     let events = EventsFile {
         tiles: map
             .tiles()
-            .filter(|(_, tile)| !tile.events.is_empty())
             .map(|(c, tile)| TileEvents {
                 tile: c,
-                events: tile.events.iter().cloned().collect(),
+                events: tile
+                    .events
+                    .iter()
+                    .filter(|e| !stages.is_some_and(|s| s.shows(c, e)))
+                    .cloned()
+                    .collect(),
             })
+            .filter(|tile| !tile.events.is_empty())
             .collect(),
     };
     let prompts = world
@@ -285,11 +292,13 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
                 .unwrap_or_default()
         })
         .collect();
+    let sessions = world.get_resource::<crate::dialogue::DialogueSessions>();
     let dialogues: Vec<DialogueFile> = rows
         .iter()
         .map(|row| DialogueFile {
             profiles: row.7.0.cloned().unwrap_or_default(),
             appointments: row.7.1.cloned().unwrap_or_default(),
+            sessions: sessions.map(|s| s.of(row.0)).unwrap_or_default(),
         })
         .collect();
     let mut personas = Vec::with_capacity(rows.len());
@@ -535,7 +544,12 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
     entities.sort();
     let mut by_name: BTreeMap<String, Entity> = BTreeMap::new();
     let mut attention = Vec::with_capacity(personas.len());
-    for (p, entity) in personas.into_iter().zip(entities) {
+    // The sessions of the save replace the world's (whose personas were just despawned).
+    let mut sessions = crate::dialogue::DialogueSessions::default();
+    for (mut p, entity) in personas.into_iter().zip(entities) {
+        for (speaker, turns) in std::mem::take(&mut p.dialogue.sessions) {
+            sessions.0.insert((entity, speaker), turns);
+        }
         // Where it stood when it last looked (the group flow reads its arena at once; a
         // persona who has not moved since does not look at the place again).
         let percepts = match (p.perceived_from, world.get_resource::<TownMap>()) {
@@ -559,6 +573,7 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
         by_name.insert(p.name, entity);
         attention.push((entity, p.group));
     }
+    world.insert_resource(sessions);
     // The group conversations of the save replace the world's (their members are named).
     crate::group::save::restore(world, groups, attention, &by_name);
     let intents: Vec<(Entity, String)> = pending

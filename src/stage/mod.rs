@@ -28,9 +28,11 @@
 //! [`StageSettings::turn_seconds`] of game time, and a Lockstep clock waits for it to be
 //! resolved, so a scene there is the same on every run. The persona actors are
 //! [`Held`](crate::clock::Held) while the scene plays — they stay on the stage, starting no
-//! thought and taking no step — and when it closes ([`StageCommand::Close`], or
-//! [`StageCommand::Finish`] after the queued turns) each keeps a memory of it, its day makes
-//! room for the time it took (SPEC §3.5's re-decomposition) and its routine resumes. A save
+//! thought and taking no step, and a talk request to one waits until it is let go — and when it
+//! closes ([`StageCommand::Close`], or [`StageCommand::Finish`] after the queued turns) each
+//! keeps a memory of it (an event bystanders' retrieval can find, and the planning thought and
+//! memo of an after-chat over the scene's latest turns, SPEC §16), its day makes room for the
+//! time it took (SPEC §3.5's re-decomposition) and its routine resumes; only then is it let go. A save
 //! keeps no scene: loading one into the world ends every scene playing (told with
 //! [`StageClosed`]; no aftermath, the personas who lived it are gone). Outcome messages:
 //!
@@ -195,6 +197,20 @@ impl Stages {
     /// Every scene playing, by stage name.
     pub fn iter(&self) -> impl Iterator<Item = &Scene> {
         self.runs.values().map(|r| &r.scene)
+    }
+
+    /// Whether `event` at `tile` is a playing scene's tile event (a save keeps none: it keeps
+    /// no scene).
+    pub(crate) fn shows(
+        &self,
+        tile: crate::world::TileCoord,
+        event: &crate::world::TileEvent,
+    ) -> bool {
+        self.runs.values().any(|r| {
+            r.shown
+                .as_ref()
+                .is_some_and(|(t, e)| *t == tile && e == event)
+        })
     }
 
     /// Turns of `name` queued and not yet started.

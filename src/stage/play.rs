@@ -11,13 +11,14 @@ use chrono::NaiveDateTime;
 
 use crate::clock::{AwaitingCognition, Held, SimClock, poll_landing, spawn_landing};
 use crate::cognition::converse::insert_into_schedule;
+use crate::cognition::reflect::think_after_chat;
 use crate::dialogue::prompts::truncate_chars;
 use crate::llm::{LlmClient, fnv1a_parts};
 use crate::memory::NewMemory;
 use crate::persona::{ActionView, Body, Mind, MindState};
 use crate::prompt::{PromptContext, PromptLibrary, run_prompt};
 use crate::settings::AgentSettings;
-use crate::world::{TileCoord, TownMap};
+use crate::world::{TileCoord, TileEvent, TownMap};
 
 use super::prompts::{ActorPlan, ActorTurn, StageResolve};
 use super::scene::{Resolution, Scene};
@@ -66,6 +67,8 @@ pub(super) struct StageRun {
     /// An entity that is `AwaitingCognition` while a turn's calls are out, so a Lockstep clock
     /// waits for every turn (also a scene of characters only).
     pub waiter: Entity,
+    /// Where the scene shows as a tile event bystanders perceive (SPEC §16), and the event.
+    pub shown: Option<(TileCoord, TileEvent)>,
 }
 
 impl StageRun {
@@ -181,8 +184,17 @@ fn apply_command(
                     close_after: false,
                     next_step: step,
                     waiter,
+                    shown: None,
                 },
             );
+            if let Some(run) = stages.runs.get_mut(&stage_name) {
+                let tile = places.first().copied().or_else(|| {
+                    let persona = run.scene.actors.iter().find_map(|a| a.persona)?;
+                    world.get::<Body>(persona).map(|body| body.tile)
+                });
+                run.shown = tile.map(|tile| (tile, scene_event(&run.scene)));
+                show_scene(world, None, run.shown.as_ref());
+            }
             Ok(Some(opened))
         }
         StageCommand::Play { stage, turns } => {
@@ -263,6 +275,8 @@ struct Prompting {
     client: LlmClient,
     library: PromptLibrary,
     retries: u32,
+    /// The town's agent settings (the aftermath's thoughts).
+    settings: AgentSettings,
 }
 
 impl Prompting {
@@ -274,6 +288,10 @@ impl Prompting {
             retries: world
                 .get_resource::<AgentSettings>()
                 .map_or(3, |s| s.prompt_retries),
+            settings: world
+                .get_resource::<AgentSettings>()
+                .cloned()
+                .unwrap_or_default(),
         })
     }
 
@@ -362,6 +380,7 @@ pub(super) fn drive_stages(world: &mut World) {
 /// room for the time the scene took, its routine resumed).
 fn close(world: &mut World, run: StageRun) {
     release(world, run.held());
+    show_scene(world, run.shown.as_ref(), None);
     if let Ok(waiter) = world.get_entity_mut(run.waiter) {
         waiter.despawn();
     }
@@ -390,14 +409,25 @@ fn close(world: &mut World, run: StageRun) {
         let Some(persona) = actor.persona else {
             continue;
         };
-        if let Ok(mut entity) = world.get_entity_mut(persona) {
-            entity.remove::<Held>();
-        }
+        // Still `Held` until its aftermath has run, so nothing else (a talk turn's `walk_to`)
+        // moves it first and is then overwritten by the aftermath's resumed routine.
         let fell = fell.map_or(String::new(), |turn| {
             format!(" {} fell in turn {turn}.", actor.name)
         });
+        let others: Vec<&str> = scene
+            .actors
+            .iter()
+            .chain(scene.fallen.iter().map(|(a, _)| a))
+            .filter(|a| a.name != actor.name)
+            .map(|a| a.name.as_str())
+            .collect();
         aftermaths.push(Aftermath {
             persona,
+            partner: match others.as_slice() {
+                [] => format!("the scene at {}", scene.name),
+                names => crate::cognition::vocabulary::names_list(names),
+            },
+            conversation: scene_lines(scene),
             stage: scene.name.clone(),
             description: truncate_chars(
                 &format!(
@@ -434,6 +464,7 @@ pub(crate) fn end_scenes_for_load(world: &mut World) {
         .map(|mut stages| std::mem::take(&mut stages.runs))
         .unwrap_or_default();
     for run in runs.into_values() {
+        show_scene(world, run.shown.as_ref(), None);
         if let Ok(waiter) = world.get_entity_mut(run.waiter) {
             waiter.despawn();
         }
@@ -443,17 +474,80 @@ pub(crate) fn end_scenes_for_load(world: &mut World) {
             scene: run.scene,
         });
     }
-    if let Some(mut aftermaths) = world.get_resource_mut::<Aftermaths>() {
-        aftermaths.0.clear();
+    let dropped = world
+        .get_resource_mut::<Aftermaths>()
+        .map(|mut aftermaths| std::mem::take(&mut aftermaths.0))
+        .unwrap_or_default();
+    for after in dropped {
+        if let Ok(mut entity) = world.get_entity_mut(after.persona) {
+            entity.remove::<Held>();
+        }
+    }
+}
+
+/// Most characters of the latest narration a scene's tile event carries.
+const SHOWN_NARRATION_CHARS: usize = 200;
+
+/// The tile event a playing scene shows to bystanders (SPEC §16): who is in it and what the
+/// latest turn told (the environment before the first), perceived within the vision radius
+/// like any other event ("the scene at the Crooked Anchor is playing: Bram and Otto — Bram
+/// draws his sword").
+fn scene_event(scene: &Scene) -> TileEvent {
+    let actors: Vec<&str> = scene.actors.iter().map(|a| a.name.as_str()).collect();
+    let actors = crate::cognition::vocabulary::names_list(&actors);
+    let told = scene.narration.last().unwrap_or(&scene.environment);
+    let subject = format!("the scene at {}", scene.name);
+    TileEvent {
+        description: Some(format!(
+            "{subject} is playing: {actors} — {}",
+            truncate_chars(told.trim(), SHOWN_NARRATION_CHARS)
+        )),
+        subject,
+        predicate: Some("is playing".to_string()),
+        object: Some(actors),
+    }
+}
+
+/// Replaces a scene's tile event `before` (if shown) with `after` (if any).
+fn show_scene(
+    world: &mut World,
+    before: Option<&(TileCoord, TileEvent)>,
+    after: Option<&(TileCoord, TileEvent)>,
+) {
+    let Some(mut map) = world.get_resource_mut::<TownMap>() else {
+        return;
+    };
+    if let Some((tile, event)) = before {
+        map.remove_event(*tile, event);
+    }
+    if let Some((tile, event)) = after {
+        map.add_event(*tile, event.clone());
     }
 }
 
 /// Poignancy of a scene's memory: a dramatic moment.
 const SCENE_POIGNANCY: u8 = 6;
 
+/// Most turns of a scene its actors think over afterwards (the latest ones).
+const AFTERMATH_TURNS: usize = 8;
+
+/// The scene as the after-chat prompts read a conversation: its latest turns' narration, each
+/// a line of the stage's.
+fn scene_lines(scene: &Scene) -> Vec<(String, String)> {
+    let first = scene.narration.len().saturating_sub(AFTERMATH_TURNS);
+    scene.narration[first..]
+        .iter()
+        .map(|told| (scene.name.clone(), truncate_chars(told, 400).to_string()))
+        .collect()
+}
+
 /// A persona's aftermath of a scene, waiting for its mind or running.
 pub(super) struct Aftermath {
     persona: Entity,
+    /// Who else was in the scene ("Bram and Otto"), or the scene itself when nobody was.
+    partner: String,
+    /// The scene's latest turns, as a conversation (see [`scene_lines`]).
+    conversation: Vec<(String, String)>,
     stage: String,
     description: String,
     opened: NaiveDateTime,
@@ -495,6 +589,8 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
                 after.task = Some(spawn_landing(aftermath(
                     mind,
                     ctx,
+                    prompting.settings.clone(),
+                    (after.partner.clone(), after.conversation.clone()),
                     after.stage.clone(),
                     after.description.clone(),
                     after.opened,
@@ -510,7 +606,8 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
                 if let Some(mut holder) = entity.get_mut::<Mind>() {
                     holder.check_in(mind);
                 }
-                entity.remove::<AwaitingCognition>();
+                // The scene lets go of the persona only now (see `close`).
+                entity.remove::<(AwaitingCognition, Held)>();
                 false
             }
         }
@@ -523,9 +620,15 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
 }
 
 /// What a persona keeps of a scene: the memory, room in its schedule, its routine resumed.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one scene's facts, handed from the closed run to the task"
+)]
 async fn aftermath(
     mut mind: Box<MindState>,
     ctx: PromptContext,
+    settings: AgentSettings,
+    (partner, conversation): (String, Vec<(String, String)>),
     stage: String,
     description: String,
     opened: NaiveDateTime,
@@ -533,6 +636,7 @@ async fn aftermath(
     now: NaiveDateTime,
 ) -> Box<MindState> {
     let name = mind.scratch.name.clone();
+    let mut evidence = Vec::new();
     if let Ok(vector) = ctx.embed_one(description.clone()).await {
         let memory = NewMemory::new(
             now,
@@ -542,10 +646,25 @@ async fn aftermath(
         .keywords([name.to_lowercase(), stage.to_lowercase()])
         .poignancy(SCENE_POIGNANCY)
         .embedding(vector);
-        if mind.associative.add_event(memory, Vec::new()).is_ok() {
+        if let Ok(id) = mind.associative.add_event(memory, Vec::new()) {
+            evidence.push(id);
             mind.scratch.importance_trigger_curr -= i32::from(SCENE_POIGNANCY);
             mind.scratch.importance_ele_n += 1;
         }
+    }
+    // What the scene means for the persona's plans, and what it found memorable, as after a
+    // chat (SPEC §16): a scene with no turn played leaves nothing to think over.
+    if !conversation.is_empty() {
+        think_after_chat(
+            &mut mind,
+            &ctx,
+            &settings,
+            now,
+            &partner,
+            conversation,
+            &evidence,
+        )
+        .await;
     }
     insert_into_schedule(
         &mut mind,
@@ -684,6 +803,12 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
             };
             let applied = run.scene.apply(&resolution);
             release(world, &personas);
+            // Bystanders see what the scene is now.
+            let before = run.shown.take();
+            run.shown = before
+                .as_ref()
+                .map(|(tile, _)| (*tile, scene_event(&run.scene)));
+            show_scene(world, before.as_ref(), run.shown.as_ref());
             if run.scene.actors.is_empty() {
                 run.queued = 0;
             }

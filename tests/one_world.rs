@@ -1,0 +1,378 @@
+//! One world (SPEC §16): what a persona is told in a talk turn, hears at a table or lives in a
+//! stage scene reaches the memories retrieval looks at, and a persona busy elsewhere is not
+//! talked over.
+//!
+//! On the offline town script (a scripted stand-in, not a model), Lockstep:
+//! - a talk turn leaves an event node (a retrieval candidate, unlike its chat node) holding what
+//!   the speaker said, and the planning thought and memo of an after-chat resting on the chat;
+//!   `new_retrieve` with the fact as focal point finds the event among unrelated memories;
+//! - a talk session saved between two turns goes on after a load as if never stopped;
+//! - a sleeping persona left asleep (`Sleepers::StayAsleep`) answers "… is asleep." at once,
+//!   with no model call and no memory, and one woken (the default) answers as if up; a persona
+//!   held by a stage scene hears nobody until it is let go, and then answers.
+
+use std::time::Duration;
+
+use bevy::prelude::*;
+use bevy::time::TimeUpdateStrategy;
+use bevy_generative_agents::clock::{Held, SimClock, SimSpeed, TimeMode};
+use bevy_generative_agents::cognition::CognitionPlugin;
+use bevy_generative_agents::dialogue::{
+    DialogueReplied, DialogueRequest, DialogueSessions, DialogueSettings, SessionTurn, Sleepers,
+};
+use bevy_generative_agents::director::DirectorPlugin;
+use bevy_generative_agents::llm::LlmClient;
+use bevy_generative_agents::memory::{NewMemory, NodeKind, RetrievalParams, new_retrieve};
+use bevy_generative_agents::persona::{Mind, MindState, Percepts, Persona, Scratch};
+use bevy_generative_agents::testing::town_script;
+
+const CAFE: &str = "the ville:Hobbs Cafe:cafe";
+const FACT: &str = "The harvest fair moved to Saturday at the Common.";
+
+#[derive(Resource, Default)]
+struct Replies(Vec<DialogueReplied>);
+
+fn collect_replies(mut replies: MessageReader<DialogueReplied>, mut seen: ResMut<Replies>) {
+    seen.0.extend(replies.read().cloned());
+}
+
+/// An app with the dialogue (no daily routine, so the persona stays as the test set it), on the
+/// town script seeded with 7, and one persona doing `activity`.
+fn town(activity: &str) -> (App, Entity, LlmClient) {
+    let (app, people, client) = cafe(&[("Ada Quill", activity)]);
+    (app, people[0], client)
+}
+
+/// [`town`] with `people` (name, activity) at the café.
+fn cafe(people: &[(&str, &str)]) -> (App, Vec<Entity>, LlmClient) {
+    let client = town_script::town_script_client(7);
+    let plugins = bevy_generative_agents::GenerativeAgentsPlugins
+        .build()
+        .disable::<CognitionPlugin>()
+        .disable::<DirectorPlugin>();
+    let mut app = App::new();
+    app.add_plugins(MinimalPlugins.set(bevy_generative_agents::headless::simulation_task_pools()))
+        .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_millis(
+            16,
+        )))
+        .insert_resource(client.clone())
+        .insert_resource(
+            SimClock::default()
+                .with_mode(TimeMode::Lockstep)
+                .with_speed(SimSpeed::Max),
+        )
+        .add_plugins(plugins)
+        .init_resource::<Replies>()
+        .add_systems(Update, collect_replies);
+    let mut entities = Vec::new();
+    for (name, activity) in people {
+        let first_name = name.split(' ').next().unwrap_or(name);
+        let scratch = Scratch {
+            name: name.to_string(),
+            first_name: first_name.to_string(),
+            innate: "friendly, curious".to_string(),
+            learned: format!("{name} lives in the ville and loves the river."),
+            currently: format!("{name} is enjoying a morning at the cafe."),
+            act_description: Some(activity.to_string()),
+            ..Default::default()
+        };
+        let entity = app
+            .world_mut()
+            .spawn((
+                Persona,
+                Name::new(name.to_string()),
+                Mind::new(MindState {
+                    scratch,
+                    ..Default::default()
+                }),
+                Percepts {
+                    arena: CAFE.to_string(),
+                    ..Default::default()
+                },
+            ))
+            .id();
+        entities.push(entity);
+    }
+    app.update();
+    (app, entities, client)
+}
+
+/// Runs the app until a reply has arrived (bounded); returns it.
+fn reply(app: &mut App) -> DialogueReplied {
+    for _ in 0..5_000 {
+        app.update();
+        if let Some(reply) = app.world_mut().resource_mut::<Replies>().0.pop() {
+            return reply;
+        }
+    }
+    panic!("no reply within 5,000 updates");
+}
+
+fn mind(app: &App, ada: Entity) -> &MindState {
+    app.world()
+        .get::<Mind>(ada)
+        .and_then(Mind::get)
+        .expect("the mind is home")
+}
+
+#[test]
+fn a_talk_turn_leaves_an_event_and_after_chat_thoughts_that_retrieval_finds() {
+    let (mut app, ada, client) = town("having coffee");
+    // Unrelated memories the fact has to stand out from.
+    let now = app.world().resource::<SimClock>().now();
+    let others = [
+        "Ada Quill is throwing a bowl on the wheel",
+        "the river is high after the rain",
+        "Ben Ode is building a boat in his shed",
+        "the bakery sells rye bread on Mondays",
+        "Cy Marsh is pruning the roses",
+        "the library closes early on Sundays",
+        "Ada Quill is glazing three cups",
+        "the bridge was painted green",
+    ];
+    let vectors =
+        bevy::tasks::block_on(client.embed(others.iter().map(|s| s.to_string()).collect()))
+            .expect("the town script embeds");
+    {
+        let mut holder = app.world_mut().get_mut::<Mind>(ada).expect("mind");
+        let state = holder.get_mut().expect("home");
+        for (text, vector) in others.iter().zip(vectors) {
+            let memory = NewMemory::new(now, ("Ada Quill", "saw", "something"), *text)
+                .poignancy(4)
+                .embedding(vector);
+            state
+                .associative
+                .add_event(memory, Vec::new())
+                .expect("stored");
+        }
+    }
+    let before = mind(&app, ada).associative.len();
+
+    app.world_mut()
+        .write_message(DialogueRequest::say(ada, "Player", FACT));
+    let replied = reply(&mut app);
+    assert!(replied.planner_calls >= 1, "{replied:?}");
+
+    let memory = &mind(&app, ada).associative;
+    assert!(memory.len() > before);
+    // The chat node stays for the chat history; the event over it holds what was said.
+    let event = memory
+        .events()
+        .find(|e| e.predicate == "chat with" && e.object == "Player")
+        .expect("the talk turn left an event node");
+    assert!(
+        event.description.contains("harvest fair"),
+        "{}",
+        event.description
+    );
+    let chat_id = *event
+        .filling
+        .evidence()
+        .first()
+        .expect("the event rests on the chat");
+    let chat = memory.node(chat_id).expect("the chat node");
+    assert_eq!(chat.kind, NodeKind::Chat);
+    assert!(chat.description.contains("harvest fair"));
+    // The after-chat planning thought and memo, resting on the chat.
+    let thoughts: Vec<_> = memory
+        .thoughts()
+        .filter(|t| t.filling.evidence().contains(&chat_id))
+        .collect();
+    assert_eq!(thoughts.len(), 2, "{thoughts:?}");
+    assert!(
+        thoughts
+            .iter()
+            .any(|t| t.description.starts_with("For Ada Quill's planning: ")),
+        "{thoughts:?}"
+    );
+    assert!(thoughts.iter().all(|t| (1..=10).contains(&t.poignancy)));
+
+    // Retrieval with the fact as focal point finds the event among the unrelated memories.
+    let focal =
+        bevy::tasks::block_on(client.embed_one("harvest fair Saturday Common")).expect("embeds");
+    let event_id = event.id;
+    let mut holder = app.world_mut().get_mut::<Mind>(ada).expect("mind");
+    let state = holder.get_mut().expect("home");
+    let top = new_retrieve(
+        &mut state.associative,
+        &focal,
+        now,
+        3,
+        &RetrievalParams::default(),
+    )
+    .expect("retrieves");
+    assert!(
+        top.contains(&event_id),
+        "top 3 {top:?} lacks the talk's event {event_id:?}"
+    );
+}
+
+#[test]
+fn a_sleeper_left_asleep_says_so_and_remembers_nothing() {
+    let (mut app, ada, _) = town("sleeping");
+    app.world_mut().resource_mut::<DialogueSettings>().sleepers = Sleepers::StayAsleep;
+    app.world_mut()
+        .write_message(DialogueRequest::say(ada, "Player", FACT));
+    let replied = reply(&mut app);
+    assert_eq!(replied.reply, "Ada is asleep.");
+    assert_eq!(replied.planner_calls, 0);
+    assert!(replied.tool_calls.is_empty());
+    assert_eq!(
+        mind(&app, ada).associative.len(),
+        0,
+        "nothing is remembered"
+    );
+}
+
+#[test]
+fn a_persona_held_by_a_scene_answers_once_let_go() {
+    let (mut app, ada, _) = town("having coffee");
+    app.world_mut().entity_mut(ada).insert(Held);
+    app.world_mut()
+        .write_message(DialogueRequest::say(ada, "Player", "Hello there, Ada!"));
+    for _ in 0..300 {
+        app.update();
+    }
+    assert!(
+        app.world().resource::<Replies>().0.is_empty(),
+        "a held persona answered"
+    );
+    assert_eq!(mind(&app, ada).associative.len(), 0);
+    app.world_mut().entity_mut(ada).remove::<Held>();
+    let replied = reply(&mut app);
+    assert_eq!(replied.speaker, "Player");
+    assert!(replied.planner_calls >= 1);
+    assert!(!mind(&app, ada).associative.is_empty());
+}
+
+#[test]
+fn a_sleeper_wakes_to_answer_by_default() {
+    let (mut app, ada, _) = town("sleeping");
+    app.world_mut()
+        .write_message(DialogueRequest::say(ada, "Player", FACT));
+    let replied = reply(&mut app);
+    assert_ne!(replied.reply, "Ada is asleep.");
+    assert!(replied.planner_calls >= 1);
+    assert!(!mind(&app, ada).associative.is_empty());
+}
+
+/// Two personas of the default town on the town script, their day running.
+fn living_town() -> App {
+    use bevy_generative_agents::testing::{
+        create_test_app, scripted_client, spawn_crowd, synthetic_sheets,
+    };
+    use bevy_generative_agents::world::TownMap;
+    let map = TownMap::load_tmx(TownMap::default_town_path()).expect("default town");
+    let mut app = create_test_app(scripted_client(7));
+    let sheets = synthetic_sheets(2).expect("sheets");
+    spawn_crowd(&mut app, map, &sheets, 7).expect("crowd");
+    app.finish();
+    app.cleanup();
+    app.init_resource::<Replies>()
+        .add_systems(Update, collect_replies);
+    app
+}
+
+/// Runs until the clock reached `step`, and stops it there.
+fn step_to(app: &mut App, step: u64) {
+    {
+        let mut clock = app.world_mut().resource_mut::<SimClock>();
+        clock.stop_at_step = Some(step);
+        clock.speed = SimSpeed::Max;
+    }
+    for _ in 0..100_000 {
+        if app.world().resource::<SimClock>().step() >= step {
+            assert_eq!(app.world().resource::<SimClock>().step(), step);
+            return;
+        }
+        app.update();
+    }
+    panic!("the clock stalled before step {step}");
+}
+
+/// The first persona of the town, by entity.
+fn first_persona(app: &mut App) -> Entity {
+    let mut query = app.world_mut().query_filtered::<Entity, With<Persona>>();
+    let mut people: Vec<Entity> = query.iter(app.world()).collect();
+    people.sort();
+    people[0]
+}
+
+/// Saves into `dir`, updating until the town is saveable (no call in flight).
+fn save_when_still(app: &mut App, dir: &std::path::Path) {
+    use bevy_generative_agents::persist::{PersistError, save_world};
+    for _ in 0..10_000 {
+        match save_world(app.world_mut(), dir) {
+            Ok(_) => return,
+            Err(PersistError::Busy(_)) => app.update(),
+            Err(error) => panic!("save failed: {error}"),
+        }
+    }
+    panic!("the town never became saveable");
+}
+
+/// What a run leaves to compare: the clock, and the first persona's session with the player and
+/// its memory.
+fn talk_state(app: &mut App) -> (u64, Vec<SessionTurn>, Vec<String>) {
+    let persona = first_persona(app);
+    let world = app.world();
+    let turns = world
+        .resource::<DialogueSessions>()
+        .turns(persona, "Player")
+        .to_vec();
+    let memory = mind(app, persona)
+        .associative
+        .nodes()
+        .iter()
+        .map(|n| format!("{:?} {} {}", n.kind, n.created, n.description))
+        .collect();
+    (world.resource::<SimClock>().step(), turns, memory)
+}
+
+/// A talk session saved between two turns goes on after a load into a fresh app exactly as in
+/// the run that never stopped (SPEC §16): the session's turns come back with the save (the
+/// second turn's planner sees the first), and the clock and the persona's memory end the same.
+#[test]
+fn a_talk_session_saved_between_turns_goes_on_after_a_load() {
+    let dir = std::env::temp_dir().join(format!("ga-one-world-talk-{}", std::process::id()));
+    let run = |load: bool| {
+        let mut app = living_town();
+        // The clock stops at step 6: the talk and the save happen there, whatever a frame's
+        // step budget.
+        step_to(&mut app, 6);
+        let persona = first_persona(&mut app);
+        app.world_mut().write_message(DialogueRequest::say(
+            persona,
+            "Player",
+            "Could we meet at the cafe at 3 pm today?",
+        ));
+        reply(&mut app);
+        let _ = std::fs::remove_dir_all(&dir);
+        save_when_still(&mut app, &dir);
+        if load {
+            app = living_town();
+            bevy_generative_agents::persist::load_into_world(app.world_mut(), &dir).expect("loads");
+            app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(6);
+            let persona = first_persona(&mut app);
+            assert_eq!(
+                app.world()
+                    .resource::<DialogueSessions>()
+                    .turns(persona, "Player")
+                    .len(),
+                1,
+                "the session came back with the save"
+            );
+        }
+        let persona = first_persona(&mut app);
+        app.world_mut()
+            .write_message(DialogueRequest::say(persona, "Player", FACT));
+        reply(&mut app);
+        talk_state(&mut app)
+    };
+    let (never_stopped, resumed) = (run(false), run(true));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(never_stopped.1.len(), 2);
+    assert_eq!(resumed.0, never_stopped.0, "the clocks differ");
+    assert_eq!(resumed.1, never_stopped.1, "the sessions differ");
+    assert_eq!(resumed.2, never_stopped.2, "the memories differ");
+}
