@@ -223,20 +223,31 @@ fn memories_holding(app: &mut App, people: &[Entity], text: &str) -> Vec<String>
         .collect()
 }
 
-/// Each person's group chat memories: how many, and how many lines they hold.
-fn passages(app: &mut App, people: &[Entity]) -> Vec<(String, usize, usize)> {
+/// Each person's group chat memories: how many, how many lines they hold, and how many of them
+/// have the event node over them that retrieval finds (SPEC §16: the start of its description,
+/// resting on the chat).
+fn passages(app: &mut App, people: &[Entity]) -> Vec<(String, usize, usize, usize)> {
     people
         .iter()
         .filter_map(|&p| {
             let mind = app.world().get::<Mind>(p)?.get()?;
-            let (memories, lines) = mind
-                .associative
+            let memory = &mind.associative;
+            let (memories, lines, recallable) = memory
                 .chats()
                 .filter(|n| n.object.starts_with("the group in "))
-                .fold((0, 0), |(m, l), n| {
-                    (m + 1, l + n.filling.chat_lines().len())
+                .fold((0, 0, 0), |(m, l, r), n| {
+                    let over = memory.events().any(|e| {
+                        e.filling.evidence() == [n.id]
+                            && n.description
+                                .starts_with(e.description.trim_end_matches('…'))
+                    });
+                    (
+                        m + 1,
+                        l + n.filling.chat_lines().len(),
+                        r + usize::from(over),
+                    )
                 });
-            Some((mind.scratch.name.clone(), memories, lines))
+            Some((mind.scratch.name.clone(), memories, lines, recallable))
         })
         .collect()
 }
@@ -271,10 +282,14 @@ fn check_hour(cafe: &mut Cafe, client: &LlmClient, hour: &Hour, label: &str) {
     }
     // Each remembers the talk a passage at a time (at most 8 lines, as `GroupSettings` says),
     // not a memory per line.
-    for (name, memories, lines) in passages(&mut cafe.app, &cafe.people) {
+    for (name, memories, lines, recallable) in passages(&mut cafe.app, &cafe.people) {
         assert!(
             memories > 0 && lines >= 3 * memories && lines <= 8 * memories,
             "{label}: {name} keeps {lines} lines in {memories} chat memories"
+        );
+        assert_eq!(
+            recallable, memories,
+            "{label}: {name} has an event over {recallable} of {memories} passages"
         );
     }
     let calls = group_calls(client);

@@ -6,6 +6,8 @@
 //! - a talk turn leaves an event node (a retrieval candidate, unlike its chat node) holding what
 //!   the speaker said, and the planning thought and memo of an after-chat resting on the chat;
 //!   `new_retrieve` with the fact as focal point finds the event among unrelated memories;
+//! - the diffusion chain: a fact the player tells Ada reaches Cy through the café table (Ada's
+//!   group prompts recall it, the town script passes it on), and Cy's retrieval finds it;
 //! - a talk session saved between two turns goes on after a load as if never stopped;
 //! - a sleeping persona left asleep (`Sleepers::StayAsleep`) answers "… is asleep." at once,
 //!   with no model call and no memory, and one woken (the default) answers as if up; a persona
@@ -21,6 +23,7 @@ use bevy_generative_agents::dialogue::{
     DialogueReplied, DialogueRequest, DialogueSessions, DialogueSettings, SessionTurn, Sleepers,
 };
 use bevy_generative_agents::director::DirectorPlugin;
+use bevy_generative_agents::group::GroupLineSpoken;
 use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::memory::{NewMemory, NodeKind, RetrievalParams, new_retrieve};
 use bevy_generative_agents::persona::{Mind, MindState, Percepts, Persona, Scratch};
@@ -34,6 +37,14 @@ struct Replies(Vec<DialogueReplied>);
 
 fn collect_replies(mut replies: MessageReader<DialogueReplied>, mut seen: ResMut<Replies>) {
     seen.0.extend(replies.read().cloned());
+}
+
+/// Every line said in a group stream, from the first frame on.
+#[derive(Resource, Default)]
+struct Said(Vec<GroupLineSpoken>);
+
+fn collect_lines(mut lines: MessageReader<GroupLineSpoken>, mut said: ResMut<Said>) {
+    said.0.extend(lines.read().cloned());
 }
 
 /// An app with the dialogue (no daily routine, so the persona stays as the test set it), on the
@@ -63,7 +74,8 @@ fn cafe(people: &[(&str, &str)]) -> (App, Vec<Entity>, LlmClient) {
         )
         .add_plugins(plugins)
         .init_resource::<Replies>()
-        .add_systems(Update, collect_replies);
+        .init_resource::<Said>()
+        .add_systems(Update, (collect_replies, collect_lines));
     let mut entities = Vec::new();
     for (name, activity) in people {
         let first_name = name.split(' ').next().unwrap_or(name);
@@ -254,6 +266,100 @@ fn a_sleeper_wakes_to_answer_by_default() {
     assert_ne!(replied.reply, "Ada is asleep.");
     assert!(replied.planner_calls >= 1);
     assert!(!mind(&app, ada).associative.is_empty());
+}
+
+/// Ada, Ben and Cy at a café table.
+fn table() -> (App, Vec<Entity>, LlmClient) {
+    cafe(&[
+        ("Ada Quill", "having coffee with friends"),
+        ("Ben Ode", "chatting over coffee"),
+        ("Cy Marsh", "having coffee and a chat"),
+    ])
+}
+
+/// Runs `app` for an hour of game time.
+fn an_hour(app: &mut App) {
+    let start = app.world().resource::<SimClock>().now();
+    for _ in 0..200_000 {
+        app.update();
+        if app.world().resource::<SimClock>().now() > start + chrono::Duration::hours(1) {
+            return;
+        }
+    }
+    panic!("the clock stalled");
+}
+
+/// The diffusion chain, talk → table → recall (SPEC §16): the player tells Ada a fact in a talk
+/// turn; at the café table with Ben and Cy, Ada's group prompts recall it (the town script
+/// answers from what a prompt shows the persona remembering, so it can pass a fact on — the
+/// fact is planted nowhere but the talk turn); Cy, who never spoke with the player, remembers
+/// Ada's line as an event that `new_retrieve` finds a day later. Each link is read from the
+/// memory streams.
+#[test]
+fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
+    let (mut app, people, client) = table();
+    let [ada, _ben, cy] = [people[0], people[1], people[2]];
+    app.world_mut()
+        .write_message(DialogueRequest::say(ada, "Player", FACT));
+    reply(&mut app);
+    // Link 1: Ada remembers it where retrieval looks (an event, not only a chat).
+    assert!(
+        mind(&app, ada)
+            .associative
+            .events()
+            .any(|e| e.object == "Player" && e.description.contains("harvest fair")),
+        "Ada's talk left no event"
+    );
+
+    // Link 2: an hour at the table (the talk began while Ada was being told); Ada passes it
+    // on in the group stream.
+    an_hour(&mut app);
+    let said = &app.world().resource::<Said>().0;
+    let passed_on = said
+        .iter()
+        .find(|line| line.persona == Some(ada) && line.text.contains("harvest fair"))
+        .map(|line| line.text.clone())
+        .expect("Ada never passed the fact on at the table");
+    // Nobody else knew it before Ada said it.
+    let first = said
+        .iter()
+        .position(|line| line.text.contains("harvest fair"))
+        .expect("said");
+    assert_eq!(said[first].persona, Some(ada), "{:?}", said[first]);
+    assert!(passed_on.contains("Saturday at the Common"), "{passed_on}");
+
+    // Link 3: Cy heard it, and it is an event node of Cy's (a retrieval candidate) …
+    let event_id = {
+        let memory = &mind(&app, cy).associative;
+        let event = memory
+            .events()
+            .find(|e| e.description.contains("harvest fair"))
+            .expect("Cy remembers Ada's line as an event");
+        assert!(
+            event.object.starts_with("the group in "),
+            "{}",
+            event.object
+        );
+        event.id
+    };
+    // … which retrieval with the fair as focal point lists a day later.
+    let focal =
+        bevy::tasks::block_on(client.embed_one("the harvest fair on Saturday")).expect("embeds");
+    let later = app.world().resource::<SimClock>().now() + chrono::Duration::days(1);
+    let mut holder = app.world_mut().get_mut::<Mind>(cy).expect("mind");
+    let state = holder.get_mut().expect("home");
+    let top = new_retrieve(
+        &mut state.associative,
+        &focal,
+        later,
+        5,
+        &RetrievalParams::default(),
+    )
+    .expect("retrieves");
+    assert!(
+        top.contains(&event_id),
+        "Cy's top 5 {top:?} lacks {event_id:?}"
+    );
 }
 
 /// Two personas of the default town on the town script, their day running.

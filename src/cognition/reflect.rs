@@ -335,6 +335,37 @@ pub(crate) async fn chat_thoughts(
     mind.scratch.chat_thoughts_done = true;
 }
 
+/// Stores the planning thought and memo of each group conversation the persona left (SPEC
+/// §16: [`Scratch::group_after_chats`](crate::persona::Scratch::group_after_chats), filled by
+/// the group conversations), evidence = the conversation's latest passage.
+pub(crate) async fn group_chat_thoughts(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    now: NaiveDateTime,
+) {
+    let left = std::mem::take(&mut mind.scratch.group_after_chats);
+    for talk in left {
+        let evidence: Vec<NodeId> = mind
+            .associative
+            .chats()
+            .find(|node| node.object == talk.object)
+            .map(|node| vec![node.id])
+            .unwrap_or_default();
+        let conversation = talk.lines;
+        think_after_chat(
+            mind,
+            ctx,
+            settings,
+            now,
+            &talk.partner,
+            conversation,
+            &evidence,
+        )
+        .await;
+    }
+}
+
 /// The after-chat of any conversation (SPEC §3.7, §16): [`after_chat_texts`] over
 /// `conversation` with `partner`, stored by [`store_after_chat`] resting on `evidence`.
 pub(crate) async fn think_after_chat(
@@ -487,3 +518,72 @@ pub(crate) async fn write_after_chat(
     written
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::{AssociativeMemory, ChatLine, NodeKind};
+    use crate::persona::GroupAfterChat;
+    use crate::prompt::PromptLibrary;
+
+    fn ctx() -> PromptContext {
+        PromptContext::new(crate::llm::town_script_client(7), PromptLibrary::default())
+    }
+
+    fn mind_with_a_passage() -> (MindState, NodeId) {
+        let ctx = ctx();
+        let text = "Talk in the group in the cafe: Bo Tan said \"The fair moved to Saturday\"";
+        let vector = bevy::tasks::block_on(ctx.embed_one(text)).expect("the town script embeds");
+        let mut mind = MindState {
+            associative: AssociativeMemory::new("test", vector.len()),
+            ..Default::default()
+        };
+        mind.scratch.name = "Eva Moss".into();
+        mind.scratch.first_name = "Eva".into();
+        let now = chrono::NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(9, 0, 0))
+            .expect("a time");
+        let chat = NewMemory::new(
+            now,
+            ("Eva Moss", "chat with", "the group in the cafe"),
+            text,
+        )
+        .poignancy(2)
+        .embedding(vector);
+        let lines = vec![ChatLine::new("Bo Tan", "The fair moved to Saturday")];
+        let id = mind.associative.add_chat(chat, lines).expect("stored");
+        (mind, id)
+    }
+
+    /// A group conversation the persona left is thought over by its next thought (SPEC §16):
+    /// the planning thought and the memo, resting on the conversation's latest passage, in
+    /// faithful mode (two calls) and in lean mode (one `after_chat` answer); the queue empties.
+    #[test]
+    fn a_group_conversation_left_gets_its_planning_thought_and_memo() {
+        for settings in [AgentSettings::default(), AgentSettings::lean()] {
+            let (mut mind, passage) = mind_with_a_passage();
+            mind.scratch.group_after_chats.push(GroupAfterChat {
+                partner: "Bo Tan".into(),
+                object: "the group in the cafe".into(),
+                lines: vec![("Bo Tan".into(), "The fair moved to Saturday".into())],
+            });
+            let now = chrono::NaiveDate::from_ymd_opt(2023, 2, 13)
+                .and_then(|d| d.and_hms_opt(9, 30, 0))
+                .expect("a time");
+            let ctx = ctx();
+            bevy::tasks::block_on(group_chat_thoughts(&mut mind, &ctx, &settings, now));
+            assert!(mind.scratch.group_after_chats.is_empty());
+            let thoughts: Vec<_> = mind.associative.of_kind(NodeKind::Thought).collect();
+            assert_eq!(thoughts.len(), 2, "{thoughts:?}");
+            assert!(thoughts.iter().all(|t| t.filling.evidence() == [passage]));
+            assert!(
+                thoughts
+                    .iter()
+                    .any(|t| t.description.starts_with("For Eva Moss's planning: ")),
+                "{thoughts:?}"
+            );
+            // Nothing left to think over: a second thought stores nothing.
+            bevy::tasks::block_on(group_chat_thoughts(&mut mind, &ctx, &settings, now));
+            assert_eq!(mind.associative.count(NodeKind::Thought), 2);
+        }
+    }
+}

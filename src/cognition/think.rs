@@ -62,7 +62,9 @@ use super::outcome::{
 };
 use super::perceive::{form_memories, gather_percepts, recently_perceived};
 use super::plan::{day_change, determine_action, plan_new_day};
-use super::reflect::{chat_thoughts, chat_thoughts_due, reflect, reflection_due};
+use super::reflect::{
+    chat_thoughts, chat_thoughts_due, group_chat_thoughts, reflect, reflection_due,
+};
 use super::vocabulary::{AddressBook, ConversationDone, Conversing, OtherPersona, PlanEvent};
 
 /// What a thought needs besides the mind: owned or shared, so it moves into a task.
@@ -149,7 +151,10 @@ fn thought_effort(mind: &MindState, now: NaiveDateTime, sec_per_step: u32) -> Op
         Some(3)
     } else if day_change(mind.scratch.curr_time, now).is_some() {
         Some(2)
-    } else if mind.scratch.act_finished(now) || chat_thoughts_due(mind, now, sec_per_step) {
+    } else if mind.scratch.act_finished(now)
+        || chat_thoughts_due(mind, now, sec_per_step)
+        || !mind.scratch.group_after_chats.is_empty()
+    {
         Some(1)
     } else {
         None
@@ -285,6 +290,7 @@ pub(crate) async fn think(mut mind: Box<MindState>, input: ThoughtInput) -> Thou
     if chat_thoughts_due(&mind, now, sec_per_step) {
         chat_thoughts(&mut mind, &ctx, &settings, now).await;
     }
+    group_chat_thoughts(&mut mind, &ctx, &settings, now).await;
     if reflection_due(&mind) {
         reflect(&mut mind, &ctx, &settings, now, &mut events).await;
     }

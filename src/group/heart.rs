@@ -10,7 +10,7 @@
 //!    fewer than two members closes.
 //! 2. *Memories*: what each persona heard of a stream becomes one chat memory a passage at a
 //!    time, when the passage is full or its window of the clock has ended, and the mind is
-//!    home (`due_passages`).
+//!    home (`due_passages`) — with an event node over it, which retrieval finds (SPEC §16).
 //! 3. *Social state* from the persona's action ([`SocialState::from_activity`]), limits
 //!    applied (asleep: every stream left).
 //! 4. *Hearing*: each new line of another speaker raises interest by its relevance (words the
@@ -18,11 +18,15 @@
 //!    willingness.
 //! 5. *Time*: [`Attention::tick`] over the step's game seconds — decay, idle chats leave,
 //!    focus draws (seeded per persona and step), limits, forgetting.
+//!    A persona that followed a stream until it left it (the arena, or the stream closed)
+//!    queues the conversation's after-chat for its next thought (SPEC §16).
 //! 6. *One call at most per persona*, only for a persona that is free (mind home, no thought,
 //!    turn or conversation running): a focused stream with new lines runs the FOCUSED cycle
 //!    ([`GroupFocus`]); else a chatting stream whose reply draw wins gets a line
 //!    ([`GroupReply`]); else a due join question ([`GroupJoin`]) — a yes joins and speaks an
-//!    opening line. The persona is [`AwaitingCognition`] while the call runs: it starts no
+//!    opening line. Its prompt shows what it recalls with the talk's latest lines as focal
+//!    point, then the latest things it remembers being said. The persona is
+//!    [`AwaitingCognition`] while the call runs: it starts no
 //!    thought, a Lockstep clock waits for it, and Smallville's one-to-one conversation never
 //!    runs for it at the same time.
 //!
@@ -51,7 +55,9 @@ use crate::dialogue::{
 };
 use crate::llm::{EMBED_KIND, LlmClient};
 use crate::memory::{ChatLine, NewMemory};
-use crate::persona::{ChattingWith, Mind, MindState, PERSONA_BATCHES, Persona, name_hash};
+use crate::persona::{
+    ChattingWith, GroupAfterChat, Mind, MindState, PERSONA_BATCHES, Persona, Scratch, name_hash,
+};
 use crate::prompt::{
     FailureLog, FailureReason, ModelFailure, PromptContext, PromptLibrary, run_prompt,
 };
@@ -605,6 +611,141 @@ fn latest_said(memory: &crate::memory::AssociativeMemory, n: usize) -> Vec<Strin
     said
 }
 
+/// Most lines of a group conversation its after-chat thinks over (the last ones).
+const AFTER_CHAT_LINES: usize = 8;
+
+/// The after-chat a persona leaving the conversation `key` has due (SPEC §16): the last lines
+/// it heard or said there — its latest passages of it, then the lines not remembered yet — and
+/// who else spoke; `None` when it heard nothing of it.
+fn group_after_chat(
+    state: &MindState,
+    group: &GroupAttention,
+    key: &StreamKey,
+) -> Option<GroupAfterChat> {
+    let object = group_in(&place_of(key));
+    let mut lines: Vec<(String, String)> = group
+        .pending
+        .iter()
+        .filter(|p| p.heard.object == object)
+        .map(|p| (p.heard.speaker.clone(), p.heard.line.clone()))
+        .collect();
+    for node in state.associative.chats().filter(|n| n.object == object) {
+        if lines.len() >= AFTER_CHAT_LINES {
+            break;
+        }
+        let said = node.filling.chat_lines();
+        let earlier = said
+            .iter()
+            .map(|l| (l.speaker.clone(), l.line.clone()))
+            .collect::<Vec<_>>();
+        lines.splice(0..0, earlier);
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let lines = lines.split_off(lines.len().saturating_sub(AFTER_CHAT_LINES));
+    let mut others: Vec<&str> = Vec::new();
+    for (speaker, _) in &lines {
+        if *speaker != state.scratch.name && !others.contains(&speaker.as_str()) {
+            others.push(speaker);
+        }
+    }
+    let partner = if others.is_empty() {
+        place_of(key)
+    } else {
+        crate::cognition::vocabulary::names_list(&others)
+    };
+    Some(GroupAfterChat {
+        partner,
+        object,
+        lines,
+    })
+}
+
+/// How many lines of a conversation the focal point of a group prompt's recall is made of.
+const RECALL_FOCAL_LINES: usize = 3;
+
+/// What a persona (`state`) recalls for a prompt about `key` (SPEC §16): the memories retrieval ranks
+/// first with the latest lines it heard of that conversation as focal point — the mean of
+/// their vectors, from the lines it has not remembered yet or else its latest passage of the
+/// conversation — leaving out the passages of the conversation itself (the prompt shows its
+/// lines). Read without marking anything accessed. At most `n` descriptions; none when the
+/// persona heard nothing of it yet or its mind is out.
+fn recall(
+    state: Option<&MindState>,
+    group: Option<&GroupAttention>,
+    key: &StreamKey,
+    now: NaiveDateTime,
+    n: usize,
+    agent: &AgentSettings,
+) -> Vec<String> {
+    let Some(state) = state.filter(|_| n > 0) else {
+        return Vec::new();
+    };
+    let memory = &state.associative;
+    let object = group_in(&place_of(key));
+    let heard: Vec<&[f32]> = group
+        .map(|g| {
+            g.pending
+                .iter()
+                .rev()
+                .filter(|p| p.heard.object == object)
+                .take(RECALL_FOCAL_LINES)
+                .map(|p| p.heard.embedding.as_slice())
+                .collect()
+        })
+        .unwrap_or_default();
+    let heard = if heard.is_empty() {
+        memory
+            .chats()
+            .find(|node| node.object == object)
+            .and_then(|node| memory.embedding(&node.embedding_key))
+            .into_iter()
+            .collect()
+    } else {
+        heard
+    };
+    let dim = memory.embeddings().dim();
+    let heard: Vec<&[f32]> = heard.into_iter().filter(|v| v.len() == dim).collect();
+    if heard.is_empty() {
+        return Vec::new();
+    }
+    let mut focal = vec![0.0f32; dim];
+    for vector in &heard {
+        for (sum, x) in focal.iter_mut().zip(vector.iter()) {
+            *sum += x;
+        }
+    }
+    let params = crate::cognition::vocabulary::retrieval_params(state, agent);
+    // Room for the conversation's own passages, which are left out.
+    let wanted = n + RECALL_FOCAL_LINES * 2;
+    let Ok(ids) = crate::memory::retrieve_unmarked(memory, &focal, now, wanted, &params) else {
+        return Vec::new();
+    };
+    ids.into_iter()
+        .filter_map(|id| memory.node(id))
+        .filter(|node| node.object != object)
+        .map(|node| node.description.clone())
+        .take(n)
+        .collect()
+}
+
+/// `details` with `recalled` memories first, then the latest things remembered being said
+/// that are not among them.
+fn with_recall(mut details: Details, recalled: Vec<String>) -> Details {
+    if recalled.is_empty() {
+        return details;
+    }
+    let mut memories = recalled;
+    for said in details.memories {
+        if !memories.contains(&said) {
+            memories.push(said);
+        }
+    }
+    details.memories = memories;
+    details
+}
+
 /// Whether a persona's place is a whole arena (`world:sector:arena`): outdoors its address is
 /// shorter, and people passing each other in the street hold no group conversation.
 fn is_arena(address: &str) -> bool {
@@ -689,9 +830,11 @@ pub(super) fn group_step(world: &mut World) {
     // 2–6, persona by persona (in entity order; each draws from its own stream).
     let library = world.get_resource::<PromptLibrary>().cloned();
     let client = world.get_resource::<LlmClient>().cloned();
-    let retries = world
+    let agent = world
         .get_resource::<AgentSettings>()
-        .map_or(3, |s| s.prompt_retries);
+        .cloned()
+        .unwrap_or_default();
+    let retries = agent.prompt_retries;
     // A persona's prompt context for one call, and the log that hears its failures (none
     // without a client).
     let context_for = |someone: &Someone| {
@@ -773,6 +916,15 @@ pub(super) fn group_step(world: &mut World) {
                 let details = details_now
                     .take()
                     .unwrap_or_else(|| details(world, someone));
+                let recalled = recall(
+                    world.get::<Mind>(someone.entity).and_then(Mind::get),
+                    Some(&group),
+                    &key,
+                    now,
+                    settings.recall_memories,
+                    &agent,
+                );
+                let details = with_recall(details, recalled);
                 let scene = scene_in(stream, someone, details, &names_by_entity, &settings, step);
                 let new_lines = observed;
                 let tools = if kind == CallKind::Focus && settings.think_with_tools {
@@ -819,8 +971,18 @@ pub(super) fn group_step(world: &mut World) {
                 };
                 starts.push((someone.entity, Call::of(someone, &key, failures, task)));
             }
+            let mut left = Vec::new();
             for (stream, Change::Moved { from, to }) in moved {
                 if from != to {
+                    // It followed the talk until it left it (the arena, or the stream closed):
+                    // its conversation is over. Losing interest while still there is not.
+                    if to == ChatState::Absent
+                        && !streams
+                            .get(&stream)
+                            .is_some_and(|s| s.reaches(someone.entity))
+                    {
+                        left.push(stream.clone());
+                    }
                     changes.push(GroupAttentionChanged {
                         persona: someone.entity,
                         name: someone.name.clone(),
@@ -830,12 +992,37 @@ pub(super) fn group_step(world: &mut World) {
                     });
                 }
             }
+            // A conversation the persona followed and left: its next thought stores what the
+            // talk means for its plans and what it found memorable (SPEC §16). Its mind is home
+            // at the step in Lockstep; one out (a thought under way at full speed) lets it go.
+            if !left.is_empty()
+                && let Some(mut mind) = world.get_mut::<Mind>(someone.entity)
+                && let Some(state) = mind.get_mut()
+            {
+                for key in &left {
+                    if let Some(talk) = group_after_chat(state, &group, key) {
+                        let waiting = &mut state.scratch.group_after_chats;
+                        waiting.push(talk);
+                        let over = waiting.len().saturating_sub(Scratch::MAX_GROUP_AFTER_CHATS);
+                        waiting.drain(..over);
+                    }
+                }
+            }
             if let Some(mut slot) = world.get_mut::<GroupAttention>(someone.entity) {
                 *slot = group;
             }
         }
         let scene_of = |world: &World, stream: &super::stream::GroupStream, someone: &Someone| {
-            let details = details(world, someone);
+            let group = world.get::<GroupAttention>(someone.entity);
+            let recalled = recall(
+                world.get::<Mind>(someone.entity).and_then(Mind::get),
+                group,
+                &stream.key,
+                now,
+                settings.recall_memories,
+                &agent,
+            );
+            let details = with_recall(details(world, someone), recalled);
             scene_in(stream, someone, details, &names_by_entity, &settings, step)
         };
         // A join question sits at its stream's round as a newcomer; with no round this step it
@@ -1845,6 +2032,9 @@ fn due_passages(
         .collect()
 }
 
+/// Most characters of the description of a passage's event node (its chat node's is longer).
+const PASSAGE_EVENT_CHARS: usize = 160;
+
 /// Most characters of one line in a passage's description (the memory keeps every line whole).
 const PASSAGE_LINE_CHARS: usize = 80;
 
@@ -1894,23 +2084,38 @@ fn store_passage(
             (made.description.clone(), made.vector.as_slice())
         }
     };
-    let node = NewMemory::new(
-        first.heard.time,
-        (
-            someone.name.clone(),
-            "chat with",
-            first.heard.object.clone(),
-        ),
-        description,
-    )
-    .keywords(keywords)
-    .poignancy(poignancy);
+    let triple = (
+        someone.name.clone(),
+        "chat with".to_string(),
+        first.heard.object.clone(),
+    );
+    let node = NewMemory::new(first.heard.time, triple.clone(), description.clone())
+        .keywords(keywords.clone())
+        .poignancy(poignancy);
+    // The chat node keeps the lines for the chat history; an event node over it, with the same
+    // vector and the start of its description, is what retrieval finds (chat nodes are no
+    // candidates), so what was said at a table can reach a plan (SPEC §16). Its description is
+    // cut: prompts that list many memories (relationships, reflections) read it.
+    let short = truncate_chars(&description, PASSAGE_EVENT_CHARS);
+    let short = if short.len() < description.len() {
+        format!("{short}…")
+    } else {
+        description.clone()
+    };
+    let event = NewMemory::new(first.heard.time, triple, short)
+        .embedding_key(description.clone(), None)
+        .keywords(keywords)
+        .poignancy(poignancy);
     let lines = passage
         .iter()
         .map(|line| ChatLine::new(line.heard.speaker.clone(), line.heard.line.clone()))
         .collect();
     // The vector is copied into memory's own rows only when memory does not hold it yet.
-    match state.associative.add_chat_with_vector(node, vector, lines) {
+    let stored = state
+        .associative
+        .add_chat_with_vector(node, vector, lines)
+        .and_then(|chat| state.associative.add_event(event, vec![chat]));
+    match stored {
         Ok(_) => {
             state.scratch.importance_trigger_curr -= i32::from(poignancy);
             state.scratch.importance_ele_n += 1;
@@ -2403,6 +2608,141 @@ mod tests {
         assert_eq!(
             due.iter().map(|p| lines_of(p)).collect::<Vec<_>>(),
             [["x"], ["y"]]
+        );
+    }
+
+    #[test]
+    fn a_group_prompt_recalls_what_bears_on_the_latest_lines_but_not_the_talk_itself() {
+        let mut state = MindState {
+            associative: crate::memory::AssociativeMemory::new("test", 2),
+            ..Default::default()
+        };
+        let at = pending_time(0);
+        let told = "conversation with Player at 08:50: Player said \"the fair moved\"";
+        let add = |state: &mut MindState, text: &str, vector: Vec<f32>| {
+            let memory = NewMemory::new(at, ("Eva Moss", "saw", "x"), text)
+                .poignancy(3)
+                .embedding(vector);
+            state
+                .associative
+                .add_event(memory, Vec::new())
+                .expect("stored");
+        };
+        add(&mut state, told, vec![1.0, 0.05]);
+        for i in 0..6 {
+            add(&mut state, &format!("something else {i}"), vec![0.0, 1.0]);
+        }
+        // A passage of this very conversation, closest of all to its lines: left out.
+        let settings = GroupSettings::default();
+        let passage = vec![heard(
+            "the cafe",
+            "Ann Lee",
+            "Is the fair on?",
+            0,
+            vec![1.0, 0.0],
+        )];
+        store_passage(
+            &mut state,
+            &listener("Eva Moss"),
+            &passage,
+            &settings,
+            &SharedPassages::default(),
+        );
+        let mut group = GroupAttention::default();
+        group.pending.push(heard(
+            "the cafe",
+            "Bo Tan",
+            "When is the fair?",
+            1,
+            vec![1.0, 0.0],
+        ));
+        let key = StreamKey::Arena("w:Hobbs Cafe:cafe".into());
+        let agent = AgentSettings::default();
+        let recalled = recall(Some(&state), Some(&group), &key, at, 2, &agent);
+        assert_eq!(
+            recalled.first().map(String::as_str),
+            Some(told),
+            "{recalled:?}"
+        );
+        assert!(
+            recalled.iter().all(|m| !m.contains("Is the fair on?")),
+            "{recalled:?}"
+        );
+        assert_eq!(recalled.len(), 2);
+        // With nothing heard of the talk yet, and with recall off, nothing is recalled.
+        let other = StreamKey::Arena("w:Hobbs Cafe:kitchen".into());
+        assert!(recall(Some(&state), Some(&group), &other, at, 2, &agent).is_empty());
+        assert!(recall(Some(&state), Some(&group), &key, at, 0, &agent).is_empty());
+        // The recalled come first, then the latest said that are not among them.
+        let details = with_recall(
+            Details {
+                identity: String::new(),
+                memories: vec!["said".into(), told.into()],
+            },
+            recalled,
+        );
+        assert_eq!(details.memories.len(), 3);
+        assert_eq!(details.memories[0], told);
+        assert_eq!(details.memories[2], "said");
+    }
+
+    #[test]
+    fn leaving_a_talk_takes_its_last_lines_and_who_spoke() {
+        let mut state = MindState::default();
+        state.scratch.name = "Eva Moss".into();
+        let key = StreamKey::Arena("w:Hobbs Cafe:cafe".into());
+        let mut group = GroupAttention::default();
+        assert_eq!(
+            group_after_chat(&state, &group, &key),
+            None,
+            "heard nothing"
+        );
+        // Two passages remembered, then two lines not remembered yet.
+        let settings = GroupSettings::default();
+        let shared = SharedPassages::default();
+        for (i, who) in [
+            "Ann Lee", "Bo Tan", "Eva Moss", "Ann Lee", "Bo Tan", "Ann Lee",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let line = heard(
+                "the cafe",
+                who,
+                &format!("line {i}"),
+                i as i64,
+                vec![1.0, 0.0],
+            );
+            store_passage(
+                &mut state,
+                &listener("Eva Moss"),
+                &[line],
+                &settings,
+                &shared,
+            );
+        }
+        group
+            .pending
+            .push(heard("the cafe", "Cy Dunn", "line 6", 6, vec![1.0, 0.0]));
+        group.pending.push(heard(
+            "the kitchen",
+            "Di Roe",
+            "elsewhere",
+            6,
+            vec![1.0, 0.0],
+        ));
+        let talk = group_after_chat(&state, &group, &key).expect("due");
+        assert_eq!(talk.object, "the group in the cafe");
+        let said: Vec<&str> = talk.lines.iter().map(|(_, l)| l.as_str()).collect();
+        assert_eq!(
+            said,
+            [
+                "line 0", "line 1", "line 2", "line 3", "line 4", "line 5", "line 6"
+            ]
+        );
+        assert_eq!(
+            talk.partner, "Ann Lee, Bo Tan and Cy Dunn",
+            "everyone but Eva"
         );
     }
 

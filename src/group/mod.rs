@@ -53,6 +53,15 @@
 //! stored more memories than everything else the town did, and drained the reflection
 //! trigger a line at a time).
 //!
+//! **One world** (SPEC §16): a passage has an event memory over it (same vector, its
+//! description's first 160 characters), which retrieval finds — chat memories are no candidates; a prompt shows first what
+//! the persona recalls with the latest lines it heard as focal point
+//! ([`GroupSettings::recall_memories`]; the passages of the talk itself left out), so a fact
+//! told elsewhere can come up at the table; and when a persona that followed a stream (`Chat`
+//! or `Focused`) leaves it — it left the arena, or the stream closed — its next thought stores
+//! the planning thought and memo of an after-chat over the last lines it heard there
+//! ([`Scratch::group_after_chats`](crate::persona::Scratch::group_after_chats)).
+//!
 //! ```
 //! use bevy::prelude::*;
 //! use bevy_generative_agents::group::{GroupCommand, GroupPlugin};
@@ -121,6 +130,10 @@ pub struct GroupSettings {
     /// Whether a focused cycle may think with the persona's read-only tools (on): one look-up
     /// per cycle at most, costing one more call when it is used.
     pub think_with_tools: bool,
+    /// Memories a group prompt recalls (3): those retrieval ranks first with the latest lines
+    /// the persona heard of the conversation as focal point (SPEC §16), shown before the
+    /// latest things it remembers being said. 0 recalls nothing.
+    pub recall_memories: usize,
     /// SPEC §8's constants.
     pub attention: AttentionSettings,
 }
@@ -138,6 +151,7 @@ impl Default for GroupSettings {
             passage_seconds: 300.0,
             focus_cycle_every: 30.0,
             think_with_tools: true,
+            recall_memories: 3,
             attention: AttentionSettings::default(),
         }
     }

@@ -31,6 +31,8 @@ struct Scene<'a> {
     lines: Vec<&'a str>,
     /// Lines new since the persona last looked (focused cycle).
     new_lines: Vec<&'a str>,
+    /// What the persona remembers, as the prompt lists it (recalled memories first).
+    remembered: Vec<&'a str>,
 }
 
 /// The lines after the header line `label` up to the next blank line.
@@ -73,7 +75,12 @@ fn scene(text: &str) -> Scene<'_> {
         lines
     };
     let new_marker = format!("New since {first_name} last looked:");
+    let remembered = block(text, &format!("{first_name} remembers:"))
+        .into_iter()
+        .map(|m| m.strip_prefix("- ").unwrap_or(m))
+        .collect();
     Scene {
+        remembered,
         name: name.trim(),
         first_name,
         activity: activity.trim(),
@@ -129,7 +136,50 @@ pub(super) fn reply(text: &str) -> String {
     say(&scene, scene.lines.last().copied())
 }
 
+/// What the stand-in opens a passing on with: a told fact is passed on behind it, and not
+/// again behind itself.
+const NEWS_OPENER: &str = "Did you hear? ";
+
+/// Something the persona remembers being told that the talk has not heard yet: what someone
+/// said to it in a talk turn (a memory "conversation with …: <speaker> said \"…\"", the first
+/// quote), or news passed on to it at a table (a quoted line that opens with
+/// [`NEWS_OPENER`]) in another place, without the opener; four words at least, and not a line
+/// the talk has heard. The stand-in answers from what
+/// the persona recalls, so a fact told in one conversation can travel to the next (SPEC §16)
+/// — and it passes on nothing else, so small talk stays small talk.
+fn news<'a>(scene: &Scene<'a>) -> Option<&'a str> {
+    scene.remembered.iter().find_map(|memory| {
+        let told_in_talk = memory.starts_with("conversation with ");
+        // News heard in this very conversation: everyone here heard it too.
+        let heard_at = memory
+            .strip_prefix("Talk in the group in ")
+            .or_else(|| memory.split_once(" said in ").map(|(_, rest)| rest))
+            .and_then(|rest| rest.split_once(':'))
+            .map(|(place, _)| place.trim());
+        if !told_in_talk && heard_at == Some(scene.place) {
+            return None;
+        }
+        memory
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .enumerate()
+            .find_map(|(i, quoted)| {
+                let told = match quoted.trim().strip_prefix(NEWS_OPENER) {
+                    Some(passed_on) => passed_on.trim(),
+                    None if told_in_talk && i == 0 => quoted.trim(),
+                    None => return None,
+                };
+                let heard = scene.lines.iter().any(|line| line.contains(told));
+                (told.split_whitespace().count() >= 4 && !heard).then_some(told)
+            })
+    })
+}
+
 fn say(scene: &Scene<'_>, answering: Option<&str>) -> String {
+    if let Some(told) = news(scene) {
+        return format!("{NEWS_OPENER}{told}");
+    }
     let h = fnv1a_parts(&[scene.name, &scene.lines.join("|")]);
     // "attending a lecture (finding a seat)" → "attending a lecture".
     let activity = scene.activity.split(" (").next().unwrap_or("").trim();
@@ -375,6 +425,7 @@ fn beat_ahead(
                     return json!({"plan": "no_reply", "reply": "", "reason": "nothing new"});
                 }
                 let next = Scene {
+                    remembered: scene.remembered.clone(),
                     name: scene.name,
                     first_name: scene.first_name,
                     activity: scene.activity,
@@ -406,7 +457,12 @@ fn seat_scene<'a>(
     new_lines: &[&'a str],
 ) -> Option<Scene<'a>> {
     let (name, rest) = seat.strip_prefix("- ")?.split_once(" is ")?;
+    let remembered = rest
+        .split_once("; remembers: ")
+        .map(|(_, r)| r.split("; ").map(str::trim).collect())
+        .unwrap_or_default();
     Some(Scene {
+        remembered,
         name,
         first_name: first(name),
         activity: rest.split(';').next().unwrap_or("").trim(),
@@ -429,6 +485,39 @@ fn said_by(line: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remembered_fact_is_passed_on_once() {
+        let told = "Mo is a baker.\n\nMo Li is having coffee, in a group conversation in the main room. Present: Ana Ruiz, Bo Chen.\nMo remembers:\n- conversation with Player at 09:10: Player said \"The fair moved to Saturday at the Common.\"; Mo answered \"Oh!\"\n- Bo Chen said in the main room: \"Hi all\"\n\nThe conversation so far:\nAna Ruiz: Morning, Mo!\nBo Chen: Hi all\n\nWrite the one short line Mo says next.";
+        assert_eq!(
+            reply(told),
+            "Did you hear? The fair moved to Saturday at the Common."
+        );
+        // Once the talk has heard it, the stand-in talks as before.
+        let heard = told.replace(
+            "Bo Chen: Hi all\n\nWrite",
+            "Bo Chen: Did you hear? The fair moved to Saturday at the Common.\n\nWrite",
+        );
+        assert!(
+            !reply(&heard).contains("The fair moved"),
+            "{}",
+            reply(&heard)
+        );
+        // Passed on again from a group line, without a second opener.
+        let passed = told.replace(
+            "- conversation with Player at 09:10: Player said \"The fair moved to Saturday at the Common.\"; Mo answered \"Oh!\"",
+            "- Talk in the group in the kitchen: Ana Ruiz said \"Hello there, everyone!\"; Bo Chen said \"Did you hear? The fair moved to Saturday at the Common.\"",
+        );
+        assert_eq!(
+            reply(&passed),
+            "Did you hear? The fair moved to Saturday at the Common."
+        );
+        // News from this very conversation is not told again (everyone here heard it).
+        let here = passed.replace("group in the kitchen", "group in the main room");
+        assert!(!reply(&here).starts_with(NEWS_OPENER), "{}", reply(&here));
+        // Short quotes (greetings) are no news.
+        assert!(!reply(REPLY).starts_with(NEWS_OPENER));
+    }
 
     const REPLY: &str = "Mo is a baker.\n\nMo Li is having coffee, in a group conversation in the main room. Present: Ana Ruiz, Bo Chen.\nMo remembers:\n(none)\n\nThe conversation so far:\nAna Ruiz: Morning, Mo!\nBo Chen: Hi all\n\nWrite the one short line Mo says next.";
 

@@ -72,7 +72,7 @@ pub use node::{
 };
 pub use retrieve::{
     DEFAULT_RECENCY_DECAY, RetrievalParams, RetrievalWeights, ScoredNode, new_retrieve,
-    new_retrieve_many, score_breakdown,
+    new_retrieve_many, retrieve_unmarked, score_breakdown,
 };
 pub(crate) use save::KW_STRENGTH_FILE;
 pub use save::{AssociativeMemoryJson, EMBEDDINGS_FILE, NODES_FILE};

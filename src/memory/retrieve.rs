@@ -160,20 +160,33 @@ pub fn new_retrieve(
     n: usize,
     params: &RetrievalParams,
 ) -> Result<Vec<NodeId>, MemoryError> {
+    let top = retrieve_unmarked(memory, focal, now, n, params)?;
+    memory.set_last_accessed(&top, now);
+    Ok(top)
+}
+
+/// The memories [`new_retrieve`] would return, without marking them accessed: a glance at what
+/// bears on `focal` that leaves the memory as it was (a group prompt's recall, made while the
+/// step reads many minds at once).
+pub fn retrieve_unmarked(
+    memory: &AssociativeMemory,
+    focal: &[f32],
+    now: NaiveDateTime,
+    n: usize,
+    params: &RetrievalParams,
+) -> Result<Vec<NodeId>, MemoryError> {
     let weights = params.effective_weights();
     let bounded = memory.embeddings().scans_quantized(params.precision)
         && params.precision == RelevancePrecision::Auto
         && [weights.recency, weights.relevance, weights.importance]
             .iter()
             .all(|w| w.is_finite());
-    let top = if bounded {
-        bounded_top_n(memory, focal, now, n, params)?
+    if bounded {
+        bounded_top_n(memory, focal, now, n, params)
     } else {
         let raw = raw_components(memory, focal, now, params)?;
-        top_n(raw.scores(weights), n)
-    };
-    memory.set_last_accessed(&top, now);
-    Ok(top)
+        Ok(top_n(raw.scores(weights), n))
+    }
 }
 
 /// The exact top `n` at the cost of the int4 scan: bound, prune, refine best first.

@@ -24,7 +24,9 @@ pub(crate) use partners::link_chat_partners;
 pub use partners::{ChatPartners, ChattingWith};
 
 pub(crate) use scratch::CHAT_PREDICATE;
-pub use scratch::{EventTriple, KnownGrounding, ScheduleItem, Scratch, is_sleep_text};
+pub use scratch::{
+    EventTriple, GroupAfterChat, KnownGrounding, ScheduleItem, Scratch, is_sleep_text,
+};
 pub(crate) use sheet::quote_clipped;
 pub use sheet::{
     MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, PersonaError, PersonaSheet, check_persona_name,

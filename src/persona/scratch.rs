@@ -113,6 +113,18 @@ impl<'de> Deserialize<'de> for ScheduleItem {
     }
 }
 
+/// A group conversation a persona left, waiting for its after-chat thoughts (SPEC §16).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GroupAfterChat {
+    /// Who else spoke in it ("Ana and Bram"), or where it was when nobody else did.
+    pub partner: String,
+    /// The conversation's memory object (`the group in <place>`): the thoughts rest on its
+    /// latest passage.
+    pub object: String,
+    /// The last lines the persona heard or said in it, `(speaker, line)`, oldest first.
+    pub lines: Vec<(String, String)>,
+}
+
 /// The identity stable set, hyper-parameters, plan, action and chat state of one persona.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -194,6 +206,11 @@ pub struct Scratch {
     pub chatting_end_time: Option<NaiveDateTime>,
     /// Whether the planning thought and memo of the current chat are stored (SPEC §3.7).
     pub chat_thoughts_done: bool,
+    /// Group conversations the persona took part in and left, whose planning thought and memo
+    /// its next thought stores (SPEC §16), oldest first; at most
+    /// [`Scratch::MAX_GROUP_AFTER_CHATS`]. Absent from saves when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_after_chats: Vec<GroupAfterChat>,
 
     // --- lean mode ---
     /// How the persona grounded its recent actions, by the action's words (lean mode reuses
@@ -230,6 +247,9 @@ pub struct KnownGrounding {
 }
 
 impl Scratch {
+    /// Most group conversations waiting for their after-chat thoughts: the oldest is let go.
+    pub const MAX_GROUP_AFTER_CHATS: usize = 4;
+
     /// Most actions whose grounding a persona keeps in lean mode (a day holds about fifty).
     pub const KNOWN_GROUNDINGS: usize = 256;
 
