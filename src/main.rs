@@ -531,10 +531,11 @@ fn scenario_command(options: RunOptions, path: &std::path::Path) -> ExitCode {
                 let first = series.first().map_or(0, |p| p.count);
                 if let Some(last) = series.last() {
                     println!(
-                        "who knows of \"{topic}\": {first} at the start, {} of {} at the end ({:.0} %)",
+                        "who knows of \"{topic}\": {first} at the start, {} of {} at the end ({:.0} %); {} can recall it (a memory retrieval returns)",
                         last.count,
                         last.of,
-                        100.0 * last.count as f64 / last.of.max(1) as f64
+                        100.0 * last.count as f64 / last.of.max(1) as f64,
+                        last.recall
                     );
                 }
             }

@@ -23,7 +23,7 @@ use bevy_generative_agents::dialogue::{
     DialogueReplied, DialogueRequest, DialogueSessions, DialogueSettings, SessionTurn, Sleepers,
 };
 use bevy_generative_agents::director::DirectorPlugin;
-use bevy_generative_agents::group::GroupLineSpoken;
+use bevy_generative_agents::group::{GroupAttentionChanged, GroupLineSpoken};
 use bevy_generative_agents::llm::LlmClient;
 use bevy_generative_agents::memory::{NewMemory, NodeKind, RetrievalParams, new_retrieve};
 use bevy_generative_agents::persona::{Mind, MindState, Percepts, Persona, Scratch};
@@ -45,6 +45,17 @@ struct Said(Vec<GroupLineSpoken>);
 
 fn collect_lines(mut lines: MessageReader<GroupLineSpoken>, mut said: ResMut<Said>) {
     said.0.extend(lines.read().cloned());
+}
+
+/// Every attention move, as messages and as entity events seen by an observer.
+#[derive(Resource, Default)]
+struct Moves {
+    messages: Vec<GroupAttentionChanged>,
+    observed: Vec<(Entity, GroupAttentionChanged)>,
+}
+
+fn collect_moves(mut moves: MessageReader<GroupAttentionChanged>, mut seen: ResMut<Moves>) {
+    seen.messages.extend(moves.read().cloned());
 }
 
 /// An app with the dialogue (no daily routine, so the persona stays as the test set it), on the
@@ -75,7 +86,11 @@ fn cafe(people: &[(&str, &str)]) -> (App, Vec<Entity>, LlmClient) {
         .add_plugins(plugins)
         .init_resource::<Replies>()
         .init_resource::<Said>()
-        .add_systems(Update, (collect_replies, collect_lines));
+        .init_resource::<Moves>()
+        .add_observer(|e: On<GroupAttentionChanged>, mut seen: ResMut<Moves>| {
+            seen.observed.push((e.event_target(), e.event().clone()));
+        })
+        .add_systems(Update, (collect_replies, collect_lines, collect_moves));
     let mut entities = Vec::new();
     for (name, activity) in people {
         let first_name = name.split(' ').next().unwrap_or(name);
@@ -299,9 +314,16 @@ fn an_hour(app: &mut App) {
 fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
     let (mut app, people, client) = table();
     let [ada, _ben, cy] = [people[0], people[1], people[2]];
+    // The talk happens at step 0 (the clock held there), so the run is the same every time.
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(0);
     app.world_mut()
         .write_message(DialogueRequest::say(ada, "Player", FACT));
     reply(&mut app);
+    {
+        let mut clock = app.world_mut().resource_mut::<SimClock>();
+        clock.stop_at_step = None;
+        clock.speed = SimSpeed::Max;
+    }
     // Link 1: Ada remembers it where retrieval looks (an event, not only a chat).
     assert!(
         mind(&app, ada)
@@ -328,19 +350,30 @@ fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
     assert_eq!(said[first].persona, Some(ada), "{:?}", said[first]);
     assert!(passed_on.contains("Saturday at the Common"), "{passed_on}");
 
-    // Link 3: Cy heard it, and it is an event node of Cy's (a retrieval candidate) …
+    // Link 3: Cy heard it: a passage of Cy's holds Ada's line, with an event node over it (a
+    // retrieval candidate; its description is the passage's first 160 characters, its vector
+    // the passage's, Ada's line included) …
     let event_id = {
         let memory = &mind(&app, cy).associative;
-        let event = memory
-            .events()
-            .find(|e| e.description.contains("harvest fair"))
-            .expect("Cy remembers Ada's line as an event");
+        let passage = memory
+            .chats()
+            .find(|c| {
+                c.filling
+                    .chat_lines()
+                    .iter()
+                    .any(|l| l.speaker == "Ada Quill" && l.line.contains("harvest fair"))
+            })
+            .expect("Cy remembers Ada's line");
         assert!(
-            event.object.starts_with("the group in "),
+            passage.object.starts_with("the group in "),
             "{}",
-            event.object
+            passage.object
         );
-        event.id
+        memory
+            .events()
+            .find(|e| e.filling.evidence() == [passage.id])
+            .expect("an event over the passage")
+            .id
     };
     // … which retrieval with the fair as focal point lists a day later.
     let focal =
@@ -360,6 +393,16 @@ fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
         top.contains(&event_id),
         "Cy's top 5 {top:?} lacks {event_id:?}"
     );
+
+    // One event convention (SPEC §16): every attention move is a message and an entity event
+    // on its persona.
+    let moves = app.world().resource::<Moves>();
+    assert!(!moves.messages.is_empty());
+    assert_eq!(moves.observed.len(), moves.messages.len());
+    for ((target, observed), message) in moves.observed.iter().zip(&moves.messages) {
+        assert_eq!(observed, message);
+        assert_eq!(*target, message.persona);
+    }
 }
 
 /// Two personas of the default town on the town script, their day running.

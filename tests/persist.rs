@@ -70,6 +70,15 @@ fn assert_resume_is_exact(first: f64, second: f64, root: &Path) {
     // The resumed log starts with complete entries (it must replay on its own); every later
     // line is a diff against the same previous frames, so byte-identical.
     assert_eq!(&whole_log[steps_first + 1..], &log2[1..]);
+    // The record of what the seed systems did (SPEC §16) goes on the same way: the whole run's
+    // is the first part's and then the resumed part's, byte for byte.
+    let record = |dir: &Path| lines(&dir.join("record.jsonl"));
+    let (whole_record, record1, record2) = (record(&whole), record(&part1), record(&part2));
+    assert_eq!(
+        whole_record,
+        [record1, record2].concat(),
+        "the record of the resumed run"
+    );
     let resumed_first: serde_json::Value = serde_json::from_str(&log2[0]).expect("json");
     assert_eq!(resumed_first["step"], serde_json::json!(steps_first));
     assert_eq!(
@@ -658,6 +667,51 @@ fn a_save_request_waits_for_thoughts_in_flight_pausing_the_clock() {
             dir: target.clone(),
             step: meta.step
         }]
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The run's `record.jsonl` (SPEC §16) holds the town's group talk — five personas of the
+/// default town, lunch at the café from 12:10 — and a run resumed from a save taken in the
+/// middle of that talk (12:30) goes on with the same lines: the whole run's record is the first
+/// part's and then the resumed part's, byte for byte; the report counts the lines per day.
+#[test]
+fn the_record_holds_the_town_talk_and_a_resumed_run_continues_it() {
+    let root = temp("record");
+    let five = |hours: f64, out: &Path| scripted_run_options(hours, 5, 1, out);
+    let (whole, part1, part2) = (root.join("whole"), root.join("part1"), root.join("part2"));
+    run_ok(&five(14.0, &whole));
+    run_ok(&five(12.5, &part1));
+    run_ok(&five(1.5, &part2).resuming(part1.join("save")));
+    let record = |dir: &Path| lines(&dir.join("record.jsonl"));
+    let said = record(&whole)
+        .iter()
+        .filter(|l| l.contains(r#""kind":"group_line""#))
+        .count() as u64;
+    let before_the_save = record(&part1)
+        .iter()
+        .filter(|l| l.contains(r#""kind":"group_line""#))
+        .count() as u64;
+    assert!(
+        0 < before_the_save && before_the_save < said,
+        "the save is not in the middle of the talk: {before_the_save} of {said} lines before it"
+    );
+    assert_eq!(
+        record(&whole),
+        [record(&part1), record(&part2)].concat(),
+        "the record of the resumed run"
+    );
+    let data = write_report(&whole).expect("report");
+    let days: Vec<u64> = data
+        .record_per_day
+        .values()
+        .map(|c| c.group_lines)
+        .collect();
+    assert_eq!(days, [said], "one day, every group line counted");
+    let html = std::fs::read_to_string(whole.join("report.html")).expect("html");
+    assert!(
+        html.contains("<th>group lines</th>"),
+        "the report shows the record"
     );
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -231,6 +231,7 @@ fn a_day_run_writes_a_complete_minimal_reproducible_movement_log() {
     // only with the `charts` feature.)
     let mut expected = vec![
         "movement.jsonl",
+        "record.jsonl",
         "report.html",
         "report.json",
         "save",
@@ -238,7 +239,7 @@ fn a_day_run_writes_a_complete_minimal_reproducible_movement_log() {
         "usage.json",
     ];
     if cfg!(feature = "charts") {
-        expected.insert(1, "report");
+        expected.insert(2, "report");
     }
     assert_eq!(files, expected);
 
@@ -248,6 +249,11 @@ fn a_day_run_writes_a_complete_minimal_reproducible_movement_log() {
     let a = std::fs::read(&report.movement_path).expect("first log");
     let b = std::fs::read(&again.movement_path).expect("second log");
     assert!(a == b, "same seed, different movement.jsonl");
+    let record = |dir: &std::path::Path| std::fs::read(dir.join("record.jsonl")).expect("record");
+    assert!(
+        record(first.path()) == record(second.path()),
+        "same seed, different record.jsonl"
+    );
 }
 
 #[test]

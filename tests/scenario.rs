@@ -200,6 +200,21 @@ fn a_scenario_injects_a_stage_scene() {
         json["scenario"]["injections"][0]["scene"]["name"],
         "Standoff at Riverside Cafe"
     );
+    // The run's record (SPEC §16) holds the scene's two turns, in time order.
+    let record = bevy_generative_agents::output::record::read_record(out.join("record.jsonl"))
+        .expect("the run's record");
+    let turns: Vec<u32> = record
+        .iter()
+        .filter_map(|line| match &line.what {
+            bevy_generative_agents::output::record::Happened::StageTurn { turn, stage, .. } => {
+                assert_eq!(stage, "Standoff at Riverside Cafe");
+                Some(*turn)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns, [1, 2], "{record:?}");
+    assert!(record.windows(2).all(|w| w[0].time <= w[1].time));
 
     let unfit = text
         .replace(

@@ -2,7 +2,9 @@
 //! never from a script. A persona knows a topic when one of its memories — something it saw, a
 //! conversation it had, a thought (a whisper, a reflection, a plan) — mentions every key word of
 //! the topic. The answer names the memory that shows it, so a researcher can check how the
-//! news arrived: by an inner voice, or through a conversation with whom.
+//! news arrived: by an inner voice, or through a conversation with whom — and says whether
+//! the persona can recall it: whether a memory retrieval returns (an event or a thought; a
+//! chat memory is no retrieval candidate) mentions it too (SPEC §16).
 
 use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,11 @@ pub struct Knower {
     pub source: KnowledgeSource,
     /// The memory's description (at most 200 characters).
     pub evidence: String,
+    /// Whether a memory retrieval can return (an event or a thought, not a chat) mentions it:
+    /// whether the persona can recall it when planning, reflecting or talking (SPEC §16). A
+    /// chat memory alone is known, not recalled.
+    #[serde(default)]
+    pub recallable: bool,
 }
 
 /// The key words of a topic: lowercase words of two or more letters that are not stop words,
@@ -134,11 +141,18 @@ pub(crate) fn first_knowledge(
                     KnowledgeSource::Conversation(others)
                 }
             };
+            let recallable = memory
+                .nodes()
+                .iter()
+                .filter(|n| n.kind != NodeKind::Chat)
+                .filter(|n| n.created <= now && n.expiration.is_none_or(|e| e > now))
+                .any(|n| mentions(&n.description, terms));
             Knower {
                 name: name.to_string(),
                 since: node.created,
                 source,
                 evidence: node.description.chars().take(200).collect(),
+                recallable,
             }
         })
 }
@@ -169,6 +183,37 @@ mod tests {
         assert_eq!(topic_terms("the parties"), vec!["party"]);
         assert!(topic_terms("who knows about it").is_empty());
         assert_eq!(topic_terms(&"word ".repeat(1000)), vec!["word"]);
+    }
+
+    /// A fact heard only in a chat is known but not recallable (chat memories are no retrieval
+    /// candidates); an event or a thought mentioning it makes it recallable (SPEC §16).
+    #[test]
+    fn a_chat_alone_is_known_but_not_recalled() {
+        use crate::memory::{ChatLine, NewMemory};
+        let now = chrono::NaiveDate::from_ymd_opt(2023, 2, 13)
+            .and_then(|d| d.and_hms_opt(9, 0, 0))
+            .expect("a time");
+        let mut memory = AssociativeMemory::new("test", 2);
+        let chat = NewMemory::new(now, ("Ada", "chat with", "Ben"), "conversation with Ben")
+            .embedding(vec![1.0, 0.0]);
+        let lines = vec![ChatLine::new("Ben", "The Valentine party is at five")];
+        memory.add_chat(chat, lines).expect("chat");
+        let knower = who_knows([("Ada", &memory)], "Valentine party", now);
+        assert_eq!(knower.len(), 1);
+        assert!(!knower[0].recallable, "only a chat holds it");
+        let thought = NewMemory::new(
+            now,
+            ("Ada", "plans", "party"),
+            "For Ada's planning: go to the Valentine party at five",
+        )
+        .embedding(vec![0.0, 1.0]);
+        memory.add_thought(thought, Vec::new()).expect("thought");
+        let knower = who_knows([("Ada", &memory)], "Valentine party", now);
+        assert!(knower[0].recallable, "a thought holds it");
+        assert_eq!(
+            knower[0].source,
+            KnowledgeSource::Conversation(vec!["Ben".into()])
+        );
     }
 
     #[test]

@@ -323,6 +323,8 @@ pub struct DirectiveRejected {
 pub struct DirectorStateChanged {
     /// The job.
     pub job: u64,
+    /// The game time it moved.
+    pub time: chrono::NaiveDateTime,
     /// From.
     pub from: ExecutorState,
     /// To.
@@ -436,7 +438,33 @@ impl Plugin for DirectorPlugin {
                     .after(DialogueSystems::Drive)
                     .before(PollSystems::SendOutcomes),
             )
+            // A run's record (`smallville run`) holds the executor's moves (SPEC §16).
+            .add_systems(
+                Last,
+                note_state_changes.before(crate::output::record::RecordSystems),
+            )
             .add_plugins(scenario::ScenarioPlugin);
         skills::register_skills(app);
+    }
+}
+
+/// Notes the executor's moves in the run's record, when there is one (`smallville run`).
+fn note_state_changes(
+    mut changes: MessageReader<DirectorStateChanged>,
+    record: Option<ResMut<crate::output::record::RunRecord>>,
+) {
+    let Some(mut record) = record else {
+        changes.clear();
+        return;
+    };
+    for change in changes.read() {
+        record.note(
+            change.time,
+            crate::output::record::Happened::DirectorState {
+                job: change.job,
+                from: format!("{:?}", change.from),
+                to: format!("{:?}", change.to),
+            },
+        );
     }
 }

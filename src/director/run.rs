@@ -205,10 +205,12 @@ fn go(world: &mut World, job: &mut DirectorJob, input: ExecutorInput) -> bool {
         Ok(to) => {
             let from = job.state;
             job.state = to;
+            let time = now(world);
             emit(
                 world,
                 DirectorStateChanged {
                     job: job.id,
+                    time,
                     from,
                     to,
                 },

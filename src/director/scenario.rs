@@ -837,6 +837,11 @@ fn who_knows_line(now: NaiveDateTime, topic: &str, knowers: &[Knower], of: usize
             "count": knowers.len(),
             "of": of,
             "knows": knowers.iter().map(|k| k.name.clone()).collect::<Vec<_>>(),
+            "recall": knowers
+                .iter()
+                .filter(|k| k.recallable)
+                .map(|k| k.name.clone())
+                .collect::<Vec<_>>(),
             "evidence": knowers,
         }),
     }
@@ -1002,6 +1007,9 @@ pub struct DiffusionPoint {
     pub of: usize,
     /// Who.
     pub knows: Vec<String>,
+    /// Who of them can recall it: a memory retrieval returns mentions it (absent from older
+    /// logs: 0).
+    pub recall: usize,
 }
 
 /// What a scenario run measured, read back from its log: `scenario.json`.
@@ -1072,6 +1080,7 @@ pub(crate) fn read_results(scenario: &Scenario, out: &Path) -> std::io::Result<S
                                 .collect()
                         })
                         .unwrap_or_default(),
+                    recall: line.data["recall"].as_array().map_or(0, Vec::len),
                 };
                 match results.diffusion.iter_mut().find(|(t, _)| *t == topic) {
                     Some((_, series)) => series.push(point),
@@ -1305,6 +1314,7 @@ mod tests {
             count,
             of: 4,
             knows: vec![],
+            recall: 0,
         };
         let svg = diffusion_svg(&[p(0, 1), p(1, 1), p(2, 3)]);
         assert!(svg.starts_with("<svg"));

@@ -1128,6 +1128,7 @@ pub(super) fn group_step(world: &mut World) {
         world.write_message(GroupStreamClosed { stream });
     }
     for change in changes {
+        world.trigger(change.clone());
         world.write_message(change);
     }
 }
@@ -2329,13 +2330,15 @@ fn land(
     if let (Some(persona), Some(Change::Moved { from, to })) = (call.persona, change)
         && from != to
     {
-        world.write_message(GroupAttentionChanged {
+        let change = GroupAttentionChanged {
             persona,
             name: call.name.clone(),
             stream: call.stream.clone(),
             from,
             to,
-        });
+        };
+        world.trigger(change.clone());
+        world.write_message(change);
     }
     let (Some(persona), Some(said)) = (call.persona, said) else {
         return false;

@@ -26,7 +26,7 @@
 //! | --- | --- |
 //! | [`GroupStreamOpened`] / [`GroupStreamClosed`] | a stream opens (people gather, a channel opens) or closes |
 //! | [`GroupLineSpoken`] | a line (or an emoji) was said in a stream, by a persona or by game code |
-//! | [`GroupAttentionChanged`] | a persona's sub-flow moved (`Absent` / `Chat` / `Focused`) |
+//! | [`GroupAttentionChanged`] | a persona's sub-flow moved (`Absent` / `Chat` / `Focused`); also an [`EntityEvent`] on the persona |
 //! | [`GroupRefused`] | a [`GroupCommand`] was refused, and why |
 //! | [`ModelCallFailed`](crate::cognition::ModelCallFailed) | a group prompt fell back to its fail-safe |
 //!
@@ -190,10 +190,12 @@ pub struct GroupLineSpoken {
     pub time: chrono::NaiveDateTime,
 }
 
-/// A persona's sub-flow moved.
-#[derive(Message, Debug, Clone, PartialEq, Eq)]
+/// A persona's sub-flow moved: an [`EntityEvent`] on the persona (observers) and a
+/// [`Message`] (SPEC §16's one event convention).
+#[derive(EntityEvent, Message, Debug, Clone, PartialEq, Eq)]
 pub struct GroupAttentionChanged {
     /// The persona.
+    #[event_target]
     pub persona: Entity,
     /// Its name.
     pub name: String,

@@ -12,6 +12,8 @@
 //!   reflections, conversations, identity revisions and final `currently`, plus the run's
 //!   metadata.
 //! - **`usage.json`**: the LLM accounting per prompt kind ([`crate::llm::UsageReport`]).
+//! - **`record.jsonl`** ([`record`]): what the seed systems did, in time order — group lines,
+//!   talk turns, stage turns and the director's state changes (SPEC §16), one JSON line each.
 //!
 //! `smallville compare` ([`cost`]) sets runs side by side — calls, tokens and behaviour per
 //! agent-day — as lean mode's report does against faithful runs.
@@ -29,6 +31,7 @@ mod charts;
 pub mod cost;
 pub mod movement;
 pub mod playback;
+pub mod record;
 pub mod replay;
 pub mod report;
 pub mod run;

@@ -303,10 +303,52 @@ pub struct RunReportData {
     pub llm_endpoints: Vec<crate::llm::EndpointUsage>,
     /// Conversations, oldest first.
     pub conversations: Vec<ConversationRow>,
+    /// What the seed systems did each day, from `record.jsonl` (empty without one).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub record_per_day: BTreeMap<chrono::NaiveDate, RecordCounts>,
     /// The images, relative to the run folder.
     pub images: Vec<PathBuf>,
     /// Whether the images have text (a font was found).
     pub labelled: bool,
+}
+
+/// How many of each kind of `record.jsonl` line one day holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordCounts {
+    /// Lines said in group conversations.
+    pub group_lines: u64,
+    /// Talk turns answered.
+    pub talk_turns: u64,
+    /// Stage turns resolved.
+    pub stage_turns: u64,
+    /// The director's state changes.
+    pub director_changes: u64,
+}
+
+/// `record.jsonl`'s lines counted per day of game time (none when the folder has no record).
+fn record_per_day(dir: &Path) -> Result<BTreeMap<chrono::NaiveDate, RecordCounts>, PersistError> {
+    use super::record::{Happened, RECORD_FILE, read_record};
+    let path = dir.join(RECORD_FILE);
+    if !path.exists() {
+        return Ok(BTreeMap::new());
+    }
+    let lines = read_record(&path).map_err(|message| PersistError::Invalid {
+        file: path.clone(),
+        field: String::new(),
+        message,
+    })?;
+    let mut days: BTreeMap<chrono::NaiveDate, RecordCounts> = BTreeMap::new();
+    for line in lines {
+        let day = days.entry(line.time.date()).or_default();
+        let count = match line.what {
+            Happened::GroupLine { .. } => &mut day.group_lines,
+            Happened::TalkTurn { .. } => &mut day.talk_turns,
+            Happened::StageTurn { .. } => &mut day.stage_turns,
+            Happened::DirectorState { .. } => &mut day.director_changes,
+        };
+        *count += 1;
+    }
+    Ok(days)
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, PersistError> {
@@ -399,6 +441,7 @@ pub fn write_report(dir: &Path) -> Result<RunReportData, PersistError> {
 
     let (images, labelled) =
         super::charts::draw_charts(dir, &log, &timelines, &usage, &conversations)?;
+    let record_per_day = record_per_day(dir)?;
 
     let data = RunReportData {
         steps: (first.step, last.step),
@@ -415,6 +458,7 @@ pub fn write_report(dir: &Path) -> Result<RunReportData, PersistError> {
         llm_totals: numbers(&usage.totals),
         llm_endpoints: usage.endpoints.clone(),
         conversations,
+        record_per_day,
         images,
         labelled,
     };
@@ -703,6 +747,32 @@ fn html_conversations(h: &mut String, data: &RunReportData) {
     }
     if data.conversations.is_empty() {
         h.push_str("<tr><td colspan=\"4\">none</td></tr>\n");
+    }
+    h.push_str("</table>\n");
+    html_record(h, data);
+}
+
+/// The seed systems' day by day, from `record.jsonl` (SPEC §16).
+fn html_record(h: &mut String, data: &RunReportData) {
+    use std::fmt::Write as _;
+    if data.record_per_day.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h2>Group talk, talks, scenes and directives</h2>\n<table><tr><th>day</th>\
+         <th>group lines</th><th>talk turns</th><th>stage turns</th>\
+         <th>director changes</th></tr>\n",
+    );
+    for (day, c) in &data.record_per_day {
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            day.format("%a %b %d"),
+            c.group_lines,
+            c.talk_turns,
+            c.stage_turns,
+            c.director_changes
+        );
     }
     h.push_str("</table>\n");
 }

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use bevy::prelude::*;
 
 use super::movement::{MovementLog, MovementLogError, PersonaFrame, record_movement};
+use super::record::RunRecord;
 use super::replay::RUN_SAVE_DIR;
 use super::report::{REPORT_HTML, write_report};
 use super::summary::{RunMetadata, RunSummary, summarise_personas};
@@ -436,6 +437,7 @@ pub fn run(options: &RunOptions) -> Result<RunReport, RunError> {
 /// The files of a run folder.
 struct RunFiles {
     movement: PathBuf,
+    record: PathBuf,
     summary: PathBuf,
     usage: PathBuf,
     save: PathBuf,
@@ -501,6 +503,7 @@ fn open_run(options: &RunOptions) -> Result<OpenRun, RunError> {
     })?;
     let files = RunFiles {
         movement: options.out.join(MOVEMENT_FILE),
+        record: options.out.join(super::record::RECORD_FILE),
         summary: options.out.join(SUMMARY_FILE),
         usage: options.out.join(USAGE_FILE),
         save: options.out.join(RUN_SAVE_DIR),
@@ -513,6 +516,20 @@ fn open_run(options: &RunOptions) -> Result<OpenRun, RunError> {
         None => MovementLog::create(&files.movement)?,
     };
     app.insert_resource(log);
+    // What the seed systems did, beside it (also continued from the save's step).
+    app.add_systems(
+        Last,
+        super::record::record_run.in_set(super::record::RecordSystems),
+    );
+    let record = match &options.from {
+        Some(_) => RunRecord::continue_at(&files.record, last_save_step),
+        None => RunRecord::create(&files.record),
+    }
+    .map_err(|source| RunError::Io {
+        path: files.record.clone(),
+        source,
+    })?;
+    app.insert_resource(record);
     let earlier_usage = match &options.from {
         Some(_) => read_usage(&files.usage),
         None => None,
@@ -745,6 +762,14 @@ fn write_outputs(
     // last line, at the save's step, says so.
     log.record_if_changed(step, now, final_frames.clone());
     log.finish()?;
+    // What landed after the last frame's record (the last thoughts, a reply) is recorded too.
+    super::record::record_run(app.world_mut());
+    if let Some(record) = app.world_mut().remove_resource::<RunRecord>() {
+        let path = record.path().to_path_buf();
+        record
+            .finish()
+            .map_err(|source| RunError::Io { path, source })?;
+    }
 
     let (usage, backend, model) = {
         let client = app.world().resource::<LlmClient>();
@@ -822,6 +847,12 @@ fn checkpoint(
 ) -> Result<(), RunError> {
     if let Some(mut log) = app.world_mut().get_resource_mut::<MovementLog>() {
         log.flush()?;
+    }
+    if let Some(mut record) = app.world_mut().get_resource_mut::<RunRecord>() {
+        let path = record.path().to_path_buf();
+        record
+            .flush()
+            .map_err(|source| RunError::Io { path, source })?;
     }
     let usage = with_earlier_usage(app.world().resource::<LlmClient>().usage(), earlier);
     write_json(usage_path, &usage)

@@ -154,6 +154,8 @@ pub struct ActorPlanned {
 pub struct StageTurnResolved {
     /// The stage.
     pub stage: String,
+    /// The game time it was resolved.
+    pub time: chrono::NaiveDateTime,
     /// The turn, from 1.
     pub turn: u32,
     /// The narration.

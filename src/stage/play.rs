@@ -812,8 +812,13 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
             if run.scene.actors.is_empty() {
                 run.queued = 0;
             }
+            let time = world
+                .get_resource::<SimClock>()
+                .map(SimClock::now)
+                .unwrap_or_default();
             world.write_message(StageTurnResolved {
                 stage: run.scene.name.clone(),
+                time,
                 turn,
                 summary: resolution.summary,
                 applied,

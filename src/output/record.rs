@@ -1,0 +1,487 @@
+//! `record.jsonl`: what the seed systems did in a run (SPEC §16 "Recorded"), one JSON line per
+//! happening, in the order it happened, beside `movement.jsonl` in the run folder: the lines
+//! said in group conversations, the turns of talks with personas, the turns of stage scenes and
+//! the director's state changes.
+//!
+//! Every line is a JSON object with `step` (the sim step its game time falls in), `time` (the
+//! game time it happened) and `kind`, and the kind's fields:
+//!
+//! | `kind` | fields |
+//! | --- | --- |
+//! | `group_line` | `stream` (`arena …` or `channel …`), `speaker`, `persona` (a persona's name, or absent for a post of game code), `text`, `emoji` |
+//! | `talk_turn` | `persona`, `speaker`, `mode` (`say`, `to_group`, `whisper` or `interview`), `message`, `reply`, `tools` (the tool calls' names, in order) |
+//! | `stage_turn` | `stage`, `turn`, `narration`, `fail_safe` |
+//! | `director_state` | `job`, `from`, `to` (the executor's states; noted by the director through [`RunRecord::note`]) |
+//!
+//! Lines of one frame are written sorted by game time (stably: a frame's lines of the same time
+//! keep the order above, then the order they were sent in). A run resumed from a save of its
+//! folder (`smallville run --from`) keeps the lines recorded before the save's step and cuts
+//! the rest, as the movement log does. A write error does not stop the run: the first is kept
+//! and reported when the record is finished.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use bevy::ecs::message::{MessageCursor, Messages};
+use bevy::prelude::*;
+use chrono::NaiveDateTime;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::SimClock;
+use crate::dialogue::{DialogueMode, DialogueReplied};
+use crate::group::{GroupLineSpoken, StreamKey};
+use crate::stage::StageTurnResolved;
+
+/// The record's file name in the output folder.
+pub const RECORD_FILE: &str = "record.jsonl";
+
+/// Most bytes of one line read back when a resumed run continues the record.
+const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// One line of `record.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordLine {
+    /// The sim step its game time falls in.
+    pub step: u64,
+    /// Game time.
+    pub time: NaiveDateTime,
+    /// What happened.
+    #[serde(flatten)]
+    pub what: Happened,
+}
+
+/// What a [`RecordLine`] records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Happened {
+    /// A line said in a group conversation.
+    GroupLine {
+        /// Which stream (`arena <address>` or `channel <name>`).
+        stream: String,
+        /// Who said it.
+        speaker: String,
+        /// The persona who said it (absent for a post of game code).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        persona: Option<String>,
+        /// What was said.
+        text: String,
+        /// Whether it is an emoji reply.
+        emoji: bool,
+    },
+    /// A persona answered a talk turn.
+    TalkTurn {
+        /// The persona.
+        persona: String,
+        /// Who spoke to it.
+        speaker: String,
+        /// `say`, `to_group`, `whisper` or `interview`.
+        mode: String,
+        /// What was said or asked.
+        message: String,
+        /// The reply (for a whisper, the stored thought).
+        reply: String,
+        /// The names of the tools called, in order.
+        tools: Vec<String>,
+    },
+    /// A stage scene's turn was resolved.
+    StageTurn {
+        /// The stage.
+        stage: String,
+        /// The turn, from 1.
+        turn: u32,
+        /// The narration.
+        narration: String,
+        /// Whether the resolution is the fail-safe.
+        fail_safe: bool,
+    },
+    /// The director's executor moved (noted by the director, which sits above this module).
+    DirectorState {
+        /// The directive's job.
+        job: u64,
+        /// From (an executor state's name: `Planning`, `Executing`, …).
+        from: String,
+        /// To.
+        to: String,
+    },
+}
+
+impl Happened {
+    /// The order of kinds among lines of the same time in one frame.
+    fn rank(&self) -> u8 {
+        match self {
+            Self::GroupLine { .. } => 0,
+            Self::TalkTurn { .. } => 1,
+            Self::StageTurn { .. } => 2,
+            Self::DirectorState { .. } => 3,
+        }
+    }
+}
+
+/// How a stream is named in the record.
+fn stream_name(key: &StreamKey) -> String {
+    match key {
+        StreamKey::Arena(address) => format!("arena {address}"),
+        StreamKey::Channel(name) => format!("channel {name}"),
+    }
+}
+
+/// The record of a run, written to its file as the run goes (insert it as a resource; a
+/// system records every frame; take it out and [`finish`](Self::finish) it at the end).
+#[derive(Resource)]
+pub struct RunRecord {
+    file: File,
+    path: PathBuf,
+    pending: Vec<u8>,
+    lines: u64,
+    error: Option<std::io::Error>,
+    cursors: RecordCursors,
+    /// Happenings noted by systems above this module (the director), written with the frame's.
+    noted: Vec<(NaiveDateTime, Happened)>,
+}
+
+impl std::fmt::Debug for RunRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRecord")
+            .field("path", &self.path)
+            .field("lines", &self.lines)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunRecord {
+    /// A record written to `path` (created or emptied).
+    pub fn create(path: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let path = path.into();
+        let file = File::create(&path)?;
+        Ok(Self {
+            file,
+            path,
+            pending: Vec::new(),
+            lines: 0,
+            error: None,
+            cursors: RecordCursors::default(),
+            noted: Vec::new(),
+        })
+    }
+
+    /// Continues the record at `path` for a run resumed at `next_step`: the lines recorded
+    /// before that step are kept, later ones (written after the save, before a crash or by an
+    /// earlier run from the same save), a torn or unreadable line and everything after it are
+    /// cut off. A missing file starts a new record.
+    pub fn continue_at(path: impl Into<PathBuf>, next_step: u64) -> std::io::Result<Self> {
+        let path = path.into();
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Self::create(path),
+            Err(err) => return Err(err),
+        };
+        let mut kept_bytes = 0u64;
+        let mut lines = 0u64;
+        let mut reader = BufReader::new(&file);
+        let mut text = Vec::new();
+        loop {
+            text.clear();
+            let read = std::io::Read::take(&mut reader, MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut text)?;
+            if read == 0 || text.last() != Some(&b'\n') {
+                break;
+            }
+            match serde_json::from_slice::<RecordLine>(&text) {
+                Ok(line) if line.step < next_step => {
+                    kept_bytes += read as u64;
+                    lines += 1;
+                }
+                _ => break,
+            }
+        }
+        drop(reader);
+        let mut file = file;
+        file.set_len(kept_bytes)?;
+        file.seek(std::io::SeekFrom::End(0))?;
+        Ok(Self {
+            file,
+            path,
+            pending: Vec::new(),
+            lines,
+            error: None,
+            cursors: RecordCursors::default(),
+            noted: Vec::new(),
+        })
+    }
+
+    /// Notes a happening of game time `time` (a system of a module above `output` — the
+    /// director — that this module cannot read the messages of): written with the frame's
+    /// other lines, in time order.
+    pub fn note(&mut self, time: NaiveDateTime, what: Happened) {
+        self.noted.push((time, what));
+    }
+
+    /// The record's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Lines recorded (kept from an earlier run included).
+    pub fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Appends `line` (to the file at the next [`flush`](Self::flush) or when enough is
+    /// pending).
+    pub fn push(&mut self, line: &RecordLine) {
+        if self.error.is_some() {
+            return;
+        }
+        match serde_json::to_writer(&mut self.pending, line) {
+            Ok(()) => {
+                self.pending.push(b'\n');
+                self.lines += 1;
+            }
+            Err(error) => self.error = Some(std::io::Error::other(error)),
+        }
+        if self.pending.len() >= 1 << 16 {
+            self.write_pending();
+        }
+    }
+
+    fn write_pending(&mut self) {
+        if self.error.is_none()
+            && !self.pending.is_empty()
+            && let Err(error) = self.file.write_all(&self.pending)
+        {
+            self.error = Some(error);
+        }
+        self.pending.clear();
+    }
+
+    /// Writes what is pending and syncs the file; the first write error so far, if any.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.write_pending();
+        if let Some(error) = &self.error {
+            return Err(std::io::Error::new(error.kind(), error.to_string()));
+        }
+        self.file.sync_data()
+    }
+
+    /// [`flush`](Self::flush), at the end of the run.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.flush()
+    }
+}
+
+/// Where the record has read each kind of message up to.
+#[derive(Default)]
+struct RecordCursors {
+    group: MessageCursor<GroupLineSpoken>,
+    talk: MessageCursor<DialogueReplied>,
+    stage: MessageCursor<StageTurnResolved>,
+}
+
+/// Where `smallville run` keeps its [`RunRecord`] (in `Last`); a system that notes
+/// happenings into the record runs before it.
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecordSystems;
+
+/// Records the frame's group lines, talk turns, stage turns and director state changes into
+/// the [`RunRecord`] (when there is one; a kind whose plugin is not in the app records
+/// nothing). The system of `smallville run` (in `Last`, every frame), and called once more
+/// at the end of the run for what landed after the last frame.
+pub(crate) fn record_run(world: &mut World) {
+    let Some(mut record) = world.remove_resource::<RunRecord>() else {
+        return;
+    };
+    let cursors = &mut record.cursors;
+    // The step is the one the happening's game time falls in (a frame may run several steps:
+    // the clock's step when the record reads the messages is not the step they came from).
+    let (start, sec_per_step) = world
+        .get_resource::<SimClock>()
+        .map(|c| (c.start(), i64::from(c.sec_per_step().max(1))))
+        .unwrap_or((NaiveDateTime::default(), 10));
+    let mut lines: Vec<RecordLine> = Vec::new();
+    let at = |time: NaiveDateTime, what: Happened| RecordLine {
+        step: u64::try_from((time - start).num_seconds() / sec_per_step).unwrap_or(0),
+        time,
+        what,
+    };
+    if let Some(messages) = world.get_resource::<Messages<GroupLineSpoken>>() {
+        for line in cursors.group.read(messages) {
+            let persona = line
+                .persona
+                .and_then(|p| world.get::<Name>(p))
+                .map(|n| n.as_str().to_owned());
+            lines.push(at(
+                line.time,
+                Happened::GroupLine {
+                    stream: stream_name(&line.stream),
+                    speaker: line.speaker.clone(),
+                    persona,
+                    text: line.text.clone(),
+                    emoji: line.emoji,
+                },
+            ));
+        }
+    }
+    if let Some(messages) = world.get_resource::<Messages<DialogueReplied>>() {
+        for turn in cursors.talk.read(messages) {
+            let (mode, message) = match &turn.mode {
+                DialogueMode::Say(text) => ("say", text),
+                DialogueMode::ToGroup(text) => ("to_group", text),
+                DialogueMode::Whisper(text) => ("whisper", text),
+                DialogueMode::Interview(text) => ("interview", text),
+            };
+            lines.push(at(
+                turn.time,
+                Happened::TalkTurn {
+                    persona: turn.name.clone(),
+                    speaker: turn.speaker.clone(),
+                    mode: mode.to_owned(),
+                    message: message.clone(),
+                    reply: turn.reply.clone(),
+                    tools: turn.tool_calls.iter().map(|c| c.tool.clone()).collect(),
+                },
+            ));
+        }
+    }
+    if let Some(messages) = world.get_resource::<Messages<StageTurnResolved>>() {
+        for turn in cursors.stage.read(messages) {
+            lines.push(at(
+                turn.time,
+                Happened::StageTurn {
+                    stage: turn.stage.clone(),
+                    turn: turn.turn,
+                    narration: turn.summary.clone(),
+                    fail_safe: turn.fail_safe,
+                },
+            ));
+        }
+    }
+    for (time, what) in std::mem::take(&mut record.noted) {
+        lines.push(at(time, what));
+    }
+    lines.sort_by_key(|line| (line.time, line.what.rank()));
+    for line in &lines {
+        record.push(line);
+    }
+    world.insert_resource(record);
+}
+
+/// Reads a record back (a report, a replay, a test): every line, in order. A line that does
+/// not parse is an error naming its number.
+pub fn read_record(path: impl AsRef<Path>) -> Result<Vec<RecordLine>, String> {
+    let path = path.as_ref();
+    let text = crate::files::read_at_most(path, 1 << 30)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    text.split(|b| *b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.is_empty())
+        .map(|(i, line)| {
+            serde_json::from_slice(line)
+                .map_err(|e| format!("{}: line {}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn time(minute: i64) -> NaiveDateTime {
+        SimClock::default_start() + chrono::Duration::minutes(minute)
+    }
+
+    #[test]
+    fn the_record_is_written_in_time_order_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("ga-record-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join(RECORD_FILE);
+        let mut world = World::new();
+        world.init_resource::<Messages<GroupLineSpoken>>();
+        world.init_resource::<Messages<DialogueReplied>>();
+        world.init_resource::<Messages<StageTurnResolved>>();
+        world.insert_resource(SimClock::default());
+        world.insert_resource(RunRecord::create(&path).expect("created"));
+        let ada = world.spawn(Name::new("Ada Quill")).id();
+        world.write_message(DialogueReplied {
+            persona: ada,
+            name: "Ada Quill".into(),
+            speaker: "Player".into(),
+            time: time(5),
+            mode: DialogueMode::Say("The fair moved.".into()),
+            reply: "Oh, thanks!".into(),
+            tool_calls: Vec::new(),
+            planner_calls: 1,
+            final_output: false,
+        });
+        world.write_message(GroupLineSpoken {
+            stream: StreamKey::Arena("w:Hobbs Cafe:cafe".into()),
+            seq: 1,
+            speaker: "Ada Quill".into(),
+            persona: Some(ada),
+            text: "Did you hear?".into(),
+            emoji: false,
+            time: time(3),
+        });
+        world.resource_mut::<RunRecord>().note(
+            time(0),
+            Happened::DirectorState {
+                job: 1,
+                from: "Idle".into(),
+                to: "Planning".into(),
+            },
+        );
+        record_run(&mut world);
+        // Read once: a second pass over the same messages records nothing more.
+        record_run(&mut world);
+        let record = world.remove_resource::<RunRecord>().expect("record");
+        assert_eq!(record.lines(), 3);
+        record.finish().expect("written");
+        let lines = read_record(&path).expect("reads");
+        let kinds: Vec<u8> = lines.iter().map(|l| l.what.rank()).collect();
+        assert_eq!(
+            kinds,
+            [3, 0, 1],
+            "by game time: the director (now, 00:00), 00:03, 00:05"
+        );
+        assert_eq!(
+            lines[1].what,
+            Happened::GroupLine {
+                stream: "arena w:Hobbs Cafe:cafe".into(),
+                speaker: "Ada Quill".into(),
+                persona: Some("Ada Quill".into()),
+                text: "Did you hear?".into(),
+                emoji: false,
+            }
+        );
+        let text = std::fs::read_to_string(&path).expect("text");
+        assert!(
+            text.lines().nth(2).is_some_and(
+                |l| l.contains(r#""kind":"talk_turn""#) && l.contains(r#""mode":"say""#)
+            ),
+            "{text}"
+        );
+
+        // A run resumed at step 31 keeps what was recorded before it and cuts the rest.
+        let mut later = lines[2].clone();
+        later.step = 40;
+        let mut record = RunRecord::continue_at(&path, 31).expect("continues");
+        assert_eq!(record.lines(), 3);
+        record.push(&later);
+        record.finish().expect("written");
+        assert_eq!(read_record(&path).expect("reads").len(), 4);
+        let record = RunRecord::continue_at(&path, 31).expect("continues");
+        assert_eq!(record.lines(), 3, "the line of step 40 is cut");
+        record.finish().expect("written");
+        assert_eq!(read_record(&path).expect("reads"), lines);
+        std::fs::write(&path, b"{\"step\":0,\"time\":\"torn").expect("torn");
+        assert_eq!(
+            RunRecord::continue_at(&path, 1).expect("continues").lines(),
+            0
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
