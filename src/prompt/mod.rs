@@ -399,7 +399,10 @@ async fn run_prompt_inner<P: Prompt>(
         };
         match answer {
             Ok(answer) => {
+                // Whatever backend or cache answered, no secret reaches a parser in any
+                // encoding (the text is borrowed as it is when it holds none).
                 let cleaned = clean_response(&answer.response.text);
+                let cleaned = crate::llm::redact_secrets(&cleaned);
                 match prompt.parse(&cleaned) {
                     Ok(value) => {
                         // Only an accepted answer is worth answering from the cache again.
