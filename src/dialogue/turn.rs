@@ -14,6 +14,7 @@ use crate::cognition::prompts::{
 };
 use crate::cognition::schedule::{reaction_window, schedule_pairs, total_minutes};
 use crate::cognition::vocabulary::date_text;
+use crate::llm::redact_secrets;
 use crate::persona::ScheduleItem;
 use crate::prompt::{
     AnswerWatcher, FailureLog, ModelFailure, PromptContext, clean_response, run_prompt,
@@ -24,7 +25,7 @@ use super::control::{has_item_at, insert_item};
 use super::grammar::planner_answer_schema;
 use super::prompts::{
     DialogueFinal, DialoguePlanner, MAX_REPLY_CHARS, PlannerStep, SpeakerProfileUpdate, neutralise,
-    spoken_text, truncate_chars,
+    quoted_data, spoken_text, truncate_chars,
 };
 use super::tools::ToolSpec;
 use super::{DialogueMode, DialogueSettings, RefusalReason, ToolCallRecord};
@@ -200,7 +201,9 @@ impl AnswerWatcher for ReplyWatcher<'_> {
         let partial = if self.json {
             let cleaned = clean_response(&self.raw);
             if cleaned.trim_start().starts_with('{') {
-                partial_string_field(&cleaned, "message").unwrap_or_default()
+                // The partial message is decoded from JSON: redacted like any model string.
+                let message = partial_string_field(&cleaned, "message").unwrap_or_default();
+                redact_secrets(&message).into_owned()
             } else {
                 spoken_text(&cleaned)
             }
@@ -224,12 +227,27 @@ fn args_text(args: &Value) -> String {
                     Value::String(s) => truncate_chars(s, 80).to_string(),
                     other => truncate_chars(&other.to_string(), 80).to_string(),
                 };
-                format!("{k}={value}")
+                format!(
+                    "{}={}",
+                    quoted_data(truncate_chars(k, 40)),
+                    quoted_data(&value)
+                )
             })
             .collect::<Vec<_>>()
             .join(", "),
-        None => truncate_chars(&args.to_string(), 120).to_string(),
+        None => quoted_data(truncate_chars(&args.to_string(), 120)),
     }
+}
+
+/// One entry of the planner's tool history: the tool and its arguments as quoted data, the
+/// result fenced (SPEC §7.2). Nothing a model wrote into a call can start another entry.
+pub(crate) fn history_entry(tool: &str, args: &Value, result: &Result<Value, String>) -> String {
+    format!(
+        "{}({}) →\n```\n{}\n```",
+        quoted_data(&neutralise(tool, 64)),
+        args_text(args),
+        result_text(result)
+    )
 }
 
 /// A tool result as the planner sees it: bounded, tags neutralised, fenced (it is data).
@@ -630,12 +648,7 @@ async fn converse(
         if result.is_ok() {
             last_success = Some((tool.clone(), args.clone()));
         }
-        history.push(format!(
-            "{}({}) →\n```\n{}\n```",
-            neutralise(&tool, 64),
-            args_text(&args),
-            result_text(&result)
-        ));
+        history.push(history_entry(&tool, &args, &result));
         calls.push(ToolCallRecord { tool, args, result });
     }
 
@@ -653,11 +666,18 @@ async fn converse(
                 calls
                     .iter()
                     .map(|c| {
+                        let result = result_text(&c.result);
+                        // One line per call: a result that spans lines is quoted.
+                        let result = if result.contains('\n') {
+                            quoted_data(&result)
+                        } else {
+                            result
+                        };
                         format!(
                             "{}({}) → {}",
-                            neutralise(&c.tool, 64),
+                            quoted_data(&neutralise(&c.tool, 64)),
                             args_text(&c.args),
-                            result_text(&c.result)
+                            result
                         )
                     })
                     .collect::<Vec<_>>()
