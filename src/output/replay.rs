@@ -89,7 +89,7 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
     };
     let map_path: PathBuf = match (map, &save) {
         (Some(p), _) => p.to_owned(),
-        (None, Some(save)) => save.meta.map.clone(),
+        (None, Some(save)) => save.meta.map_path(),
         (None, None) => TownMap::default_town_path(),
     };
     let town = TownMap::load_tmx(&map_path)?;
