@@ -360,6 +360,7 @@ async fn embed(ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
                 kind: crate::llm::EMBED_KIND,
                 reason: crate::prompt::FailureReason::Unusable,
                 attempts: 1,
+                speaker: None,
             });
             None
         }

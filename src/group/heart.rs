@@ -1025,6 +1025,7 @@ fn embedding_failed(ctx: &PromptContext) {
         kind: EMBED_KIND,
         reason: FailureReason::Unusable,
         attempts: 1,
+        speaker: None,
     });
 }
 
