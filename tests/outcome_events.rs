@@ -575,8 +575,7 @@ impl LlmBackend for BenMumbles {
     }
 
     fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
-        if request.kind == "next_utterance" && request.prompt_text().contains("How Ben Lee sees")
-        {
+        if request.kind == "next_utterance" && request.prompt_text().contains("How Ben Lee sees") {
             return Box::pin(async {
                 Ok(ChatResponse {
                     text: "mmhm".into(),
@@ -623,12 +622,7 @@ fn a_conversation_partners_failed_call_names_the_partner() {
         assert!(line.ends_with(&format!("({ben:?})")), "{line}");
     }
     assert!(
-        outcome
-            .observed
-            .iter()
-            .filter(|l| kind_of(l) == 4)
-            .count()
-            > 0,
+        outcome.observed.iter().filter(|l| kind_of(l) == 4).count() > 0,
         "they talked"
     );
 }

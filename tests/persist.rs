@@ -829,7 +829,11 @@ fn every_command_that_loads_a_save_takes_trust_edited_save() {
         ),
         (
             "fork",
-            vec!["fork".into(), edited.clone().into(), root.join("fork").into()],
+            vec![
+                "fork".into(),
+                edited.clone().into(),
+                root.join("fork").into(),
+            ],
         ),
         (
             "interview",
@@ -863,7 +867,10 @@ fn every_command_that_loads_a_save_takes_trust_edited_save() {
     for (what, args) in commands {
         let refused = Command::new(BIN).args(&args).output().expect("spawn");
         let stderr = String::from_utf8_lossy(&refused.stderr);
-        assert!(!refused.status.success(), "{what}: an edited save is refused");
+        assert!(
+            !refused.status.success(),
+            "{what}: an edited save is refused"
+        );
         assert!(
             stderr.contains("pending.json") && stderr.contains("--trust-edited-save"),
             "{what}: {stderr}"
@@ -893,7 +900,9 @@ fn every_command_that_loads_a_save_takes_trust_edited_save() {
 /// machine's, still loads.
 #[test]
 fn a_save_stores_its_map_relative_and_older_absolute_saves_still_load() {
-    use bevy_generative_agents::persist::{SaveIntegrity, build_app_from_save_with, fork_save_with};
+    use bevy_generative_agents::persist::{
+        SaveIntegrity, build_app_from_save_with, fork_save_with,
+    };
     let root = temp("map");
     let good = good_save(&root);
     let meta = decode(&good).expect("good").meta;

@@ -27,8 +27,9 @@ pub(crate) use scratch::CHAT_PREDICATE;
 pub use scratch::{EventTriple, KnownGrounding, ScheduleItem, Scratch, is_sleep_text};
 pub(crate) use sheet::quote_clipped;
 pub use sheet::{
-    MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, PersonaError, PersonaSheet, check_persona_name,
-    default_personas_dir, load_persona_sheets,
+    MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, MAX_SHEET_LABEL_CHARS, MAX_SHEET_TEXT_CHARS,
+    PersonaError, PersonaSheet, check_label, check_persona_name, default_personas_dir,
+    load_persona_sheets,
 };
 
 use std::collections::VecDeque;
