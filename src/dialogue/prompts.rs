@@ -6,16 +6,16 @@
 use serde_json::{Map, Value};
 
 use crate::llm::{ChatRequest, redact_secrets};
-use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, clean_response};
+use crate::prompt::{
+    ParseError, Prompt, PromptLibrary, TemplateError, clean_response, neutralise_tags,
+    strip_prestart,
+};
 
 /// The most characters of a reply, a message or a tool result kept.
 pub(crate) const MAX_REPLY_CHARS: usize = 2_000;
 
 /// The most characters of a speaker profile (SPEC §7.4).
 pub(crate) const MAX_PROFILE_CHARS: usize = 1_000;
-
-/// The tags a player's text may not carry into a prompt or a memory.
-const GUARDED_TAGS: [&str; 2] = ["think", "prestart"];
 
 /// The first `max` characters of `text`.
 pub(crate) fn truncate_chars(text: &str, max: usize) -> &str {
@@ -36,18 +36,7 @@ pub(crate) fn neutralise(text: &str, max: usize) -> String {
         .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
         .collect();
     out = out.replace("```", "'''");
-    // Tags are matched on an ASCII-lowercased copy, whose byte offsets are the original's.
-    loop {
-        let lower = out.to_ascii_lowercase();
-        let hit = GUARDED_TAGS
-            .iter()
-            .flat_map(|tag| [format!("<{tag}"), format!("</{tag}")])
-            .filter_map(|pattern| lower.find(&pattern))
-            .min();
-        let Some(at) = hit else { break };
-        out.replace_range(at..at + 1, "‹");
-    }
-    out
+    neutralise_tags(&out)
 }
 
 /// A string decoded from a model answer, made safe to pass on to a reply, a memory, a tool, a
@@ -103,24 +92,6 @@ pub(crate) fn spoken_text(raw: &str) -> String {
     neutralise(without.trim(), MAX_REPLY_CHARS)
         .trim()
         .to_string()
-}
-
-/// Removes `<prestart …>…</prestart>` blocks (an unclosed one drops the rest).
-pub(crate) fn strip_prestart(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    loop {
-        let lower = rest.to_ascii_lowercase();
-        let Some(open) = lower.find("<prestart") else {
-            out.push_str(rest);
-            return out;
-        };
-        out.push_str(&rest[..open]);
-        match lower[open..].find("</prestart>") {
-            Some(close) => rest = &rest[open + close + "</prestart>".len()..],
-            None => return out,
-        }
-    }
 }
 
 /// What the planner decided (SPEC §7.2).

@@ -256,7 +256,14 @@ fn result_text(result: &Result<Value, String>) -> String {
         Ok(value) => value.to_string(),
         Err(error) => format!("error: {error}"),
     };
-    neutralise(&text, 1_500)
+    let text = neutralise(&text, 1_500);
+    // One line: a result that spans lines (an error echoing a tool name the model wrote with
+    // a newline) is quoted, so it cannot add entries to the history it is shown in.
+    if text.contains(['\n', '\r']) {
+        quoted_data(&text)
+    } else {
+        text
+    }
 }
 
 /// `{{question}}` replaced in every string of `args`.
@@ -481,7 +488,9 @@ async fn converse(
         prepared
             .memories
             .iter()
-            .map(|m| format!("- {m}"))
+            // One line per memory: a memory of a reply that spans lines (a model's forged
+            // heading or tool history among them) cannot add lines to the prompt.
+            .map(|m| format!("- {}", m.replace(['\n', '\r'], " ")))
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -667,18 +676,11 @@ async fn converse(
                 calls
                     .iter()
                     .map(|c| {
-                        let result = result_text(&c.result);
-                        // One line per call: a result that spans lines is quoted.
-                        let result = if result.contains('\n') {
-                            quoted_data(&result)
-                        } else {
-                            result
-                        };
                         format!(
                             "{}({}) → {}",
                             quoted_data(&neutralise(&c.tool, 64)),
                             args_text(&c.args),
-                            result
+                            result_text(&c.result)
                         )
                     })
                     .collect::<Vec<_>>()

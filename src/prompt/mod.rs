@@ -42,7 +42,7 @@ mod overrides;
 mod parse;
 mod template;
 
-pub use clean::{clean_response, extract_json};
+pub use clean::{clean_response, extract_json, neutralise_tags, strip_prestart};
 pub use overrides::{MAX_TEMPLATE_BYTES, OverrideProblem, PromptOverride, PromptProvenance};
 pub use parse::{ParseError, bounded_text, parse_choice, parse_int_in_range, parse_yes_no};
 pub use template::{EMBEDDED_V1, HEADER_MARKER, PromptLibrary, PromptTemplate, TemplateError};
