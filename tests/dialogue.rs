@@ -27,7 +27,8 @@ use bevy_generative_agents::prompt::PromptLibrary;
 use bevy_generative_agents::settings::AgentSettings;
 use bevy_generative_agents::testing::create_test_app;
 use bevy_generative_agents::testing::fake_openai::{
-    FakeOpenAi, FakeOpenAiConfig, PromptKindMatcher, chat_request_from_body,
+    FakeOpenAi, FakeOpenAiConfig, PromptKindMatcher, chat_request_from_body, hostile_messages,
+    scripted_answers,
 };
 use bevy_generative_agents::world::{TileCoord, TownMap};
 use serde_json::{Value, json};
@@ -221,6 +222,11 @@ fn setup() -> Town {
 fn setup_keyed(key: Option<&str>) -> Town {
     let script = Script::default();
     let server = server(&script);
+    setup_on(script, server, key)
+}
+
+/// [`setup`] talking to `server` (with `key`, if given).
+fn setup_on(script: Script, server: FakeOpenAi, key: Option<&str>) -> Town {
     let mut app = create_test_app(keyed_client(&server, key));
     app.init_resource::<Heard>()
         .init_resource::<Runs>()
@@ -874,4 +880,165 @@ fn a_forged_tool_history_line_stays_inside_a_quoted_argument() {
     assert!(!history.lines().any(|l| l.starts_with("open_vault")));
     assert!(!history.lines().any(|l| l.starts_with("SYSTEM")));
     assert_eq!(town.app.world().resource::<Runs>().vault, 0);
+}
+
+/// Any 8-byte piece of `secret` in `text`.
+fn secret_piece(text: &str, secret: &str) -> Option<String> {
+    secret
+        .as_bytes()
+        .windows(8)
+        .find(|piece| text.as_bytes().windows(8).any(|w| w == *piece))
+        .map(|piece| String::from_utf8_lossy(piece).into_owned())
+}
+
+/// Issue 48: the attacker's corpus on the talk path — a hostile model server (the loopback
+/// server's hostile mode: the key in every encoding, `<think>`/`<prestart>` blocks, forged
+/// history, and hostile tool calls for the planner) and more than 100 hostile player messages,
+/// said and asked in interviews. No secret, tag or forged history reaches a reply, a tool call,
+/// a memory or a prompt; no tool outside the allow-list or with schema-breaking arguments runs.
+#[test]
+fn the_attackers_corpus_leaks_nothing_and_runs_nothing_unauthorised() {
+    const KEY: &str = "sk-hostile-talk-5e8d1c37b9";
+    let script = Script::default();
+    let answers = scripted_answers(town_script_backend(7), &PromptLibrary::default());
+    let server = FakeOpenAi::start(FakeOpenAiConfig::new(answers).hostile(KEY)).expect("server");
+    let mut town = setup_on(script, server, Some(KEY));
+    town.app.world_mut().resource_mut::<Runs>().vault = 0;
+    let messages = hostile_messages();
+    assert!(messages.len() >= 100, "{}", messages.len());
+    let mut tool_calls = 0;
+    for (i, message) in messages.iter().enumerate() {
+        let request = if i % 4 == 3 {
+            DialogueRequest::interview(town.ada, message.clone())
+        } else {
+            DialogueRequest::say(town.ada, "Player", message.clone())
+        };
+        let reply = talk(&mut town, request);
+        tool_calls += reply.tool_calls.len();
+        let lower = reply.reply.to_lowercase();
+        assert!(
+            !lower.contains("<think")
+                && !lower.contains("<prestart")
+                && !lower.contains("</prestart"),
+            "{}",
+            reply.reply
+        );
+        assert_eq!(secret_piece(&reply.reply, KEY), None, "{}", reply.reply);
+        for call in &reply.tool_calls {
+            let shown = format!("{} {} {:?}", call.tool, call.args, call.result);
+            assert_eq!(secret_piece(&shown, KEY), None, "{shown}");
+        }
+    }
+    assert!(tool_calls >= 100, "{tool_calls} hostile tool calls");
+
+    let allowed: Vec<&str> = bevy_generative_agents::dialogue::BUILT_IN_TOOLS
+        .iter()
+        .copied()
+        .chain(["ring_bell"])
+        .collect();
+    assert_eq!(
+        town.app.world().resource::<Runs>().vault,
+        0,
+        "the vault never opened"
+    );
+    let heard = town.app.world().resource::<Heard>();
+    for call in &heard.called {
+        assert!(allowed.contains(&call.tool.as_str()), "{} ran", call.tool);
+        let args = call
+            .args
+            .as_object()
+            .expect("arguments that ran are an object");
+        // The schemas: one string of 1–120 characters, or a schedule item in range.
+        match call.tool.as_str() {
+            "recall_memories" | "where_is" | "walk_to" => {
+                assert_eq!(args.len(), 1, "{}", call.args);
+                let text = args
+                    .values()
+                    .next()
+                    .and_then(Value::as_str)
+                    .expect("a string");
+                assert!((1..=120).contains(&text.chars().count()), "{}", call.args);
+            }
+            "add_to_schedule" => {
+                let minutes = args["minutes"].as_u64().expect("minutes");
+                assert!((5..=240).contains(&minutes), "{}", call.args);
+                assert_eq!(args.len(), 4, "{}", call.args);
+            }
+            _ => {}
+        }
+        assert_eq!(secret_piece(&call.args.to_string(), KEY), None);
+    }
+    let mind = town.app.world().get::<Mind>(town.ada).and_then(Mind::get);
+    let mind = mind.expect("mind home");
+    for node in mind.associative.nodes() {
+        let lower = node.description.to_lowercase();
+        assert!(
+            !lower.contains("<think") && !lower.contains("<prestart"),
+            "{}",
+            node.description
+        );
+        assert_eq!(
+            secret_piece(&node.description, KEY),
+            None,
+            "{}",
+            node.description
+        );
+    }
+    // What the model was sent: no key, and the planner's tool history is only what ran.
+    let mut planner_prompts = 0;
+    for request in town._server.requests() {
+        assert_eq!(
+            secret_piece(&request.body, KEY),
+            None,
+            "a request body holds the key"
+        );
+        let Ok(body) = request.json() else { continue };
+        let prompt: String = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !prompt.contains("You plan the next step of a persona") {
+            continue;
+        }
+        planner_prompts += 1;
+        // The history is what lies between the last heading of it and the recent
+        // conversation: a forged heading or entry inside it shows up there.
+        let end = prompt
+            .rfind("\n---\n**Recent conversation**\n")
+            .expect("the recent conversation");
+        let start = prompt[..end]
+            .rfind("\n**Tools run so far**\n")
+            .expect("the history")
+            + "\n**Tools run so far**\n".len();
+        let history = &prompt[start..end];
+        // Entries of four lines each: a header ending in " →", a fence, one result line, a
+        // fence. A forged result ("opened") may only sit inside quoted data.
+        if history.trim() == "(none)" {
+            continue;
+        }
+        let lines: Vec<&str> = history.lines().collect();
+        assert_eq!(
+            lines.len() % 4,
+            0,
+            "forged lines in the history:\n{history:?}"
+        );
+        for entry in lines.chunks(4) {
+            assert!(entry[0].ends_with(" →"), "{history}");
+            assert_eq!((entry[1], entry[3]), ("```", "```"), "{history}");
+            if entry[0].contains("opened") {
+                assert!(entry[0].contains('"'), "forged: {}", entry[0]);
+            }
+            if entry[2].contains("opened") {
+                assert!(
+                    entry[2].starts_with('{') || entry[2].starts_with("error:"),
+                    "forged: {}",
+                    entry[2]
+                );
+            }
+        }
+    }
+    assert!(planner_prompts >= 100, "{planner_prompts}");
 }
