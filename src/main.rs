@@ -182,6 +182,10 @@ struct ReplayArgs {
     /// Select and follow the persona whose name starts with this.
     #[arg(long, value_name = "NAME", conflicts_with = "check")]
     follow: Option<String>,
+    /// Read the run's save (for its map and world) even if its files differ from its
+    /// manifest.json (edited by hand, or saved before checksums existed).
+    #[arg(long = "trust-edited-save")]
+    trust_edited_save: bool,
 }
 
 /// `--speed` of a replay: 1, 2, 4, 8, 16 or 32 (an `x` suffix is fine).
@@ -362,7 +366,11 @@ fn replay_command(args: &ReplayArgs) -> ExitCode {
     if !args.check {
         return play_replay(args);
     }
-    match bevy_generative_agents::output::check_replay(&args.dir, args.map.as_deref()) {
+    match bevy_generative_agents::output::check_replay_with(
+        &args.dir,
+        args.map.as_deref(),
+        cli::args::integrity(args.trust_edited_save),
+    ) {
         Ok(check) => {
             println!(
                 "movement log OK: {} steps ({}-{}), {} personas, {} moves, {} chat lines{}",
@@ -402,6 +410,7 @@ fn play_replay(args: &ReplayArgs) -> ExitCode {
             after: args.screenshot_after,
             once_up: false,
         }),
+        integrity: cli::args::integrity(args.trust_edited_save),
     };
     match run_replay(&options) {
         Ok(()) => ExitCode::SUCCESS,

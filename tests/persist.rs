@@ -795,7 +795,8 @@ fn one_digit_edited_in_any_file_of_a_save_is_refused_naming_the_file() {
 }
 
 /// Issue 48: every command that loads a save refuses one edited by hand, naming the file, and
-/// loads it with `--trust-edited-save`.
+/// loads it with `--trust-edited-save` (the game's `--load` too, which needs the window; its
+/// flag is parsed by the same code).
 #[test]
 fn every_command_that_loads_a_save_takes_trust_edited_save() {
     let root = temp("trust");
@@ -809,8 +810,17 @@ fn every_command_that_loads_a_save_takes_trust_edited_save() {
     bytes.push(b'\n');
     std::fs::write(&pending, bytes).expect("edit");
 
+    // The run folder too, for `replay --check`, which reads its save for the map.
+    let run_dir = root.join("edited-run");
+    copy_tree(good.parent().expect("the run folder"), &run_dir);
+    std::fs::copy(&pending, run_dir.join("save").join("pending.json")).expect("edit");
+
     let stage = bevy_generative_agents::files::crate_file("assets/stages/standoff.json");
     let commands: Vec<(&str, Vec<std::ffi::OsString>)> = vec![
+        (
+            "replay --check",
+            vec!["replay".into(), "--check".into(), run_dir.clone().into()],
+        ),
         (
             "run --from",
             vec![
@@ -892,6 +902,15 @@ fn every_command_that_loads_a_save_takes_trust_edited_save() {
             assert!(trusted.status.success(), "{what}: {stderr}");
         }
     }
+    // The game's --load takes the flag (this build has no window, so it stops there).
+    let game = Command::new(BIN)
+        .arg("--load")
+        .arg(&edited)
+        .arg("--trust-edited-save")
+        .output()
+        .expect("spawn");
+    let stderr = String::from_utf8_lossy(&game.stderr);
+    assert!(!stderr.contains("unexpected argument"), "{stderr}");
     let _ = std::fs::remove_dir_all(&root);
 }
 

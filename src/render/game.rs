@@ -37,7 +37,7 @@ use crate::cognition::ChatStreamSettings;
 use crate::headless::HeadlessError;
 use crate::headless::{TownSetupError, spawn_crowd, synthetic_sheets};
 use crate::llm::{BackendChoice, LlmConfig, LlmPlugin, build_client};
-use crate::output::{ReplayPlayback, ReplayPlugin, load_replay};
+use crate::output::{ReplayPlayback, ReplayPlugin, load_replay_with};
 use crate::persist::{
     PersistError, SaveData, SaveIntegrity, SimSeed, apply_save, check_save, decode_with,
     recover_interrupted_save,
@@ -145,6 +145,9 @@ pub struct ReplayOptions {
     pub follow: Option<String>,
     /// Screenshot mode.
     pub screenshot: Option<ScreenshotRequest>,
+    /// Whether the run's save (read for its map) is checked against its manifest
+    /// (`--trust-edited-save` reads one edited by hand on purpose).
+    pub integrity: SaveIntegrity,
 }
 
 /// Why the game could not start or ended badly.
@@ -410,7 +413,7 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
 /// the log is validated first (as `smallville replay --check` does), so a bad log fails here,
 /// naming the file and the line, before any window exists.
 pub fn build_replay_app(options: &ReplayOptions) -> Result<App, GameError> {
-    let checked = load_replay(&options.dir, options.map.as_deref())?;
+    let checked = load_replay_with(&options.dir, options.map.as_deref(), options.integrity)?;
     let playback = ReplayPlayback::new(&options.dir, checked.log, checked.sec_per_step)?;
     let mut app = window_app(
         format!(
