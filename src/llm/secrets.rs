@@ -455,8 +455,12 @@ mod tests {
         );
         // A key written in part stays: it is not the key.
         assert_eq!(redact_secrets("sk-plain-1234"), "sk-plain-1234");
-        assert_eq!(secret_prefix_at_end("say sk-pla"), "sk-pla".len());
-        assert_eq!(secret_prefix_at_end("say \\u00"), "\\u00".len());
-        assert_eq!(secret_prefix_at_end("say hello"), 0);
+        // Held back: what could start the key (on a set of its own: other tests register keys
+        // in the process-wide one as they run).
+        let mut own = Secrets::default();
+        own.add("sk-plain-12345678");
+        assert_eq!(own.prefix_at_end("say sk-pla"), "sk-pla".len());
+        assert_eq!(own.prefix_at_end("say \\u00"), "\\u00".len());
+        assert_eq!(own.prefix_at_end("say hello"), 0);
     }
 }
