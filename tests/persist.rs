@@ -272,6 +272,21 @@ fn corrupt_saves_fail_naming_the_file_and_field_and_load_nothing() {
             vec!["scratch.json", "f_daily_schedule"],
         ),
         (
+            // Issue 48: free text is bounded when the save loads, not cut later.
+            "a megabyte of learned",
+            Box::new({
+                let scratch = scratch.clone();
+                move |save: &Path| {
+                    let path = save.join(&scratch);
+                    let mut v: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                    v["learned"] = serde_json::json!("x".repeat(1 << 20));
+                    std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+                }
+            }),
+            vec!["scratch.json", "learned", "at most 20000"],
+        ),
+        (
             "garbage events",
             Box::new(|save: &Path| {
                 std::fs::write(save.join("world").join("events.json"), b"\x00\x01 not json")

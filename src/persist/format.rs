@@ -399,6 +399,11 @@ impl SaveData {
 
 pub use crate::persona::{MAX_PERSONA_NAME_BYTES, check_persona_name};
 
+/// The most characters of a saved persona's identity text (`learned`, `currently`, …): ten
+/// times what a sheet may hold ([`MAX_SHEET_TEXT_CHARS`](crate::persona::MAX_SHEET_TEXT_CHARS)),
+/// as the model revises some of it day by day; a longer one is refused when the save loads.
+pub const MAX_SAVED_TEXT_CHARS: usize = 20_000;
+
 /// A persona's folder, relative to the save.
 pub(crate) fn persona_dir(name: &str) -> PathBuf {
     Path::new(PERSONAS_DIR).join(name)
@@ -755,6 +760,28 @@ fn decode_persona(
             field: "name".into(),
             message: format!("{:?} does not match its folder {name:?}", scratch.name),
         });
+    }
+    // The identity's free text rides along in every prompt about the persona: bounded here,
+    // when the save loads (a model's revisions stay far below; a sheet allows 2,000).
+    for (field, text) in [
+        ("first_name", &scratch.first_name),
+        ("last_name", &scratch.last_name),
+        ("innate", &scratch.innate),
+        ("learned", &scratch.learned),
+        ("currently", &scratch.currently),
+        ("lifestyle", &scratch.lifestyle),
+        ("daily_plan_req", &scratch.daily_plan_req),
+    ] {
+        let chars = text.chars().count();
+        if chars > MAX_SAVED_TEXT_CHARS {
+            return Err(PersistError::Invalid {
+                file: path(SCRATCH_FILE),
+                field: field.into(),
+                message: format!(
+                    "{chars} characters; a persona's {field} holds at most {MAX_SAVED_TEXT_CHARS}"
+                ),
+            });
+        }
     }
     let spatial_value: serde_json::Value =
         parse(&path(SPATIAL_FILE), &read_file(&path(SPATIAL_FILE))?)?;
