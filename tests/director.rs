@@ -1027,6 +1027,7 @@ mod loopback {
 /// player messages as directives. No skill off the allow-list runs, the vault stays shut, and
 /// no piece of the key or a think/prestart tag reaches a step's result, a failure, a question,
 /// a review or a memory.
+#[cfg(feature = "http")]
 #[test]
 fn the_attackers_corpus_through_the_director_runs_nothing_unauthorised_and_leaks_nothing() {
     use bevy_generative_agents::llm::{ApiKey, HttpBackend, HttpConfig};
