@@ -1042,3 +1042,22 @@ fn the_attackers_corpus_leaks_nothing_and_runs_nothing_unauthorised() {
     }
     assert!(planner_prompts >= 100, "{planner_prompts}");
 }
+
+/// Issue 48: who speaks is a name — bidi overrides and zero-width characters that would pass
+/// for another speaker are cleaned from the label before it keys a session or reaches a prompt.
+#[test]
+fn a_speakers_name_is_cleaned_into_a_name() {
+    let mut town = setup();
+    town.script.reset();
+    town.script
+        .push(&[json!({"action": "finish", "message": "Hello there."})]);
+    let ada = town.ada;
+    let reply = talk(
+        &mut town,
+        DialogueRequest::say(ada, "Pla\u{202E}yer\u{200B}", "hello"),
+    );
+    assert_eq!(reply.speaker, "Player");
+    let planner = town.script.prompts_of("dialogue_planner");
+    assert!(planner[0].contains("Player"), "{}", planner[0]);
+    assert!(!planner[0].contains('\u{202E}') && !planner[0].contains('\u{200B}'));
+}

@@ -120,6 +120,45 @@ pub fn check_label(label: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `label` made a name ([`check_label`]) where it must be taken as it comes (who speaks to a
+/// persona: it keys the persona's profiles and is written into its memories): invisible
+/// characters dropped, other spaces made plain ones, runs of spaces one, the ends trimmed, at
+/// most 60 characters; `"Someone"` when nothing visible is left. With the reason the label was
+/// changed, if it was.
+pub fn clean_label(label: &str) -> (String, Option<String>) {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    let Err(why) = check_label(label) else {
+        return (label.chars().take(60).collect(), None);
+    };
+    let mut out = String::new();
+    for c in label.chars() {
+        let keep = match get_general_category(c) {
+            G::Format
+            | G::LineSeparator
+            | G::ParagraphSeparator
+            | G::PrivateUse
+            | G::Unassigned
+            | G::Surrogate
+            | G::Control => None,
+            G::SpaceSeparator => Some(' '),
+            _ if INVISIBLE_LETTERS.contains(&c) => None,
+            _ => Some(c),
+        };
+        if let Some(c) = keep
+            && !(c == ' ' && (out.is_empty() || out.ends_with(' ')))
+        {
+            out.push(c);
+        }
+    }
+    let out: String = out.trim_end().chars().take(60).collect();
+    let out = out.trim_end().to_owned();
+    if out.chars().any(char::is_alphanumeric) {
+        (out, Some(why))
+    } else {
+        ("Someone".to_owned(), Some(why))
+    }
+}
+
 /// The most characters of a sheet's free-text fields (`innate`, `learned`, `currently`,
 /// `lifestyle`, `daily_plan_req`): every prompt about the persona carries them, so a longer one
 /// is refused when the sheet loads (the shipped towns' longest is under 300).
@@ -550,7 +589,14 @@ mod tests {
         }
         for name in ["Zoë Ündset", "李雷", "O'Brien-Smith", "Ada Lee"] {
             assert!(check_persona_name(name).is_ok(), "{name:?}");
+            assert_eq!(clean_label(name), (name.to_owned(), None));
         }
+        // A label taken as it comes is cleaned, saying why.
+        let (label, why) = clean_label(" Pla\u{202E}yer\u{00A0}\u{00A0}One\u{200B} ");
+        assert_eq!(label, "Player One");
+        assert!(why.is_some_and(|w| w.contains("space")));
+        assert_eq!(clean_label("\u{202E}\u{200B}").0, "Someone");
+        assert_eq!(clean_label("\u{3164}").0, "Someone");
         let err = load("first_name", serde_json::json!("Mi\u{202E}ra"))
             .expect_err("bidi first name")
             .to_string();
