@@ -43,6 +43,55 @@ pub fn crate_file(relative: impl AsRef<Path>) -> PathBuf {
     first_existing(relative, roots).unwrap_or_else(|| built_from.join(relative))
 }
 
+/// `path` as a save stores it: relative to the crate's asset root (`assets/maps/…`) when it is
+/// the crate's own file there, so the save opens on another machine with its own checkout;
+/// any other path as it is. [`resolve_crate_path`] finds it again.
+pub fn portable_crate_path(path: &Path) -> PathBuf {
+    let Some(suffix) = assets_suffix(path) else {
+        return path.to_path_buf();
+    };
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same(path, &crate_file(&suffix)) {
+        suffix
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// A path a save stored, as this machine finds it: an absolute path that exists as it is; a
+/// relative one from the working folder if it is there, else as the crate's own file
+/// ([`crate_file`]); an absolute path that does not exist here (a save written on another
+/// machine before saves stored maps relative) by its part from `assets/` on, when this
+/// machine's asset root has it.
+pub fn resolve_crate_path(stored: &Path) -> PathBuf {
+    if stored.is_absolute() {
+        if stored.exists() {
+            return stored.to_path_buf();
+        }
+        return match assets_suffix(stored).map(crate_file) {
+            Some(found) if found.exists() => found,
+            _ => stored.to_path_buf(),
+        };
+    }
+    if stored.exists() {
+        return stored.to_path_buf();
+    }
+    crate_file(stored)
+}
+
+/// The part of `path` from its last `assets` folder on (`assets/maps/willowbrook.tmx`).
+fn assets_suffix(path: &Path) -> Option<PathBuf> {
+    let parts: Vec<_> = path.components().collect();
+    let at = parts
+        .iter()
+        .rposition(|c| matches!(c, std::path::Component::Normal(n) if *n == "assets"))?;
+    let suffix: PathBuf = parts[at..].iter().collect();
+    (parts.len() > at + 1).then_some(suffix)
+}
+
 /// `relative` under the first of `roots` that has it.
 fn first_existing(relative: &Path, roots: impl IntoIterator<Item = PathBuf>) -> Option<PathBuf> {
     roots

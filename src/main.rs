@@ -34,6 +34,10 @@ struct Cli {
     /// settings; the model flags apply as for a fresh game). Needs the `render` feature.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["personas", "personas_dir", "seed", "town"])]
     load: Option<PathBuf>,
+    /// Open the --load save even if its files differ from its manifest.json (edited by hand,
+    /// or saved before checksums existed).
+    #[arg(long = "trust-edited-save", requires = "load")]
+    trust_edited_save: bool,
     #[cfg(feature = "render")]
     #[command(flatten)]
     game: GameArgs,
@@ -117,6 +121,10 @@ enum Command {
         src: PathBuf,
         /// The new folder (must not exist).
         dst: PathBuf,
+        /// Copy the save even if its files differ from its manifest.json (edited by hand, or
+        /// saved before checksums existed); the copy is sealed afresh.
+        #[arg(long = "trust-edited-save")]
+        trust_edited_save: bool,
     },
     /// Set run folders side by side: calls, tokens and behaviour per agent-day, per prompt
     /// kind (lean mode's report: faithful runs as the base, lean runs as the other side).
@@ -174,6 +182,10 @@ struct ReplayArgs {
     /// Select and follow the persona whose name starts with this.
     #[arg(long, value_name = "NAME", conflicts_with = "check")]
     follow: Option<String>,
+    /// Read the run's save (for its map and world) even if its files differ from its
+    /// manifest.json (edited by hand, or saved before checksums existed).
+    #[arg(long = "trust-edited-save")]
+    trust_edited_save: bool,
 }
 
 /// `--speed` of a replay: 1, 2, 4, 8, 16 or 32 (an `x` suffix is fine).
@@ -264,7 +276,11 @@ fn main() -> ExitCode {
     let args = match cli.command {
         Some(Command::Demo(args)) => args,
         Some(Command::Run(args)) => return run_command(&args),
-        Some(Command::Fork { src, dst }) => return fork_command(&src, &dst),
+        Some(Command::Fork {
+            src,
+            dst,
+            trust_edited_save,
+        }) => return fork_command(&src, &dst, cli::args::integrity(trust_edited_save)),
         Some(Command::Compare { base, other }) => return compare_command(&base, &other),
         Some(Command::Replay(args)) => return replay_command(&args),
         Some(Command::Report { dir }) => return report_command(&dir),
@@ -278,7 +294,10 @@ fn main() -> ExitCode {
             return cli::eval::bench_command(&args);
         }
         #[cfg(feature = "render")]
-        None => return game_command(cli.demo, cli.load, &cli.game),
+        None => {
+            let integrity = cli::args::integrity(cli.trust_edited_save);
+            return game_command(cli.demo, cli.load, integrity, &cli.game);
+        }
         #[cfg(not(feature = "render"))]
         None if cli.load.is_some() => {
             eprintln!(
@@ -318,8 +337,12 @@ fn main() -> ExitCode {
 }
 
 /// `smallville fork`: exit code 1 when the source is not a valid save or the copy fails.
-fn fork_command(src: &std::path::Path, dst: &std::path::Path) -> ExitCode {
-    match bevy_generative_agents::persist::fork_save(src, dst) {
+fn fork_command(
+    src: &std::path::Path,
+    dst: &std::path::Path,
+    integrity: bevy_generative_agents::persist::SaveIntegrity,
+) -> ExitCode {
+    match bevy_generative_agents::persist::fork_save_with(src, dst, integrity) {
         Ok(meta) => {
             println!(
                 "forked {} (step {}, {} personas) into {}",
@@ -343,7 +366,11 @@ fn replay_command(args: &ReplayArgs) -> ExitCode {
     if !args.check {
         return play_replay(args);
     }
-    match bevy_generative_agents::output::check_replay(&args.dir, args.map.as_deref()) {
+    match bevy_generative_agents::output::check_replay_with(
+        &args.dir,
+        args.map.as_deref(),
+        cli::args::integrity(args.trust_edited_save),
+    ) {
         Ok(check) => {
             println!(
                 "movement log OK: {} steps ({}-{}), {} personas, {} moves, {} chat lines{}",
@@ -383,6 +410,7 @@ fn play_replay(args: &ReplayArgs) -> ExitCode {
             after: args.screenshot_after,
             once_up: false,
         }),
+        integrity: cli::args::integrity(args.trust_edited_save),
     };
     match run_replay(&options) {
         Ok(()) => ExitCode::SUCCESS,
@@ -578,7 +606,12 @@ fn options_out(report: &bevy_generative_agents::output::run::RunReport) -> std::
 
 /// The window: exit code 2 for unusable flags, 1 when the game fails.
 #[cfg(feature = "render")]
-fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitCode {
+fn game_command(
+    args: DemoArgs,
+    load: Option<PathBuf>,
+    integrity: bevy_generative_agents::persist::SaveIntegrity,
+    game: &GameArgs,
+) -> ExitCode {
     use bevy_generative_agents::render::{
         GameOptions, ScreenshotRequest, default_save_dir, run_game,
     };
@@ -601,6 +634,7 @@ fn game_command(args: DemoArgs, load: Option<PathBuf>, game: &GameArgs) -> ExitC
             once_up: game.screenshot_once_up,
         }),
         load,
+        integrity,
         save_dir: game
             .save_dir
             .clone()

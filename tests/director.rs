@@ -1020,3 +1020,133 @@ mod loopback {
         assert!(heard.steps.iter().all(|s| s.skill != "open_vault"));
     }
 }
+
+/// Issue 48: the attacker's corpus through the director — the loopback server in hostile mode
+/// (it knows the key; every director plan is a hostile one: skills that do not exist, schema-
+/// breaking arguments, the key in several encodings, forged tags and history) and hostile
+/// player messages as directives. No skill off the allow-list runs, the vault stays shut, and
+/// no piece of the key or a think/prestart tag reaches a step's result, a failure, a question,
+/// a review or a memory.
+#[cfg(feature = "http")]
+#[test]
+fn the_attackers_corpus_through_the_director_runs_nothing_unauthorised_and_leaks_nothing() {
+    use bevy_generative_agents::llm::{ApiKey, HttpBackend, HttpConfig};
+    use bevy_generative_agents::prompt::PromptLibrary;
+    use bevy_generative_agents::testing::fake_openai::{
+        FakeOpenAi, FakeOpenAiConfig, PromptKindMatcher, chat_request_from_body, hostile_messages,
+        scripted_answers,
+    };
+    const KEY: &str = "sk-h0st1le-d1r3ct0r-8b3f60d2e1";
+    let server = FakeOpenAi::start(
+        FakeOpenAiConfig::new(scripted_answers(
+            town_script_backend(3),
+            &PromptLibrary::default(),
+        ))
+        .hostile(KEY),
+    )
+    .expect("server");
+    let config = HttpConfig {
+        api_key: Some(ApiKey::new(KEY)),
+        embed_model: "embedder".into(),
+        max_retries: 0,
+        timeout: Duration::from_secs(10),
+        worker_threads: 1,
+        ..HttpConfig::new(server.base_url(), "test-model")
+    };
+    let client = LlmClient::new(Arc::new(HttpBackend::new(config).expect("backend")));
+    let mut town = setup(client, "hostile-server");
+    let app = &mut town.app;
+    app.world_mut()
+        .resource_mut::<bevy_generative_agents::director::DirectorSettings>()
+        .validate_with_model = false;
+    let kinds = PromptKindMatcher::new(&PromptLibrary::default());
+    let plans_served = |server: &FakeOpenAi| {
+        server
+            .requests()
+            .iter()
+            .filter_map(|r| r.json().ok())
+            .filter(|body| {
+                let kind = chat_request_from_body(body, &kinds).kind;
+                kind == "director_plan" || kind == "director_replan"
+            })
+            .count()
+    };
+    let piece = |text: &str| {
+        KEY.as_bytes()
+            .windows(8)
+            .find(|p| text.as_bytes().windows(8).any(|w| w == *p))
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+    };
+    let messages = hostile_messages();
+    let mut directives = 0;
+    for text in messages.iter().cycle().take(400) {
+        if directives >= messages.len() && plans_served(&server) >= 100 {
+            break;
+        }
+        directives += 1;
+        // The history keeps the last few jobs: the newest one's id tells when this one ended;
+        // a directive refused before planning makes no job.
+        let last = |w: &World| {
+            (
+                w.resource::<Director>().history.last().map(|j| j.id),
+                w.resource::<Heard>().rejected.len(),
+            )
+        };
+        let before = last(app.world());
+        send(
+            app,
+            DirectorCommand::directive(text.clone(), ConfirmationPolicy::None),
+        );
+        run_until(app, "the directive to end", |w| last(w) != before);
+        let job = app
+            .world()
+            .resource::<Director>()
+            .latest()
+            .cloned()
+            .expect("a job");
+        for run in &job.steps {
+            assert!(
+                bevy_generative_agents::director::DIRECTOR_SKILLS
+                    .contains(&run.step.skill.as_str()),
+                "{text:?} ran {}",
+                run.step.skill
+            );
+        }
+    }
+    assert!(directives >= 100, "{directives} hostile directives");
+    let served = plans_served(&server);
+    assert!(served >= 100, "{served} hostile plans");
+    assert_eq!(app.world().resource::<VaultOpened>().0, 0);
+
+    let heard = app.world().resource::<Heard>();
+    let mut outputs: Vec<String> = Vec::new();
+    outputs.extend(
+        heard
+            .steps
+            .iter()
+            .map(|s| format!("{} {}", s.skill, s.result)),
+    );
+    outputs.extend(heard.failed.iter().cloned());
+    outputs.extend(heard.asked.iter().cloned());
+    outputs.extend(heard.reviews.iter().map(|r| format!("{r:?}")));
+    outputs.extend(heard.replanned.iter().map(|r| format!("{r:?}")));
+    let jobs = format!("{:?}", app.world().resource::<Director>().history);
+    outputs.push(jobs);
+    for person in &town.people {
+        let mind = app.world().get::<Mind>(*person).and_then(Mind::get);
+        for node in mind.expect("mind home").associative.nodes() {
+            outputs.push(node.description.clone());
+        }
+    }
+    for text in &outputs {
+        assert_eq!(piece(text), None, "{text}");
+        let lower = text.to_lowercase();
+        assert!(
+            !lower.contains("<think") && !lower.contains("<prestart"),
+            "{text}"
+        );
+    }
+    for request in server.requests() {
+        assert_eq!(piece(&request.body), None, "a request body holds the key");
+    }
+}

@@ -690,6 +690,85 @@ fn answers_quoting_the_api_key_are_redacted_before_anyone_sees_them() {
     );
 }
 
+/// Issue 48: the key written as JSON `\u` escapes (mixed case, split between deltas), as
+/// percent-encoding in a URL or as base64 is redacted from the answer and from every delta:
+/// no decoder downstream can put it back together.
+#[test]
+fn answers_spelling_the_key_in_any_encoding_are_redacted_whole_and_streamed() {
+    let escaped: String = SECRET
+        .bytes()
+        .enumerate()
+        .map(|(i, b)| {
+            if i % 2 == 0 {
+                format!("\\u{b:04x}")
+            } else {
+                format!("\\u{b:04X}")
+            }
+        })
+        .collect();
+    let percent: String = SECRET.bytes().map(|b| format!("%{b:02X}")).collect();
+    let base64 = {
+        const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let bytes = format!("key={SECRET}").into_bytes();
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+            for k in 0..=chunk.len() {
+                out.push(ABC[((n >> (18 - 6 * k)) & 0x3f) as usize] as char);
+            }
+        }
+        out
+    };
+    let whole = format!(
+        r#"{{"action":"finish","message":"Key: {escaped} url https://x.test/?k={percent} b64 {base64}"}}"#
+    );
+    let event = |content: &str| {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"content": content}}]})
+        )
+    };
+    // Cut into seven-byte pieces, so escapes and the key split anywhere.
+    let pieces: Vec<String> = whole
+        .as_bytes()
+        .chunks(7)
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    let plain = whole.clone();
+    let server = start(move |n, _| {
+        if n == 0 {
+            return ok_json(completion(&plain, 3, 3));
+        }
+        let mut events: Vec<String> = pieces.iter().map(|p| event(p)).collect();
+        events.push("data: [DONE]\n\n".to_owned());
+        FakeReply::Sse(events)
+    });
+    let backend = backend(&server);
+    let decoded = |text: &str| -> String {
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| text.to_owned())
+    };
+    let answer = block_on(backend.chat(ChatRequest::new("chat", "x"))).expect("chat");
+    assert!(!decoded(&answer.text).contains(SECRET), "{}", answer.text);
+    assert!(!answer.text.contains(&percent) && !answer.text.contains(&base64[8..20]));
+    assert_eq!(answer.text.matches("***").count(), 3, "{}", answer.text);
+
+    let (tx, rx) = async_channel::bounded(64);
+    let response =
+        block_on(backend.chat_stream(ChatRequest::new("chat", "x"), tx)).expect("stream");
+    let deltas: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    assert_eq!(response.text, answer.text);
+    assert_eq!(deltas.concat(), answer.text);
+    assert!(!decoded(&deltas.concat()).contains(SECRET));
+}
+
 #[test]
 fn a_server_echoing_the_key_leaves_it_in_no_file_of_the_run() {
     use bevy_generative_agents::llm::{BackendChoice, LlmConfig};

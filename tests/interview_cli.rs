@@ -15,7 +15,7 @@ use bevy_generative_agents::persist::save_world;
 use bevy_generative_agents::prompt::PromptLibrary;
 use bevy_generative_agents::testing::create_test_app;
 use bevy_generative_agents::testing::fake_openai::{
-    FakeOpenAi, FakeOpenAiConfig, scripted_answers,
+    FakeOpenAi, FakeOpenAiConfig, hostile_messages, scripted_answers,
 };
 use bevy_generative_agents::testing::spawn_default_town;
 
@@ -140,4 +140,128 @@ fn an_interview_answers_from_memory_and_leaves_the_save_untouched() {
     files(&dir, &mut after);
     assert_eq!(before, after, "the save is byte-identical");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 48: `smallville interview` against a hostile server (the loopback server's hostile
+/// mode, which knows the key it is sent) with more than 100 hostile questions: no byte run of
+/// the key reaches stdout or stderr, no answer carries a `<think>`/`<prestart>` tag, and no
+/// tool but the read-only ones runs.
+#[test]
+fn an_interview_with_a_hostile_server_and_hostile_questions_leaks_nothing() {
+    const KEY: &str = "sk-hostile-interview-4f1e9a2c77";
+    // A save to interview, made with an honest server.
+    let honest = FakeOpenAi::start(FakeOpenAiConfig::new(scripted_answers(
+        town_script_backend(3),
+        &PromptLibrary::default(),
+    )))
+    .expect("server");
+    let config = HttpConfig {
+        embed_model: "embedder".into(),
+        max_retries: 1,
+        timeout: Duration::from_secs(10),
+        worker_threads: 1,
+        ..HttpConfig::new(honest.base_url(), "test-model")
+    };
+    let client = LlmClient::new(Arc::new(HttpBackend::new(config).expect("backend")));
+    let mut app = create_test_app(client);
+    let personas = spawn_default_town(&mut app, Some(1), 3).expect("town");
+    let name = app
+        .world()
+        .get::<Name>(personas[0])
+        .expect("name")
+        .as_str()
+        .to_owned();
+    let dir = std::env::temp_dir().join(format!("ga-interview-hostile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    save_world(app.world_mut(), &dir).expect("saved");
+
+    let questions: Vec<String> = hostile_messages()
+        .iter()
+        .map(|m| {
+            m.replace(['\n', '\r'], " ")
+                .chars()
+                .take(3_000)
+                .collect::<String>()
+        })
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
+        .collect();
+    assert!(questions.len() >= 100, "{}", questions.len());
+    let file = dir.with_extension("questions.txt");
+    std::fs::write(&file, questions.join("\n")).expect("questions");
+
+    let hostile = FakeOpenAi::start(
+        FakeOpenAiConfig::new(scripted_answers(
+            town_script_backend(3),
+            &PromptLibrary::default(),
+        ))
+        .hostile(KEY),
+    )
+    .expect("hostile server");
+    let output = Command::new(env!("CARGO_BIN_EXE_smallville"))
+        .arg("interview")
+        .arg(&dir)
+        .args(["--persona", &name])
+        .arg("--questions")
+        .arg(&file)
+        .args([
+            "--llm-backend",
+            "http",
+            "--llm-base-url",
+            &hostile.base_url(),
+        ])
+        .args(["--llm-model", "test-model", "--llm-embed-model", "embedder"])
+        .env("GA_LLM_API_KEY", KEY)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("GA_PROMPTS")
+        .output()
+        .expect("smallville runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let piece = KEY
+            .as_bytes()
+            .windows(8)
+            .find(|p| text.as_bytes().windows(8).any(|w| w == *p));
+        assert_eq!(piece, None, "a piece of the key in {what}");
+    }
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), questions.len());
+    let read_only = [
+        "recall_memories",
+        "where_is",
+        "what_do_you_see",
+        "what_time_is_it",
+    ];
+    let mut tool_calls = 0;
+    for line in &lines {
+        let answer = line["answer"].as_str().expect("an answer").to_lowercase();
+        assert!(
+            !answer.contains("<think") && !answer.contains("<prestart"),
+            "{answer}"
+        );
+        for tool in line["tools"].as_array().expect("tools") {
+            tool_calls += 1;
+            let shown = tool.to_string().to_lowercase();
+            assert!(
+                !shown.contains("<think") && !shown.contains("<prestart"),
+                "{shown}"
+            );
+            if tool["ok"] == serde_json::json!(true) {
+                let name = tool["tool"].as_str().unwrap_or_default();
+                assert!(read_only.contains(&name), "{name} ran in an interview");
+            }
+        }
+    }
+    assert!(tool_calls >= 100, "{tool_calls} hostile tool calls");
+    // The hostile server was sent the key only in the Authorization header.
+    for request in hostile.requests() {
+        assert!(!request.body.contains(KEY));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&file);
 }

@@ -17,7 +17,8 @@ use bevy_generative_agents::cognition::{
     ReflectionCompleted,
 };
 use bevy_generative_agents::llm::{
-    FaultyBackend, LlmClient, town_script_backend, town_script_client,
+    BoxFuture, ChatRequest, ChatResponse, FaultyBackend, LlmBackend, LlmClient, LlmError,
+    ScriptedBackend, TokenUsage, town_script_backend, town_script_client,
 };
 use bevy_generative_agents::persona::{Diary, Persona, load_persona_sheets, spawn_persona};
 use bevy_generative_agents::settings::AgentSettings;
@@ -557,5 +558,71 @@ fn every_fail_safe_of_a_thought_is_heard_as_a_model_call_failed() {
     assert_eq!(
         heard, counted,
         "ModelCallFailed per kind against the usage counters"
+    );
+}
+
+/// The town script, except that every line Ben Lee is asked to say comes back as garbage (so
+/// each of his utterances falls back to its fail-safe).
+struct BenMumbles(ScriptedBackend);
+
+impl LlmBackend for BenMumbles {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn model(&self) -> &str {
+        self.0.model()
+    }
+
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        if request.kind == "next_utterance" && request.prompt_text().contains("How Ben Lee sees") {
+            return Box::pin(async {
+                Ok(ChatResponse {
+                    text: "mmhm".into(),
+                    usage: TokenUsage::default(),
+                })
+            });
+        }
+        self.0.chat(request)
+    }
+
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        self.0.embed(texts)
+    }
+
+    fn embedding_model(&self) -> &str {
+        self.0.embedding_model()
+    }
+
+    fn embedding_dim(&self) -> usize {
+        self.0.embedding_dim()
+    }
+}
+
+/// Issue 48: in a conversation, the partner's failed call is reported as the partner's —
+/// `ModelCallFailed` names the persona whose call failed, not the one who started the talk.
+#[test]
+fn a_conversation_partners_failed_call_names_the_partner() {
+    let dir = sheets_dir("partner");
+    let client = LlmClient::new(std::sync::Arc::new(BenMumbles(town_script_backend(5))));
+    let outcome = run(client, 5, &dir, STEPS_PER_DAY);
+    let _ = std::fs::remove_dir_all(&dir);
+    let ben = outcome.entities["Ben Lee"];
+    let utterances: Vec<&String> = outcome
+        .observed
+        .iter()
+        .filter(|l| kind_of(l) == 6 && l.contains(" next_utterance "))
+        .collect();
+    assert!(
+        !utterances.is_empty(),
+        "Ben spoke in a day of the shared house and cafe"
+    );
+    for line in utterances {
+        assert!(line.contains("failed Ben Lee "), "{line}");
+        assert!(line.ends_with(&format!("({ben:?})")), "{line}");
+    }
+    assert!(
+        outcome.observed.iter().filter(|l| kind_of(l) == 4).count() > 0,
+        "they talked"
     );
 }

@@ -281,6 +281,21 @@ fn corrupt_saves_fail_naming_the_file_and_field_and_load_nothing() {
             vec!["scratch.json", "f_daily_schedule"],
         ),
         (
+            // Issue 48: free text is bounded when the save loads, not cut later.
+            "a megabyte of learned",
+            Box::new({
+                let scratch = scratch.clone();
+                move |save: &Path| {
+                    let path = save.join(&scratch);
+                    let mut v: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                    v["learned"] = serde_json::json!("x".repeat(1 << 20));
+                    std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+                }
+            }),
+            vec!["scratch.json", "learned", "at most 20000"],
+        ),
+        (
             "garbage events",
             Box::new(|save: &Path| {
                 std::fs::write(save.join("world").join("events.json"), b"\x00\x01 not json")
@@ -713,5 +728,304 @@ fn the_record_holds_the_town_talk_and_a_resumed_run_continues_it() {
         html.contains("<th>group lines</th>"),
         "the report shows the record"
     );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Every file under `dir`, relative to it, sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path.strip_prefix(dir).expect("inside").to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 48: one digit changed in any file of a real save — every system's file, the group
+/// conversations, pending work and each persona's dialogue, group and spatial memory
+/// included — is refused naming that file; so is a file the loader reads that the manifest
+/// does not list. Nothing is loaded.
+#[test]
+fn one_digit_edited_in_any_file_of_a_save_is_refused_naming_the_file() {
+    let root = temp("digit");
+    let good = good_save(&root);
+    let meta = decode(&good).expect("good save").meta;
+    let files: Vec<PathBuf> = files_under(&good)
+        .into_iter()
+        .filter(|f| f != Path::new("manifest.json"))
+        .collect();
+    for must in ["groups.json", "pending.json", "meta.json", "settings.json"] {
+        assert!(files.contains(&PathBuf::from(must)), "{must} in {files:?}");
+    }
+    for name in &meta.personas {
+        for file in [
+            "dialogue.json",
+            "group.json",
+            "spatial_memory.json",
+            "rng.json",
+        ] {
+            let path = Path::new("personas").join(name).join(file);
+            assert!(files.contains(&path), "{} in the save", path.display());
+        }
+    }
+    let (mut app, _) = build_app_from_save(&good, &LlmConfig::default(), None, None, false)
+        .expect("good save loads");
+    for (i, file) in files.iter().enumerate() {
+        let bad = root.join(format!("digit-{i}"));
+        copy_tree(&good, &bad);
+        let path = bad.join(file);
+        let mut bytes = std::fs::read(&path).expect("read");
+        match bytes.iter().position(u8::is_ascii_digit) {
+            Some(at) => {
+                bytes[at] = if bytes[at] == b'9' {
+                    b'0'
+                } else {
+                    bytes[at] + 1
+                }
+            }
+            // A file without a digit (an empty list of intents) gets one more space.
+            None => bytes.insert(1, b' '),
+        }
+        std::fs::write(&path, &bytes).expect("edit");
+        let err = decode(&bad).expect_err("an edited file").to_string();
+        let shown = file.display().to_string();
+        // The path, or (for a memory document the memory store refuses) its folder and name.
+        let folder = file.parent().map(|p| p.display().to_string());
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+        let named = err.contains(&shown)
+            || folder.is_some_and(|f| err.contains(&f))
+                && name.is_some_and(|n| err.contains(&format!(": {n}")));
+        assert!(named, "{shown}: {err}");
+        assert!(
+            load_into_world(app.world_mut(), &bad).is_err(),
+            "{shown}: not loaded"
+        );
+        let _ = std::fs::remove_dir_all(&bad);
+    }
+
+    // A file the loader reads but the manifest does not list.
+    let unlisted = root.join("unlisted");
+    copy_tree(&good, &unlisted);
+    let manifest_path = unlisted.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
+    let dialogue = format!("personas/{}/dialogue.json", meta.personas[0]);
+    manifest["files"]
+        .as_object_mut()
+        .expect("files")
+        .remove(&dialogue)
+        .expect("listed");
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_vec_pretty(&manifest).expect("bytes"),
+    )
+    .expect("write");
+    let err = decode(&unlisted).expect_err("unlisted").to_string();
+    assert!(
+        err.contains("dialogue.json") && err.contains("not listed"),
+        "{err}"
+    );
+
+    // The command line names it too, and --trust-edited-save loads it on purpose.
+    let fork = Command::new(BIN)
+        .arg("fork")
+        .arg(&unlisted)
+        .arg(root.join("fork"))
+        .output()
+        .expect("spawn");
+    assert!(!fork.status.success());
+    assert!(
+        String::from_utf8_lossy(&fork.stderr).contains("dialogue.json"),
+        "{}",
+        String::from_utf8_lossy(&fork.stderr)
+    );
+    let trusted = Command::new(BIN)
+        .arg("fork")
+        .arg("--trust-edited-save")
+        .arg(&unlisted)
+        .arg(root.join("fork-trusted"))
+        .output()
+        .expect("spawn");
+    assert!(
+        trusted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    decode(&root.join("fork-trusted")).expect("the fork is sealed again");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Issue 48: every command that loads a save refuses one edited by hand, naming the file, and
+/// loads it with `--trust-edited-save` (the game's `--load` too, which needs the window; its
+/// flag is parsed by the same code).
+#[test]
+fn every_command_that_loads_a_save_takes_trust_edited_save() {
+    let root = temp("trust");
+    let good = good_save(&root);
+    let persona = decode(&good).expect("good").meta.personas[0].clone();
+    let edited = root.join("edited");
+    copy_tree(&good, &edited);
+    // One more newline: the save still decodes, but is not what was saved.
+    let pending = edited.join("pending.json");
+    let mut bytes = std::fs::read(&pending).expect("read");
+    bytes.push(b'\n');
+    std::fs::write(&pending, bytes).expect("edit");
+
+    // The run folder too, for `replay --check`, which reads its save for the map.
+    let run_dir = root.join("edited-run");
+    copy_tree(good.parent().expect("the run folder"), &run_dir);
+    std::fs::copy(&pending, run_dir.join("save").join("pending.json")).expect("edit");
+
+    let stage = bevy_generative_agents::files::crate_file("assets/stages/standoff.json");
+    let commands: Vec<(&str, Vec<std::ffi::OsString>)> = vec![
+        (
+            "replay --check",
+            vec!["replay".into(), "--check".into(), run_dir.clone().into()],
+        ),
+        (
+            "run --from",
+            vec![
+                "run".into(),
+                "--hours".into(),
+                "0.01".into(),
+                "--backend".into(),
+                "scripted".into(),
+                "--no-progress".into(),
+                "--no-report".into(),
+                "--from".into(),
+                edited.clone().into(),
+                "--out".into(),
+                root.join("run-out").into(),
+            ],
+        ),
+        (
+            "fork",
+            vec![
+                "fork".into(),
+                edited.clone().into(),
+                root.join("fork").into(),
+            ],
+        ),
+        (
+            "interview",
+            vec![
+                "interview".into(),
+                edited.clone().into(),
+                "--persona".into(),
+                persona.clone().into(),
+                "--question".into(),
+                "How are you?".into(),
+                "--llm-backend".into(),
+                "scripted".into(),
+            ],
+        ),
+        (
+            "stage --from",
+            vec![
+                "stage".into(),
+                stage.clone().into(),
+                "--from".into(),
+                edited.clone().into(),
+                "--turns".into(),
+                "1".into(),
+                "--warm-up".into(),
+                "0".into(),
+                "--llm-backend".into(),
+                "scripted".into(),
+            ],
+        ),
+    ];
+    for (what, args) in commands {
+        let refused = Command::new(BIN).args(&args).output().expect("spawn");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success(),
+            "{what}: an edited save is refused"
+        );
+        assert!(
+            stderr.contains("pending.json") && stderr.contains("--trust-edited-save"),
+            "{what}: {stderr}"
+        );
+        let _ = std::fs::remove_dir_all(root.join("run-out"));
+        let _ = std::fs::remove_dir_all(root.join("fork"));
+        let trusted = Command::new(BIN)
+            .args(&args)
+            .arg("--trust-edited-save")
+            .output()
+            .expect("spawn");
+        let stderr = String::from_utf8_lossy(&trusted.stderr);
+        // The stage may refuse its scene in this town; the save itself was loaded.
+        assert!(
+            !stderr.contains("pending.json") && !stderr.contains("manifest"),
+            "{what} --trust-edited-save: {stderr}"
+        );
+        if what != "stage --from" {
+            assert!(trusted.status.success(), "{what}: {stderr}");
+        }
+    }
+    // The game's --load takes the flag (this build has no window, so it stops there).
+    let game = Command::new(BIN)
+        .arg("--load")
+        .arg(&edited)
+        .arg("--trust-edited-save")
+        .output()
+        .expect("spawn");
+    let stderr = String::from_utf8_lossy(&game.stderr);
+    assert!(!stderr.contains("unexpected argument"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Issue 48: a save names a shipped town's map relative to the asset root, so it opens on
+/// another machine; a save written before, with this machine's absolute path or another
+/// machine's, still loads.
+#[test]
+fn a_save_stores_its_map_relative_and_older_absolute_saves_still_load() {
+    use bevy_generative_agents::persist::{
+        SaveIntegrity, build_app_from_save_with, fork_save_with,
+    };
+    let root = temp("map");
+    let good = good_save(&root);
+    let meta = decode(&good).expect("good").meta;
+    assert!(meta.map.is_relative(), "{}", meta.map.display());
+    assert!(meta.map.starts_with("assets"), "{}", meta.map.display());
+    let text = std::fs::read_to_string(good.join("meta.json")).expect("meta");
+    assert!(
+        !text.contains(env!("CARGO_MANIFEST_DIR")),
+        "no path of this checkout in the save"
+    );
+
+    let here = bevy_generative_agents::files::crate_file(&meta.map);
+    let elsewhere = Path::new("/home/someone-else/checkout").join(&meta.map);
+    for (i, old) in [here, elsewhere].iter().enumerate() {
+        let edited = root.join(format!("old-{i}"));
+        copy_tree(&good, &edited);
+        let path = edited.join("meta.json");
+        let mut value: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+        value["map"] = serde_json::json!(old);
+        std::fs::write(&path, serde_json::to_vec_pretty(&value).expect("bytes")).expect("write");
+        // Sealed afresh, as a save of that time would be.
+        let sealed = root.join(format!("sealed-{i}"));
+        fork_save_with(&edited, &sealed, SaveIntegrity::TrustEdited).expect("fork");
+        assert_eq!(decode(&sealed).expect("sealed").meta.map, *old);
+        let (app, _) = build_app_from_save_with(
+            &sealed,
+            &LlmConfig::default(),
+            None,
+            None,
+            false,
+            SaveIntegrity::Verify,
+        )
+        .unwrap_or_else(|err| panic!("{}: {err}", old.display()));
+        drop(app);
+    }
     let _ = std::fs::remove_dir_all(&root);
 }

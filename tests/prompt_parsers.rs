@@ -780,8 +780,13 @@ fn check_helpers(text: &str) -> Result<(), TestCaseError> {
         !cleaned.to_ascii_lowercase().contains("<think>"),
         "a <think> tag survived: {cleaned:?}"
     );
+    prop_assert!(
+        !cleaned.to_ascii_lowercase().contains("<prestart"),
+        "a <prestart> tag survived: {cleaned:?}"
+    );
+    // Only think and prestart tags and fences are cleaned away.
     let lower = text.to_ascii_lowercase();
-    if !lower.contains("think>") && !text.contains("```") {
+    if !lower.contains("think") && !lower.contains("prestart") && !text.contains("```") {
         prop_assert_eq!(cleaned.as_str(), text.trim(), "clean text was changed");
     }
 

@@ -31,6 +31,7 @@ use bevy_egui::input::EguiWantsInput;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
 use bevy_generative_agents::dialogue::{DialogueMode, DialogueReplied, DialogueRequest};
 use bevy_generative_agents::llm::{BackendChoice, LlmConfig};
+use bevy_generative_agents::persist::SaveIntegrity;
 use bevy_generative_agents::persona::Persona;
 use bevy_generative_agents::render::{
     ChatBubble, ChatLine, DEFAULT_GAME_START, GameCamera, GameOptions, PLAYER, Selected, TalkView,
@@ -156,6 +157,7 @@ fn in_window() -> ExitCode {
         follow: None,
         screenshot: None,
         load: None,
+        integrity: SaveIntegrity::Verify,
         save_dir: std::env::temp_dir().join(format!("talk_box-saves-{}", std::process::id())),
         start: DEFAULT_GAME_START,
         fast_forward_nights: false,

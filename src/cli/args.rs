@@ -183,6 +183,16 @@ pub struct RunArgs {
     pub llm: LlmArgs,
 }
 
+/// `--trust-edited-save` as the loader's [`SaveIntegrity`]: every command that loads a save
+/// takes the flag and passes it on through here.
+pub fn integrity(trust_edited_save: bool) -> SaveIntegrity {
+    if trust_edited_save {
+        SaveIntegrity::TrustEdited
+    } else {
+        SaveIntegrity::Verify
+    }
+}
+
 impl RunArgs {
     /// The run these flags ask for, with the LLM configuration resolved against the
     /// environment read through `lookup`. The progress bar is left to the caller.
@@ -223,11 +233,7 @@ impl RunArgs {
                 (None, None) => CacheMode::Off,
             },
             report: !self.no_report,
-            integrity: if self.trust_edited_save {
-                SaveIntegrity::TrustEdited
-            } else {
-                SaveIntegrity::Verify
-            },
+            integrity: integrity(self.trust_edited_save),
             start: None,
             setup: None,
             lean: self.lean,

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use bevy::prelude::*;
 use bevy_generative_agents::clock::{SimClock, SimSpeed};
 use bevy_generative_agents::dialogue::{DialogueReplied, DialogueRequest};
-use bevy_generative_agents::persist::build_app_from_save;
+use bevy_generative_agents::persist::build_app_from_save_with;
 use bevy_generative_agents::persona::Persona;
 
 use super::args::LlmArgs;
@@ -36,6 +36,10 @@ pub struct InterviewArgs {
     /// A file with one question per line (blank lines skipped).
     #[arg(long, value_name = "FILE")]
     pub questions: Option<PathBuf>,
+    /// Load the save even if its files differ from its manifest.json (edited by hand, or
+    /// saved before checksums existed).
+    #[arg(long = "trust-edited-save")]
+    pub trust_edited_save: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
 }
@@ -92,13 +96,15 @@ pub fn interview_command(args: &InterviewArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (mut app, _) = match build_app_from_save(&args.save, &llm, None, None, false) {
-        Ok(built) => built,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let integrity = super::args::integrity(args.trust_edited_save);
+    let (mut app, _) =
+        match build_app_from_save_with(&args.save, &llm, None, None, false, integrity) {
+            Ok(built) => built,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::FAILURE;
+            }
+        };
     // Time stands still: the interview happens between two steps.
     app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Paused;
     app.init_resource::<Answers>()

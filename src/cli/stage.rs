@@ -12,7 +12,7 @@ use bevy::time::TimeUpdateStrategy;
 use bevy_generative_agents::clock::{AwaitingCognition, SimClock, SimSpeed, TimeMode};
 use bevy_generative_agents::headless::{simulation_task_pools, spawn_default_town};
 use bevy_generative_agents::llm::build_client;
-use bevy_generative_agents::persist::build_app_from_save;
+use bevy_generative_agents::persist::build_app_from_save_with;
 use bevy_generative_agents::persona::{Mind, Persona};
 use bevy_generative_agents::stage::{
     ActorPlanned, StageClosed, StageCommand, StageRefused, StageTurnResolved, load_scene,
@@ -35,6 +35,10 @@ pub struct StageArgs {
     /// Game minutes the town lives before the scene opens (so everyone has a plan to interrupt).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=1440))]
     pub warm_up: u32,
+    /// Load the save even if its files differ from its manifest.json (edited by hand, or
+    /// saved before checksums existed).
+    #[arg(long = "trust-edited-save", requires = "from")]
+    pub trust_edited_save: bool,
     #[command(flatten)]
     pub llm: LlmArgs,
 }
@@ -50,7 +54,14 @@ pub fn stage_command(args: &StageArgs) -> ExitCode {
         }
     };
     let mut app = match &args.from {
-        Some(save) => match build_app_from_save(save, &llm, None, None, false) {
+        Some(save) => match build_app_from_save_with(
+            save,
+            &llm,
+            None,
+            None,
+            false,
+            super::args::integrity(args.trust_edited_save),
+        ) {
             Ok((app, _)) => app,
             Err(err) => {
                 eprintln!("error: {err}");

@@ -333,6 +333,8 @@ async fn next_line(
     relationship_memo: &mut Option<String>,
 ) -> (String, bool) {
     let name = speaker.scratch.name.clone();
+    // The line's calls are the speaker's: a failed one is reported as theirs.
+    ctx.speaking_for(Some(&name));
     let relationship = match relationship_memo.clone() {
         Some(known) => known,
         None => {
@@ -550,6 +552,7 @@ pub(crate) async fn hold_conversation(
     stream: Option<&ChatStreamSink>,
 ) -> ConversationOutcome {
     let lines = generate_conversation(a, b, (&views.0, &views.1), ctx, settings, now, stream).await;
+    ctx.speaking_for(None);
     let summary = run_prompt(
         ctx,
         &ConversationSummary {
@@ -563,7 +566,9 @@ pub(crate) async fn hold_conversation(
     let minutes = conversation_minutes(&lines);
     let (a_name, b_name) = (a.scratch.name.clone(), b.scratch.name.clone());
     start_chat(a, &b_name, &lines, &summary, minutes, ctx, settings, now).await;
+    ctx.speaking_for(Some(&b_name));
     start_chat(b, &a_name, &lines, &summary, minutes, ctx, settings, now).await;
+    ctx.speaking_for(None);
     let end = a
         .scratch
         .chatting_end_time

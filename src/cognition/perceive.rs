@@ -529,6 +529,7 @@ async fn fetch_embedding(ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
                 kind: EMBED_KIND,
                 reason: FailureReason::Unusable,
                 attempts: 1,
+                speaker: None,
             });
             None
         }
@@ -543,6 +544,7 @@ async fn fetch_embedding(ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
                 kind: EMBED_KIND,
                 reason: FailureReason::Backend(error.kind()),
                 attempts: 1,
+                speaker: None,
             });
             None
         }

@@ -900,8 +900,9 @@ type PersonaRef<'a> = (
     &'a Percepts,
 );
 
-/// Lands both sides of a conversation, the initiator first (its outcomes carry the
-/// conversation's failed calls).
+/// Lands both sides of a conversation, the initiator first; each side's outcomes carry the
+/// conversation's failed calls made for it (`ModelCallFailed` names the persona whose call
+/// failed).
 fn finish_conversation<'a>(
     done: ConversationDone,
     a: &mut PersonaRef<'a>,
@@ -914,11 +915,19 @@ fn finish_conversation<'a>(
         failures,
     } = done;
     let (a_entity, b_entity) = (a.0, b.0);
-    let mut failures = Some(failures);
-    for ((_, state, event), side, other, initiated) in [
+    // Each side is told of its own failed calls: the partner's lines and chat are its calls.
+    let b_name = b.1.as_str().to_owned();
+    let (b_failures, a_failures): (Vec<ModelFailure>, Vec<ModelFailure>) = failures
+        .into_iter()
+        .partition(|f| f.speaker.as_deref() == Some(b_name.as_str()));
+    let mut failures = [Some(a_failures), Some(b_failures)];
+    for (index, ((_, state, event), side, other, initiated)) in [
         (initiator, &mut *a, b_entity, true),
         (partner, &mut *b, a_entity, false),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let time = match &event {
             PlanEvent::Conversation(record) => record.start,
             _ => state.scratch.curr_time.unwrap_or_default(),
@@ -929,7 +938,7 @@ fn finish_conversation<'a>(
             name: side.1.as_str(),
             time,
             partner: Some((other, initiated)),
-            failures: failures.take().unwrap_or_default(),
+            failures: failures[index].take().unwrap_or_default(),
             outcomes: &mut outcomes,
         });
         land(

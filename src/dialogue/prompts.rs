@@ -5,17 +5,17 @@
 
 use serde_json::{Map, Value};
 
-use crate::llm::ChatRequest;
-use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, clean_response};
+use crate::llm::{ChatRequest, redact_secrets};
+use crate::prompt::{
+    ParseError, Prompt, PromptLibrary, TemplateError, clean_response, neutralise_tags,
+    strip_prestart,
+};
 
 /// The most characters of a reply, a message or a tool result kept.
 pub(crate) const MAX_REPLY_CHARS: usize = 2_000;
 
 /// The most characters of a speaker profile (SPEC §7.4).
 pub(crate) const MAX_PROFILE_CHARS: usize = 1_000;
-
-/// The tags a player's text may not carry into a prompt or a memory.
-const GUARDED_TAGS: [&str; 2] = ["think", "prestart"];
 
 /// The first `max` characters of `text`.
 pub(crate) fn truncate_chars(text: &str, max: usize) -> &str {
@@ -36,18 +36,51 @@ pub(crate) fn neutralise(text: &str, max: usize) -> String {
         .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
         .collect();
     out = out.replace("```", "'''");
-    // Tags are matched on an ASCII-lowercased copy, whose byte offsets are the original's.
-    loop {
-        let lower = out.to_ascii_lowercase();
-        let hit = GUARDED_TAGS
-            .iter()
-            .flat_map(|tag| [format!("<{tag}"), format!("</{tag}")])
-            .filter_map(|pattern| lower.find(&pattern))
-            .min();
-        let Some(at) = hit else { break };
-        out.replace_range(at..at + 1, "‹");
+    neutralise_tags(&out)
+}
+
+/// A string decoded from a model answer, made safe to pass on to a reply, a memory, a tool, a
+/// log, stdout, a prompt or a file: every configured secret redacted in any encoding
+/// ([`redact_secrets`]), then [`neutralise`]d to at most `max` characters. The one step every
+/// such string takes.
+pub(crate) fn model_string(text: &str, max: usize) -> String {
+    neutralise(&redact_secrets(text), max)
+}
+
+/// A JSON value decoded from a model answer (a tool's arguments) with every string in it,
+/// object keys included, passed through [`model_string`].
+pub(crate) fn model_value(value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(model_string(&s, MAX_REPLY_CHARS)),
+        Value::Array(items) => Value::Array(items.into_iter().map(model_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (model_string(&k, MAX_REPLY_CHARS), model_value(v)))
+                .collect(),
+        ),
+        other => other,
     }
-    out
+}
+
+/// Text shown back to the planner as data inside a line of its tool history: as it is when it
+/// is one plain line (so ordinary arguments read as before), else a JSON string literal, whose
+/// quotes and escapes keep newlines, fences, arrows, brackets and headings from being read as
+/// more of the history or as instructions.
+pub(crate) fn quoted_data(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.trim() == text
+        && !text.starts_with(['-', '*', '#', '!'])
+        && !text.chars().any(|c| {
+            c.is_control()
+                || matches!(c, '"' | '`' | '→' | '(' | ')' | '=' | '【' | '】' | '\\')
+                || unicode_general_category::get_general_category(c)
+                    == unicode_general_category::GeneralCategory::Format
+        });
+    if plain {
+        text.to_string()
+    } else {
+        Value::String(text.to_string()).to_string()
+    }
 }
 
 /// A model's text with `<think>` blocks, fences and `<prestart>` blocks removed: what may be
@@ -59,24 +92,6 @@ pub(crate) fn spoken_text(raw: &str) -> String {
     neutralise(without.trim(), MAX_REPLY_CHARS)
         .trim()
         .to_string()
-}
-
-/// Removes `<prestart …>…</prestart>` blocks (an unclosed one drops the rest).
-pub(crate) fn strip_prestart(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    loop {
-        let lower = rest.to_ascii_lowercase();
-        let Some(open) = lower.find("<prestart") else {
-            out.push_str(rest);
-            return out;
-        };
-        out.push_str(&rest[..open]);
-        match lower[open..].find("</prestart>") {
-            Some(close) => rest = &rest[open + close + "</prestart>".len()..],
-            None => return out,
-        }
-    }
 }
 
 /// What the planner decided (SPEC §7.2).
@@ -111,7 +126,7 @@ pub(crate) fn parse_planner(cleaned: &str) -> Result<PlannerStep, ParseError> {
             return Err(ParseError::new("planner answer is broken JSON"));
         }
         Err(_) => {
-            let reply = spoken_text(text);
+            let reply = spoken_text(&redact_secrets(text));
             if reply.is_empty() {
                 return Err(ParseError::new("planner answer has no reply"));
             }
@@ -128,19 +143,19 @@ pub(crate) fn parse_planner(cleaned: &str) -> Result<PlannerStep, ParseError> {
             let tool = object
                 .get("tool")
                 .and_then(Value::as_str)
-                .map(|t| truncate_chars(t, 64).to_string())
+                .map(|t| model_string(t, 64))
                 .ok_or_else(|| ParseError::new("tool call without a tool name"))?;
             let args = object
                 .get("args")
                 .cloned()
-                .unwrap_or_else(|| Value::Object(Map::new()));
+                .map_or_else(|| Value::Object(Map::new()), model_value);
             Ok(PlannerStep::Tool { tool, args })
         }
         Some("finish") => {
             let message = object
                 .get("message")
                 .and_then(Value::as_str)
-                .map(spoken_text)
+                .map(|m| spoken_text(&redact_secrets(m)))
                 .filter(|m| !m.is_empty());
             Ok(PlannerStep::Finish { message })
         }

@@ -119,6 +119,16 @@ pub(super) fn queue_requests(
     routed: Option<Res<GroupTalkRouted>>,
 ) {
     for request in requests.read() {
+        // Who speaks keys the persona's profiles and is written into its memories: a name, not
+        // bidi overrides or zero-width characters that pass for another speaker.
+        let (speaker, changed) = crate::persona::clean_label(&request.speaker);
+        if let Some(why) = changed {
+            warn!(speaker = %speaker, "a dialogue speaker's name was cleaned: {why}");
+        }
+        let request = &DialogueRequest {
+            speaker,
+            ..request.clone()
+        };
         match &request.mode {
             // The group conversations take it (and send back a `Say` if there is no group).
             DialogueMode::ToGroup(_) if routed.is_some() => {}

@@ -15,6 +15,7 @@ use crate::cognition::prompts::{
 use crate::cognition::reflect::{WrittenThought, write_after_chat};
 use crate::cognition::schedule::{reaction_window, schedule_pairs, total_minutes};
 use crate::cognition::vocabulary::date_text;
+use crate::llm::redact_secrets;
 use crate::persona::ScheduleItem;
 use crate::prompt::{
     AnswerWatcher, FailureLog, ModelFailure, PromptContext, clean_response, run_prompt,
@@ -26,7 +27,7 @@ use super::control::{has_item_at, insert_item};
 use super::grammar::planner_answer_schema;
 use super::prompts::{
     DialogueFinal, DialoguePlanner, MAX_REPLY_CHARS, PlannerStep, SpeakerProfileUpdate, neutralise,
-    spoken_text, truncate_chars,
+    quoted_data, spoken_text, truncate_chars,
 };
 use super::tools::ToolSpec;
 use super::{DialogueMode, DialogueSettings, RefusalReason, ToolCallRecord};
@@ -206,7 +207,9 @@ impl AnswerWatcher for ReplyWatcher<'_> {
         let partial = if self.json {
             let cleaned = clean_response(&self.raw);
             if cleaned.trim_start().starts_with('{') {
-                partial_string_field(&cleaned, "message").unwrap_or_default()
+                // The partial message is decoded from JSON: redacted like any model string.
+                let message = partial_string_field(&cleaned, "message").unwrap_or_default();
+                redact_secrets(&message).into_owned()
             } else {
                 spoken_text(&cleaned)
             }
@@ -230,12 +233,27 @@ fn args_text(args: &Value) -> String {
                     Value::String(s) => truncate_chars(s, 80).to_string(),
                     other => truncate_chars(&other.to_string(), 80).to_string(),
                 };
-                format!("{k}={value}")
+                format!(
+                    "{}={}",
+                    quoted_data(truncate_chars(k, 40)),
+                    quoted_data(&value)
+                )
             })
             .collect::<Vec<_>>()
             .join(", "),
-        None => truncate_chars(&args.to_string(), 120).to_string(),
+        None => quoted_data(truncate_chars(&args.to_string(), 120)),
     }
+}
+
+/// One entry of the planner's tool history: the tool and its arguments as quoted data, the
+/// result fenced (SPEC §7.2). Nothing a model wrote into a call can start another entry.
+pub(crate) fn history_entry(tool: &str, args: &Value, result: &Result<Value, String>) -> String {
+    format!(
+        "{}({}) →\n```\n{}\n```",
+        quoted_data(&neutralise(tool, 64)),
+        args_text(args),
+        result_text(result)
+    )
 }
 
 /// A tool result as the planner sees it: bounded, tags neutralised, fenced (it is data).
@@ -244,7 +262,14 @@ fn result_text(result: &Result<Value, String>) -> String {
         Ok(value) => value.to_string(),
         Err(error) => format!("error: {error}"),
     };
-    neutralise(&text, 1_500)
+    let text = neutralise(&text, 1_500);
+    // One line: a result that spans lines (an error echoing a tool name the model wrote with
+    // a newline) is quoted, so it cannot add entries to the history it is shown in.
+    if text.contains(['\n', '\r']) {
+        quoted_data(&text)
+    } else {
+        text
+    }
 }
 
 /// `{{question}}` replaced in every string of `args`.
@@ -348,6 +373,7 @@ async fn embed(ctx: &PromptContext, text: &str) -> Option<Vec<f32>> {
                 kind: crate::llm::EMBED_KIND,
                 reason: crate::prompt::FailureReason::Unusable,
                 attempts: 1,
+                speaker: None,
             });
             None
         }
@@ -468,7 +494,9 @@ async fn converse(
         prepared
             .memories
             .iter()
-            .map(|m| format!("- {m}"))
+            // One line per memory: a memory of a reply that spans lines (a model's forged
+            // heading or tool history among them) cannot add lines to the prompt.
+            .map(|m| format!("- {}", m.replace(['\n', '\r'], " ")))
             .collect::<Vec<_>>()
             .join("\n")
     };
@@ -636,12 +664,7 @@ async fn converse(
         if result.is_ok() {
             last_success = Some((tool.clone(), args.clone()));
         }
-        history.push(format!(
-            "{}({}) →\n```\n{}\n```",
-            neutralise(&tool, 64),
-            args_text(&args),
-            result_text(&result)
-        ));
+        history.push(history_entry(&tool, &args, &result));
         calls.push(ToolCallRecord { tool, args, result });
     }
 
@@ -661,7 +684,7 @@ async fn converse(
                     .map(|c| {
                         format!(
                             "{}({}) → {}",
-                            neutralise(&c.tool, 64),
+                            quoted_data(&neutralise(&c.tool, 64)),
                             args_text(&c.args),
                             result_text(&c.result)
                         )

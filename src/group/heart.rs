@@ -1213,6 +1213,7 @@ fn embedding_failed(ctx: &PromptContext) {
         kind: EMBED_KIND,
         reason: FailureReason::Unusable,
         attempts: 1,
+        speaker: None,
     });
 }
 

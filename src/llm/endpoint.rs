@@ -73,15 +73,19 @@ pub(crate) fn check_call_limits(
     )?;
     check_retries(max_retries)
 }
-/// An API key. `Debug` and `Display` print `ApiKey(***)`; there is no `Serialize`.
+/// An API key. `Debug` and `Display` print `ApiKey(***)`; there is no `Serialize`. Every key
+/// built is registered with [`register_secret`](super::register_secret), so no model answer
+/// carries it on in any encoding.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
+#[serde(from = "String")]
 pub struct ApiKey(String);
 
 impl ApiKey {
-    /// Wraps a key.
+    /// Wraps a key (and registers it as a secret to redact).
     pub fn new(key: impl Into<String>) -> Self {
-        Self(key.into())
+        let key = key.into();
+        super::register_secret(&key);
+        Self(key)
     }
 
     /// The key itself — for the `Authorization` header and for scrubbing it out of error
@@ -92,6 +96,12 @@ impl ApiKey {
     )]
     pub(crate) fn expose_secret(&self) -> &str {
         &self.0
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(key: String) -> Self {
+        Self::new(key)
     }
 }
 

@@ -27,6 +27,7 @@
 //! messages never include URLs, and any text coming back from the server is scrubbed of the
 //! key before it lands in an [`LlmError`].
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,6 +44,7 @@ use super::endpoint::{
     ApiKey, DEFAULT_BASE_URL, DEFAULT_CONNECT_TIMEOUT, DEFAULT_EMBED_MODEL, DEFAULT_MAX_RETRIES,
     DEFAULT_MODEL, DEFAULT_TIMEOUT,
 };
+use super::secrets::{REDACTED, Secrets, redact_secrets};
 use super::usage::EMBED_KIND;
 
 /// Settings of an [`HttpBackend`].
@@ -131,6 +133,10 @@ struct Shared {
     stream_usage: AtomicBool,
     embedding_dim: AtomicUsize,
     retry_hook: Mutex<Option<RetryHook>>,
+    /// This server's key, the one secret it can quote: the end of a stream is held back only
+    /// while it could be the start of this key (every configured secret is still redacted from
+    /// what is passed on, [`redact_secrets`]).
+    own_key: Secrets,
 }
 
 impl fmt::Debug for HttpBackend {
@@ -220,6 +226,13 @@ impl HttpBackend {
             stream_usage: AtomicBool::new(true),
             embedding_dim: AtomicUsize::new(config.embedding_dim.unwrap_or(0)),
             retry_hook: Mutex::new(None),
+            own_key: {
+                let mut own = Secrets::default();
+                if let Some(key) = &config.api_key {
+                    own.add(key.expose_secret());
+                }
+                own
+            },
             config,
         };
         Ok(Self {
@@ -298,60 +311,24 @@ impl From<LlmError> for AttemptError {
     }
 }
 
-/// Keys shorter than this are not searched for in answers (they would match ordinary words);
-/// error text is scrubbed of any key.
-pub(crate) const MIN_REDACTED_KEY_BYTES: usize = 8;
-
-/// What a key quoted by the server becomes in an answer.
-pub(crate) const REDACTED: &str = "***";
-
-/// `text` with every occurrence of `key` replaced by [`REDACTED`] (keys shorter than
-/// [`MIN_REDACTED_KEY_BYTES`] are left alone).
-pub(crate) fn redact_key(text: String, key: &str) -> String {
-    if key.len() < MIN_REDACTED_KEY_BYTES || !text.contains(key) {
-        return text;
-    }
-    text.replace(key, REDACTED)
-}
-
-/// How many bytes at the end of `text` could be the start of `key` (held back from a stream
-/// until the next delta shows whether the key follows).
-fn key_prefix_at_end(text: &str, key: &str) -> usize {
-    if key.len() < MIN_REDACTED_KEY_BYTES {
-        return 0;
-    }
-    (1..key.len())
-        .rev()
-        .find(|&l| key.is_char_boundary(l) && text.ends_with(&key[..l]))
-        .unwrap_or(0)
-}
-
 impl Shared {
-    /// The configured key, if answers must be scrubbed of it.
-    fn secret(&self) -> Option<&str> {
-        self.config
-            .api_key
-            .as_ref()
-            .map(ApiKey::expose_secret)
-            .filter(|k| k.len() >= MIN_REDACTED_KEY_BYTES)
-    }
-
-    /// A model answer without the configured key (a server that echoes it must not get it
-    /// into memories, diaries or saves).
+    /// A model answer without any configured secret in any encoding (a server that echoes
+    /// one must not get it into memories, diaries or saves): [`redact_secrets`].
     fn redact_answer(&self, text: String) -> String {
-        match self.secret() {
-            Some(key) => redact_key(text, key),
-            None => text,
+        match redact_secrets(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(redacted) => redacted,
         }
     }
 
     fn redact(&self, text: &str) -> String {
         let mut text = match &self.config.api_key {
             Some(key) if !key.expose_secret().is_empty() => {
-                text.replace(key.expose_secret(), "***")
+                text.replace(key.expose_secret(), REDACTED)
             }
             _ => text.to_owned(),
         };
+        text = self.redact_answer(text);
         if text.len() > 300 {
             let mut cut = 300;
             while !text.is_char_boundary(cut) {
@@ -733,8 +710,7 @@ impl Shared {
                     text.push_str(&delta);
                     sent_output.store(true, Ordering::SeqCst);
                     // Pass on what cannot be the start of a key the next delta completes.
-                    let ready =
-                        text.len() - self.secret().map_or(0, |k| key_prefix_at_end(&text, k));
+                    let ready = text.len() - self.own_key.prefix_at_end(&text);
                     if watching && ready > passed {
                         let out = self.redact_answer(text[passed..ready].to_owned());
                         passed = ready;
@@ -1127,25 +1103,6 @@ impl LlmBackend for HttpBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_are_redacted_and_their_starts_held_back() {
-        let key = "sk-0123456789";
-        assert_eq!(redact_key(format!("a {key} b {key}"), key), "a *** b ***");
-        assert_eq!(
-            redact_key("short k".into(), "k"),
-            "short k",
-            "too short to redact"
-        );
-        assert_eq!(key_prefix_at_end("text sk-01", key), 5);
-        assert_eq!(key_prefix_at_end("text s", key), 1);
-        assert_eq!(key_prefix_at_end("text", key), 0);
-        assert_eq!(
-            key_prefix_at_end(&format!("x {key}"), key),
-            0,
-            "complete keys go"
-        );
-    }
 
     #[test]
     fn sse_parser_handles_split_lines_crlf_and_multiline_data() {

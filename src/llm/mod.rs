@@ -66,6 +66,7 @@ mod plugin;
 mod pool;
 mod replay;
 mod scripted;
+mod secrets;
 #[cfg(feature = "local-llm")]
 mod serve_order;
 mod usage;
@@ -112,4 +113,7 @@ pub use scripted::{
     hashed_bow_embedding,
 };
 pub(crate) use scripted::{fnv1a, fnv1a_parts};
+pub use secrets::{
+    MIN_SECRET_BYTES, REDACTED, Secrets, redact_secrets, register_secret, secret_prefix_at_end,
+};
 pub use usage::{EMBED_KIND, EndpointUsage, KindUsage, UsageReport, endpoint_lines};

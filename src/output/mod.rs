@@ -42,7 +42,10 @@ pub use movement::{
     MovementReplay, PersonaDelta, PersonaFrame, parse_movement_log, read_movement_log,
 };
 pub use playback::{ReplayActor, ReplayPlayback, ReplayPlugin, replay_speed};
-pub use replay::{CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, load_replay};
+pub use replay::{
+    CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, check_replay_with, load_replay,
+    load_replay_with,
+};
 pub use report::{RunReportData, write_report};
 pub use run::{
     MAX_HOURS, ProgressWatcher, RunError, RunOptions, RunProgress, RunReport, RunSetup, UsageFile,

@@ -18,8 +18,7 @@ use serde::Serialize;
 
 use crate::output::run::MOVEMENT_FILE;
 use crate::output::{MovementLogData, MovementReplay, PersonaFrame, read_movement_log};
-use crate::persist::PersistError;
-use crate::persist::format::decode;
+use crate::persist::{PersistError, SaveIntegrity, decode_with};
 use crate::world::TownMap;
 
 /// The save folder a run leaves next to its log.
@@ -71,11 +70,30 @@ pub struct CheckedReplay {
 /// Validates the movement log of the run folder `dir` (see the [module docs](self)). `map`
 /// overrides the map to check tiles against (default: the save's, else the default town).
 pub fn check_replay(dir: &Path, map: Option<&Path>) -> Result<ReplayCheck, PersistError> {
-    load_replay(dir, map).map(|checked| checked.check)
+    check_replay_with(dir, map, SaveIntegrity::Verify)
+}
+
+/// [`check_replay`], checking the run's save against its manifest or not
+/// (`--trust-edited-save`).
+pub fn check_replay_with(
+    dir: &Path,
+    map: Option<&Path>,
+    integrity: SaveIntegrity,
+) -> Result<ReplayCheck, PersistError> {
+    load_replay_with(dir, map, integrity).map(|checked| checked.check)
 }
 
 /// Validates like [`check_replay`] and returns the log with the map it was checked against.
 pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, PersistError> {
+    load_replay_with(dir, map, SaveIntegrity::Verify)
+}
+
+/// [`load_replay`], checking the run's save against its manifest or not.
+pub fn load_replay_with(
+    dir: &Path,
+    map: Option<&Path>,
+    integrity: SaveIntegrity,
+) -> Result<CheckedReplay, PersistError> {
     let path = dir.join(MOVEMENT_FILE);
     let log = read_movement_log(&path).map_err(|err| invalid(&path, err.to_string()))?;
     let (Some(first), Some(last)) = (log.first_step(), log.last_step()) else {
@@ -83,13 +101,13 @@ pub fn load_replay(dir: &Path, map: Option<&Path>) -> Result<CheckedReplay, Pers
     };
     let save_dir = dir.join(RUN_SAVE_DIR);
     let save = if save_dir.join(crate::persist::format::META_FILE).is_file() {
-        Some(decode(&save_dir)?)
+        Some(decode_with(&save_dir, integrity)?)
     } else {
         None
     };
     let map_path: PathBuf = match (map, &save) {
         (Some(p), _) => p.to_owned(),
-        (None, Some(save)) => save.meta.map.clone(),
+        (None, Some(save)) => save.meta.map_path(),
         (None, None) => TownMap::default_town_path(),
     };
     let town = TownMap::load_tmx(&map_path)?;

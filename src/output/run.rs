@@ -564,7 +564,7 @@ fn build_run_app(options: &RunOptions) -> Result<(App, u64, PathBuf), RunError> 
             options.log,
             options.integrity,
         )?;
-        let map = options.map.clone().unwrap_or(meta.map);
+        let map = options.map.clone().unwrap_or_else(|| meta.map_path());
         return Ok((app, meta.seed, map));
     }
     let demo = DemoOptions {

@@ -157,7 +157,9 @@ pub struct SaveMeta {
     pub sec_per_step: u32,
     /// The clock's mode when saved.
     pub time_mode: TimeMode,
-    /// The Tiled map the simulation runs on.
+    /// The Tiled map the simulation runs on: relative to the asset root for a shipped town
+    /// (`assets/maps/willowbrook.tmx`), so the save moves between machines; absolute for
+    /// other maps and in saves written before (see [`SaveMeta::map_path`]).
     pub map: PathBuf,
     /// The map's world name.
     pub world: String,
@@ -171,6 +173,16 @@ pub struct SaveMeta {
     /// saves written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts: Option<crate::prompt::PromptProvenance>,
+}
+
+impl SaveMeta {
+    /// The map file on this machine: [`map`](Self::map) as
+    /// [`resolve_crate_path`](crate::files::resolve_crate_path) finds it (a shipped town under
+    /// this checkout's asset root, wherever the save was written; an older save's absolute
+    /// path as it is).
+    pub fn map_path(&self) -> PathBuf {
+        crate::files::resolve_crate_path(&self.map)
+    }
 }
 
 /// `body.json`: a persona's [`Body`] plus the tile it last perceived from.
@@ -441,6 +453,11 @@ impl SaveData {
 
 pub use crate::persona::{MAX_PERSONA_NAME_BYTES, check_persona_name};
 
+/// The most characters of a saved persona's identity text (`learned`, `currently`, …): ten
+/// times what a sheet may hold ([`MAX_SHEET_TEXT_CHARS`](crate::persona::MAX_SHEET_TEXT_CHARS)),
+/// as the model revises some of it day by day; a longer one is refused when the save loads.
+pub const MAX_SAVED_TEXT_CHARS: usize = 20_000;
+
 /// A persona's folder, relative to the save.
 pub(crate) fn persona_dir(name: &str) -> PathBuf {
     Path::new(PERSONAS_DIR).join(name)
@@ -603,37 +620,6 @@ pub(crate) fn read_meta(root: &Path) -> Result<SaveMeta, PersistError> {
     Ok(meta)
 }
 
-/// The files a save with `meta` consists of (without the manifest), relative to the save.
-pub(crate) fn save_file_paths(meta: &SaveMeta) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = [SETTINGS_FILE, EVENTS_FILE, PENDING_FILE]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-    if meta.format_version >= 3 {
-        paths.push(GROUPS_FILE.into());
-    }
-    for name in &meta.personas {
-        let dir = persona_dir(name);
-        for file in [SCRATCH_FILE, SPATIAL_FILE] {
-            paths.push(dir.join(file));
-        }
-        for file in [NODES_FILE, EMBEDDINGS_FILE, KW_STRENGTH_FILE] {
-            paths.push(dir.join(ASSOCIATIVE_DIR).join(file));
-        }
-        for file in [BODY_FILE, ACTION_FILE, DIARY_FILE, RNG_FILE] {
-            paths.push(dir.join(file));
-        }
-        if meta.format_version >= 2 {
-            paths.push(dir.join(DIALOGUE_FILE));
-        }
-        if meta.format_version >= 3 {
-            paths.push(dir.join(GROUP_FILE));
-        }
-    }
-    paths.push(META_FILE.into());
-    paths
-}
-
 /// Reads and validates the save at `root`, and checks it against its manifest (see
 /// `decode_with`).
 pub fn decode(root: &Path) -> Result<SaveData, PersistError> {
@@ -641,21 +627,23 @@ pub fn decode(root: &Path) -> Result<SaveData, PersistError> {
 }
 
 /// Reads and validates the save at `root` (see the [module docs](self)), then — unless
-/// `integrity` trusts edits — checks every file against `manifest.json`
-/// ([`manifest`](super::manifest)). Loads nothing on error.
-pub(crate) fn decode_with(
-    root: &Path,
-    integrity: super::SaveIntegrity,
-) -> Result<SaveData, PersistError> {
-    let data = decode_files(root)?;
+/// `integrity` trusts edits — checks every file the decoding read against `manifest.json`
+/// ([`manifest`](super::manifest)): the checksum of the very bytes decoded, so a file the
+/// manifest does not list, or one that changed, is refused naming it, whatever system's file it
+/// is. Loads nothing on error.
+pub fn decode_with(root: &Path, integrity: super::SaveIntegrity) -> Result<SaveData, PersistError> {
+    let read = std::cell::RefCell::new(Vec::new());
+    let data = decode_from(root, &|path: &Path| {
+        let bytes = read_file(path)?;
+        let relative = path.strip_prefix(root).unwrap_or(path).to_owned();
+        read.borrow_mut()
+            .push((relative, super::manifest::checksum(&bytes)));
+        Ok(bytes)
+    })?;
     if integrity == super::SaveIntegrity::Verify {
-        super::manifest::verify(root, &save_file_paths(&data.meta))?;
+        super::manifest::verify(root, &read.into_inner())?;
     }
     Ok(data)
-}
-
-fn decode_files(root: &Path) -> Result<SaveData, PersistError> {
-    decode_from(root, &|path: &Path| read_file(path))
 }
 
 /// Decodes a save from files held in memory (paths relative to the save, as
@@ -826,6 +814,28 @@ fn decode_persona(
             field: "name".into(),
             message: format!("{:?} does not match its folder {name:?}", scratch.name),
         });
+    }
+    // The identity's free text rides along in every prompt about the persona: bounded here,
+    // when the save loads (a model's revisions stay far below; a sheet allows 2,000).
+    for (field, text) in [
+        ("first_name", &scratch.first_name),
+        ("last_name", &scratch.last_name),
+        ("innate", &scratch.innate),
+        ("learned", &scratch.learned),
+        ("currently", &scratch.currently),
+        ("lifestyle", &scratch.lifestyle),
+        ("daily_plan_req", &scratch.daily_plan_req),
+    ] {
+        let chars = text.chars().count();
+        if chars > MAX_SAVED_TEXT_CHARS {
+            return Err(PersistError::Invalid {
+                file: path(SCRATCH_FILE),
+                field: field.into(),
+                message: format!(
+                    "{chars} characters; a persona's {field} holds at most {MAX_SAVED_TEXT_CHARS}"
+                ),
+            });
+        }
     }
     let spatial_value: serde_json::Value =
         parse(&path(SPATIAL_FILE), &read_file(&path(SPATIAL_FILE))?)?;

@@ -2,9 +2,11 @@
 //!
 //! The manifest is the last file of every save (`format::encode` adds
 //! it) and is written with the rest of the folder in its atomic swap, so it always describes the
-//! files next to it. Loading checks every file the save consists of against it, *after* the
-//! files decoded (a damaged file still fails with its field), and refuses any difference naming
-//! the file: [`PersistError::Edited`]. A hand-edited save loads with
+//! files next to it. Loading checks every file the loader read against it — the checksum of the
+//! bytes it decoded, taken as it read them — *after* the files decoded (a damaged file still
+//! fails with its field), and refuses any difference naming the file: [`PersistError::Edited`].
+//! A file the loader reads that the manifest does not list is refused the same way, so a new
+//! kind of file in a save is sealed the moment the loader reads it, or the load fails. A hand-edited save loads with
 //! [`SaveIntegrity::TrustEdited`] (`--trust-edited-save` on the command line), which skips the
 //! check.
 //!
@@ -20,7 +22,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::PersistError;
-use super::files::{read_file, read_file_at_most};
+#[cfg(test)]
+use super::files::read_file;
+use super::files::read_file_at_most;
 
 /// The manifest's file name in a save.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -91,9 +95,9 @@ fn edited(file: PathBuf, why: &str) -> PersistError {
     }
 }
 
-/// Checks the files `expected` (relative to `root`) against `root/manifest.json`; the first
-/// difference is an error naming the file.
-pub(crate) fn verify(root: &Path, expected: &[PathBuf]) -> Result<(), PersistError> {
+/// Checks the files the loader read — `(path relative to root, checksum of the bytes read)` —
+/// against `root/manifest.json`; the first file unlisted or different is an error naming it.
+pub(crate) fn verify(root: &Path, read: &[(PathBuf, String)]) -> Result<(), PersistError> {
     let manifest_path = root.join(MANIFEST_FILE);
     let size = std::fs::metadata(&manifest_path).map(|m| m.len());
     match size {
@@ -123,12 +127,12 @@ pub(crate) fn verify(root: &Path, expected: &[PathBuf]) -> Result<(), PersistErr
             ),
         });
     }
-    for relative in expected {
+    for (relative, sum) in read {
         let path = root.join(relative);
         let Some(want) = manifest.files.get(&key_of(relative)) else {
             return Err(edited(path, "not listed in manifest.json"));
         };
-        if checksum(&read_file(&path)?) != *want {
+        if sum != want {
             return Err(edited(path, "differs from its checksum in manifest.json"));
         }
     }
@@ -157,27 +161,43 @@ mod tests {
             std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
             std::fs::write(path, bytes).expect("write");
         }
+        let read_now = |paths: &[PathBuf]| -> Vec<(PathBuf, String)> {
+            paths
+                .iter()
+                .map(|p| {
+                    (
+                        p.clone(),
+                        checksum(&read_file(&root.join(p)).expect("read")),
+                    )
+                })
+                .collect()
+        };
         let expected = vec![
             PathBuf::from("meta.json"),
             PathBuf::from("personas/Ada/body.json"),
         ];
-        verify(&root, &expected).expect("intact");
+        verify(&root, &read_now(&expected)).expect("intact");
 
         // One digit.
         std::fs::write(root.join("meta.json"), b"{\"step\": 11}\n").expect("edit");
-        let err = verify(&root, &expected).expect_err("edited").to_string();
+        let err = verify(&root, &read_now(&expected))
+            .expect_err("edited")
+            .to_string();
         assert!(
             err.contains("meta.json") && err.contains("checksum"),
             "{err}"
         );
         std::fs::write(root.join("meta.json"), b"{\"step\": 10}\n").expect("restore");
 
+        std::fs::write(root.join("pending.json"), b"{}").expect("unlisted file");
         let more = [expected.clone(), vec![PathBuf::from("pending.json")]].concat();
-        let err = verify(&root, &more).expect_err("unlisted").to_string();
+        let err = verify(&root, &read_now(&more))
+            .expect_err("unlisted")
+            .to_string();
         assert!(err.contains("pending.json"), "{err}");
 
         std::fs::remove_file(root.join(MANIFEST_FILE)).expect("rm");
-        let err = verify(&root, &expected)
+        let err = verify(&root, &read_now(&expected))
             .expect_err("no manifest")
             .to_string();
         assert!(

@@ -65,7 +65,10 @@ mod world;
 
 pub use cache::{CacheMode, client_with_cache_mode};
 pub use files::{MAX_SAVE_FILE_BYTES, recover_interrupted_save};
-pub use format::{EmbeddingInfo, EventsFile, PendingFile, PersonaSave, SaveData, SaveMeta, decode};
+pub use format::{
+    EmbeddingInfo, EventsFile, MAX_SAVED_TEXT_CHARS, PendingFile, PersonaSave, SaveData, SaveMeta,
+    decode, decode_with,
+};
 pub use manifest::{MANIFEST_FILE, SaveIntegrity};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, TownSnapshot, apply_save,

@@ -234,7 +234,11 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
             "cannot save: the world has no TownMap".into(),
         ));
     };
-    let map_path = map.source().map(Path::to_path_buf).unwrap_or_default();
+    // Relative to the asset root when it is a shipped town, so the save moves between machines.
+    let map_path = map
+        .source()
+        .map(crate::files::portable_crate_path)
+        .unwrap_or_default();
     let world_name = map.world_name().to_owned();
     // A save keeps no stage scene, so none of their tile events either.
     let stages = world.get_resource::<crate::stage::Stages>();
@@ -490,7 +494,7 @@ fn check_tiles(map: &TownMap, data: &SaveData) -> Result<(), PersistError> {
 pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError> {
     check_embedding(world.get_resource::<LlmClient>(), &data.meta.embedding)?;
     if !world.contains_resource::<TownMap>() {
-        let map = TownMap::load_tmx(&data.meta.map)?;
+        let map = TownMap::load_tmx(data.meta.map_path())?;
         check_tiles(&map, &data)?;
         world.insert_resource(map);
     } else if let Some(map) = world.get_resource::<TownMap>() {
@@ -632,7 +636,10 @@ pub fn build_app_from_save_with(
     let data = decode_with(dir, integrity)?;
     let meta = data.meta.clone();
     note_prompt_change(meta.prompts.as_ref(), &prompts);
-    let map = TownMap::load_tmx(map_override.unwrap_or(&meta.map))?;
+    let map = match map_override {
+        Some(path) => TownMap::load_tmx(path)?,
+        None => TownMap::load_tmx(meta.map_path())?,
+    };
     let client = match client {
         Some(client) => client,
         // The offline town script follows the simulation's seed, as in a fresh headless run.

@@ -29,8 +29,9 @@ pub use scratch::{
 };
 pub(crate) use sheet::quote_clipped;
 pub use sheet::{
-    MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, PersonaError, PersonaSheet, check_persona_name,
-    default_personas_dir, load_persona_sheets,
+    MAX_PERSONA_NAME_BYTES, MAX_SHEET_BYTES, MAX_SHEET_LABEL_CHARS, MAX_SHEET_TEXT_CHARS,
+    PersonaError, PersonaSheet, check_label, check_persona_name, clean_label, default_personas_dir,
+    load_persona_sheets,
 };
 
 use std::collections::VecDeque;

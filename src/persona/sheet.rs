@@ -48,9 +48,14 @@ pub enum PersonaError {
 /// The longest persona name in bytes (a folder name on common file systems).
 pub const MAX_PERSONA_NAME_BYTES: usize = 255;
 
-/// Whether `name` can be a folder name on every platform we write to: not empty, at most
-/// [`MAX_PERSONA_NAME_BYTES`] bytes, no leading `.`, no `/`, `\`, `:` or control characters.
-/// The error quotes at most 60 characters of the name.
+/// Whether `name` can be a folder name on every platform we write to and a label a player can
+/// trust: not empty, at most [`MAX_PERSONA_NAME_BYTES`] bytes, no leading `.`, no `/`, `\`,
+/// `:` or control characters, and — a name is a name — no leading or trailing space, no space
+/// but the plain one and never two in a row, no invisible characters (Unicode format
+/// characters such as bidi overrides and zero-width ones, separators, private-use or
+/// unassigned code points), and at least one visible letter or digit (a name of marks, fillers
+/// and punctuation only imitates another). The error quotes at most 60 characters of the name
+/// and says which rule it breaks.
 pub fn check_persona_name(name: &str) -> Result<(), String> {
     if name.trim().is_empty() {
         return Err("a persona name is empty".into());
@@ -74,8 +79,93 @@ pub fn check_persona_name(name: &str) -> Result<(), String> {
             quote_clipped(name, 60)
         ));
     }
+    check_label(name).map_err(|why| format!("persona name {}: {why}", quote_clipped(name, 60)))
+}
+
+/// Characters that are letters to Unicode but show nothing (Hangul fillers, the blank Braille
+/// pattern): a name of them looks empty or like another.
+const INVISIBLE_LETTERS: [char; 5] = ['\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{2800}'];
+
+/// Why `label` (a name shown to players and written into prompts) cannot be one: the reason,
+/// or `Ok`. See [`check_persona_name`].
+pub fn check_label(label: &str) -> Result<(), String> {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    if label.trim() != label {
+        return Err("starts or ends with a space".into());
+    }
+    if label.contains("  ") {
+        return Err("has two spaces in a row".into());
+    }
+    let mut visible = false;
+    for c in label.chars() {
+        let category = get_general_category(c);
+        let why = match category {
+            G::Format => Some("an invisible format character (bidi control, zero-width …)"),
+            G::LineSeparator | G::ParagraphSeparator => Some("a line or paragraph separator"),
+            G::SpaceSeparator if c != ' ' => Some("a space other than the plain one"),
+            G::PrivateUse | G::Unassigned | G::Surrogate => {
+                Some("a private-use or unassigned code point")
+            }
+            _ if INVISIBLE_LETTERS.contains(&c) => Some("an invisible filler character"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            return Err(format!("holds {why}: U+{:04X}", u32::from(c)));
+        }
+        visible |= c.is_alphanumeric();
+    }
+    if !visible {
+        return Err("has no visible letter or digit".into());
+    }
     Ok(())
 }
+
+/// `label` made a name ([`check_label`]) where it must be taken as it comes (who speaks to a
+/// persona: it keys the persona's profiles and is written into its memories): invisible
+/// characters dropped, other spaces made plain ones, runs of spaces one, the ends trimmed, at
+/// most 60 characters; `"Someone"` when nothing visible is left. With the reason the label was
+/// changed, if it was.
+pub fn clean_label(label: &str) -> (String, Option<String>) {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    let Err(why) = check_label(label) else {
+        return (label.chars().take(60).collect(), None);
+    };
+    let mut out = String::new();
+    for c in label.chars() {
+        let keep = match get_general_category(c) {
+            G::Format
+            | G::LineSeparator
+            | G::ParagraphSeparator
+            | G::PrivateUse
+            | G::Unassigned
+            | G::Surrogate
+            | G::Control => None,
+            G::SpaceSeparator => Some(' '),
+            _ if INVISIBLE_LETTERS.contains(&c) => None,
+            _ => Some(c),
+        };
+        if let Some(c) = keep
+            && !(c == ' ' && (out.is_empty() || out.ends_with(' ')))
+        {
+            out.push(c);
+        }
+    }
+    let out: String = out.trim_end().chars().take(60).collect();
+    let out = out.trim_end().to_owned();
+    if out.chars().any(char::is_alphanumeric) {
+        (out, Some(why))
+    } else {
+        ("Someone".to_owned(), Some(why))
+    }
+}
+
+/// The most characters of a sheet's free-text fields (`innate`, `learned`, `currently`,
+/// `lifestyle`, `daily_plan_req`): every prompt about the persona carries them, so a longer one
+/// is refused when the sheet loads (the shipped towns' longest is under 300).
+pub const MAX_SHEET_TEXT_CHARS: usize = 2_000;
+
+/// The most characters of a sheet's short fields (first and last name, addresses, spawn).
+pub const MAX_SHEET_LABEL_CHARS: usize = 120;
 
 /// `text` quoted like `{:?}`, cut after `max` characters (with its length in bytes then), for
 /// error messages that must stay short whatever a file holds.
@@ -208,10 +298,13 @@ impl PersonaSheet {
                 reason: "empty `name`".into(),
             });
         }
-        sheet.check_name().map_err(|reason| PersonaError::Invalid {
-            path: path.to_path_buf(),
-            reason,
-        })?;
+        sheet
+            .check_name()
+            .and_then(|()| sheet.check_fields())
+            .map_err(|reason| PersonaError::Invalid {
+                path: path.to_path_buf(),
+                reason,
+            })?;
         Ok(sheet)
     }
 
@@ -219,6 +312,51 @@ impl PersonaSheet {
     /// simulates for hours to fail at its save.
     pub(crate) fn check_name(&self) -> Result<(), String> {
         check_persona_name(&self.name).map_err(|reason| format!("field `name`: {reason}"))
+    }
+
+    /// Checks the bounds of every text field ([`MAX_SHEET_TEXT_CHARS`],
+    /// [`MAX_SHEET_LABEL_CHARS`]) and that the first and last names are names
+    /// ([`check_label`]): a sheet is refused when it loads, naming the field, never cut later.
+    pub(crate) fn check_fields(&self) -> Result<(), String> {
+        let too_long = |field: &str, text: &str, max: usize| -> Result<(), String> {
+            let chars = text.chars().count();
+            if chars > max {
+                Err(format!(
+                    "field `{field}` is {chars} characters; at most {max} are allowed"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        for (field, text) in [
+            ("innate", &self.innate),
+            ("learned", &self.learned),
+            ("currently", &self.currently),
+            ("lifestyle", &self.lifestyle),
+            ("daily_plan_req", &self.daily_plan_req),
+        ] {
+            too_long(field, text, MAX_SHEET_TEXT_CHARS)?;
+        }
+        for (field, text) in [
+            ("first_name", &self.first_name),
+            ("last_name", &self.last_name),
+            ("living_area", &self.living_area),
+            ("spawn", &self.spawn),
+        ] {
+            too_long(field, text, MAX_SHEET_LABEL_CHARS)?;
+        }
+        if let Some(work) = &self.workplace {
+            too_long("workplace", work, MAX_SHEET_LABEL_CHARS)?;
+        }
+        for (field, text) in [
+            ("first_name", &self.first_name),
+            ("last_name", &self.last_name),
+        ] {
+            if !text.is_empty() {
+                check_label(text).map_err(|why| format!("field `{field}`: {why}"))?;
+            }
+        }
+        Ok(())
     }
 
     /// Checks the sheet against the map and returns its spawn tile.
@@ -408,6 +546,80 @@ mod tests {
             .to_string();
         assert!(err.len() < 500, "{} bytes", err.len());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 48: a name is a name, with the reason in the error; free text is bounded when the
+    /// sheet loads.
+    #[test]
+    fn names_are_names_and_free_text_is_bounded_at_load() {
+        let good: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(default_personas_dir().join("mira_okafor.json")).unwrap(),
+        )
+        .unwrap();
+        let load = |field: &str, value: serde_json::Value| {
+            let mut sheet = good.clone();
+            sheet[field] = value;
+            PersonaSheet::from_json(Path::new("sheet.json"), &sheet.to_string())
+        };
+        for (name, reason) in [
+            ("\u{202E}\u{200B}\u{202E}", "format character"),
+            ("Ada\u{202E}Lee", "format character"),
+            ("Ada\u{200D}Lee", "format character"),
+            ("\u{FEFF}Ada", "format character"),
+            (" Ada Lee", "starts or ends with a space"),
+            ("Ada Lee ", "starts or ends with a space"),
+            ("Ada  Lee", "two spaces in a row"),
+            ("Ada\u{00A0}Lee", "a space other than the plain one"),
+            ("Ada\u{2028}Lee", "line or paragraph separator"),
+            ("Ada\u{E000}", "private-use"),
+            ("\u{3164}", "invisible filler"),
+            ("\u{3164}\u{3164}", "invisible filler"),
+            ("---", "no visible letter or digit"),
+            ("\u{0301}\u{0301}", "no visible letter or digit"),
+        ] {
+            let err = load("name", serde_json::json!(name))
+                .expect_err(name)
+                .to_string();
+            assert!(err.contains(reason), "{name:?}: {err}");
+            assert!(
+                err.contains("sheet.json") && err.contains("`name`"),
+                "{err}"
+            );
+            assert!(check_persona_name(name).is_err(), "{name:?}");
+        }
+        for name in ["Zoë Ündset", "李雷", "O'Brien-Smith", "Ada Lee"] {
+            assert!(check_persona_name(name).is_ok(), "{name:?}");
+            assert_eq!(clean_label(name), (name.to_owned(), None));
+        }
+        // A label taken as it comes is cleaned, saying why.
+        let (label, why) = clean_label(" Pla\u{202E}yer\u{00A0}\u{00A0}One\u{200B} ");
+        assert_eq!(label, "Player One");
+        assert!(why.is_some_and(|w| w.contains("space")));
+        assert_eq!(clean_label("\u{202E}\u{200B}").0, "Someone");
+        assert_eq!(clean_label("\u{3164}").0, "Someone");
+        let err = load("first_name", serde_json::json!("Mi\u{202E}ra"))
+            .expect_err("bidi first name")
+            .to_string();
+        assert!(
+            err.contains("`first_name`") && err.contains("format"),
+            "{err}"
+        );
+
+        let long = "x".repeat(MAX_SHEET_TEXT_CHARS + 1);
+        let err = load("learned", serde_json::json!(long))
+            .expect_err("a long learned")
+            .to_string();
+        assert!(err.contains("`learned` is 2001 characters"), "{err}");
+        assert!(err.len() < 300, "{err}");
+        let at_bound = "é".repeat(MAX_SHEET_TEXT_CHARS);
+        assert!(load("learned", serde_json::json!(at_bound)).is_ok());
+        let err = load(
+            "spawn",
+            serde_json::json!("s".repeat(MAX_SHEET_LABEL_CHARS + 1)),
+        )
+        .expect_err("a long spawn")
+        .to_string();
+        assert!(err.contains("`spawn`"), "{err}");
     }
 
     #[test]

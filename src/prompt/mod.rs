@@ -42,7 +42,7 @@ mod overrides;
 mod parse;
 mod template;
 
-pub use clean::{clean_response, extract_json};
+pub use clean::{clean_response, extract_json, neutralise_tags, strip_prestart};
 pub use overrides::{MAX_TEMPLATE_BYTES, OverrideProblem, PromptOverride, PromptProvenance};
 pub use parse::{ParseError, bounded_text, parse_choice, parse_int_in_range, parse_yes_no};
 pub use template::{EMBEDDED_V1, HEADER_MARKER, PromptLibrary, PromptTemplate, TemplateError};
@@ -164,6 +164,19 @@ impl PromptContext {
         Ok(self.failures.as_ref().map(|log| log.budget.clone()))
     }
 
+    /// From now on, the calls made through this context are made for the persona `name` (a
+    /// conversation's lines alternate between its two sides): a failed call is written down
+    /// as that persona's, so `ModelCallFailed` names the persona whose call failed. `None`:
+    /// the thought's own persona.
+    pub(crate) fn speaking_for(&self, name: Option<&str>) {
+        if let Some(log) = &self.failures {
+            log.entries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .speaker = name.map(Arc::from);
+        }
+    }
+
     /// Writes `failure` down in the failure log, if the context has one.
     pub(crate) fn record_failure(&self, failure: ModelFailure) {
         if let Some(log) = &self.failures {
@@ -185,7 +198,7 @@ pub enum FailureReason {
 }
 
 /// A model call that ended in a fail-safe (or an embedding that failed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ModelFailure {
     /// The prompt kind ([`Prompt::kind`], or [`EMBED_KIND`](crate::llm::EMBED_KIND)).
     pub kind: &'static str,
@@ -193,6 +206,9 @@ pub(crate) struct ModelFailure {
     pub reason: FailureReason,
     /// Model calls made before giving up.
     pub attempts: u32,
+    /// The persona the call was made for, when a thought speaks for more than one (a
+    /// conversation's partner): filled in from [`PromptContext::speaking_for`].
+    pub speaker: Option<Arc<str>>,
 }
 
 /// A shared, append-only list of [`ModelFailure`]s: one per thought, filled by
@@ -209,6 +225,8 @@ pub(crate) struct FailureLog {
 struct FailureEntries {
     failures: Vec<ModelFailure>,
     dropped: u64,
+    /// Whom the thought's calls are made for now (see [`PromptContext::speaking_for`]).
+    speaker: Option<Arc<str>>,
     /// The backend failed this thought after all its retries (a transient error, or closed):
     /// the thought's later prompts take their fail-safes without calling it.
     gave_out: Option<LlmErrorKind>,
@@ -219,8 +237,11 @@ impl FailureLog {
     pub(crate) const CAPACITY: usize = 256;
 
     /// Writes `failure` down (or counts it, when full).
-    pub fn push(&self, failure: ModelFailure) {
+    pub fn push(&self, mut failure: ModelFailure) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if failure.speaker.is_none() {
+            failure.speaker.clone_from(&entries.speaker);
+        }
         if let FailureReason::Backend(kind) = failure.reason
             && kind.gives_out()
         {
@@ -399,7 +420,10 @@ async fn run_prompt_inner<P: Prompt>(
         };
         match answer {
             Ok(answer) => {
+                // Whatever backend or cache answered, no secret reaches a parser in any
+                // encoding (the text is borrowed as it is when it holds none).
                 let cleaned = clean_response(&answer.response.text);
+                let cleaned = crate::llm::redact_secrets(&cleaned);
                 match prompt.parse(&cleaned) {
                     Ok(value) => {
                         // Only an accepted answer is worth answering from the cache again.
@@ -444,6 +468,7 @@ fn fail_safe<P: Prompt>(
         kind,
         reason,
         attempts,
+        speaker: None,
     });
     PromptOutcome {
         value: prompt.fail_safe(),

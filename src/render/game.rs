@@ -37,9 +37,10 @@ use crate::cognition::ChatStreamSettings;
 use crate::headless::HeadlessError;
 use crate::headless::{TownSetupError, spawn_crowd, synthetic_sheets};
 use crate::llm::{BackendChoice, LlmConfig, LlmPlugin, build_client};
-use crate::output::{ReplayPlayback, ReplayPlugin, load_replay};
+use crate::output::{ReplayPlayback, ReplayPlugin, load_replay_with};
 use crate::persist::{
-    PersistError, SaveData, SimSeed, apply_save, check_save, decode, recover_interrupted_save,
+    PersistError, SaveData, SaveIntegrity, SimSeed, apply_save, check_save, decode_with,
+    recover_interrupted_save,
 };
 use crate::persona::{ActionView, default_personas_dir, load_persona_sheets, spawn_persona};
 use crate::prompt::PromptLibrary;
@@ -103,6 +104,9 @@ pub struct GameOptions {
     pub screenshot: Option<ScreenshotRequest>,
     /// Open this save instead of a fresh town.
     pub load: Option<PathBuf>,
+    /// Whether [`load`](Self::load) is checked against its manifest (`--trust-edited-save`
+    /// loads a save edited by hand on purpose).
+    pub integrity: SaveIntegrity,
     /// Where `F5` saves and `F9` loads (see [`default_save_dir`](super::default_save_dir)).
     pub save_dir: PathBuf,
     /// The time of day a fresh town starts at on its first day ([`DEFAULT_GAME_START`] in the
@@ -141,6 +145,9 @@ pub struct ReplayOptions {
     pub follow: Option<String>,
     /// Screenshot mode.
     pub screenshot: Option<ScreenshotRequest>,
+    /// Whether the run's save (read for its map) is checked against its manifest
+    /// (`--trust-edited-save` reads one edited by hand on purpose).
+    pub integrity: SaveIntegrity,
 }
 
 /// Why the game could not start or ended badly.
@@ -257,9 +264,9 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
     let (town, map, client, seed) = match &options.load {
         Some(dir) => {
             recover_interrupted_save(dir)?;
-            let data = decode(dir)?;
+            let data = decode_with(dir, options.integrity)?;
             crate::persist::note_prompt_change(data.meta.prompts.as_ref(), &prompts);
-            let map_path = options.map.clone().unwrap_or_else(|| data.meta.map.clone());
+            let map_path = options.map.clone().unwrap_or_else(|| data.meta.map_path());
             let map = TownMap::load_tmx(&map_path).map_err(PersistError::from)?;
             // The offline town script follows the save's seed, as a headless resume does.
             let client = if options.llm.resolved_backend() == BackendChoice::Scripted {
@@ -406,7 +413,7 @@ pub fn build_game_app(options: &GameOptions) -> Result<App, GameError> {
 /// the log is validated first (as `smallville replay --check` does), so a bad log fails here,
 /// naming the file and the line, before any window exists.
 pub fn build_replay_app(options: &ReplayOptions) -> Result<App, GameError> {
-    let checked = load_replay(&options.dir, options.map.as_deref())?;
+    let checked = load_replay_with(&options.dir, options.map.as_deref(), options.integrity)?;
     let playback = ReplayPlayback::new(&options.dir, checked.log, checked.sec_per_step)?;
     let mut app = window_app(
         format!(

@@ -1348,8 +1348,13 @@ pub fn kinds() -> Vec<Kind> {
                 "a <think> tag survived"
             );
             ensure!(cleaned.len() <= text.len(), "cleaning grew the text");
+            ensure!(
+                !cleaned.to_ascii_lowercase().contains("<prestart"),
+                "a <prestart> tag survived"
+            );
+            // Only think and prestart tags and fences are cleaned away.
             let lower = text.to_ascii_lowercase();
-            if !lower.contains("think>") && !text.contains("```") {
+            if !lower.contains("think") && !lower.contains("prestart") && !text.contains("```") {
                 ensure!(cleaned == text.trim(), "clean text was changed");
             }
             Ok(!cleaned.is_empty())

@@ -5,7 +5,7 @@
 //! ASCII bytes found in the same string (or in its ASCII-lowercased copy, which keeps every
 //! byte offset), so no slice can split a character.
 
-use crate::prompt::{ParseError, bounded_text, extract_json, parse_int_in_range};
+use crate::prompt::{ParseError, bounded_text, extract_json};
 
 /// Longest answer any parser looks at, in characters. A model that writes more than this is
 /// rambling; bounding the scan keeps every parser linear and cheap on megabytes of output.
@@ -331,16 +331,58 @@ pub(crate) fn triple_field(
 }
 
 /// A 1..=10 rating: the number after "rating" when the answer has that word, else the first
-/// number.
+/// number. The whole number is read, exponent included, and its whole part must lie in 1..=10:
+/// `1e309` (infinite), `2e5` or `NaN` is no rating (the prompt's fail-safe), not the `1` or
+/// `2` it starts with.
 pub(crate) fn rating(text: &str) -> Result<u8, ParseError> {
     let text = truncate_chars(text, MAX_SCAN_CHARS);
     let lower = text.to_ascii_lowercase();
     let after_label = lower.find("rating").map(|p| &text[p + "rating".len()..]);
-    let value = match after_label.map(|rest| parse_int_in_range(rest, 1, 10)) {
+    let value = match after_label.map(first_rating) {
         Some(Ok(v)) => v,
-        _ => parse_int_in_range(text, 1, 10)?,
+        _ => first_rating(text)?,
     };
     u8::try_from(value).map_err(|_| ParseError::new("rating out of range"))
+}
+
+/// The first number of `text` (sign, digits, fraction, exponent) as a whole number in 1..=10.
+fn first_rating(text: &str) -> Result<i64, ParseError> {
+    let bytes = text.as_bytes();
+    let Some(start) = bytes.iter().position(u8::is_ascii_digit) else {
+        return Err(ParseError::new("no number in the answer"));
+    };
+    let digits_from = |mut i: usize| {
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        i
+    };
+    let mut end = digits_from(start);
+    if bytes.get(end) == Some(&b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
+        end = digits_from(end + 1);
+    }
+    if matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(bytes.get(end + 1), Some(b'+' | b'-')));
+        if bytes.get(end + 1 + sign).is_some_and(u8::is_ascii_digit) {
+            end = digits_from(end + 1 + sign);
+        }
+    }
+    let negative = start > 0 && bytes[start - 1] == b'-';
+    let token = &text[start..end];
+    let value: f64 = token
+        .parse()
+        .map_err(|_| ParseError::new(format!("not a number: {token}")))?;
+    let value = if negative { -value } else { value };
+    if !value.is_finite() {
+        return Err(ParseError::new(format!("{token} is not a finite rating")));
+    }
+    let whole = value.trunc();
+    if (1.0..=10.0).contains(&whole) {
+        // In 1..=10, so exact.
+        Ok(whole as i64)
+    } else {
+        Err(ParseError::new(format!("{token} is not within 1..=10")))
+    }
 }
 
 fn is_emoji_modifier(c: char) -> bool {
@@ -655,6 +697,17 @@ mod tests {
         assert_eq!(rating("rating: none, but 3"), Ok(3));
         assert!(rating("11").is_err());
         assert!(rating("0").is_err());
+        assert!(rating("-3").is_err());
+        assert_eq!(rating("7.5"), Ok(7), "a fraction reads as before");
+        // Issue 48: the whole number counts, exponent included.
+        assert!(rating(r#"{"rating": 1e309}"#).is_err(), "infinite");
+        assert!(rating("1e309").is_err());
+        assert!(rating("2E5").is_err());
+        assert!(rating("1.5e-400").is_err(), "rounds to 0");
+        assert!(rating(&"9".repeat(400)).is_err());
+        assert!(rating("NaN").is_err());
+        assert!(rating("inf").is_err());
+        assert_eq!(rating("1e1"), Ok(10));
     }
 
     #[test]
