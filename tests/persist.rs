@@ -296,6 +296,23 @@ fn corrupt_saves_fail_naming_the_file_and_field_and_load_nothing() {
             vec!["scratch.json", "learned", "at most 20000"],
         ),
         (
+            // SPEC §16: the group conversations waiting for their after-chat are bounded too.
+            "a thousand conversations left",
+            Box::new({
+                let scratch = scratch.clone();
+                move |save: &Path| {
+                    let path = save.join(&scratch);
+                    let mut v: serde_json::Value =
+                        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+                    let talk = serde_json::json!({"partner": "Bo", "object": "the group in the cafe",
+                        "lines": [["Bo", "hello"]]});
+                    v["group_after_chats"] = serde_json::json!(vec![talk; 1000]);
+                    std::fs::write(&path, serde_json::to_vec(&v).expect("bytes")).expect("write");
+                }
+            }),
+            vec!["scratch.json", "group_after_chats", "at most 4"],
+        ),
+        (
             "garbage events",
             Box::new(|save: &Path| {
                 std::fs::write(save.join("world").join("events.json"), b"\x00\x01 not json")

@@ -56,7 +56,7 @@
 //!   overwritten by the scene; an interview (outside the world) is answered;
 //! - **asleep** (its current action is sleeping): as [`DialogueSettings::sleepers`] says —
 //!   [`Sleepers::Wake`] (the default) answers as if it were up; [`Sleepers::StayAsleep`] answers
-//!   `say` and `to_group` at once with "<first name> is asleep." ([`DialogueReplied`] with no
+//!   `say` and `to_group` at once with "`<first name>` is asleep." ([`DialogueReplied`] with no
 //!   planner call) — no model call, no memory, no tool. A whisper and an interview are served
 //!   as usual either way.
 //!
@@ -208,7 +208,7 @@ pub enum Sleepers {
     /// newly spawned town is in bed at midnight).
     #[default]
     Wake,
-    /// It stays asleep: the reply is "<first name> is asleep." at once — no model call, no
+    /// It stays asleep: the reply is "`<first name>` is asleep." at once — no model call, no
     /// memory, no tool.
     StayAsleep,
 }

@@ -612,7 +612,7 @@ fn latest_said(memory: &crate::memory::AssociativeMemory, n: usize) -> Vec<Strin
 }
 
 /// Most lines of a group conversation its after-chat thinks over (the last ones).
-const AFTER_CHAT_LINES: usize = 8;
+const AFTER_CHAT_LINES: usize = Scratch::MAX_GROUP_AFTER_CHAT_LINES;
 
 /// The after-chat a persona leaving the conversation `key` has due (SPEC §16): the last lines
 /// it heard or said there — its latest passages of it, then the lines not remembered yet — and

@@ -837,6 +837,42 @@ fn decode_persona(
             });
         }
     }
+    // The group conversations left and not thought over yet (SPEC §16): as many and as long as
+    // the heart flow ever queues.
+    let talks = &scratch.group_after_chats;
+    let long = |text: &str| text.chars().count() > MAX_SAVED_TEXT_CHARS;
+    let refused = if talks.len() > Scratch::MAX_GROUP_AFTER_CHATS {
+        Some(format!(
+            "{} conversations; at most {} wait for their after-chat",
+            talks.len(),
+            Scratch::MAX_GROUP_AFTER_CHATS
+        ))
+    } else if talks
+        .iter()
+        .any(|t| t.lines.len() > Scratch::MAX_GROUP_AFTER_CHAT_LINES)
+    {
+        Some(format!(
+            "a conversation of more than {} lines",
+            Scratch::MAX_GROUP_AFTER_CHAT_LINES
+        ))
+    } else if talks.iter().any(|t| {
+        long(&t.partner)
+            || long(&t.object)
+            || t.lines.iter().any(|(who, line)| long(who) || long(line))
+    }) {
+        Some(format!(
+            "a text of more than {MAX_SAVED_TEXT_CHARS} characters"
+        ))
+    } else {
+        None
+    };
+    if let Some(message) = refused {
+        return Err(PersistError::Invalid {
+            file: path(SCRATCH_FILE),
+            field: "group_after_chats".into(),
+            message,
+        });
+    }
     let spatial_value: serde_json::Value =
         parse(&path(SPATIAL_FILE), &read_file(&path(SPATIAL_FILE))?)?;
     let spatial =

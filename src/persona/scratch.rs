@@ -250,6 +250,9 @@ impl Scratch {
     /// Most group conversations waiting for their after-chat thoughts: the oldest is let go.
     pub const MAX_GROUP_AFTER_CHATS: usize = 4;
 
+    /// Most lines of one group conversation its after-chat thinks over (the last ones).
+    pub const MAX_GROUP_AFTER_CHAT_LINES: usize = 8;
+
     /// Most actions whose grounding a persona keeps in lean mode (a day holds about fifty).
     pub const KNOWN_GROUNDINGS: usize = 256;
 
