@@ -66,6 +66,19 @@ pub(crate) fn temp_path_for(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp"))
 }
 
+/// Opens the log at `path` to continue it (reading and writing); `None` when there is none yet.
+pub(crate) fn open_to_continue(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
 /// Writes `bytes` to `path` atomically (temp file, sync, rename). On failure the temp file is
 /// removed and `path` is untouched.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -490,14 +490,8 @@ impl MovementLog {
             path: path.clone(),
             source,
         };
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-        {
-            Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Self::create(path),
-            Err(err) => return Err(io(err)),
+        let Some(file) = super::open_to_continue(&path).map_err(io)? else {
+            return Self::create(path);
         };
         let mut replay = MovementReplay::new();
         let mut kept_bytes = 0u64;

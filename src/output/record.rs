@@ -171,14 +171,8 @@ impl RunRecord {
     /// cut off. A missing file starts a new record.
     pub fn continue_at(path: impl Into<PathBuf>, next_step: u64) -> std::io::Result<Self> {
         let path = path.into();
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-        {
-            Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Self::create(path),
-            Err(err) => return Err(err),
+        let Some(file) = super::open_to_continue(&path)? else {
+            return Self::create(path);
         };
         let mut kept_bytes = 0u64;
         let mut lines = 0u64;
