@@ -66,6 +66,65 @@ pub(crate) fn temp_path_for(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp"))
 }
 
+/// A log file written a whole line at a time (the movement log, the run record): lines wait
+/// in `pending` and reach the file only whole, so a crash leaves every line up to the last
+/// write complete (a reader can use the file after a `kill -9`). Dropping it writes what is
+/// pending; nothing is ever deleted.
+#[derive(Debug)]
+pub(crate) struct LineFile {
+    file: std::fs::File,
+    path: PathBuf,
+    pending: Vec<u8>,
+}
+
+/// Pending bytes written to the file at once.
+const FILE_CHUNK: usize = 1 << 16;
+
+impl LineFile {
+    /// Appends to `file` (already at its end), which is `path`.
+    pub(crate) fn new(file: std::fs::File, path: PathBuf) -> Self {
+        Self {
+            file,
+            path,
+            pending: Vec::with_capacity(FILE_CHUNK),
+        }
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write_pending(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            self.file.write_all(&self.pending)?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    /// Appends whole lines (`line` ends with a newline).
+    pub(crate) fn push(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.pending.extend_from_slice(line);
+        if self.pending.len() >= FILE_CHUNK {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is pending and syncs the file.
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.file.sync_data()
+    }
+}
+
+impl Drop for LineFile {
+    fn drop(&mut self) {
+        let _ = self.write_pending();
+    }
+}
+
 /// Opens the log at `path` to continue it (reading and writing); `None` when there is none yet.
 pub(crate) fn open_to_continue(path: &Path) -> std::io::Result<Option<std::fs::File>> {
     match std::fs::OpenOptions::new()

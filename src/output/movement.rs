@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, Write};
+use std::io::{BufRead, BufReader, Seek};
 use std::path::{Path, PathBuf};
 
 use bevy::prelude::*;
@@ -32,6 +32,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::clock::{AgentSystems, SimClock, SimStep};
 use crate::persona::{ActionView, Body, Persona};
 use crate::world::{ActionAddress, TileCoord};
+
+use super::LineFile;
 
 /// A chat as the log stores it: `(speaker, line)` pairs.
 pub(crate) type ChatLines = Vec<(String, String)>;
@@ -387,49 +389,7 @@ pub fn read_movement_log(path: impl AsRef<Path>) -> Result<MovementLogData, Move
 #[derive(Debug)]
 enum Sink {
     Memory(Vec<u8>),
-    File(FileSink),
-}
-
-/// Whole lines wait in `pending` and reach the file only whole, so a crash leaves every line
-/// up to the last write complete (a reader can use the file after a `kill -9`). Dropping the
-/// sink writes what is pending; nothing is ever deleted.
-#[derive(Debug)]
-struct FileSink {
-    file: File,
-    path: PathBuf,
-    pending: Vec<u8>,
-}
-
-/// Pending bytes written to the file at once.
-const FILE_CHUNK: usize = 1 << 16;
-
-impl FileSink {
-    fn write_pending(&mut self) -> std::io::Result<()> {
-        if !self.pending.is_empty() {
-            self.file.write_all(&self.pending)?;
-            self.pending.clear();
-        }
-        Ok(())
-    }
-
-    fn push(&mut self, line: &[u8]) -> std::io::Result<()> {
-        self.pending.extend_from_slice(line);
-        if self.pending.len() >= FILE_CHUNK {
-            self.write_pending()?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.write_pending()?;
-        self.file.sync_data()
-    }
-}
-
-impl Drop for FileSink {
-    fn drop(&mut self) {
-        let _ = self.write_pending();
-    }
+    File(LineFile),
 }
 
 /// Records the movement log. Insert it as a resource (with [`MovementLogPlugin`] added) and
@@ -471,11 +431,7 @@ impl MovementLog {
             path: path.clone(),
             source,
         })?;
-        Ok(Self::with_sink(Sink::File(FileSink {
-            file,
-            path,
-            pending: Vec::with_capacity(FILE_CHUNK),
-        })))
+        Ok(Self::with_sink(Sink::File(LineFile::new(file, path))))
     }
 
     /// Continues the log at `path` so that its next line is step `next_step` (a run resumed
@@ -535,11 +491,7 @@ impl MovementLog {
         let mut file = file;
         file.set_len(kept_bytes).map_err(io)?;
         file.seek(std::io::SeekFrom::End(0)).map_err(io)?;
-        let mut log = Self::with_sink(Sink::File(FileSink {
-            file,
-            path,
-            pending: Vec::with_capacity(FILE_CHUNK),
-        }));
+        let mut log = Self::with_sink(Sink::File(LineFile::new(file, path)));
         log.last = replay.frames;
         log.lines = kept_lines;
         Ok(log)
@@ -622,7 +574,7 @@ impl MovementLog {
         let Sink::File(file) = &mut self.sink else {
             return Ok(());
         };
-        let path = file.path.clone();
+        let path = file.path().to_path_buf();
         if self.error.is_none()
             && let Err(err) = file.flush()
         {

@@ -20,7 +20,7 @@
 //! and reported when the record is finished.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, Write};
+use std::io::{BufRead, BufReader, Seek};
 use std::path::{Path, PathBuf};
 
 use bevy::ecs::message::{MessageCursor, Messages};
@@ -32,6 +32,8 @@ use crate::clock::SimClock;
 use crate::dialogue::{DialogueMode, DialogueReplied};
 use crate::group::{GroupLineSpoken, StreamKey};
 use crate::stage::StageTurnResolved;
+
+use super::LineFile;
 
 /// The record's file name in the output folder.
 pub const RECORD_FILE: &str = "record.jsonl";
@@ -130,9 +132,9 @@ fn stream_name(key: &StreamKey) -> String {
 /// system records every frame; take it out and [`finish`](Self::finish) it at the end).
 #[derive(Resource)]
 pub struct RunRecord {
-    file: File,
-    path: PathBuf,
-    pending: Vec<u8>,
+    file: LineFile,
+    /// A line waiting to be written (reused).
+    line_buf: Vec<u8>,
     lines: u64,
     error: Option<std::io::Error>,
     cursors: RecordCursors,
@@ -143,26 +145,29 @@ pub struct RunRecord {
 impl std::fmt::Debug for RunRecord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunRecord")
-            .field("path", &self.path)
+            .field("path", &self.file.path())
             .field("lines", &self.lines)
             .finish_non_exhaustive()
     }
 }
 
 impl RunRecord {
+    fn of(file: LineFile, lines: u64) -> Self {
+        Self {
+            file,
+            line_buf: Vec::new(),
+            lines,
+            error: None,
+            cursors: RecordCursors::default(),
+            noted: Vec::new(),
+        }
+    }
+
     /// A record written to `path` (created or emptied).
     pub fn create(path: impl Into<PathBuf>) -> std::io::Result<Self> {
         let path = path.into();
         let file = File::create(&path)?;
-        Ok(Self {
-            file,
-            path,
-            pending: Vec::new(),
-            lines: 0,
-            error: None,
-            cursors: RecordCursors::default(),
-            noted: Vec::new(),
-        })
+        Ok(Self::of(LineFile::new(file, path), 0))
     }
 
     /// Continues the record at `path` for a run resumed at `next_step`: the lines recorded
@@ -197,15 +202,7 @@ impl RunRecord {
         let mut file = file;
         file.set_len(kept_bytes)?;
         file.seek(std::io::SeekFrom::End(0))?;
-        Ok(Self {
-            file,
-            path,
-            pending: Vec::new(),
-            lines,
-            error: None,
-            cursors: RecordCursors::default(),
-            noted: Vec::new(),
-        })
+        Ok(Self::of(LineFile::new(file, path), lines))
     }
 
     /// Notes a happening of game time `time` (a system of a module above `output` — the
@@ -217,7 +214,7 @@ impl RunRecord {
 
     /// The record's file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     /// Lines recorded (kept from an earlier run included).
@@ -225,41 +222,36 @@ impl RunRecord {
         self.lines
     }
 
-    /// Appends `line` (to the file at the next [`flush`](Self::flush) or when enough is
-    /// pending).
+    /// Appends `line` (to the file at the next [`flush`](Self::flush), when enough is pending,
+    /// or when the record is dropped).
     pub fn push(&mut self, line: &RecordLine) {
         if self.error.is_some() {
             return;
         }
-        match serde_json::to_writer(&mut self.pending, line) {
-            Ok(()) => {
-                self.pending.push(b'\n');
-                self.lines += 1;
-            }
-            Err(error) => self.error = Some(std::io::Error::other(error)),
+        self.line_buf.clear();
+        let written = serde_json::to_writer(&mut self.line_buf, line)
+            .map_err(std::io::Error::other)
+            .and_then(|()| {
+                self.line_buf.push(b'\n');
+                self.file.push(&self.line_buf)
+            });
+        match written {
+            Ok(()) => self.lines += 1,
+            Err(error) => self.error = Some(error),
         }
-        if self.pending.len() >= 1 << 16 {
-            self.write_pending();
-        }
-    }
-
-    fn write_pending(&mut self) {
-        if self.error.is_none()
-            && !self.pending.is_empty()
-            && let Err(error) = self.file.write_all(&self.pending)
-        {
-            self.error = Some(error);
-        }
-        self.pending.clear();
     }
 
     /// Writes what is pending and syncs the file; the first write error so far, if any.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        self.write_pending();
-        if let Some(error) = &self.error {
-            return Err(std::io::Error::new(error.kind(), error.to_string()));
+        if self.error.is_none()
+            && let Err(error) = self.file.flush()
+        {
+            self.error = Some(error);
         }
-        self.file.sync_data()
+        match &self.error {
+            Some(error) => Err(std::io::Error::new(error.kind(), error.to_string())),
+            None => Ok(()),
+        }
     }
 
     /// [`flush`](Self::flush), at the end of the run.
