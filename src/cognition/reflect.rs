@@ -62,8 +62,9 @@ pub(crate) async fn store_thought(
         triple,
         poignancy,
         embedding,
+        expires_in_days: settings.thought_expiration_days,
     };
-    keep_thought(mind, settings, now, thought, evidence)
+    keep_thought(mind, now, thought, evidence)
 }
 
 /// A thought's triple (from the model) and its poignancy (`known`, or from the model), the two
@@ -114,12 +115,13 @@ pub(crate) struct WrittenThought {
     pub(crate) poignancy: u8,
     /// Its vector (`None`: the memory holds the text's vector already).
     pub(crate) embedding: Option<Vec<f32>>,
+    /// Days until it expires (`AgentSettings::thought_expiration_days`).
+    pub(crate) expires_in_days: i64,
 }
 
-/// Stores a written thought, expiring after the configured days, resting on `evidence`.
+/// Stores a written thought, expiring after its days, resting on `evidence`.
 pub(crate) fn keep_thought(
     mind: &mut MindState,
-    settings: &AgentSettings,
     now: NaiveDateTime,
     thought: WrittenThought,
     evidence: Vec<NodeId>,
@@ -128,7 +130,7 @@ pub(crate) fn keep_thought(
     let mut memory = NewMemory::new(now, (s.clone(), p.clone(), o.clone()), thought.text)
         .keywords([s, p, o])
         .poignancy(thought.poignancy)
-        .expires(now + Duration::days(settings.thought_expiration_days));
+        .expires(now + Duration::days(thought.expires_in_days));
     memory.embedding = thought.embedding;
     match mind.associative.add_thought(memory, evidence) {
         Ok(id) => Some(id),
@@ -513,6 +515,7 @@ pub(crate) async fn write_after_chat(
             triple,
             poignancy,
             embedding: Some(vector),
+            expires_in_days: settings.thought_expiration_days,
         });
     }
     written

@@ -827,10 +827,6 @@ fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
             }
         }
     }
-    let agent = world
-        .get_resource::<AgentSettings>()
-        .cloned()
-        .unwrap_or_default();
     let Some(mut mind) = world.get_mut::<Mind>(persona) else {
         return;
     };
@@ -862,7 +858,7 @@ fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
                     Err(error) => warn!(%error, "could not store the dialogue's event"),
                 }
                 for thought in keep.after_chat {
-                    keep_thought(state, &agent, now, thought, vec![chat_id]);
+                    keep_thought(state, now, thought, vec![chat_id]);
                 }
             }
             Err(error) => warn!(%error, "could not store the dialogue"),

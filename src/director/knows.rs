@@ -117,11 +117,16 @@ pub(crate) fn first_knowledge(
     if terms.is_empty() {
         return None;
     }
-    memory
+    // One pass: the memories that mention it (an event's or thought's text is its description).
+    let knowing: Vec<&ConceptNode> = memory
         .nodes()
         .iter()
         .filter(|n| n.created <= now && n.expiration.is_none_or(|e| e > now))
         .filter(|n| mentions(&node_text(n), terms))
+        .collect();
+    let recallable = knowing.iter().any(|n| n.kind != NodeKind::Chat);
+    knowing
+        .into_iter()
         .min_by_key(|n| (n.created, n.id))
         .map(|node| {
             let source = match node.kind {
@@ -141,12 +146,6 @@ pub(crate) fn first_knowledge(
                     KnowledgeSource::Conversation(others)
                 }
             };
-            let recallable = memory
-                .nodes()
-                .iter()
-                .filter(|n| n.kind != NodeKind::Chat)
-                .filter(|n| n.created <= now && n.expiration.is_none_or(|e| e > now))
-                .any(|n| mentions(&n.description, terms));
             Knower {
                 name: name.to_string(),
                 since: node.created,

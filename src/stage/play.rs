@@ -275,8 +275,6 @@ struct Prompting {
     client: LlmClient,
     library: PromptLibrary,
     retries: u32,
-    /// The town's agent settings (the aftermath's thoughts).
-    settings: AgentSettings,
 }
 
 impl Prompting {
@@ -288,10 +286,6 @@ impl Prompting {
             retries: world
                 .get_resource::<AgentSettings>()
                 .map_or(3, |s| s.prompt_retries),
-            settings: world
-                .get_resource::<AgentSettings>()
-                .cloned()
-                .unwrap_or_default(),
         })
     }
 
@@ -423,22 +417,24 @@ fn close(world: &mut World, run: StageRun) {
             .collect();
         aftermaths.push(Aftermath {
             persona,
-            partner: match others.as_slice() {
-                [] => format!("the scene at {}", scene.name),
-                names => crate::cognition::vocabulary::names_list(names),
+            memory: SceneMemory {
+                stage: scene.name.clone(),
+                description: truncate_chars(
+                    &format!(
+                        "{} was in a scene at {} ({} turns): {told}{fell}",
+                        actor.name, scene.name, scene.turn
+                    ),
+                    800,
+                )
+                .to_string(),
+                opened: run.opened,
+                minutes,
+                partner: match others.as_slice() {
+                    [] => format!("the scene at {}", scene.name),
+                    names => crate::cognition::vocabulary::names_list(names),
+                },
+                conversation: scene_lines(scene),
             },
-            conversation: scene_lines(scene),
-            stage: scene.name.clone(),
-            description: truncate_chars(
-                &format!(
-                    "{} was in a scene at {} ({} turns): {told}{fell}",
-                    actor.name, scene.name, scene.turn
-                ),
-                800,
-            )
-            .to_string(),
-            opened: run.opened,
-            minutes,
             task: None,
         });
     }
@@ -544,15 +540,24 @@ fn scene_lines(scene: &Scene) -> Vec<(String, String)> {
 /// A persona's aftermath of a scene, waiting for its mind or running.
 pub(super) struct Aftermath {
     persona: Entity,
+    memory: SceneMemory,
+    task: Option<Task<Box<MindState>>>,
+}
+
+/// What one persona actor keeps of a closed scene (see [`aftermath`]).
+#[derive(Clone)]
+struct SceneMemory {
+    /// The stage's name.
+    stage: String,
+    /// The event memory's description.
+    description: String,
+    /// When the scene opened, and how many minutes it took (the schedule makes room).
+    opened: NaiveDateTime,
+    minutes: u32,
     /// Who else was in the scene ("Bram and Otto"), or the scene itself when nobody was.
     partner: String,
     /// The scene's latest turns, as a conversation (see [`scene_lines`]).
     conversation: Vec<(String, String)>,
-    stage: String,
-    description: String,
-    opened: NaiveDateTime,
-    minutes: u32,
-    task: Option<Task<Box<MindState>>>,
 }
 
 /// Aftermaths of closed scenes.
@@ -565,12 +570,18 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
     let Some(mut pending) = world
         .get_resource_mut::<Aftermaths>()
         .map(|mut a| std::mem::take(&mut a.0))
+        .filter(|pending| !pending.is_empty())
     else {
         return;
     };
     let now = world
         .get_resource::<SimClock>()
         .map(SimClock::now)
+        .unwrap_or_default();
+    // The after-chat's settings, read only while an aftermath waits or runs.
+    let settings = world
+        .get_resource::<AgentSettings>()
+        .cloned()
         .unwrap_or_default();
     pending.retain_mut(|after| {
         let Ok(mut entity) = world.get_entity_mut(after.persona) else {
@@ -589,12 +600,8 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
                 after.task = Some(spawn_landing(aftermath(
                     mind,
                     ctx,
-                    prompting.settings.clone(),
-                    (after.partner.clone(), after.conversation.clone()),
-                    after.stage.clone(),
-                    after.description.clone(),
-                    after.opened,
-                    after.minutes,
+                    settings.clone(),
+                    after.memory.clone(),
                     now,
                 )));
                 true
@@ -620,21 +627,21 @@ fn after_scenes(world: &mut World, prompting: &Prompting, step: u64) {
 }
 
 /// What a persona keeps of a scene: the memory, room in its schedule, its routine resumed.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one scene's facts, handed from the closed run to the task"
-)]
 async fn aftermath(
     mut mind: Box<MindState>,
     ctx: PromptContext,
     settings: AgentSettings,
-    (partner, conversation): (String, Vec<(String, String)>),
-    stage: String,
-    description: String,
-    opened: NaiveDateTime,
-    minutes: u32,
+    scene: SceneMemory,
     now: NaiveDateTime,
 ) -> Box<MindState> {
+    let SceneMemory {
+        stage,
+        description,
+        opened,
+        minutes,
+        partner,
+        conversation,
+    } = scene;
     let name = mind.scratch.name.clone();
     let mut evidence = Vec::new();
     if let Ok(vector) = ctx.embed_one(description.clone()).await {
