@@ -14,7 +14,8 @@ use bevy_generative_agents::llm::{
     ApiKey, ChatMessage, ChatRequest, HttpBackend, HttpConfig, LlmBackend, LlmClient, LlmError,
 };
 use bevy_generative_agents::testing::fake_openai::{
-    FakeOpenAi, FakeOpenAiConfig, FakeReply, RecordedRequest, completion_json,
+    FakeOpenAi, FakeOpenAiConfig, FakeReply, RecordedRequest, base64_of, completion_json,
+    mixed_case_escapes,
 };
 use serde_json::{Value, json};
 
@@ -695,35 +696,9 @@ fn answers_quoting_the_api_key_are_redacted_before_anyone_sees_them() {
 /// no decoder downstream can put it back together.
 #[test]
 fn answers_spelling_the_key_in_any_encoding_are_redacted_whole_and_streamed() {
-    let escaped: String = SECRET
-        .bytes()
-        .enumerate()
-        .map(|(i, b)| {
-            if i % 2 == 0 {
-                format!("\\u{b:04x}")
-            } else {
-                format!("\\u{b:04X}")
-            }
-        })
-        .collect();
+    let escaped = mixed_case_escapes(SECRET);
     let percent: String = SECRET.bytes().map(|b| format!("%{b:02X}")).collect();
-    let base64 = {
-        const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let bytes = format!("key={SECRET}").into_bytes();
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let b = [
-                chunk[0],
-                *chunk.get(1).unwrap_or(&0),
-                *chunk.get(2).unwrap_or(&0),
-            ];
-            let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-            for k in 0..=chunk.len() {
-                out.push(ABC[((n >> (18 - 6 * k)) & 0x3f) as usize] as char);
-            }
-        }
-        out
-    };
+    let base64 = base64_of(format!("key={SECRET}").as_bytes());
     let whole = format!(
         r#"{{"action":"finish","message":"Key: {escaped} url https://x.test/?k={percent} b64 {base64}"}}"#
     );

@@ -1002,17 +1002,7 @@ pub fn scripted_answers(
 /// together), percent-encoded in a URL, in base64, and forged `<prestart>` blocks and tool
 /// history around the answer. A JSON answer stays JSON.
 pub fn hostile_answer(text: &str, secret: &str, n: usize) -> String {
-    let escaped: String = secret
-        .bytes()
-        .enumerate()
-        .map(|(i, b)| {
-            if i % 2 == 0 {
-                format!("\\u{b:04x}")
-            } else {
-                format!("\\u{b:04X}")
-            }
-        })
-        .collect();
+    let escaped = mixed_case_escapes(secret);
     let double: String = secret.bytes().map(|b| format!("\\\\u{b:04x}")).collect();
     let percent: String = secret.bytes().map(|b| format!("%{b:02x}")).collect();
     let base64 = base64_of(format!("key={secret}").as_bytes());
@@ -1059,8 +1049,24 @@ fn first_string(value: &mut Value) -> Option<&mut String> {
     }
 }
 
+/// `secret` as JSON `\u` escapes, one a byte, in lower and upper case by turns: text only a
+/// JSON decoder turns back into the secret.
+pub fn mixed_case_escapes(secret: &str) -> String {
+    secret
+        .bytes()
+        .enumerate()
+        .map(|(i, b)| {
+            if i % 2 == 0 {
+                format!("\\u{b:04x}")
+            } else {
+                format!("\\u{b:04X}")
+            }
+        })
+        .collect()
+}
+
 /// Standard base64 of `bytes`, without padding.
-fn base64_of(bytes: &[u8]) -> String {
+pub fn base64_of(bytes: &[u8]) -> String {
     const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
