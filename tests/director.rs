@@ -412,6 +412,118 @@ fn the_offline_backend_plans_for_this_town_and_reviews_the_attendance() {
     );
 }
 
+/// The director reaches group talk and the stage (SPEC §16): it opens a channel and posts in
+/// it, opens a scene and waits for it to end — the step's result says who did what — and the
+/// reviewer reads the post and the scene as evidence.
+#[test]
+fn the_director_posts_in_a_channel_waits_out_a_scene_and_reviews_both() {
+    const POST: &str = "The harvest fair moved to Saturday at the Common.";
+    const STAGE: &str = "Quarrel at the Lantern";
+    let backend = town_script_backend(5).with_responder("director_plan", |_, _| {
+        json!({"steps": [
+            {"id": 1, "skill": "open_channel", "args": {"channel": "town news", "members": ["Ada", "Ben Ode"]}},
+            {"id": 2, "skill": "post_to_channel", "depends_on": [1],
+             "args": {"channel": "town news", "text": POST, "speaker": "Town crier"}},
+            {"id": 3, "skill": "open_stage", "args": {
+                "stage": STAGE, "environment": "the lunch rush, a spilled tray",
+                "actors": [{"persona": "Cy Park", "appearance": "a tired waiter"},
+                           {"name": "Stranger", "appearance": "a man in a wet coat"}],
+                "turns": 2}}
+        ]})
+        .to_string()
+    });
+    let mut town = setup(LlmClient::new(Arc::new(backend)), "reach");
+    let app = &mut town.app;
+    directive(
+        app,
+        "Announce the fair on a town channel, then stage a quarrel at the cafe",
+        ConfirmationPolicy::None,
+    );
+    let job = app
+        .world()
+        .resource::<Director>()
+        .latest()
+        .cloned()
+        .expect("a job");
+    assert_eq!(job.state, ExecutorState::Completed, "{job:?}");
+    let status: Vec<&StepStatus> = job.steps.iter().map(|s| &s.status).collect();
+    assert_eq!(status, vec![&StepStatus::Done; 3], "{job:?}");
+
+    // The channel is open to the two named, and the post is in it.
+    let streams = app
+        .world()
+        .resource::<bevy_generative_agents::group::GroupStreams>();
+    let channel = streams
+        .get(&bevy_generative_agents::group::StreamKey::Channel(
+            "town news".into(),
+        ))
+        .expect("the channel is open");
+    assert_eq!(
+        channel.members,
+        [town.people[0], town.people[1]].into_iter().collect()
+    );
+    assert!(
+        channel
+            .lines
+            .iter()
+            .any(|l| l.speaker == "Town crier" && l.text == POST),
+        "{:?}",
+        channel.lines
+    );
+
+    // The scene step ended with the scene: two turns, who planned what, who stood.
+    let scene = job.steps[2]
+        .result
+        .clone()
+        .and_then(Result::ok)
+        .expect("the scene's outcome");
+    assert_eq!(scene["stage"], STAGE);
+    assert_eq!(scene["turns"], 2, "{scene}");
+    assert_eq!(
+        scene["narration"].as_array().map(Vec::len),
+        Some(2),
+        "{scene}"
+    );
+    let did: Vec<&str> = scene["did"]
+        .as_array()
+        .expect("did")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for actor in ["Cy Park", "Stranger"] {
+        for turn in [1, 2] {
+            assert!(
+                did.iter()
+                    .any(|d| d.starts_with(&format!("turn {turn}, {actor}: "))),
+                "{actor} in turn {turn}: {did:?}"
+            );
+        }
+    }
+    assert!(
+        app.world()
+            .resource::<bevy_generative_agents::stage::Stages>()
+            .get(STAGE)
+            .is_none(),
+        "the scene closed before the step ended"
+    );
+
+    // The reviewer read both.
+    assert!(
+        job.evidence.lines.iter().any(|l| l.contains(POST)),
+        "{:?}",
+        job.evidence
+    );
+    let review = job.review.expect("a review");
+    assert!(
+        review.summary.contains("line(s) were said in group talk")
+            && review
+                .summary
+                .contains(&format!("The scene on {STAGE} closed after 2 turns")),
+        "{}",
+        review.summary
+    );
+}
+
 #[test]
 fn directives_that_are_empty_or_huge_are_refused_before_any_model_call() {
     let client = LlmClient::new(Arc::new(town_script_backend(5)));

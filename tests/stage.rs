@@ -550,7 +550,10 @@ fn the_stage_tools_read_without_the_hidden_and_open_scenes_from_arguments() {
             ),
         )
         .expect("runs");
-    assert_eq!(opened, Ok(json!({"opened": PUB, "turns": 2})));
+    assert_eq!(
+        opened,
+        Ok(json!({"opened": PUB, "turns": 2, "await": {"scene_closed": PUB}}))
+    );
     for bad in [
         json!({"stage": "Elsewhere", "environment": "x", "turns": 1,
                "actors": [{"persona": "Nobody Here", "appearance": "x"}]}),

@@ -73,6 +73,7 @@ pub mod review;
 mod run;
 pub mod scenario;
 pub mod skills;
+pub mod witness;
 
 pub use executor::{ExecutorInput, ExecutorState, Resume, TransitionError, transition};
 pub use intent::{Complexity, Intent, IntentEntities};
@@ -81,6 +82,7 @@ pub use plan::{Condition, OutcomeCheck, Plan, PlanChecker, PlanError, PlanStep};
 pub use review::{CheckResult, Review};
 pub use run::LOADED_MID_DIRECTIVE;
 pub use skills::{DIRECTOR, DIRECTOR_SKILLS};
+pub use witness::{Evidence, SceneEnd, SceneSeen};
 
 pub use crate::persist::TownSnapshot;
 
@@ -157,6 +159,8 @@ pub enum Wait {
     Reply(String),
     /// This game time.
     Until(NaiveDateTime),
+    /// The scene on this stage closing (an `open_stage` step); its outcome is the result.
+    Scene(String),
 }
 
 /// Where a step is.
@@ -248,6 +252,10 @@ pub struct DirectorJob {
     pub current: Option<usize>,
     /// Why the plan was last sent back to the planner.
     pub replan_reason: Option<String>,
+    /// What the town said and played while it ran: the reviewer's evidence, and where an
+    /// `open_stage` step finds its scene's outcome.
+    #[serde(default)]
+    pub evidence: Evidence,
 }
 
 impl DirectorJob {
@@ -285,7 +293,8 @@ impl Director {
 #[reflect(Resource, Debug, Default)]
 pub struct DirectorSettings {
     /// The skills the director may use ([`DIRECTOR_SKILLS`] and the stage's
-    /// [`STAGE_DIRECTOR_SKILLS`](crate::stage::tools::STAGE_DIRECTOR_SKILLS) by default).
+    /// [`STAGE_DIRECTOR_SKILLS`](crate::stage::tools::STAGE_DIRECTOR_SKILLS) and the group's
+    /// [`GROUP_DIRECTOR_SKILLS`](crate::group::tools::GROUP_DIRECTOR_SKILLS) by default).
     pub allow: ToolAllowList,
     /// Longest directive accepted (characters).
     pub max_directive_chars: usize,
@@ -302,7 +311,8 @@ impl Default for DirectorSettings {
             allow: ToolAllowList::of(
                 DIRECTOR_SKILLS
                     .into_iter()
-                    .chain(crate::stage::tools::STAGE_DIRECTOR_SKILLS),
+                    .chain(crate::stage::tools::STAGE_DIRECTOR_SKILLS)
+                    .chain(crate::group::tools::GROUP_DIRECTOR_SKILLS),
             ),
             max_directive_chars: 4_000,
             max_replans: 3,
@@ -443,6 +453,9 @@ impl Plugin for DirectorPlugin {
                 Last,
                 note_state_changes.before(crate::output::record::RecordSystems),
             )
+            // What the town said and played this frame, for the job's evidence; read by the
+            // director in the next frame's poll, whatever order this frame's systems ran in.
+            .add_systems(Last, witness::witness_town)
             .add_plugins(scenario::ScenarioPlugin);
         skills::register_skills(app);
     }

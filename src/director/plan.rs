@@ -307,16 +307,20 @@ fn step_from_json(step: &Value, default_id: u32) -> Result<PlanStep, PlanError> 
     })
 }
 
-/// Arguments with every string neutralised and bounded, and nothing nested deeper than two
-/// levels (skills take flat arguments).
+/// The deepest nesting of a skill's arguments: a scene's actors and their attributes
+/// (`actors[i].attributes.health`, three containers deep).
+const MAX_ARG_DEPTH: u32 = 3;
+
+/// Arguments with every string neutralised and bounded, and nothing nested deeper than
+/// [`MAX_ARG_DEPTH`] levels (deeper values become `null`, which the skill's schema refuses).
 fn bounded_args(map: &Map<String, Value>) -> Map<String, Value> {
     fn bound(value: &Value, depth: u32) -> Value {
         match value {
             Value::String(s) => Value::String(neutralise(s, MAX_ARG_CHARS)),
-            Value::Array(list) if depth < 2 => {
+            Value::Array(list) if depth <= MAX_ARG_DEPTH => {
                 Value::Array(list.iter().take(32).map(|v| bound(v, depth + 1)).collect())
             }
-            Value::Object(map) if depth < 2 => Value::Object(
+            Value::Object(map) if depth <= MAX_ARG_DEPTH => Value::Object(
                 map.iter()
                     .take(32)
                     .map(|(k, v)| (neutralise(k, 64), bound(v, depth + 1)))
@@ -541,6 +545,18 @@ mod tests {
         );
         assert_eq!(plan.estimated_tokens(), 120);
         assert_eq!(plan.checks.len(), 1);
+
+        // A scene's actors and their attributes come through; anything deeper is cut.
+        let scene = Plan::from_json(
+            &json!({"steps": [{"skill": "open_stage", "args": {
+                "actors": [{"name": "A", "attributes": {"health": 3}}],
+                "deep": [[[["too deep"]]]]}}]}),
+            now(),
+        )
+        .expect("a plan");
+        let args = &scene.steps[0].args;
+        assert_eq!(args["actors"][0]["attributes"]["health"], 3);
+        assert_eq!(args["deep"], json!([[[null]]]));
 
         let many = json!({"steps": vec![json!({"skill": "x"}); 21]});
         assert_eq!(Plan::from_json(&many, now()), Err(PlanError::TooLong(21)));

@@ -342,6 +342,9 @@ pub(crate) struct DirectorReview {
     pub steps: String,
     /// The checks and what the town showed, one per line.
     pub checks: String,
+    /// What was said in group talk and played on stages while it ran
+    /// ([`Evidence::text`](super::witness::Evidence::text)), or empty.
+    pub evidence: String,
 }
 
 impl Prompt for DirectorReview {
@@ -354,7 +357,12 @@ impl Prompt for DirectorReview {
     fn request(&self, library: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
         let prompt = library.fill(
             self.kind(),
-            &[self.directive.as_str(), &self.steps, &self.checks],
+            &[
+                self.directive.as_str(),
+                &self.steps,
+                &self.checks,
+                &self.evidence,
+            ],
         )?;
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(300)
@@ -375,6 +383,10 @@ impl Prompt for DirectorReview {
         if !self.checks.is_empty() {
             text.push_str("\nChecks:\n");
             text.push_str(&self.checks);
+        }
+        if !self.evidence.is_empty() {
+            text.push_str("\nWhat the town said and played:\n");
+            text.push_str(&self.evidence);
         }
         neutralise(&text, 1_500)
     }

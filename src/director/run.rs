@@ -67,7 +67,13 @@ pub(super) struct DirectorRuntime {
     snapshot: Option<TownSnapshot>,
     entity: Option<Entity>,
     replies: Vec<(String, String)>,
+    /// Polls since an `open_stage` step started waiting with its scene not seen open yet.
+    unseen_scene_polls: u32,
 }
+
+/// Polls an `open_stage` step waits to see its scene open before it fails: the scene opens
+/// in the stage's poll of this frame or the next and is witnessed at the end of that frame.
+const SCENE_OPEN_POLLS: u32 = 3;
 
 /// Keeps the dialogue replies a waiting step needs.
 pub(super) fn hear_reply(
@@ -320,6 +326,7 @@ fn start(world: &mut World, text: &str, policy: ConfirmationPolicy) {
         model_calls: 0,
         current: None,
         replan_reason: None,
+        evidence: Default::default(),
     };
     go(world, &mut job, ExecutorInput::Directive);
     let brief = town_brief(world);
@@ -795,6 +802,33 @@ fn execute(world: &mut World, job: &mut DirectorJob) {
                     step_over(world, job, i, StepStatus::Done, Ok(result));
                 }
             }
+            Wait::Scene(stage) => {
+                if let Some(outcome) = job.evidence.outcome(&stage) {
+                    world.resource_mut::<DirectorRuntime>().unseen_scene_polls = 0;
+                    step_over(world, job, i, StepStatus::Done, Ok(outcome));
+                    return;
+                }
+                let seen = job
+                    .evidence
+                    .scenes
+                    .iter()
+                    .any(|s| s.stage == stage && s.opened)
+                    || world
+                        .get_resource::<crate::stage::Stages>()
+                        .is_some_and(|s| s.get(&stage).is_some());
+                let mut runtime = world.resource_mut::<DirectorRuntime>();
+                if seen {
+                    runtime.unseen_scene_polls = 0;
+                } else {
+                    runtime.unseen_scene_polls += 1;
+                    if runtime.unseen_scene_polls > SCENE_OPEN_POLLS {
+                        runtime.unseen_scene_polls = 0;
+                        let why =
+                            format!("the scene on {stage} never opened (refused by the stage)");
+                        step_over(world, job, i, StepStatus::Failed, Err(why));
+                    }
+                }
+            }
         }
         return;
     }
@@ -894,6 +928,9 @@ fn awaited(value: &Value) -> Option<Wait> {
     let wait = value.get("await")?;
     if let Some(name) = wait.get("reply_from").and_then(Value::as_str) {
         return Some(Wait::Reply(name.to_string()));
+    }
+    if let Some(stage) = wait.get("scene_closed").and_then(Value::as_str) {
+        return Some(Wait::Scene(stage.to_string()));
     }
     let until = wait.get("until").and_then(Value::as_str)?;
     NaiveDateTime::parse_from_str(until, "%Y-%m-%d %H:%M:%S")
@@ -1007,6 +1044,7 @@ fn review(world: &mut World, job: &mut DirectorJob) {
         directive: job.directive.clone(),
         steps: steps_text(&job.steps, true),
         checks: checks.join("\n"),
+        evidence: job.evidence.text(),
     };
     if !spawn(world, move |ctx| async move {
         let outcome = run_prompt(&ctx, &prompt).await;

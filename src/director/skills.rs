@@ -15,14 +15,20 @@
 //! | `who_knows` | who knows a topic, from the personas' own memories ([`knows`](super::knows)) | at once |
 //! | `wait_until` | nothing until a game time | at that time |
 //!
+//! Group talk and the stage add theirs, on the allow-list by default: `open_channel` and
+//! `post_to_channel` ([`group::tools`](crate::group::tools), at once), `read_game_resource`
+//! (at once) and `open_stage` ([`stage::tools`](crate::stage::tools), when the scene closes:
+//! the result is who did what, from the job's [`Evidence`](super::Evidence)).
+//!
 //! A game adds its own director skills with
 //! [`AppDialogueExt::add_dialogue_tool`](crate::dialogue::AppDialogueExt::add_dialogue_tool)
 //! and puts their names on the director's allow-list. Handlers get a [`ToolCall`] whose
 //! `persona` is [`Entity::PLACEHOLDER`] and whose speaker is [`DIRECTOR`]; by convention an
 //! argument `persona` names a persona, `place` a place and `time` a game time (the plan
 //! checker resolves them before anything runs). A handler that starts something the director
-//! must wait for returns `{"await": {"reply_from": NAME}}` (a dialogue reply of that persona) or
-//! `{"await": {"until": "YYYY-MM-DD HH:MM:SS"}}`; one that returns the error `BUSY` is tried
+//! must wait for returns `{"await": {"reply_from": NAME}}` (a dialogue reply of that persona),
+//! `{"await": {"until": "YYYY-MM-DD HH:MM:SS"}}` or `{"await": {"scene_closed": STAGE}}` (a
+//! stage scene's close); one that returns the error `BUSY` is tried
 //! again on the next frame.
 
 use bevy::prelude::*;

@@ -70,8 +70,7 @@ use super::prompts::{
 };
 use super::social::{Attention, SocialState};
 use super::stream::{
-    GroupCommand, GroupLine, GroupStreams, MAX_CHANNELS, StreamKey, check_channel_name, check_post,
-    check_speaker,
+    GroupCommand, GroupLine, GroupStreams, StreamKey, check_channel_name, check_post, check_speaker,
 };
 use super::{
     GroupAttentionChanged, GroupLineSpoken, GroupRefused, GroupSettings, GroupStreamClosed,
@@ -368,18 +367,10 @@ pub(super) fn apply_commands(
     for command in commands.read() {
         let result = match command {
             GroupCommand::OpenChannel { name, members } => {
-                check_channel_name(name).and_then(|name| {
-                    if streams.channels() >= MAX_CHANNELS {
-                        return Err(format!("at most {MAX_CHANNELS} channels may be open"));
+                streams.open_channel(name, members, now).map(|key| {
+                    if let Some(stream) = key {
+                        opened.write(GroupStreamOpened { stream });
                     }
-                    let key = StreamKey::Channel(name);
-                    if streams.open(key.clone(), now) {
-                        if let Some(stream) = streams.get_mut(&key) {
-                            stream.members = members.iter().copied().collect();
-                        }
-                        opened.write(GroupStreamOpened { stream: key });
-                    }
-                    Ok(())
                 })
             }
             GroupCommand::CloseChannel { name } => check_channel_name(name).and_then(|name| {

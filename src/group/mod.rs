@@ -17,6 +17,7 @@
 //!   each with its parser and fail-safe;
 //! - the heart flow in the ECS (`heart`): streams opened where people gather, hearing, time,
 //!   at most one call per free persona per step, landing between steps;
+//! - [`tools`]: `open_channel` and `post_to_channel`, the director's skills for group talk;
 //! - [`save`]: what a save keeps of all this, so a loaded town goes on talking where it
 //!   stopped (SPEC §11).
 //!
@@ -85,6 +86,7 @@ pub mod prompts;
 pub mod save;
 pub mod social;
 pub mod stream;
+pub mod tools;
 
 pub use attention::{AttentionSettings, Change, ChatState, SubFlow, reply_probability};
 pub use heart::{GroupAttention, relevance};
@@ -239,24 +241,25 @@ impl Plugin for GroupPlugin {
             .add_message::<GroupRefused>()
             // "To everyone here" from the dialogue API is routed here.
             .add_message::<DialogueRequest>()
-            .init_resource::<GroupTalkRouted>()
-            .add_systems(
-                SimPoll,
-                (
-                    heart::route_group_talk,
-                    heart::apply_commands,
-                    heart::land_group_calls,
-                )
-                    .chain()
-                    .after(PollSystems::LandThoughts)
-                    .before(PollSystems::SendOutcomes),
+            .init_resource::<GroupTalkRouted>();
+        tools::register_group_tools(app);
+        app.add_systems(
+            SimPoll,
+            (
+                heart::route_group_talk,
+                heart::apply_commands,
+                heart::land_group_calls,
             )
-            .add_systems(
-                SimStep,
-                heart::group_step
-                    .in_set(GroupSystems::Step)
-                    .after(AgentSystems::Perceive)
-                    .before(AgentSystems::Think),
-            );
+                .chain()
+                .after(PollSystems::LandThoughts)
+                .before(PollSystems::SendOutcomes),
+        )
+        .add_systems(
+            SimStep,
+            heart::group_step
+                .in_set(GroupSystems::Step)
+                .after(AgentSystems::Perceive)
+                .before(AgentSystems::Think),
+        );
     }
 }

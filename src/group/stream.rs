@@ -204,6 +204,30 @@ impl GroupStreams {
         true
     }
 
+    /// Opens the channel `name` heard by `members` (empty: everyone); the key when it was not
+    /// open yet (an open channel keeps its members). Refused: a bad name, or
+    /// [`MAX_CHANNELS`] channels open already.
+    pub(crate) fn open_channel(
+        &mut self,
+        name: &str,
+        members: &[Entity],
+        now: NaiveDateTime,
+    ) -> Result<Option<StreamKey>, String> {
+        let name = check_channel_name(name)?;
+        let key = StreamKey::Channel(name);
+        if self.streams.contains_key(&key) {
+            return Ok(None);
+        }
+        if self.channels() >= MAX_CHANNELS {
+            return Err(format!("at most {MAX_CHANNELS} channels may be open"));
+        }
+        self.open(key.clone(), now);
+        if let Some(stream) = self.streams.get_mut(&key) {
+            stream.members = members.iter().copied().collect();
+        }
+        Ok(Some(key))
+    }
+
     /// Channels open now.
     pub fn channels(&self) -> usize {
         self.streams

@@ -439,11 +439,12 @@ pub(crate) fn review(text: &str) -> String {
         .collect();
     let done = steps.iter().filter(|l| l.contains("→ Done")).count();
     let failed = steps.iter().filter(|l| l.contains("→ Failed")).count();
+    let evidence_header = |l: &str| l.trim().starts_with("What the town said and played");
     let checks: Vec<&str> = text
         .lines()
         .skip_while(|l| l.trim() != "Checks:")
         .skip(1)
-        .take_while(|l| l.trim() != "Review:")
+        .take_while(|l| l.trim() != "Review:" && !evidence_header(l))
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
@@ -452,6 +453,36 @@ pub(crate) fn review(text: &str) -> String {
         review.push_str(" At ");
         review.push_str(check.trim_start_matches("at "));
         review.push('.');
+    }
+    // The evidence: how much was said, and how each scene ended.
+    let evidence: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !evidence_header(l))
+        .skip(1)
+        .take_while(|l| l.trim() != "Review:")
+        .map(str::trim)
+        .collect();
+    let said = evidence
+        .iter()
+        .skip_while(|l| **l != "Said in group talk:")
+        .skip(1)
+        .take_while(|l| l.starts_with("- "))
+        .count();
+    if said > 0 {
+        review.push_str(&format!(" {said} line(s) were said in group talk."));
+    }
+    let mut stage = None;
+    for line in &evidence {
+        if let Some(name) = line
+            .strip_prefix("Scene on ")
+            .and_then(|l| l.strip_suffix(':'))
+        {
+            stage = Some(name);
+        } else if let (Some(name), Some(end)) = (stage, line.strip_prefix("- closed after ")) {
+            review.push_str(&format!(" The scene on {name} closed after {end}."));
+        } else if let (Some(name), true) = (stage, *line == "- still playing") {
+            review.push_str(&format!(" The scene on {name} is still playing."));
+        }
     }
     review
 }

@@ -83,6 +83,9 @@ pub fn checklist(job: &DirectorJob) -> Vec<ChecklistLine> {
                 StepStatus::Waiting(Wait::Until(at)) => {
                     format!(" (waiting until {})", at.format("%b %d %H:%M"))
                 }
+                StepStatus::Waiting(Wait::Scene(stage)) => {
+                    format!(" (waiting for the scene on {stage} to end)")
+                }
                 _ => String::new(),
             };
             ChecklistLine {
@@ -349,6 +352,7 @@ mod tests {
             model_calls: 2,
             current: None,
             replan_reason: None,
+            evidence: Default::default(),
         }
     }
 

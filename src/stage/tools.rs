@@ -111,7 +111,9 @@ pub fn read_game_resource(call: In<ToolCall>, stages: Option<Res<Stages>>) -> To
 }
 
 /// `open_stage`: the scene of the arguments, checked like a scene file (personas by name),
-/// opened, its turns queued and its close after them.
+/// opened, its turns queued and its close after them. The result asks to be awaited until the
+/// scene closes (`{"await": {"scene_closed": STAGE}}`): the director's step ends then, with
+/// who did what.
 pub fn open_stage(call: In<ToolCall>, world: &mut World) -> ToolResult {
     let args = &call.args;
     let file = SceneFile {
@@ -154,7 +156,8 @@ pub fn open_stage(call: In<ToolCall>, world: &mut World) -> ToolResult {
     world.write_message(StageCommand::Finish {
         stage: stage.clone(),
     });
-    Ok(json!({"opened": stage, "turns": turns}))
+    // The director waits for the close and takes who did what as the step's result.
+    Ok(json!({"opened": stage, "turns": turns, "await": {"scene_closed": stage}}))
 }
 
 #[cfg(test)]
@@ -184,6 +187,10 @@ mod tests {
         let ok = json!({"stage": "Pub", "environment": "quiet", "turns": 3,
                         "actors": [{"name": "A", "appearance": "tall"}]});
         assert!(open.check_args(&ok).is_ok());
+        let resident = json!({"stage": "Quarrel at the Lantern", "environment": "the lunch rush, a spilled tray", "turns": 2,
+                              "actors": [{"persona": "Cy Park", "appearance": "a tired waiter"},
+                                         {"name": "Stranger", "appearance": "a man in a wet coat"}]});
+        assert_eq!(open.check_args(&resident), Ok(()));
         let many: Vec<Value> = (0..13)
             .map(|i| json!({"name": format!("A{i}"), "appearance": "x"}))
             .collect();
