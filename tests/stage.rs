@@ -23,6 +23,8 @@ use bevy_generative_agents::stage::{
 };
 use bevy_generative_agents::testing::town_script;
 
+mod common;
+
 const PUB: &str = "The Crooked Anchor";
 const SHADE_LOOKS: &str = "a grey hooded figure with a scar across the chin";
 
@@ -601,9 +603,10 @@ fn the_stage_tools_read_without_the_hidden_and_open_scenes_from_arguments() {
     assert!(hidden.is_err(), "{hidden:?}");
 }
 
-/// A save keeps no stage scene: loading one into a world where a scene is playing (mid-turn)
-/// ends it — told closed, its turn's calls dropped, its waiter gone — and the loaded town steps
-/// on with no stage and no persona held by it.
+/// Loading a save taken before a scene opened into a world where the scene is playing
+/// (mid-turn) ends it — told closed, its turn's calls dropped, its waiter gone — and the loaded
+/// town steps on with no stage and no persona held by it. A save taken while it plays keeps it,
+/// and its tile event.
 #[test]
 fn loading_a_save_ends_the_scenes_playing() {
     use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
@@ -676,16 +679,18 @@ fn loading_a_save_ends_the_scenes_playing() {
             .any(|(_, t)| t.events.iter().any(|e| e.subject == scene_subject))
     };
     assert!(shows_scene(&app), "no tile event shows the scene");
-    // … which a save (keeping no scene) does not keep.
+    // … which a save taken now keeps, with the scene.
     let mid = std::env::temp_dir().join(format!("bga-stage-mid-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&mid);
     save_world(app.world_mut(), &mid).expect("saved mid-scene");
     let events = std::fs::read_to_string(mid.join("world/events.json")).expect("events");
+    let stages = std::fs::read_to_string(mid.join("stages.json")).expect("stages");
     let _ = std::fs::remove_dir_all(&mid);
     assert!(
-        !events.contains(&scene_subject),
-        "the save kept the scene's event"
+        events.contains(&scene_subject),
+        "the save lost the scene's event"
     );
+    assert!(stages.contains(PUB), "the save lost the scene: {stages}");
 
     let mut closed = bevy::ecs::message::MessageCursor::<StageClosed>::default();
     closed
@@ -719,4 +724,144 @@ fn loading_a_save_ends_the_scenes_playing() {
     assert_eq!(held.iter(app.world()).count(), 0);
     assert_eq!(app.world().resource::<Stages>().iter().count(), 0);
     assert!(!shows_scene(&app), "the ended scene still shows");
+}
+
+/// A town saved while a scene plays — between two of its turns, more queued, its actors held —
+/// loads into a fresh app and plays the scene on exactly as the town that never stopped: the
+/// same turns, the same close, the same aftermaths, byte for byte in the final save (Lockstep,
+/// the offline town script). A save whose scene names a persona the save lacks, or breaks a
+/// scene's rules, is refused naming `stages.json`.
+#[test]
+fn a_town_saved_mid_scene_plays_it_on_exactly() {
+    use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
+    use bevy_generative_agents::testing::{create_test_app, spawn_crowd, synthetic_sheets};
+    use bevy_generative_agents::world::TownMap;
+
+    const SEED: u64 = 7;
+    let map = || TownMap::load_tmx(TownMap::default_town_path()).expect("default town");
+    let run_to = |app: &mut App, step: u64| {
+        app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(step);
+        app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
+        for _ in 0..2_000_000 {
+            if app.world().resource::<SimClock>().step() >= step {
+                return;
+            }
+            app.update();
+        }
+        panic!("the clock stalled before step {step}");
+    };
+    let save = |app: &mut App, dir: &std::path::Path| {
+        for _ in 0..10_000 {
+            match save_world(app.world_mut(), dir) {
+                Ok(_) => return,
+                Err(PersistError::Busy(_)) => app.update(),
+                Err(err) => panic!("save failed: {err}"),
+            }
+        }
+        panic!("the town never became saveable");
+    };
+    let mut app = create_test_app(bevy_generative_agents::testing::scripted_client(SEED));
+    let sheets = synthetic_sheets(4).expect("sheets");
+    spawn_crowd(&mut app, map(), &sheets, SEED).expect("crowd");
+    app.finish();
+    app.cleanup();
+    run_to(&mut app, 6);
+    let mut query = app.world_mut().query_filtered::<Entity, With<Persona>>();
+    let mut players: Vec<Entity> = query.iter(app.world()).collect();
+    players.sort();
+    app.world_mut().write_message(StageCommand::Open {
+        scene: scene([players[0], players[1]]),
+    });
+    app.world_mut().write_message(StageCommand::Play {
+        stage: PUB.to_string(),
+        turns: 4,
+    });
+    app.world_mut().write_message(StageCommand::Finish {
+        stage: PUB.to_string(),
+    });
+    // A turn every six steps (a minute of game time): two are played by step 18.
+    run_to(&mut app, 18);
+    let dir = common::TempDir::new("stage-mid-scene");
+    let mid = dir.path().join("mid");
+    save(&mut app, &mid);
+    let stages = std::fs::read_to_string(mid.join("stages.json")).expect("stages.json");
+    let saved: serde_json::Value = serde_json::from_str(&stages).expect("JSON");
+    let played = saved["scenes"][0]["scene"]["turn"]
+        .as_u64()
+        .expect("a scene");
+    assert!(
+        (1..4).contains(&played) && saved["scenes"][0]["queued"].as_u64() > Some(0),
+        "saved between turns, more to play: {stages}"
+    );
+    let step = app.world().resource::<SimClock>().step();
+    let end = step + 60;
+    run_to(&mut app, end);
+    assert!(
+        app.world().resource::<Stages>().get(PUB).is_none(),
+        "the scene closed in the run that never stopped"
+    );
+    let expected = dir.path().join("expected");
+    save(&mut app, &expected);
+
+    let mut loaded = create_test_app(bevy_generative_agents::testing::scripted_client(SEED));
+    loaded.insert_resource(map());
+    loaded.finish();
+    loaded.cleanup();
+    load_into_world(loaded.world_mut(), &mid).expect("the mid-scene save loads");
+    {
+        let stages = loaded.world().resource::<Stages>();
+        let scene = stages.get(PUB).expect("the scene plays on after the load");
+        assert_eq!(u64::from(scene.turn), played);
+        let held: Vec<Entity> = scene.actors.iter().filter_map(|a| a.persona).collect();
+        assert_eq!(held.len(), 2, "its persona actors are the loaded personas");
+        for persona in held {
+            assert!(
+                loaded.world().get::<Held>(persona).is_some(),
+                "held on the stage"
+            );
+        }
+    }
+    run_to(&mut loaded, end);
+    let got = dir.path().join("got");
+    save(&mut loaded, &got);
+    common::assert_same_save(&expected, &got, "the save loaded mid-scene");
+
+    // Hostile stages.json: refused at load, naming the file and the field.
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(Edit, &str); 4] = [
+        (
+            |v| v["scenes"][0]["personas"][0] = "Nobody Here".into(),
+            "personas[0]",
+        ),
+        (|v| v["scenes"][0]["queued"] = 9_999_999.into(), "queued"),
+        (
+            |v| v["scenes"][0]["scene"]["actors"] = serde_json::json!([]),
+            "scene",
+        ),
+        (
+            |v| v["scenes"][0]["scene"]["narration"][0] = "x".repeat(30_000).into(),
+            "narration[0]",
+        ),
+    ];
+    for (edit, field) in edits {
+        let bad = dir.path().join("bad");
+        let _ = std::fs::remove_dir_all(&bad);
+        common::copy_tree(&mid, &bad);
+        let mut value = saved.clone();
+        edit(&mut value);
+        std::fs::write(bad.join("stages.json"), value.to_string()).expect("write");
+        let mut app = create_test_app(bevy_generative_agents::testing::scripted_client(SEED));
+        app.insert_resource(map());
+        let error = bevy_generative_agents::persist::load_into_world_with(
+            app.world_mut(),
+            &bad,
+            bevy_generative_agents::persist::SaveIntegrity::TrustEdited,
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            error.contains("stages.json") && error.contains(field),
+            "{field}: {error}"
+        );
+    }
 }

@@ -26,6 +26,7 @@ use crate::memory::{
 };
 use crate::persona::{ActionView, Body, Diary, MindState, Scratch};
 use crate::settings::AgentSettings;
+use crate::stage::save::StagesFile;
 use crate::world::{ActionAddress, TileCoord, TileEvent};
 
 /// `meta.json`.
@@ -56,6 +57,8 @@ pub(crate) const RNG_FILE: &str = "rng.json";
 pub(crate) const DIALOGUE_FILE: &str = "dialogue.json";
 /// `groups.json`: the open group conversations (format version 3 on).
 pub(crate) const GROUPS_FILE: &str = "groups.json";
+/// `stages.json`: the stage scenes playing and their aftermaths waiting (format version 4 on).
+pub(crate) const STAGES_FILE: &str = "stages.json";
 /// A persona's attention to the group conversations (format version 3 on).
 pub(crate) const GROUP_FILE: &str = "group.json";
 
@@ -416,6 +419,8 @@ pub struct SaveData {
     pub pending: PendingFile,
     /// `groups.json`.
     pub groups: GroupsFile,
+    /// `stages.json`.
+    pub stages: StagesFile,
     /// The personas, in `meta.personas` order.
     pub personas: Vec<PersonaSave>,
 }
@@ -446,6 +451,7 @@ impl SaveData {
             &self.events,
             &self.pending,
             &self.groups,
+            &self.stages,
             &self.persona_refs(),
         )
     }
@@ -481,6 +487,7 @@ pub(crate) fn encode(
     events: &EventsFile,
     pending: &PendingFile,
     groups: &GroupsFile,
+    stages: &StagesFile,
     personas: &[PersonaRef<'_>],
 ) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
     let mut files = Vec::new();
@@ -495,6 +502,7 @@ pub(crate) fn encode(
         to_json(Path::new(PENDING_FILE), pending)?,
     );
     push(GROUPS_FILE.into(), to_json(Path::new(GROUPS_FILE), groups)?);
+    push(STAGES_FILE.into(), to_json(Path::new(STAGES_FILE), stages)?);
     for persona in personas {
         check_persona_name(persona.name).map_err(|message| PersistError::Invalid {
             file: META_FILE.into(),
@@ -709,6 +717,21 @@ fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, Persist
     } else {
         GroupsFile::default()
     };
+    // Before version 4 no save kept a stage scene.
+    let stages: StagesFile = if meta.format_version >= 4 {
+        let stages_path = Path::new(STAGES_FILE);
+        let stages: StagesFile = parse(&file_of(stages_path), &read(stages_path)?)?;
+        stages
+            .check(&names)
+            .map_err(|error| PersistError::Invalid {
+                file: file_of(stages_path),
+                field: error.field,
+                message: error.message,
+            })?;
+        stages
+    } else {
+        StagesFile::default()
+    };
 
     let mut personas = Vec::with_capacity(meta.personas.len());
     for name in &meta.personas {
@@ -727,6 +750,7 @@ fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, Persist
         events,
         pending,
         groups,
+        stages,
         personas,
     })
 }

@@ -82,9 +82,10 @@ use std::path::PathBuf;
 pub const FORMAT_NAME: &str = "bevy_generative_agents/save";
 /// The save format version this build writes. Version 2 added each persona's `dialogue.json`
 /// (speaker profiles and appointments, SPEC §7.4); version 3 the group conversations
-/// (`groups.json` and each persona's `group.json`, SPEC §8). Older saves still load (as having
-/// none of what came later), and are written back as version 3.
-pub const FORMAT_VERSION: u32 = 3;
+/// (`groups.json` and each persona's `group.json`, SPEC §8); version 4 the stage scenes playing
+/// (`stages.json`, SPEC §9, §16). Older saves still load (as having none of what came later),
+/// and are written back as version 4.
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The oldest save format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

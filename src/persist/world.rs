@@ -23,6 +23,7 @@ use crate::llm::{LlmClient, LlmConfig, LlmPlugin, build_client};
 use crate::persona::{ActionView, Body, Diary, Mind, Persona};
 use crate::prompt::{PromptLibrary, PromptProvenance};
 use crate::settings::AgentSettings;
+use crate::stage::save::StagesFile;
 use crate::world::{TileCoord, TileEvent, TownMap};
 
 /// The seed the simulation was started with, recorded in saves. Headless runs insert it; a
@@ -240,19 +241,13 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         .map(crate::files::portable_crate_path)
         .unwrap_or_default();
     let world_name = map.world_name().to_owned();
-    // A save keeps no stage scene, so none of their tile events either.
-    let stages = world.get_resource::<crate::stage::Stages>();
+    // The scenes playing are saved (`stages.json`), and their tile events with the others.
     let events = EventsFile {
         tiles: map
             .tiles()
             .map(|(c, tile)| TileEvents {
                 tile: c,
-                events: tile
-                    .events
-                    .iter()
-                    .filter(|e| !stages.is_some_and(|s| s.shows(c, e)))
-                    .cloned()
-                    .collect(),
+                events: tile.events.iter().cloned().collect(),
             })
             .filter(|tile| !tile.events.is_empty())
             .collect(),
@@ -360,7 +355,16 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         prompts,
     };
     let groups_file = GroupsFile::of(world, &names_by_entity);
-    let files = encode(&meta, &settings, &events, &pending, &groups_file, &personas)?;
+    let stages_file = StagesFile::of(world, &names_by_entity).map_err(PersistError::Busy)?;
+    let files = encode(
+        &meta,
+        &settings,
+        &events,
+        &pending,
+        &groups_file,
+        &stages_file,
+        &personas,
+    )?;
     Ok((meta, files))
 }
 
@@ -469,6 +473,11 @@ fn check_tiles(map: &TownMap, data: &SaveData) -> Result<(), PersistError> {
             map.world_name()
         )));
     }
+    for tile in data.stages.tiles() {
+        if !map.in_bounds(tile) {
+            return Err(off("a scene in stages.json".into(), tile));
+        }
+    }
     for tile in &data.events.tiles {
         if !map.in_bounds(tile.tile) {
             return Err(off("an event in world/events.json".into(), tile.tile));
@@ -507,6 +516,7 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
         events,
         pending,
         groups,
+        stages,
         personas,
     } = data;
 
@@ -518,7 +528,8 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
         // Despawning drops any task in flight on the entity, which cancels it.
         world.despawn(entity);
     }
-    // A save keeps no stage scene, and the scenes' actors were the personas just despawned.
+    // The world's scenes end (their actors were the personas just despawned); the save's
+    // come back once its personas are spawned.
     crate::stage::end_scenes_for_load(world);
     if let Some(mut map) = world.get_resource_mut::<TownMap>() {
         let existing: Vec<(TileCoord, Vec<TileEvent>)> = map
@@ -580,6 +591,7 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
     world.insert_resource(sessions);
     // The group conversations of the save replace the world's (their members are named).
     crate::group::save::restore(world, groups, attention, &by_name);
+    crate::stage::save::restore(world, stages, &by_name);
     let intents: Vec<(Entity, String)> = pending
         .chat_intents
         .into_iter()

@@ -33,8 +33,10 @@
 //! keeps a memory of it (an event bystanders' retrieval can find, and the planning thought and
 //! memo of an after-chat over the scene's latest turns, SPEC §16), its day makes room for the
 //! time it took (SPEC §3.5's re-decomposition) and its routine resumes; only then is it let go. A save
-//! keeps no scene: loading one into the world ends every scene playing (told with
-//! [`StageClosed`]; no aftermath, the personas who lived it are gone). Outcome messages:
+//! keeps the scenes playing between two turns and the aftermaths waiting ([`save`],
+//! `stages.json`): loaded, a scene plays on exactly as it would have. Loading a save ends every
+//! scene the world was playing first (told with [`StageClosed`]; no aftermath, the personas
+//! who lived it are gone). Outcome messages:
 //!
 //! | message | when |
 //! | --- | --- |
@@ -50,6 +52,7 @@ pub mod actor;
 pub mod file;
 mod play;
 pub mod prompts;
+pub mod save;
 pub mod scene;
 pub mod tools;
 
@@ -199,20 +202,6 @@ impl Stages {
     /// Every scene playing, by stage name.
     pub fn iter(&self) -> impl Iterator<Item = &Scene> {
         self.runs.values().map(|r| &r.scene)
-    }
-
-    /// Whether `event` at `tile` is a playing scene's tile event (a save keeps none: it keeps
-    /// no scene).
-    pub(crate) fn shows(
-        &self,
-        tile: crate::world::TileCoord,
-        event: &crate::world::TileEvent,
-    ) -> bool {
-        self.runs.values().any(|r| {
-            r.shown
-                .as_ref()
-                .is_some_and(|(t, e)| *t == tile && e == event)
-        })
     }
 
     /// Turns of `name` queued and not yet started.

@@ -539,30 +539,31 @@ fn scene_lines(scene: &Scene) -> Vec<(String, String)> {
 
 /// A persona's aftermath of a scene, waiting for its mind or running.
 pub(super) struct Aftermath {
-    persona: Entity,
-    memory: SceneMemory,
-    task: Option<Task<Box<MindState>>>,
+    pub persona: Entity,
+    pub memory: SceneMemory,
+    pub task: Option<Task<Box<MindState>>>,
 }
 
-/// What one persona actor keeps of a closed scene (see [`aftermath`]).
-#[derive(Clone)]
-struct SceneMemory {
+/// What one persona actor keeps of a closed scene (see [`aftermath`]); saved while it waits
+/// for the persona's mind.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct SceneMemory {
     /// The stage's name.
-    stage: String,
+    pub stage: String,
     /// The event memory's description.
-    description: String,
+    pub description: String,
     /// When the scene opened, and how many minutes it took (the schedule makes room).
-    opened: NaiveDateTime,
-    minutes: u32,
+    pub opened: NaiveDateTime,
+    pub minutes: u32,
     /// Who else was in the scene ("Bram and Otto"), or the scene itself when nobody was.
-    partner: String,
+    pub partner: String,
     /// The scene's latest turns, as a conversation (see [`scene_lines`]).
-    conversation: Vec<(String, String)>,
+    pub conversation: Vec<(String, String)>,
 }
 
 /// Aftermaths of closed scenes.
 #[derive(Resource, Default)]
-pub(super) struct Aftermaths(Vec<Aftermath>);
+pub(super) struct Aftermaths(pub Vec<Aftermath>);
 
 /// Runs each aftermath once its persona's mind is home (checked out into a task, like a
 /// thought: the persona is `AwaitingCognition` meanwhile) and checks the mind back in.
