@@ -29,6 +29,8 @@ use bevy_generative_agents::testing::create_test_app;
 use bevy_generative_agents::world::{TileCoord, TownMap};
 use serde_json::{Value, json};
 
+mod common;
+
 const WORLD: &str = "Fernhill";
 const PEOPLE: [(&str, &str); 3] = [
     ("Ada Lee", "bed-a"),
@@ -598,16 +600,20 @@ fn a_hostile_corpus_of_directives_runs_no_tool_off_the_allow_list() {
     assert_eq!(app.world().resource::<VaultOpened>().0, 0);
 }
 
-/// A save loaded into the town (the game's quick load) while a directive is under way ends the
-/// directive — failed, saying why — and does not roll the loaded town back to the directive's
-/// snapshot, which belongs to the town the load replaced.
+/// Saves keep a directive in progress (SPEC §16): a save taken mid-directive and loaded back
+/// (as the game's F9 does) goes on with it — still waiting for its step, nothing failed — and a
+/// cancel after the load rolls the town back to before the directive (the snapshot came back
+/// with the save). A save with no directive, loaded while one runs, ends it — failed, saying
+/// why — and does not roll the loaded town back to the directive's snapshot, which belongs to
+/// the town the load replaced.
 #[test]
-fn loading_a_save_mid_directive_ends_it_without_rolling_the_town_back() {
+fn a_save_keeps_a_directive_and_a_save_without_one_ends_it() {
     use bevy_generative_agents::director::LOADED_MID_DIRECTIVE;
     use bevy_generative_agents::persist::{
         LoadRequest, PersistError, PersistOutcome, PersistPlugin, save_world,
     };
     const MOVING: &str = "Cy Park is moving away.";
+    const PAINTING: &str = "Cy Park is painting the fence.";
     let backend = town_script_backend(11).with_responder("director_plan", |_, _| {
         json!({"steps": [
             {"id": 1, "skill": "set_currently", "args": {"persona": "Cy Park", "text": MOVING}},
@@ -625,8 +631,43 @@ fn loading_a_save_mid_directive_ends_it_without_rolling_the_town_back() {
             .and_then(|(_, mind)| mind.get().map(|m| m.scratch.currently.clone()))
             .expect("Cy Park is home")
     };
+    let save = |app: &mut App, dir: &std::path::Path| {
+        let _ = std::fs::remove_dir_all(dir);
+        let start = Instant::now();
+        loop {
+            match save_world(app.world_mut(), dir) {
+                Ok(meta) => break meta,
+                Err(PersistError::Busy(_)) if start.elapsed() < Duration::from_secs(30) => {
+                    app.update()
+                }
+                Err(err) => panic!("save failed: {err}"),
+            }
+        }
+    };
+    let load = |app: &mut App, dir: &std::path::Path| {
+        app.world_mut().write_message(LoadRequest {
+            dir: dir.to_owned(),
+        });
+        let mut outcomes = bevy::ecs::message::MessageCursor::<PersistOutcome>::default();
+        let mut loaded = false;
+        for _ in 0..3 {
+            app.update();
+            loaded |= outcomes
+                .read(app.world().resource::<Messages<PersistOutcome>>())
+                .any(|o| matches!(o, PersistOutcome::Loaded { .. }));
+        }
+        assert!(loaded, "the save loaded");
+    };
+    let dir = std::env::temp_dir().join(format!("ga-director-loaded-{}", std::process::id()));
+    let (plain, mid) = (dir.join("plain"), dir.join("mid"));
     let before = currently(app);
     assert_ne!(before, MOVING);
+    save(app, &plain);
+    assert!(
+        !plain.join("sections").exists(),
+        "a town whose director never ran keeps no director section"
+    );
+
     send(
         app,
         DirectorCommand::directive("Send Cy away.", ConfirmationPolicy::None),
@@ -636,36 +677,71 @@ fn loading_a_save_mid_directive_ends_it_without_rolling_the_town_back() {
     });
     run_steps(app, 3);
     assert_eq!(currently(app), MOVING);
+    let waiting = |app: &App| {
+        let job = app
+            .world()
+            .resource::<Director>()
+            .job
+            .clone()
+            .expect("running");
+        assert_eq!(
+            job.state,
+            ExecutorState::Executing,
+            "waiting for the afternoon"
+        );
+        assert!(
+            matches!(job.steps[1].status, StepStatus::Waiting(_)),
+            "{job:?}"
+        );
+        job
+    };
+    let job = waiting(app);
+
+    // Saved mid-directive, run on, loaded back: the directive goes on where it was.
+    let meta = save(app, &mid);
+    assert_eq!(meta.sections, ["director"]);
+    run_steps(app, 3);
+    load(app, &mid);
+    assert_eq!(waiting(app), job, "the very job, as saved");
+    assert!(app.world().resource::<Heard>().failed.is_empty());
+    assert_eq!(currently(app), MOVING);
+    // … and a cancel still rolls the town back to before the directive.
+    send(app, DirectorCommand::Cancel);
+    run_until(app, "the cancel", |w| {
+        w.resource::<Director>().job.is_none()
+    });
     assert_eq!(
         app.world().resource::<Director>().latest().map(|j| j.state),
-        Some(ExecutorState::Executing),
-        "waiting for the afternoon"
+        Some(ExecutorState::Cancelled)
+    );
+    assert_eq!(
+        currently(app),
+        before,
+        "rolled back through the saved snapshot"
     );
 
-    // The town saved mid-directive, then loaded back (as the game's F9 does).
-    let dir = std::env::temp_dir().join(format!("ga-director-loaded-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let start = Instant::now();
-    let meta = loop {
-        match save_world(app.world_mut(), &dir) {
-            Ok(meta) => break meta,
-            Err(PersistError::Busy(_)) if start.elapsed() < Duration::from_secs(30) => app.update(),
-            Err(err) => panic!("save failed: {err}"),
-        }
+    // A second directive, ended by loading the save that has none.
+    // (The load made new entities for the personas.)
+    let cy = {
+        let mut q = app.world_mut().query::<(Entity, &Name)>();
+        q.iter(app.world())
+            .find(|(_, n)| n.as_str() == "Cy Park")
+            .map(|(e, _)| e)
+            .expect("Cy Park")
     };
+    bevy_generative_agents::dialogue::control::set_currently(app.world_mut(), cy, PAINTING)
+        .expect("Cy is home");
+    send(
+        app,
+        DirectorCommand::directive("Send Cy away again.", ConfirmationPolicy::None),
+    );
+    run_until(app, "the second directive's first step", |w| {
+        w.resource::<Heard>().steps.len() == 2
+    });
     run_steps(app, 3);
-    app.world_mut()
-        .write_message(LoadRequest { dir: dir.clone() });
-    let mut outcomes = bevy::ecs::message::MessageCursor::<PersistOutcome>::default();
-    let mut loaded = false;
-    for _ in 0..3 {
-        app.update();
-        loaded |= outcomes
-            .read(app.world().resource::<Messages<PersistOutcome>>())
-            .any(|o| matches!(o, PersistOutcome::Loaded { .. }));
-    }
+    assert_eq!(currently(app), MOVING);
+    load(app, &plain);
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(loaded, "the save loaded");
     let director = app.world().resource::<Director>();
     assert!(director.job.is_none(), "the directive ended");
     let job = director.latest().expect("in the history");
@@ -674,9 +750,146 @@ fn loading_a_save_mid_directive_ends_it_without_rolling_the_town_back() {
         app.world().resource::<Heard>().failed,
         [LOADED_MID_DIRECTIVE.to_string()]
     );
-    // The loaded town is the save's (Cy moving away), not the directive's snapshot of before.
-    assert_eq!(currently(app), MOVING);
-    assert!(app.world().resource::<SimClock>().step() >= meta.step);
+    // The loaded town is the save's, not the directive's snapshot (Cy painting).
+    assert_eq!(currently(app), before);
+}
+
+/// A town saved while a directive waits between its steps, loaded into a fresh app and run
+/// on, ends byte-identical to the town that never stopped (Lockstep, the offline town script):
+/// the same steps, the same validations, the same review, the same final save.
+#[test]
+fn a_town_saved_mid_directive_goes_on_exactly() {
+    use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
+    let backend = || {
+        town_script_backend(3).with_responder("director_plan", |_, _| {
+            json!({"steps": [
+                {"id": 1, "skill": "whisper", "args": {"persona": "Ada Lee",
+                 "text": "you want to bake bread for the whole house tonight"}},
+                {"id": 2, "skill": "wait_until", "args": {"time": "2023-02-13 01:00"}},
+                {"id": 3, "skill": "add_schedule_item", "args": {"persona": "Ben Ode",
+                 "task": "eat bread", "place": "Lantern Cafe", "time": "2023-02-13 18:00", "minutes": 30}},
+                {"id": 4, "skill": "who_knows", "args": {"topic": "bread"}}
+            ], "checks": [{"place": "Lantern Cafe", "from": "2023-02-13 00:30", "to": "2023-02-13 01:10"}]})
+            .to_string()
+        })
+    };
+    let save = |app: &mut App, dir: &std::path::Path| {
+        let _ = std::fs::remove_dir_all(dir);
+        for _ in 0..100_000 {
+            match save_world(app.world_mut(), dir) {
+                Ok(meta) => return meta,
+                Err(PersistError::Busy(_)) => app.update(),
+                Err(err) => panic!("save failed: {err}"),
+            }
+        }
+        panic!("the town never became saveable");
+    };
+    let mut town = setup(LlmClient::new(Arc::new(backend())), "exact-a");
+    let app = &mut town.app;
+    send(
+        app,
+        DirectorCommand::directive(
+            "Have Ada bake bread for the house and Ben eat it",
+            ConfirmationPolicy::None,
+        ),
+    );
+    run_until(app, "the wait", |w| {
+        w.resource::<Director>().job.as_ref().is_some_and(|j| {
+            j.steps
+                .get(1)
+                .is_some_and(|s| matches!(s.status, StepStatus::Waiting(_)))
+        })
+    });
+    let at = app.world().resource::<SimClock>().step() + 2;
+    run_steps(app, 2);
+    let dir = std::env::temp_dir().join(format!("ga-director-exact-{}", std::process::id()));
+    let mid = dir.join("mid");
+    let meta = save(app, &mid);
+    assert!(meta.step >= at);
+    assert_eq!(meta.sections, ["director"]);
+    // Past the wait (01:00 is step 360 at ten seconds a step), the last steps and the review.
+    let end = meta.step + 500;
+    run_steps(app, end - app.world().resource::<SimClock>().step());
+    let job = app
+        .world()
+        .resource::<Director>()
+        .latest()
+        .cloned()
+        .expect("a job");
+    assert_eq!(job.state, ExecutorState::Completed, "{job:?}");
+    let expected = dir.join("expected");
+    save(app, &expected);
+
+    let mut fresh = setup(LlmClient::new(Arc::new(backend())), "exact-b");
+    let loaded = &mut fresh.app;
+    load_into_world(loaded.world_mut(), &mid).expect("the mid-directive save loads");
+    assert_eq!(
+        loaded
+            .world()
+            .resource::<Director>()
+            .job
+            .as_ref()
+            .map(|j| j.state),
+        Some(ExecutorState::Executing)
+    );
+    run_steps(loaded, end - loaded.world().resource::<SimClock>().step());
+    let got = dir.join("got");
+    save(loaded, &got);
+    let (a, b) = (
+        std::fs::read(expected.join("sections/director.json")).expect("director.json"),
+        std::fs::read(got.join("sections/director.json")).expect("director.json"),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&a),
+        String::from_utf8_lossy(&b),
+        "the director's section"
+    );
+    common::assert_same_save(&expected, &got, "the save loaded mid-directive");
+
+    // A hostile director section is refused at load, naming the file and the field; the
+    // world is untouched.
+    let section: Value = serde_json::from_slice(
+        &std::fs::read(mid.join("sections/director.json")).expect("director.json"),
+    )
+    .expect("JSON");
+    type Edit = fn(&mut Value);
+    let edits: [(Edit, &str); 4] = [
+        (|v| v["director"]["job"]["current"] = 99.into(), "current"),
+        (
+            |v| v["director"]["job"]["directive"] = "x".repeat(30_000).into(),
+            "directive",
+        ),
+        (
+            |v| v["snapshot"]["meta.json"] = "{\"format\": \"evil\"}".into(),
+            "snapshot",
+        ),
+        (
+            |v| v["director"]["job"]["state"] = "Launching".into(),
+            "director section",
+        ),
+    ];
+    for (edit, field) in edits {
+        let bad = dir.join("bad");
+        let _ = std::fs::remove_dir_all(&bad);
+        common::copy_tree(&mid, &bad);
+        let mut value = section.clone();
+        edit(&mut value);
+        std::fs::write(bad.join("sections/director.json"), value.to_string()).expect("write");
+        let before = loaded.world().resource::<SimClock>().step();
+        let error = bevy_generative_agents::persist::load_into_world_with(
+            loaded.world_mut(),
+            &bad,
+            bevy_generative_agents::persist::SaveIntegrity::TrustEdited,
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(
+            error.contains("sections/director.json") && error.contains(field),
+            "{field}: {error}"
+        );
+        assert_eq!(loaded.world().resource::<SimClock>().step(), before);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // =============================================================================================

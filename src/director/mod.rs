@@ -31,9 +31,11 @@
 //!    [`Review`] (`director_review` writes the prose around the measured facts).
 //!
 //! Pause and resume hold the executor where it is (the town goes on). **Cancel rolls the town
-//! back** to the snapshot: personas, memories, schedules, map events, the clock. A save loaded
-//! into the town while a directive is under way (the game's quick load, a
-//! [`LoadRequest`](crate::persist::LoadRequest)) ends it — [`DirectorFailed`] with
+//! back** to the snapshot: personas, memories, schedules, map events, the clock. **Saves keep a
+//! directive in progress** ([`save`]: state, plan, steps, evidence, the snapshot), so a town
+//! loaded from one goes on with it — and a cancel after the load still rolls back. A save
+//! without one, loaded into the town while a directive is under way (the game's quick load, a
+//! [`LoadRequest`](crate::persist::LoadRequest)), ends it — [`DirectorFailed`] with
 //! [`LOADED_MID_DIRECTIVE`] — with nothing rolled back: its snapshot and calls belong to the
 //! town the load replaced.
 //!
@@ -71,6 +73,7 @@ pub mod plan;
 pub mod prompts;
 pub mod review;
 mod run;
+pub mod save;
 pub mod scenario;
 pub mod skills;
 pub mod witness;
@@ -268,8 +271,9 @@ impl DirectorJob {
     }
 }
 
-/// The director's jobs: the one running, and the last finished ones.
-#[derive(Resource, Debug, Clone, Default)]
+/// The director's jobs: the one running, and the last finished ones (kept in saves, see
+/// [`save`]).
+#[derive(Resource, Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Director {
     /// The job not yet finished, if any.
     pub job: Option<DirectorJob>,
@@ -424,7 +428,6 @@ impl Plugin for DirectorPlugin {
         app.init_resource::<Director>()
             .init_resource::<DirectorSettings>()
             .init_resource::<run::DirectorRuntime>()
-            .init_resource::<run::LoadedMidDirective>()
             .register_type::<DirectorSettings>()
             .add_message::<DirectorCommand>()
             .add_message::<DirectiveRejected>()
@@ -436,9 +439,6 @@ impl Plugin for DirectorPlugin {
             .add_message::<DirectorReviewed>()
             .add_message::<DirectorFailed>()
             .add_observer(run::hear_reply)
-            // Before the step's polls: a save loaded at the end of the last frame ends the job
-            // before it acts on the loaded town.
-            .add_systems(First, run::note_loads)
             .add_systems(
                 SimPoll,
                 run::drive_director
@@ -458,6 +458,10 @@ impl Plugin for DirectorPlugin {
             .add_systems(Last, witness::witness_town)
             .add_plugins(scenario::ScenarioPlugin);
         skills::register_skills(app);
+        // A directive in progress is kept in saves (`sections/director.json`).
+        app.world_mut()
+            .get_resource_or_init::<crate::persist::SaveSections>()
+            .add(save::section());
     }
 }
 

@@ -183,7 +183,7 @@ impl Prompt for DirectorPlan {
 }
 
 /// What validation decided after a step.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Decision {
     /// Go on with the next step.
     Continue,

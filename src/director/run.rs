@@ -4,10 +4,10 @@
 //!
 //! [`SimPoll`]: crate::clock::SimPoll
 
-use bevy::ecs::message::MessageCursor;
 use bevy::prelude::*;
 use bevy::tasks::Task;
 use chrono::NaiveDateTime;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::clock::{AwaitingCognition, SimClock, poll_landing, spawn_landing};
@@ -15,7 +15,7 @@ use crate::dialogue::prompts::neutralise;
 use crate::dialogue::tools::resolve_place;
 use crate::dialogue::{DialogueReplied, ToolCall, ToolHandler, ToolRegistry};
 use crate::llm::LlmClient;
-use crate::persist::{PersistError, PersistOutcome, TownSnapshot};
+use crate::persist::{PersistError, TownSnapshot};
 use crate::persona::{Body, Persona};
 use crate::prompt::{PromptContext, PromptLibrary, run_prompt};
 use crate::settings::AgentSettings;
@@ -36,8 +36,9 @@ use super::{
     DirectorSettings, DirectorStateChanged, DirectorStepFinished, StepRun, StepStatus, Wait,
 };
 
-/// A model answer for the job.
-enum TaskAnswer {
+/// A model answer for the job (saved while held: see [`SavedRuntime`]).
+#[derive(Clone, Serialize, Deserialize)]
+pub(super) enum TaskAnswer {
     Planned {
         intent: Intent,
         plan: Option<Value>,
@@ -75,6 +76,107 @@ pub(super) struct DirectorRuntime {
 /// in the stage's poll of this frame or the next and is witnessed at the end of that frame.
 const SCENE_OPEN_POLLS: u32 = 3;
 
+/// What a save keeps of [`DirectorRuntime`] (see [`save`](super::save)): the answer held
+/// while paused, the replies steps wait for, and the scene polls counted.
+#[derive(Serialize, Deserialize)]
+pub(super) struct SavedRuntime {
+    landed: Option<TaskAnswer>,
+    replies: Vec<(String, String)>,
+    unseen_scene_polls: u32,
+}
+
+/// Most replies kept waiting, and characters of a saved answer's text.
+const MAX_SAVED_REPLIES: usize = 64;
+const MAX_SAVED_ANSWER: usize = 200_000;
+
+impl SavedRuntime {
+    /// Checks a saved runtime as untrusted input: `Err((field, why))`.
+    pub(super) fn check(&self) -> Result<(), (String, String)> {
+        if self.replies.len() > MAX_SAVED_REPLIES {
+            return Err((
+                "runtime.replies".into(),
+                format!("at most {MAX_SAVED_REPLIES}"),
+            ));
+        }
+        let long = |text: &str| text.chars().count() > MAX_SAVED_ANSWER;
+        if self.replies.iter().any(|(n, r)| long(n) || long(r)) {
+            return Err(("runtime.replies".into(), "a reply is too long".into()));
+        }
+        let answer = self
+            .landed
+            .as_ref()
+            .map(|a| serde_json::to_string(a).unwrap_or_default())
+            .unwrap_or_default();
+        if answer.len() > MAX_SAVED_ANSWER {
+            return Err((
+                "runtime.landed".into(),
+                "the held answer is too long".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl DirectorRuntime {
+    /// What a save keeps, and the snapshot; `Err` while a call is out (a save waits for it).
+    pub(super) fn to_save(&self) -> Result<(SavedRuntime, Option<&TownSnapshot>), String> {
+        if self.task.is_some() {
+            return Err("the director's call is out".into());
+        }
+        Ok((
+            SavedRuntime {
+                landed: self.landed.clone(),
+                replies: self.replies.clone(),
+                unseen_scene_polls: self.unseen_scene_polls,
+            },
+            self.snapshot.as_ref(),
+        ))
+    }
+}
+
+/// A save is being loaded: the director's call, held answer, snapshot and replies belong to
+/// the town it replaces. The running job ends ([`LOADED_MID_DIRECTIVE`]) unless the save goes
+/// on with that very job (`same` says which: its id, when it was asked, its directive).
+pub(super) fn end_for_load(world: &mut World, same: Option<&DirectorJob>) {
+    if !world.contains_resource::<DirectorRuntime>() {
+        return;
+    }
+    {
+        let mut runtime = world.resource_mut::<DirectorRuntime>();
+        runtime.task = None;
+        runtime.landed = None;
+        runtime.snapshot = None;
+        runtime.replies.clear();
+        runtime.unseen_scene_polls = 0;
+    }
+    set_awaiting(world, false);
+    let goes_on = |job: &DirectorJob| {
+        same.is_some_and(|s| s.id == job.id && s.asked == job.asked && s.directive == job.directive)
+    };
+    let running = world
+        .get_resource::<Director>()
+        .and_then(|d| d.job.as_ref())
+        .is_some_and(|job| !goes_on(job));
+    if running {
+        with_job(world, |world, job| {
+            fail(world, job, LOADED_MID_DIRECTIVE.to_string());
+        });
+    }
+}
+
+/// Puts a saved runtime back (after [`end_for_load`]).
+pub(super) fn restore_runtime(
+    world: &mut World,
+    saved: SavedRuntime,
+    snapshot: Option<TownSnapshot>,
+) {
+    let mut runtime = world.get_resource_or_init::<DirectorRuntime>();
+    runtime.landed = saved.landed;
+    runtime.replies = saved.replies;
+    runtime.unseen_scene_polls = saved.unseen_scene_polls;
+    runtime.snapshot = snapshot;
+}
+
 /// Keeps the dialogue replies a waiting step needs.
 pub(super) fn hear_reply(
     event: On<DialogueReplied>,
@@ -93,48 +195,8 @@ pub(super) fn hear_reply(
     }
 }
 
-/// Whether a save was loaded into the world (the game's quick load, a
-/// [`LoadRequest`](crate::persist::LoadRequest)) while a directive was under way, since the
-/// director last ran.
-#[derive(Resource, Default)]
-pub(super) struct LoadedMidDirective(bool);
-
-/// Notes a save loaded into the world ([`PersistOutcome::Loaded`]) while a directive is under
-/// way: the director ends it when it next runs (see [`drive_director`]).
-pub(super) fn note_loads(
-    outcomes: Option<Res<Messages<PersistOutcome>>>,
-    mut cursor: Local<MessageCursor<PersistOutcome>>,
-    director: Res<Director>,
-    mut loaded: ResMut<LoadedMidDirective>,
-) {
-    let Some(outcomes) = outcomes else {
-        return;
-    };
-    let loads = cursor
-        .read(&outcomes)
-        .filter(|o| matches!(o, PersistOutcome::Loaded { .. }))
-        .count();
-    if loads > 0 && director.job.is_some() {
-        loaded.0 = true;
-    }
-}
-
 /// The director's one system.
 pub(super) fn drive_director(world: &mut World) {
-    let loaded = world
-        .get_resource_mut::<LoadedMidDirective>()
-        .is_some_and(|mut l| std::mem::take(&mut l.0));
-    if loaded {
-        // The town the directive was working on was replaced: its calls, answers and snapshot
-        // belong to another timeline (a cancel must not roll the loaded town back to it).
-        with_job(world, |world, job| {
-            let mut runtime = world.resource_mut::<DirectorRuntime>();
-            runtime.task = None;
-            runtime.landed = None;
-            runtime.snapshot = None;
-            fail(world, job, LOADED_MID_DIRECTIVE.to_string());
-        });
-    }
     let commands: Vec<DirectorCommand> = world
         .get_resource_mut::<Messages<DirectorCommand>>()
         .map(|mut m| m.drain().collect())

@@ -6,7 +6,7 @@
 //! `scratch.json` included, whose type otherwise tolerates gaps), and each error names the
 //! file and the field path (`personas/Ada Okafor/body.json: planned_path[3]: invalid type …`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDateTime;
@@ -176,6 +176,10 @@ pub struct SaveMeta {
     /// saves written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts: Option<crate::prompt::PromptProvenance>,
+    /// The save sections it holds (`sections/<name>.json`, see
+    /// [`sections`](super::sections)); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sections: Vec<String>,
 }
 
 impl SaveMeta {
@@ -421,6 +425,8 @@ pub struct SaveData {
     pub groups: GroupsFile,
     /// `stages.json`.
     pub stages: StagesFile,
+    /// The sections of systems above the format, by name (`meta.sections`).
+    pub sections: BTreeMap<String, Vec<u8>>,
     /// The personas, in `meta.personas` order.
     pub personas: Vec<PersonaSave>,
 }
@@ -445,15 +451,15 @@ impl SaveData {
 
     /// The save's files (see [`encode`]).
     pub(crate) fn encode(&self) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
-        encode(
-            &self.meta,
-            &self.settings,
-            &self.events,
-            &self.pending,
-            &self.groups,
-            &self.stages,
-            &self.persona_refs(),
-        )
+        let town = TownFiles {
+            settings: &self.settings,
+            events: &self.events,
+            pending: &self.pending,
+            groups: &self.groups,
+            stages: &self.stages,
+            sections: &self.sections,
+        };
+        encode(&self.meta, &town, &self.persona_refs())
     }
 }
 
@@ -479,17 +485,31 @@ fn to_json<T: Serialize + ?Sized>(file: &Path, value: &T) -> Result<Vec<u8>, Per
     Ok(bytes)
 }
 
+/// The files of a save beside `meta.json` and the personas' folders, borrowed.
+pub(crate) struct TownFiles<'a> {
+    pub settings: &'a AgentSettings,
+    pub events: &'a EventsFile,
+    pub pending: &'a PendingFile,
+    pub groups: &'a GroupsFile,
+    pub stages: &'a StagesFile,
+    pub sections: &'a BTreeMap<String, Vec<u8>>,
+}
+
 /// Every file of a save, paths relative to the save folder, in a fixed order (`meta.json`
 /// and then `manifest.json` last, so a partially copied folder lacks them).
 pub(crate) fn encode(
     meta: &SaveMeta,
-    settings: &AgentSettings,
-    events: &EventsFile,
-    pending: &PendingFile,
-    groups: &GroupsFile,
-    stages: &StagesFile,
+    town: &TownFiles<'_>,
     personas: &[PersonaRef<'_>],
 ) -> Result<Vec<(PathBuf, Vec<u8>)>, PersistError> {
+    let TownFiles {
+        settings,
+        events,
+        pending,
+        groups,
+        stages,
+        sections,
+    } = *town;
     let mut files = Vec::new();
     let mut push = |path: PathBuf, bytes: Vec<u8>| files.push((path, bytes));
     push(
@@ -503,6 +523,9 @@ pub(crate) fn encode(
     );
     push(GROUPS_FILE.into(), to_json(Path::new(GROUPS_FILE), groups)?);
     push(STAGES_FILE.into(), to_json(Path::new(STAGES_FILE), stages)?);
+    for (name, bytes) in sections {
+        push(super::sections::section_file(name), bytes.clone());
+    }
     for persona in personas {
         check_persona_name(persona.name).map_err(|message| PersistError::Invalid {
             file: META_FILE.into(),
@@ -732,6 +755,25 @@ fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, Persist
     } else {
         StagesFile::default()
     };
+    let mut sections = BTreeMap::new();
+    if meta.sections.len() > super::sections::MAX_SECTIONS {
+        return Err(PersistError::Invalid {
+            file: file_of(meta_path),
+            field: "sections".into(),
+            message: format!("at most {} sections", super::sections::MAX_SECTIONS),
+        });
+    }
+    for (i, name) in meta.sections.iter().enumerate() {
+        if !super::sections::valid_name(name) || sections.contains_key(name) {
+            return Err(PersistError::Invalid {
+                file: file_of(meta_path),
+                field: format!("sections[{i}]"),
+                message: "a section's name is 1–32 of a-z, 0-9, _, each once".into(),
+            });
+        }
+        let bytes = read(&super::sections::section_file(name))?;
+        sections.insert(name.clone(), bytes);
+    }
 
     let mut personas = Vec::with_capacity(meta.personas.len());
     for name in &meta.personas {
@@ -751,6 +793,7 @@ fn decode_from(root: &Path, read_file: ReadFile<'_>) -> Result<SaveData, Persist
         pending,
         groups,
         stages,
+        sections,
         personas,
     })
 }

@@ -61,6 +61,7 @@ pub mod cache;
 pub mod files;
 pub mod format;
 pub mod manifest;
+pub mod sections;
 mod world;
 
 pub use cache::{CacheMode, client_with_cache_mode};
@@ -70,6 +71,7 @@ pub use format::{
     decode, decode_with,
 };
 pub use manifest::{MANIFEST_FILE, SaveIntegrity};
+pub use sections::{SaveSection, SaveSections};
 pub use world::{
     LoadRequest, PersistOutcome, PersistPlugin, SaveRequest, SimSeed, TownSnapshot, apply_save,
     build_app_from_save, build_app_from_save_with, capture_save, check_save, fork_save,

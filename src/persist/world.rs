@@ -10,7 +10,7 @@ use bevy::prelude::*;
 use super::files::{SaveFiles, recover_interrupted_save, write_folder_atomic};
 use super::format::{
     DialogueFile, EmbeddingInfo, EventsFile, PendingFile, PersonaRef, SaveData, SaveMeta,
-    TileEvents, decode_with, encode,
+    TileEvents, TownFiles, decode_with, encode,
 };
 use super::{FORMAT_NAME, FORMAT_VERSION, PersistError, SaveIntegrity};
 use crate::clock::{AwaitingCognition, SimClock, SimSpeed, TimeMode};
@@ -214,9 +214,24 @@ fn saveable(world: &mut World) -> Result<(), PersistError> {
     Ok(())
 }
 
-/// The save's files for the world's current state (see [`save_world`]), and its meta.
+/// The save's files for the world's current state (see [`save_world`]), and its meta: the
+/// town and every [`SaveSection`](super::SaveSection) with something to keep.
 pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistError> {
+    capture(world, true)
+}
+
+fn capture(world: &mut World, with_sections: bool) -> Result<(SaveMeta, SaveFiles), PersistError> {
     saveable(world)?;
+    let sections = if with_sections {
+        let names: HashMap<Entity, String> = world
+            .query_filtered::<(Entity, &Name), With<Persona>>()
+            .iter(world)
+            .map(|(e, n)| (e, n.as_str().to_owned()))
+            .collect();
+        super::sections::capture_sections(world, &names)?
+    } else {
+        BTreeMap::new()
+    };
     let clock = world
         .get_resource::<SimClock>()
         .cloned()
@@ -353,18 +368,19 @@ pub fn capture_save(world: &mut World) -> Result<(SaveMeta, SaveFiles), PersistE
         embedding,
         forked_from: None,
         prompts,
+        sections: sections.keys().cloned().collect(),
     };
     let groups_file = GroupsFile::of(world, &names_by_entity);
     let stages_file = StagesFile::of(world, &names_by_entity).map_err(PersistError::Busy)?;
-    let files = encode(
-        &meta,
-        &settings,
-        &events,
-        &pending,
-        &groups_file,
-        &stages_file,
-        &personas,
-    )?;
+    let town = TownFiles {
+        settings: &settings,
+        events: &events,
+        pending: &pending,
+        groups: &groups_file,
+        stages: &stages_file,
+        sections: &sections,
+    };
+    let files = encode(&meta, &town, &personas)?;
     Ok((meta, files))
 }
 
@@ -498,10 +514,18 @@ fn check_tiles(map: &TownMap, data: &SaveData) -> Result<(), PersistError> {
     Ok(())
 }
 
-/// Applies a decoded save to `world` (see [`load_into_world`]). When the world has no
-/// [`TownMap`], the save's map file is loaded.
+/// Applies a decoded save to `world` (see [`load_into_world`]): the town, then every
+/// [`SaveSection`](super::SaveSection) the world knows (checked with the rest before anything
+/// changes). When the world has no [`TownMap`], the save's map file is loaded.
 pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError> {
+    apply(world, data, true)
+}
+
+fn apply(world: &mut World, data: SaveData, with_sections: bool) -> Result<(), PersistError> {
     check_embedding(world.get_resource::<LlmClient>(), &data.meta.embedding)?;
+    if with_sections {
+        super::sections::check_sections(world, &data.sections, &data.meta.personas)?;
+    }
     if !world.contains_resource::<TownMap>() {
         let map = TownMap::load_tmx(data.meta.map_path())?;
         check_tiles(&map, &data)?;
@@ -517,6 +541,7 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
         pending,
         groups,
         stages,
+        sections,
         personas,
     } = data;
 
@@ -592,6 +617,7 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
     // The group conversations of the save replace the world's (their members are named).
     crate::group::save::restore(world, groups, attention, &by_name);
     crate::stage::save::restore(world, stages, &by_name);
+    let restore_sections = with_sections.then_some((sections, by_name.clone()));
     let intents: Vec<(Entity, String)> = pending
         .chat_intents
         .into_iter()
@@ -610,6 +636,10 @@ pub fn apply_save(world: &mut World, data: SaveData) -> Result<(), PersistError>
     );
     world.insert_resource(settings);
     world.insert_resource(SimSeed(meta.seed));
+    // Last: a section reads the town it belongs to (the clock, the personas).
+    if let Some((sections, by_name)) = restore_sections {
+        super::sections::restore_sections(world, &sections, &by_name);
+    }
     Ok(())
 }
 
@@ -735,8 +765,25 @@ impl TownSnapshot {
     /// Captures the world now. Fails like a save does (a mind out thinking:
     /// [`PersistError::Busy`], try again next frame).
     pub fn capture(world: &mut World) -> Result<Self, PersistError> {
-        let (meta, files) = capture_save(world)?;
+        let (meta, files) = capture(world, false)?;
         Ok(Self { meta, files })
+    }
+
+    /// A snapshot from files a save of it holds (a save taken mid-directive keeps the
+    /// director's): decoded and checked like a save.
+    pub fn from_files(files: SaveFiles) -> Result<Self, PersistError> {
+        let data = super::format::decode_in_memory(&files)?;
+        if !data.meta.sections.is_empty() {
+            return Err(PersistError::Invalid {
+                file: "meta.json".into(),
+                field: "sections".into(),
+                message: "a snapshot of the town holds no section".into(),
+            });
+        }
+        Ok(Self {
+            meta: data.meta,
+            files,
+        })
     }
 
     /// The snapshot's meta (step, time, personas).
@@ -753,6 +800,6 @@ impl TownSnapshot {
     /// decoded and checked first, so on error the world is untouched.
     pub fn restore(&self, world: &mut World) -> Result<(), PersistError> {
         let data = super::format::decode_in_memory(&self.files)?;
-        apply_save(world, data)
+        apply(world, data, false)
     }
 }
