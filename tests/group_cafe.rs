@@ -118,9 +118,24 @@ fn cafe_with(client: LlmClient, dialogue: bool) -> Cafe {
             .id();
         people.push(entity);
     }
+    // Each persona's own observer hears the lines it says (SPEC §16: an EntityEvent on it).
+    app.init_resource::<ObservedLines>();
+    for &person in &people {
+        app.world_mut().entity_mut(person).observe(
+            |line: On<GroupLineSpoken>, mut observed: ResMut<ObservedLines>| {
+                observed
+                    .0
+                    .push((line.event_target(), line.speaker.clone(), line.text.clone()));
+            },
+        );
+    }
     // No update yet: the hour starts at the clock's start, whatever a frame's step budget.
     Cafe { app, people }
 }
+
+/// The lines persona observers heard: (observed entity, speaker, text).
+#[derive(Resource, Default)]
+struct ObservedLines(Vec<(Entity, String, String)>);
 
 /// What an hour showed.
 #[derive(Debug, Default, PartialEq)]
@@ -149,6 +164,16 @@ fn run_hour(cafe: &mut Cafe, steps: usize) -> Hour {
     let end_time = cafe.app.world().resource::<SimClock>().now()
         + chrono::Duration::seconds(10 * steps as i64);
     let mut updates = 0;
+    // Lines said from now on by personas, to compare with what their observers heard.
+    let mut persona_lines = Vec::new();
+    let mut own = bevy::ecs::message::MessageCursor::<GroupLineSpoken>::default();
+    own.read(cafe.app.world().resource::<Messages<GroupLineSpoken>>())
+        .for_each(drop);
+    cafe.app
+        .world_mut()
+        .resource_mut::<ObservedLines>()
+        .0
+        .clear();
     // Until the step at `end_time` has run: Lockstep took it only once every earlier call had
     // landed, so every line of the window has been said.
     while cafe.app.world().resource::<SimClock>().now() <= end_time {
@@ -163,10 +188,16 @@ fn run_hour(cafe: &mut Cafe, steps: usize) -> Hour {
         for line in lines.read(world.resource::<Messages<GroupLineSpoken>>()) {
             hour.said
                 .push((line.stream.clone(), line.speaker.clone(), line.text.clone()));
+
             // A frame may take several steps: lines past the window are not this hour's.
             if line.persona.is_some() && line.time < end_time {
                 hour.lines
                     .push((line.speaker.clone(), line.text.clone(), members));
+            }
+        }
+        for line in own.read(world.resource::<Messages<GroupLineSpoken>>()) {
+            if let Some(persona) = line.persona {
+                persona_lines.push((persona, line.speaker.clone(), line.text.clone()));
             }
         }
         for refusal in refusals.read(world.resource::<Messages<GroupRefused>>()) {
@@ -206,6 +237,11 @@ fn run_hour(cafe: &mut Cafe, steps: usize) -> Hour {
             }
         }
     }
+    assert_eq!(
+        cafe.app.world().resource::<ObservedLines>().0,
+        persona_lines,
+        "every persona's line reached its own observer, in the messages' order"
+    );
     hour
 }
 

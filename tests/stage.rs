@@ -68,6 +68,17 @@ fn standoff(client: LlmClient) -> Standoff {
         spawn("Ada Quill", "the pub's landlady"),
         spawn("Ben Ode", "a carpenter owed money by the stranger"),
     ];
+    // Each persona actor's own observer hears its plans (SPEC §16: an EntityEvent on it).
+    app.init_resource::<ObservedPlans>();
+    for persona in personas {
+        app.world_mut().entity_mut(persona).observe(
+            |planned: On<ActorPlanned>, mut observed: ResMut<ObservedPlans>| {
+                observed
+                    .0
+                    .push((planned.event_target(), planned.turn, planned.actor.clone()));
+            },
+        );
+    }
     Standoff { app, personas }
 }
 
@@ -101,6 +112,10 @@ fn scene(personas: [Entity; 2]) -> Scene {
     .expect("a valid scene")
 }
 
+/// The plans persona actors' observers heard: (observed entity, turn, actor).
+#[derive(Resource, Default)]
+struct ObservedPlans(Vec<(Entity, u32, String)>);
+
 /// What the stage said while the clock ran.
 #[derive(Debug, Default, PartialEq)]
 struct Played {
@@ -112,6 +127,13 @@ struct Played {
 /// Updates until `turns` turns of the pub have been resolved (or the scene ended).
 fn play(standoff: &mut Standoff, turns: u32) -> Played {
     let mut played = Played::default();
+    let mut persona_plans = Vec::new();
+    standoff
+        .app
+        .world_mut()
+        .resource_mut::<ObservedPlans>()
+        .0
+        .clear();
     let mut plans = bevy::ecs::message::MessageCursor::<ActorPlanned>::default();
     let mut resolved = bevy::ecs::message::MessageCursor::<StageTurnResolved>::default();
     let mut refusals = bevy::ecs::message::MessageCursor::<StageRefused>::default();
@@ -122,6 +144,9 @@ fn play(standoff: &mut Standoff, turns: u32) -> Played {
             played
                 .plans
                 .push((p.turn, p.actor.clone(), p.plan.plan.clone(), p.fail_safe));
+            if let Some(persona) = p.persona {
+                persona_plans.push((persona, p.turn, p.actor.clone()));
+            }
         }
         for t in resolved.read(world.resource::<Messages<StageTurnResolved>>()) {
             played.turns.push((
@@ -141,6 +166,11 @@ fn play(standoff: &mut Standoff, turns: u32) -> Played {
             break;
         }
     }
+    assert_eq!(
+        standoff.app.world().resource::<ObservedPlans>().0,
+        persona_plans,
+        "every persona actor's plan reached its own observer"
+    );
     played
 }
 

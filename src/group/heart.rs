@@ -2360,7 +2360,7 @@ fn land(
             .spoke(&settings.attention);
         group.seen.insert(call.stream.clone(), seq);
     }
-    world.write_message(GroupLineSpoken {
+    let line = GroupLineSpoken {
         stream: call.stream.clone(),
         seq,
         speaker: call.name.clone(),
@@ -2368,7 +2368,9 @@ fn land(
         text: said.text.clone(),
         emoji: said.emoji,
         time: now,
-    });
+    };
+    world.write_message(line.clone());
+    world.trigger(line);
     if let Some(embedding) = said.embedding {
         remember(world, call, Some(persona), seq, embedding, now, hearers);
     }

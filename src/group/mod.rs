@@ -26,7 +26,7 @@
 //! | message | when |
 //! | --- | --- |
 //! | [`GroupStreamOpened`] / [`GroupStreamClosed`] | a stream opens (people gather, a channel opens) or closes |
-//! | [`GroupLineSpoken`] | a line (or an emoji) was said in a stream, by a persona or by game code |
+//! | [`GroupLineSpoken`] | a line (or an emoji) was said in a stream, by a persona or by game code; also an [`EntityEvent`] on the persona who said it |
 //! | [`GroupAttentionChanged`] | a persona's sub-flow moved (`Absent` / `Chat` / `Focused`); also an [`EntityEvent`] on the persona |
 //! | [`GroupRefused`] | a [`GroupCommand`] was refused, and why |
 //! | [`ModelCallFailed`](crate::cognition::ModelCallFailed) | a group prompt fell back to its fail-safe |
@@ -173,7 +173,9 @@ pub struct GroupStreamClosed {
     pub stream: StreamKey,
 }
 
-/// A line was said in a stream.
+/// A line was said in a stream: a [`Message`] always, and an [`EntityEvent`] on the persona
+/// who said it when a persona did (SPEC §16's one event convention; a game's post has no
+/// persona to aim at, so only the message is written).
 #[derive(Message, Debug, Clone, PartialEq, Eq)]
 pub struct GroupLineSpoken {
     /// Where.
@@ -190,6 +192,17 @@ pub struct GroupLineSpoken {
     pub emoji: bool,
     /// The game time it was said.
     pub time: chrono::NaiveDateTime,
+}
+
+impl Event for GroupLineSpoken {
+    type Trigger<'a> = bevy::ecs::event::EntityTrigger;
+}
+
+impl EntityEvent for GroupLineSpoken {
+    /// The persona who said it (triggered only when a persona did).
+    fn event_target(&self) -> Entity {
+        self.persona.unwrap_or(Entity::PLACEHOLDER)
+    }
 }
 
 /// A persona's sub-flow moved: an [`EntityEvent`] on the persona (observers) and a

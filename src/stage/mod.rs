@@ -41,7 +41,7 @@
 //! | message | when |
 //! | --- | --- |
 //! | [`StageOpened`] / [`StageClosed`] | a scene opens / closes |
-//! | [`ActorPlanned`] | an actor observed and planned (its fail-safe counts: "I wait and watch.") |
+//! | [`ActorPlanned`] | an actor observed and planned (its fail-safe counts: "I wait and watch."); also an [`EntityEvent`] on the persona it is |
 //! | [`StageTurnResolved`] | the stage agent resolved a turn: the narration, what changed, who left |
 //! | [`StageRefused`] | a command was refused, and why |
 //!
@@ -135,7 +135,8 @@ pub struct StageOpened {
     pub actors: Vec<String>,
 }
 
-/// An actor observed and planned.
+/// An actor observed and planned: a [`Message`] always, and an [`EntityEvent`] on the persona
+/// it is when it is one (SPEC §16's one event convention).
 #[derive(Message, Debug, Clone, PartialEq, Eq)]
 pub struct ActorPlanned {
     /// The stage.
@@ -150,6 +151,17 @@ pub struct ActorPlanned {
     pub plan: ActorPlan,
     /// Whether the plan is the fail-safe.
     pub fail_safe: bool,
+}
+
+impl Event for ActorPlanned {
+    type Trigger<'a> = bevy::ecs::event::EntityTrigger;
+}
+
+impl EntityEvent for ActorPlanned {
+    /// The persona the actor is (triggered only when it is one).
+    fn event_target(&self) -> Entity {
+        self.persona.unwrap_or(Entity::PLACEHOLDER)
+    }
 }
 
 /// The stage agent resolved a turn.

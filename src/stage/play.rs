@@ -769,14 +769,18 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
                 run.scene.actors.iter().zip(plans.into_iter().flatten())
             {
                 by_name.insert(actor.name.clone(), plan.plan.clone());
-                world.write_message(ActorPlanned {
+                let planned = ActorPlanned {
                     stage: run.scene.name.clone(),
                     turn,
                     actor: actor.name.clone(),
                     persona: actor.persona,
                     plan,
                     fail_safe,
-                });
+                };
+                if planned.persona.is_some() {
+                    world.trigger(planned.clone());
+                }
+                world.write_message(planned);
             }
             let prompt = StageResolve {
                 stage: run.scene.name.clone(),
