@@ -19,8 +19,8 @@
 //!
 //! [`ReplayBubbles::visible_at`] says which are up at a step: per persona, its latest bubble of
 //! that step or the `hold_steps` before it. The hold is a few seconds of replay time
-//! ([`REPLAY_BUBBLE_SECS`]) at the speed played ([`bubble_hold_steps`]): at 1× four steps, at
-//! 32× the 128 steps those seconds show. The [`ReplayPlugin`](super::ReplayPlugin) reads the
+//! ([`REPLAY_BUBBLE_SECS`]) at the speed played ([`bubble_hold_steps`]): at 1× three steps, at
+//! 32× the 96 steps those seconds show. The [`ReplayPlugin`](super::ReplayPlugin) reads the
 //! record once when the replay starts (a missing or unreadable record is a warning and a
 //! replay without these bubbles) and keeps a [`RecordedBubble`] on every
 //! [`ReplayActor`](super::ReplayActor) whose bubble is up; the window draws it in the
@@ -34,8 +34,9 @@ use bevy::prelude::*;
 use super::record::{Happened, RECORD_FILE, RecordLine, read_record_at_most};
 use crate::clock::SimSpeed;
 
-/// Real seconds a recorded bubble stays up in a replay (at any speed).
-pub const REPLAY_BUBBLE_SECS: f64 = 4.0;
+/// Real seconds a recorded bubble stays up in a replay (at any speed): about as long as the
+/// game types and holds a group line of fifty characters.
+pub const REPLAY_BUBBLE_SECS: f64 = 3.0;
 /// Most characters of a bubble's text.
 pub const MAX_BUBBLE_CHARS: usize = 160;
 /// Most characters of a talk turn's message in its bubble.
@@ -450,10 +451,11 @@ mod tests {
 
     #[test]
     fn the_hold_is_a_few_seconds_at_the_speed_played() {
-        assert_eq!(bubble_hold_steps(SimSpeed::X1, 1.0), Some(4));
-        assert_eq!(bubble_hold_steps(SimSpeed::X8, 1.0), Some(32));
-        assert_eq!(bubble_hold_steps(SimSpeed::X32, 1.0), Some(128));
-        assert_eq!(bubble_hold_steps(SimSpeed::Max, 1.0), Some(128));
+        assert_eq!(bubble_hold_steps(SimSpeed::X1, 1.0), Some(3));
+        assert_eq!(bubble_hold_steps(SimSpeed::X8, 1.0), Some(24));
+        assert_eq!(bubble_hold_steps(SimSpeed::X32, 1.0), Some(96));
+        assert_eq!(bubble_hold_steps(SimSpeed::Max, 1.0), Some(96));
+        assert_eq!(bubble_hold_steps(SimSpeed::X2, 0.5), Some(3));
         assert_eq!(bubble_hold_steps(SimSpeed::X1, 0.1), Some(1));
         assert_eq!(bubble_hold_steps(SimSpeed::X1, 0.0), Some(1));
         assert_eq!(bubble_hold_steps(SimSpeed::X1, f64::NAN), Some(1));
