@@ -745,6 +745,10 @@ fn the_record_holds_the_town_talk_and_a_resumed_run_continues_it() {
         html.contains("<th>group lines</th>"),
         "the report shows the record"
     );
+    assert!(
+        html.contains(&format!("data-kind=\"group_lines\" data-count=\"{said}\"")),
+        "the report charts the record"
+    );
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -1,6 +1,7 @@
 //! Playing a real run's movement log back in an app with no model: `smallville run` (scripted
 //! backend) writes the log, then `MinimalPlugins` + the clock + the `ReplayPlugin` play it, and
-//! every step the actors' `Body` and `ActionView` are compared with the log replayed on its own.
+//! every step the actors' `Body` and `ActionView` are compared with the log replayed on its own,
+//! and their `RecordedBubble`s with the run record's group lines of that step and the few before.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -11,30 +12,45 @@ mod common;
 use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 use bevy_generative_agents::clock::{ClockPlugin, SimClock, SimSpeed, TimeMode};
+use bevy_generative_agents::output::record::{Happened, RecordLine, read_record};
+use bevy_generative_agents::output::replay_bubbles::bubble_hold_steps;
 use bevy_generative_agents::output::{
-    CheckedReplay, MovementReplay, PersonaFrame, ReplayActor, ReplayPlayback, ReplayPlugin,
-    load_replay,
+    BubbleKind, CheckedReplay, MovementReplay, PersonaFrame, RecordedBubble, ReplayActor,
+    ReplayBubbles, ReplayPlayback, ReplayPlugin, load_replay,
 };
 use bevy_generative_agents::persona::{ActionView, Body, Mind, Persona};
+use bevy_generative_agents::settings::AgentSettings;
 use common::scripted_run;
 
 /// One run shared by the tests: 3 personas from midnight to 12:30, so the log holds the
-/// night's stillness, the morning's walks and the first conversation (at 12:02 with seed 1).
-/// It is validated and read into memory, and its folder removed.
-fn checked() -> &'static CheckedReplay {
-    static RUN: OnceLock<CheckedReplay> = OnceLock::new();
+/// night's stillness, the morning's walks, the first conversation (at 12:02 with seed 1) and
+/// the three at lunch in the café talking as a group (from 12:14). It is validated and read
+/// into memory with its record, and its folder removed.
+fn run() -> &'static (CheckedReplay, Vec<RecordLine>) {
+    static RUN: OnceLock<(CheckedReplay, Vec<RecordLine>)> = OnceLock::new();
     RUN.get_or_init(|| {
         let root = std::env::temp_dir().join(format!("bga-replay-playback-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let out = root.join("run");
         scripted_run(12.5, 3, 1, &out);
         let checked = load_replay(&out, None);
+        let record = read_record(out.join("record.jsonl"));
         let _ = std::fs::remove_dir_all(&root);
-        match checked {
-            Ok(checked) => checked,
-            Err(err) => panic!("the run's log is valid: {err}"),
+        match (checked, record) {
+            (Ok(checked), Ok(record)) => (checked, record),
+            (Err(err), _) => panic!("the run's log is valid: {err}"),
+            (_, Err(err)) => panic!("the run's record is valid: {err}"),
         }
     })
+}
+
+fn checked() -> &'static CheckedReplay {
+    &run().0
+}
+
+/// The run record's bubbles, as the replay schedules them.
+fn bubbles() -> ReplayBubbles {
+    ReplayBubbles::from_record(&run().1)
 }
 
 fn replay_app(checked: &CheckedReplay, speed: SimSpeed) -> App {
@@ -49,7 +65,9 @@ fn replay_app(checked: &CheckedReplay, speed: SimSpeed) -> App {
                 .with_speed(speed),
         )
         .add_plugins((ClockPlugin::default(), ReplayPlugin))
-        .insert_resource(playback);
+        .insert_resource(playback)
+        // The run folder is gone: the record read before is handed over.
+        .insert_resource(bubbles());
     // Whole real seconds per update (virtual time caps a frame at 250 ms by default).
     app.world_mut()
         .resource_mut::<Time<Virtual>>()
@@ -73,6 +91,17 @@ fn shown(app: &mut App) -> BTreeMap<String, PersonaFrame> {
         .collect()
 }
 
+/// Every actor's recorded bubble, by name: kind, text and step.
+fn recorded(app: &mut App) -> BTreeMap<String, (BubbleKind, String, u64)> {
+    let mut query = app
+        .world_mut()
+        .query_filtered::<(&Name, &RecordedBubble), With<ReplayActor>>();
+    query
+        .iter(app.world())
+        .map(|(name, b)| (name.as_str().to_owned(), (b.kind, b.text.clone(), b.step)))
+        .collect()
+}
+
 #[test]
 fn every_step_shows_exactly_the_logs_frame_and_the_end_holds() {
     let checked = checked();
@@ -88,6 +117,27 @@ fn every_step_shows_exactly_the_logs_frame_and_the_end_holds() {
     let mut expected = MovementReplay::new();
     let mut tiles_changed = 0;
     let mut chat_frames = 0;
+    // Paused from the start: bubbles are held as long as at 1×.
+    let hold = bubble_hold_steps(
+        SimSpeed::X1,
+        AgentSettings::default().steps_per_second_at_1x,
+    )
+    .expect("a hold at 1x");
+    let schedule = bubbles();
+    let mut bubble_frames = 0;
+    // The first group line said by a persona, as the record has it.
+    let (first_step, first_speaker, first_text) = run()
+        .1
+        .iter()
+        .find_map(|line| match &line.what {
+            Happened::GroupLine {
+                persona: Some(p),
+                text,
+                ..
+            } => Some((line.step, p.clone(), text.clone())),
+            _ => None,
+        })
+        .expect("the café talks as a group at lunch");
     for (k, line) in lines.iter().enumerate() {
         if k > 0 {
             app.world_mut().resource_mut::<SimClock>().request_step();
@@ -137,9 +187,54 @@ fn every_step_shows_exactly_the_logs_frame_and_the_end_holds() {
                 );
             }
         }
+        // The record's bubbles of this step and the few before, over their speakers.
+        let bubbles = recorded(&mut app);
+        let scheduled: BTreeMap<String, (BubbleKind, String, u64)> = schedule
+            .visible_at(line.step, hold)
+            .into_iter()
+            .map(|(who, b)| (who.to_owned(), (b.kind, b.text.clone(), b.step)))
+            .collect();
+        assert_eq!(bubbles, scheduled, "line {} (step {})", k + 1, line.step);
+        if !bubbles.is_empty() {
+            bubble_frames += 1;
+        }
+        if line.step + 1 == first_step {
+            assert!(bubbles.is_empty(), "no bubble before the first group line");
+        }
+        if line.step == first_step {
+            // At its step, the first line is in its speaker's bubble, word for word.
+            let (kind, text, step) = bubbles.get(&first_speaker).unwrap_or_else(|| {
+                panic!("{first_speaker}'s bubble at step {first_step}: {bubbles:?}")
+            });
+            assert_eq!(
+                (*kind, *step),
+                (BubbleKind::Group, first_step),
+                "{bubbles:?}"
+            );
+            // Unless a later line of the same step replaced it (the three greet at once).
+            let said_then: Vec<&str> = run()
+                .1
+                .iter()
+                .filter(|l| l.step == first_step)
+                .filter_map(|l| match &l.what {
+                    Happened::GroupLine {
+                        persona: Some(p),
+                        text,
+                        ..
+                    } if *p == first_speaker => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(said_then.last(), Some(&text.as_str()), "{said_then:?}");
+            assert!(said_then.contains(&first_text.as_str()));
+        }
     }
     assert_eq!(tiles_changed, checked.check.moves, "every move was shown");
     assert!(chat_frames > 0, "the noon conversation was shown");
+    assert!(
+        bubble_frames > 10,
+        "the lunch talk was shown in bubbles: {bubble_frames} frames"
+    );
     assert_eq!(&shown(&mut app), &checked.log.final_frames);
 
     // Past the end: steps asked for are not taken and the last frame holds.

@@ -206,8 +206,15 @@ fn a_scenario_injects_a_stage_scene() {
     let turns: Vec<u32> = record
         .iter()
         .filter_map(|line| match &line.what {
-            bevy_generative_agents::output::record::Happened::StageTurn { turn, stage, .. } => {
+            bevy_generative_agents::output::record::Happened::StageTurn {
+                turn,
+                stage,
+                actors,
+                ..
+            } => {
                 assert_eq!(stage, "Standoff at Riverside Cafe");
+                // Its persona actors are named (a replay shows the narration over the first).
+                assert_eq!(actors, &["Mira Okafor", "Tomas Reyes"], "{line:?}");
                 Some(*turn)
             }
             _ => None,

@@ -1,7 +1,8 @@
 //! The real game in a real (virtual) window: `smallville --screenshot PATH --frames N` runs the
 //! town with the sim going, writes a PNG of the window and exits 0; the PNG must be the window's
 //! size and show a drawn town, not a blank or single-colour frame. The same for a save opened
-//! with `--load DIR` and for `smallville replay DIR` playing a run's movement log with no model.
+//! with `--load DIR` and for `smallville replay DIR` playing a run's movement log with no model
+//! (and its record's group lines in the speakers' dialogue bubbles).
 //!
 //! Runs under `xvfb-run` with Mesa's software Vulkan (`scripts/install-deps.sh` installs both).
 //! On a machine with a display and no Xvfb it uses the display. Set
@@ -434,6 +435,80 @@ fn a_replay_plays_the_movement_log_in_the_window_without_a_model() {
     assert!(
         !log.contains("LLM backend"),
         "a replay builds no model backend:\n{log}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A replay of a run's lunch in the café (issue 47, SPEC §16 "Recorded"): the run record's group
+/// lines are in their speakers' dialogue bubbles. The run goes to noon, then goes on from its
+/// save into a second folder for half an hour, so the replay starts at noon and the talk comes
+/// within seconds at 8×. `docs/replay-bubbles.png` is such a picture (five personas, 1×).
+#[test]
+fn a_replay_shows_the_recorded_group_lines_in_bubbles() {
+    if skip_window_tests() {
+        return;
+    }
+    let dir = scratch_dir("replay-bubbles");
+    let noon = dir.join("noon");
+    scripted_run(12.0, 3, 1, &noon);
+    let lunch = dir.join("lunch");
+    let mut options = common::scripted_run_options(0.5, 3, 1, &lunch);
+    options.from = Some(noon.join(bevy_generative_agents::output::RUN_SAVE_DIR));
+    common::run_ok(&options);
+    let record = bevy_generative_agents::output::record::read_record(lunch.join("record.jsonl"))
+        .expect("the run's record");
+    // What a group line's bubble says: "Speaker: line".
+    let said: std::collections::BTreeSet<String> = record
+        .iter()
+        .filter_map(|line| match &line.what {
+            bevy_generative_agents::output::record::Happened::GroupLine {
+                persona: Some(persona),
+                text,
+                ..
+            } => Some(format!("{persona}: {text}")),
+            _ => None,
+        })
+        .collect();
+    assert!(said.len() >= 3, "the three talk at lunch: {record:?}");
+    let out = dir.join("replay-bubbles.png");
+    let log = match run_window(
+        &out,
+        &[
+            "replay",
+            &lunch.display().to_string(),
+            "--speed",
+            "8",
+            "--frames",
+            "30",
+            "--screenshot-after",
+            "16",
+            // The camera on the café.
+            "--follow",
+            "Mira",
+        ],
+    ) {
+        Ok(log) => log,
+        Err(log) => panic!("{log}"),
+    };
+    assert_drawn_town(&out);
+    assert!(
+        log.contains("recorded bubbles"),
+        "the record was read:\n{log}"
+    );
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.with_extension("json")).expect("the state beside the PNG"),
+    )
+    .expect("the state is JSON");
+    let bubbles: Vec<&str> = state["chat_bubbles"]
+        .as_array()
+        .expect("a list of bubbles")
+        .iter()
+        .filter_map(|b| b.as_str())
+        .collect();
+    assert!(
+        bubbles.iter().any(|b| said.contains(*b)),
+        "a recorded group line is in its speaker's bubble: {bubbles:?} (step {})",
+        state["step"]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

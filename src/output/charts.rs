@@ -1,12 +1,18 @@
 //! The report's chart images (feature `charts`): day timelines, model usage, who talked with
 //! whom — drawn with `plotters` on its bitmap backend. Without the feature the report has its
 //! tables and no images.
+//!
+//! The record's chart ([`record_chart_svg`]: group lines, talk turns, stage turns and director
+//! changes per day) is inline SVG in the HTML, drawn in every build: bars and a few labels need
+//! no chart library, and the browser draws its text, so it needs no font either.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use chrono::NaiveDate;
+
 use super::MovementLogData;
-use super::report::{ConversationRow, Segment};
+use super::report::{ConversationRow, RecordCounts, Segment, escape_html};
 use crate::llm::UsageReport;
 use crate::persist::PersistError;
 
@@ -61,6 +67,112 @@ pub(super) fn draw_charts(
     _conversations: &[ConversationRow],
 ) -> Result<(Vec<PathBuf>, bool), PersistError> {
     Ok((Vec::new(), false))
+}
+
+/// At most this many game days get a bar group in the record's chart (the latest ones).
+pub(super) const MAX_RECORD_CHART_DAYS: usize = 31;
+
+/// The record's kinds in chart order: the [`RecordCounts`] field's name, the label, the colour.
+const RECORD_KINDS: [(&str, &str, (u8, u8, u8)); 4] = [
+    ("group_lines", "group lines", (70, 110, 190)),
+    ("talk_turns", "talk turns", (90, 160, 110)),
+    ("stage_turns", "stage turns", (230, 150, 60)),
+    ("director_changes", "director changes", (180, 90, 190)),
+];
+
+/// The counts of `c` in [`RECORD_KINDS`] order.
+fn record_counts(c: &RecordCounts) -> [u64; 4] {
+    [
+        c.group_lines,
+        c.talk_turns,
+        c.stage_turns,
+        c.director_changes,
+    ]
+}
+
+/// `record.jsonl`'s lines per day as an inline SVG bar chart, laid out as the model usage
+/// chart is: a title, a row per day (the latest [`MAX_RECORD_CHART_DAYS`]) with a bar per kind
+/// — group lines, talk turns, stage turns, director changes — as long as its count against the
+/// largest, the count at its end, and a legend. Every bar is a `rect` with `data-day`,
+/// `data-kind` (the [`RecordCounts`] field) and `data-count`, and a tooltip; every text is
+/// escaped. Empty without days.
+pub(super) fn record_chart_svg(per_day: &BTreeMap<NaiveDate, RecordCounts>) -> String {
+    use std::fmt::Write as _;
+    if per_day.is_empty() {
+        return String::new();
+    }
+    let skip = per_day.len().saturating_sub(MAX_RECORD_CHART_DAYS);
+    let days: Vec<(&NaiveDate, &RecordCounts)> = per_day.iter().skip(skip).collect();
+    let (left, top, bar_h, gap, width) = (130i64, 56i64, 14i64, 3i64, 900i64);
+    let plot_w = width - left - 90;
+    let group_h = (bar_h + gap) * RECORD_KINDS.len() as i64 + 12;
+    let legend_y = top + group_h * days.len() as i64 + 8;
+    let height = legend_y + 30;
+    let max = days
+        .iter()
+        .flat_map(|(_, c)| record_counts(c))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"record-chart\" width=\"{width}\" \
+         height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" \
+         font-family=\"sans-serif\"><rect width=\"{width}\" height=\"{height}\" fill=\"white\"/>"
+    );
+    let title = if skip > 0 {
+        format!(
+            "Group lines, talk turns, stage turns & director changes per day (the latest {})",
+            days.len()
+        )
+    } else {
+        "Group lines, talk turns, stage turns & director changes per day".to_owned()
+    };
+    let _ = write!(
+        svg,
+        "<text x=\"{left}\" y=\"28\" font-size=\"16\">{}</text>",
+        escape_html(&title)
+    );
+    for (i, (day, counts)) in days.iter().enumerate() {
+        let y0 = top + group_h * i as i64;
+        let label = escape_html(&day.format("%a %b %d").to_string());
+        let _ = write!(
+            svg,
+            "<text x=\"8\" y=\"{}\" font-size=\"13\">{label}</text>",
+            y0 + 2 * (bar_h + gap) + 2
+        );
+        for (k, ((field, name, (r, g, b)), count)) in
+            RECORD_KINDS.iter().zip(record_counts(counts)).enumerate()
+        {
+            let y = y0 + (bar_h + gap) * k as i64;
+            // Counts come from a file: widths are computed wide, so none can overflow.
+            let w = i128::from(count) * i128::from(plot_w) / i128::from(max);
+            let _ = write!(
+                svg,
+                "<rect x=\"{left}\" y=\"{y}\" width=\"{w}\" height=\"{bar_h}\" \
+                 fill=\"rgb({r},{g},{b})\" data-day=\"{day}\" data-kind=\"{field}\" \
+                 data-count=\"{count}\"><title>{label}: {count} {}</title></rect>\
+                 <text x=\"{}\" y=\"{}\" font-size=\"11\">{count}</text>",
+                escape_html(name),
+                i128::from(left) + w + 4,
+                y + bar_h - 3
+            );
+        }
+    }
+    for (k, (_, name, (r, g, b))) in RECORD_KINDS.iter().enumerate() {
+        let x = left + k as i64 * 170;
+        let _ = write!(
+            svg,
+            "<rect x=\"{x}\" y=\"{legend_y}\" width=\"18\" height=\"14\" \
+             fill=\"rgb({r},{g},{b})\"/><text x=\"{}\" y=\"{}\" font-size=\"13\">{}</text>",
+            x + 24,
+            legend_y + 12,
+            escape_html(name)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
 }
 
 #[cfg(feature = "charts")]
@@ -371,5 +483,145 @@ mod drawing {
             label(&root, labelled, name, (x - 50, y + 20), 15).map_err(&err)?;
         }
         root.present().map_err(|e| err(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(d: u32) -> NaiveDate {
+        NaiveDate::from_ymd_opt(2023, 2, d).expect("a date")
+    }
+
+    /// The `data-day`, `data-kind`, `data-count` and `width` of every bar.
+    fn bars(svg: &str) -> Vec<(String, String, u64, i64)> {
+        let attr = |rect: &str, name: &str| -> String {
+            rect.split(&format!(" {name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        svg.split("<rect ")
+            .skip(1)
+            .filter(|rect| rect.contains("data-kind"))
+            .map(|rect| {
+                (
+                    attr(rect, "data-day"),
+                    attr(rect, "data-kind"),
+                    attr(rect, "data-count").parse().expect("a count"),
+                    attr(rect, "width").parse().expect("a width"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_record_chart_has_a_bar_per_kind_per_day_with_escaped_labels() {
+        let per_day = BTreeMap::from([
+            (
+                day(13),
+                RecordCounts {
+                    group_lines: 120,
+                    talk_turns: 3,
+                    stage_turns: 0,
+                    director_changes: 6,
+                },
+            ),
+            (
+                day(14),
+                RecordCounts {
+                    group_lines: 60,
+                    talk_turns: 0,
+                    stage_turns: 2,
+                    director_changes: 0,
+                },
+            ),
+        ]);
+        let svg = record_chart_svg(&per_day);
+        assert!(
+            svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+            "{svg}"
+        );
+        assert!(svg.ends_with("</svg>"));
+        let bars = bars(&svg);
+        let kinds = [
+            "group_lines",
+            "talk_turns",
+            "stage_turns",
+            "director_changes",
+        ];
+        let expected: Vec<(String, String, u64)> = [
+            ("2023-02-13", [120, 3, 0, 6]),
+            ("2023-02-14", [60, 0, 2, 0]),
+        ]
+        .iter()
+        .flat_map(|(d, counts)| {
+            kinds
+                .iter()
+                .zip(counts)
+                .map(|(k, c)| ((*d).to_owned(), (*k).to_owned(), *c))
+        })
+        .collect();
+        let got: Vec<(String, String, u64)> = bars
+            .iter()
+            .map(|(d, k, c, _)| (d.clone(), k.clone(), *c))
+            .collect();
+        assert_eq!(got, expected, "a bar per kind per day, in order");
+        // Lengths by count against the largest: 120 fills the plot, 60 half of it, 0 nothing.
+        let width_of = |d: &str, k: &str| {
+            bars.iter()
+                .find(|(day, kind, ..)| day == d && kind == k)
+                .map(|b| b.3)
+                .expect("a bar")
+        };
+        let full = width_of("2023-02-13", "group_lines");
+        assert!(full > 500, "{full}");
+        assert_eq!(width_of("2023-02-14", "group_lines"), full / 2);
+        assert_eq!(width_of("2023-02-13", "stage_turns"), 0);
+        assert!(width_of("2023-02-13", "director_changes") > 0);
+        // Labels are escaped: the title's "&", and nothing unescaped is left.
+        assert!(
+            svg.contains("stage turns &amp; director changes per day"),
+            "{svg}"
+        );
+        assert!(!svg.contains(" & "), "{svg}");
+        assert!(svg.contains(">Mon Feb 13</text>") && svg.contains(">Tue Feb 14</text>"));
+        assert!(
+            svg.contains("<title>Mon Feb 13: 120 group lines</title>"),
+            "{svg}"
+        );
+        for name in [
+            "group lines",
+            "talk turns",
+            "stage turns",
+            "director changes",
+        ] {
+            assert!(svg.contains(&format!(">{name}</text>")), "legend {name}");
+        }
+    }
+
+    #[test]
+    fn the_record_chart_shows_the_latest_days_and_nothing_without_a_record() {
+        assert_eq!(record_chart_svg(&BTreeMap::new()), "");
+        let per_day: BTreeMap<NaiveDate, RecordCounts> = (0..MAX_RECORD_CHART_DAYS as i64 + 5)
+            .map(|i| {
+                (
+                    day(1) + chrono::Duration::days(i),
+                    RecordCounts {
+                        group_lines: u64::MAX - i as u64,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect();
+        let svg = record_chart_svg(&per_day);
+        let bars = bars(&svg);
+        assert_eq!(bars.len(), MAX_RECORD_CHART_DAYS * 4);
+        assert_eq!(bars[0].0, (day(1) + chrono::Duration::days(5)).to_string());
+        assert!(svg.contains(&format!("(the latest {MAX_RECORD_CHART_DAYS})")));
+        // Huge counts stay within the plot.
+        assert!(bars.iter().all(|b| (0..=680).contains(&b.3)), "{bars:?}");
     }
 }

@@ -13,7 +13,9 @@
 //!   metadata.
 //! - **`usage.json`**: the LLM accounting per prompt kind ([`crate::llm::UsageReport`]).
 //! - **`record.jsonl`** ([`record`]): what the seed systems did, in time order — group lines,
-//!   talk turns, stage turns and the director's state changes (SPEC §16), one JSON line each.
+//!   talk turns, stage turns and the director's state changes (SPEC §16), one JSON line each;
+//!   the report counts and charts them per day, and a replay shows them in the personas'
+//!   bubbles ([`replay_bubbles`]).
 //!
 //! `smallville compare` ([`cost`]) sets runs side by side — calls, tokens and behaviour per
 //! agent-day — as lean mode's report does against faithful runs.
@@ -33,6 +35,7 @@ pub mod movement;
 pub mod playback;
 pub mod record;
 pub mod replay;
+pub mod replay_bubbles;
 pub mod report;
 pub mod run;
 pub mod summary;
@@ -46,6 +49,7 @@ pub use replay::{
     CheckedReplay, RUN_SAVE_DIR, ReplayCheck, check_replay, check_replay_with, load_replay,
     load_replay_with,
 };
+pub use replay_bubbles::{BubbleKind, RecordedBubble, ReplayBubbles, ScheduledBubble};
 pub use report::{RunReportData, write_report};
 pub use run::{
     MAX_HOURS, ProgressWatcher, RunError, RunOptions, RunProgress, RunReport, RunSetup, UsageFile,

@@ -13,7 +13,12 @@
 //!   `previous_tile` becomes its tile, then the line's changes are written (`actor_view`);
 //!   a persona first seen in that line is spawned;
 //! - **at the end** the clock's `stop_at_step` (the step after the last line) makes the driver
-//!   pause, so the last frame holds and [`ReplayPlayback::finished`] says so.
+//!   pause, so the last frame holds and [`ReplayPlayback::finished`] says so;
+//! - **the record's bubbles**: at startup the run folder's `record.jsonl` is read once into
+//!   [`ReplayBubbles`] (unless one was inserted; a missing or bad record is a warning and no
+//!   bubbles), and every frame each actor carries the [`RecordedBubble`] up at the line shown —
+//!   its group line, talk turn or stage narration, for a few seconds of replay time (see
+//!   [`replay_bubbles`](super::replay_bubbles)).
 //!
 //! The clock keeps the game's convention: at clock step `s` the town shows what step `s − 1`
 //! left behind — the log's line for step `s − 1` — and the speeds mean what they mean in the
@@ -30,11 +35,13 @@ use std::path::{Path, PathBuf};
 use bevy::prelude::*;
 use chrono::{NaiveDateTime, TimeDelta};
 
+use super::replay_bubbles::{RecordedBubble, ReplayBubbles, bubble_hold_steps};
 use crate::clock::{AgentSystems, SimClock, SimSpeed, SimStep};
 use crate::output::run::MOVEMENT_FILE;
 use crate::output::{MovementLine, MovementLogData, MovementReplay, PersonaFrame};
 use crate::persist::PersistError;
 use crate::persona::{ActionView, Body, Persona};
+use crate::settings::AgentSettings;
 use crate::world::ActionAddress;
 
 /// The step length assumed when neither the log (one line) nor a save says otherwise.
@@ -245,8 +252,84 @@ impl Plugin for ReplayPlugin {
     fn build(&self, app: &mut App) {
         // The clock normally comes with `ClockPlugin`; without it the replay still starts.
         app.init_resource::<SimClock>()
-            .add_systems(Startup, start_replay)
-            .add_systems(SimStep, play_replay_step.in_set(AgentSystems::Execute));
+            .add_systems(Startup, (start_replay, load_record_bubbles))
+            .add_systems(SimStep, play_replay_step.in_set(AgentSystems::Execute))
+            // After the frame's steps (which run in `Update` or a schedule it runs).
+            .add_systems(PostUpdate, show_recorded_bubbles);
+    }
+}
+
+/// Reads the run folder's record into [`ReplayBubbles`], once, unless some were inserted.
+fn load_record_bubbles(
+    mut commands: Commands,
+    playback: Option<Res<ReplayPlayback>>,
+    inserted: Option<Res<ReplayBubbles>>,
+) {
+    let Some(playback) = playback else {
+        return;
+    };
+    if inserted.is_some() {
+        return;
+    }
+    let bubbles = match ReplayBubbles::load(playback.dir()) {
+        Ok(bubbles) => {
+            info!(
+                "replay: {} recorded bubbles (group lines, talk turns, stage turns)",
+                bubbles.bubbles().len()
+            );
+            if bubbles.dropped() > 0 {
+                warn!(
+                    "replay: the record holds {} more bubbles than the {} shown; the latest \
+                     ones are left out",
+                    bubbles.dropped(),
+                    super::replay_bubbles::MAX_REPLAY_BUBBLES
+                );
+            }
+            bubbles
+        }
+        Err(why) => {
+            warn!("replay: no group talk, talk or stage bubbles: {why}");
+            ReplayBubbles::default()
+        }
+    };
+    commands.insert_resource(bubbles);
+}
+
+/// Keeps every actor's [`RecordedBubble`] to the record's bubbles up at the line shown, held
+/// for the steps a few seconds of replay time show at the clock's speed (while paused, those
+/// of the speed before).
+fn show_recorded_bubbles(
+    mut commands: Commands,
+    (bubbles, playback): (Option<Res<ReplayBubbles>>, Option<Res<ReplayPlayback>>),
+    clock: Res<SimClock>,
+    settings: Option<Res<AgentSettings>>,
+    mut hold: Local<Option<u64>>,
+    actors: Query<(Entity, &Name, Option<&RecordedBubble>), With<ReplayActor>>,
+) {
+    let (Some(bubbles), Some(playback)) = (bubbles, playback) else {
+        return;
+    };
+    let per_1x = settings.map_or(1.0, |s| s.steps_per_second_at_1x);
+    let hold_steps = match bubble_hold_steps(clock.speed, per_1x) {
+        Some(steps) => *hold.insert(steps),
+        None => hold.unwrap_or_else(|| bubble_hold_steps(SimSpeed::X1, per_1x).unwrap_or(1)),
+    };
+    let visible = playback
+        .current_line()
+        .map(|line| bubbles.visible_at(line.step, hold_steps))
+        .unwrap_or_default();
+    for (entity, name, shown) in &actors {
+        let wanted = visible.get(name.as_str()).map(|b| RecordedBubble::from(*b));
+        match (wanted, shown) {
+            (Some(wanted), Some(shown)) if wanted == *shown => {}
+            (Some(wanted), _) => {
+                commands.entity(entity).insert(wanted);
+            }
+            (None, Some(_)) => {
+                commands.entity(entity).remove::<RecordedBubble>();
+            }
+            (None, None) => {}
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 //! | --- | --- |
 //! | `group_line` | `stream` (`arena …` or `channel …`), `speaker`, `persona` (a persona's name, or absent for a post of game code), `text`, `emoji` |
 //! | `talk_turn` | `persona`, `speaker`, `mode` (`say`, `to_group`, `whisper` or `interview`), `message`, `reply`, `tools` (the tool calls' names, in order) |
-//! | `stage_turn` | `stage`, `turn`, `narration`, `fail_safe` |
+//! | `stage_turn` | `stage`, `turn`, `narration`, `fail_safe`, `actors` (the persona actors who played the turn, by name, in the scene's order; absent when none did) |
 //! | `director_state` | `job`, `from`, `to` (the executor's states; noted by the director through [`RunRecord::note`]) |
 //!
 //! Lines of one frame are written sorted by game time (stably: a frame's lines of the same time
@@ -96,6 +96,10 @@ pub enum Happened {
         narration: String,
         /// Whether the resolution is the fail-safe.
         fail_safe: bool,
+        /// The persona actors who played the turn, by name, in the scene's order (empty when
+        /// no persona did; absent from the line then, and from records written before it).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        actors: Vec<String>,
     },
     /// The director's executor moved (noted by the director, which sits above this module).
     DirectorState {
@@ -335,6 +339,12 @@ pub(crate) fn record_run(world: &mut World) {
     }
     if let Some(messages) = world.get_resource::<Messages<StageTurnResolved>>() {
         for turn in cursors.stage.read(messages) {
+            let actors = turn
+                .personas
+                .iter()
+                .filter_map(|p| world.get::<Name>(*p))
+                .map(|n| n.as_str().to_owned())
+                .collect();
             lines.push(at(
                 turn.time,
                 Happened::StageTurn {
@@ -342,6 +352,7 @@ pub(crate) fn record_run(world: &mut World) {
                     turn: turn.turn,
                     narration: turn.summary.clone(),
                     fail_safe: turn.fail_safe,
+                    actors,
                 },
             ));
         }
@@ -356,12 +367,21 @@ pub(crate) fn record_run(world: &mut World) {
     world.insert_resource(record);
 }
 
+/// The largest record [`read_record`] reads.
+pub const MAX_RECORD_BYTES: u64 = 1 << 30;
+
 /// Reads a record back (a report, a replay, a test): every line, in order. A line that does
-/// not parse is an error naming its number.
+/// not parse is an error naming its number; a file over [`MAX_RECORD_BYTES`] is refused.
 pub fn read_record(path: impl AsRef<Path>) -> Result<Vec<RecordLine>, String> {
+    read_record_at_most(path, MAX_RECORD_BYTES)
+}
+
+/// [`read_record`] of a file of at most `limit` bytes (a larger one is refused before it is
+/// read).
+pub fn read_record_at_most(path: impl AsRef<Path>, limit: u64) -> Result<Vec<RecordLine>, String> {
     let path = path.as_ref();
-    let text = crate::files::read_at_most(path, 1 << 30)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let text =
+        crate::files::read_at_most(path, limit).map_err(|e| format!("{}: {e}", path.display()))?;
     text.split(|b| *b == b'\n')
         .enumerate()
         .filter(|(_, line)| !line.is_empty())
@@ -412,6 +432,17 @@ mod tests {
             emoji: false,
             time: time(3),
         });
+        let shade = world.spawn_empty().id();
+        world.write_message(StageTurnResolved {
+            stage: "Standoff".into(),
+            time: time(6),
+            turn: 1,
+            summary: "Ada stares the shade down.".into(),
+            applied: crate::stage::Applied::default(),
+            fail_safe: false,
+            // A persona without a name (gone) is left out of the actors.
+            personas: vec![ada, shade],
+        });
         world.resource_mut::<RunRecord>().note(
             time(0),
             Happened::DirectorState {
@@ -424,14 +455,40 @@ mod tests {
         // Read once: a second pass over the same messages records nothing more.
         record_run(&mut world);
         let record = world.remove_resource::<RunRecord>().expect("record");
-        assert_eq!(record.lines(), 3);
+        assert_eq!(record.lines(), 4);
         record.finish().expect("written");
         let lines = read_record(&path).expect("reads");
         let kinds: Vec<u8> = lines.iter().map(|l| l.what.rank()).collect();
         assert_eq!(
             kinds,
-            [3, 0, 1],
-            "by game time: the director (now, 00:00), 00:03, 00:05"
+            [3, 0, 1, 2],
+            "by game time: the director (now, 00:00), 00:03, 00:05, 00:06"
+        );
+        assert_eq!(
+            lines[3].what,
+            Happened::StageTurn {
+                stage: "Standoff".into(),
+                turn: 1,
+                narration: "Ada stares the shade down.".into(),
+                fail_safe: false,
+                actors: vec!["Ada Quill".into()],
+            }
+        );
+        // A stage turn without persona actors (or from an older record) has no `actors`.
+        let bare: RecordLine = serde_json::from_str(
+            r#"{"step":1,"time":"2023-02-13T00:00:10","kind":"stage_turn","stage":"S","turn":2,"narration":"n","fail_safe":true}"#,
+        )
+        .expect("parses");
+        assert!(matches!(&bare.what, Happened::StageTurn { actors, .. } if actors.is_empty()));
+        assert!(
+            !serde_json::to_string(&bare)
+                .expect("json")
+                .contains("actors")
+        );
+        assert!(
+            read_record_at_most(&path, 10)
+                .expect_err("over the limit")
+                .contains(RECORD_FILE)
         );
         assert_eq!(
             lines[1].what,
@@ -451,16 +508,16 @@ mod tests {
             "{text}"
         );
 
-        // A run resumed at step 31 keeps what was recorded before it and cuts the rest.
+        // A run resumed at step 37 keeps what was recorded before it and cuts the rest.
         let mut later = lines[2].clone();
         later.step = 40;
-        let mut record = RunRecord::continue_at(&path, 31).expect("continues");
-        assert_eq!(record.lines(), 3);
+        let mut record = RunRecord::continue_at(&path, 37).expect("continues");
+        assert_eq!(record.lines(), 4);
         record.push(&later);
         record.finish().expect("written");
-        assert_eq!(read_record(&path).expect("reads").len(), 4);
-        let record = RunRecord::continue_at(&path, 31).expect("continues");
-        assert_eq!(record.lines(), 3, "the line of step 40 is cut");
+        assert_eq!(read_record(&path).expect("reads").len(), 5);
+        let record = RunRecord::continue_at(&path, 37).expect("continues");
+        assert_eq!(record.lines(), 4, "the line of step 40 is cut");
         record.finish().expect("written");
         assert_eq!(read_record(&path).expect("reads"), lines);
         std::fs::write(&path, b"{\"step\":0,\"time\":\"torn").expect("torn");

@@ -9,6 +9,10 @@
 //! - `llm-usage.png`: model calls and tokens per prompt kind;
 //! - `conversations.png`: who talked with whom, line width by number of conversations.
 //!
+//! With a run record (`record.jsonl`), the HTML also charts its group lines, talk turns, stage
+//! turns and director changes per day, as inline SVG beside their table (in every build: it
+//! needs neither `plotters` nor a font).
+//!
 //! Text in the images needs a TrueType font: DejaVu Sans (installed by
 //! `scripts/install-deps.sh`, package `fonts-dejavu-core`) or the file named by
 //! `GA_REPORT_FONT`. Without one the charts are drawn without labels and the HTML says so;
@@ -752,14 +756,16 @@ fn html_conversations(h: &mut String, data: &RunReportData) {
     html_record(h, data);
 }
 
-/// The seed systems' day by day, from `record.jsonl` (SPEC §16).
+/// The seed systems' day by day, from `record.jsonl` (SPEC §16): the chart, then the table.
 fn html_record(h: &mut String, data: &RunReportData) {
     use std::fmt::Write as _;
     if data.record_per_day.is_empty() {
         return;
     }
+    h.push_str("<h2>Group talk, talks, scenes and directives</h2>\n");
+    h.push_str(&super::charts::record_chart_svg(&data.record_per_day));
     h.push_str(
-        "<h2>Group talk, talks, scenes and directives</h2>\n<table><tr><th>day</th>\
+        "\n<table><tr><th>day</th>\
          <th>group lines</th><th>talk turns</th><th>stage turns</th>\
          <th>director changes</th></tr>\n",
     );

@@ -18,6 +18,10 @@
 //! - a **group line** (SPEC §8, [`GroupLineSpoken`]) in the speaker's dialogue bubble, typed at
 //!   the same pace and held as long as a chat line, unless the persona is speaking in a
 //!   one-to-one conversation; an emoji reply is a bubble holding only the emoji, in colour;
+//! - in a replay, a **recorded line** ([`RecordedBubble`]: a group line, a talk turn or a stage
+//!   narration from the run's record, kept on the actor by the replay for a few seconds of
+//!   replay time) in the same dialogue bubble, whole rather than typed, on the same terms as a
+//!   group line;
 //! - a **💭 marker** while a persona's mind is checked out to a model call in
 //!   [`TimeMode::Realtime`], once it has been pending for
 //!   [`AgentSettings::thinking_marker_after_secs`] (never over a replay's
@@ -36,7 +40,7 @@ use super::z;
 use crate::clock::{AwaitingCognition, SimClock, TimeMode};
 use crate::cognition::ChatStream;
 use crate::group::GroupLineSpoken;
-use crate::output::ReplayActor;
+use crate::output::{RecordedBubble, ReplayActor};
 use crate::persona::{ActionView, Mind, Persona};
 use crate::settings::AgentSettings;
 
@@ -566,9 +570,19 @@ fn update_thinking_markers(
     }
 }
 
+#[expect(clippy::type_complexity, reason = "a query with its filters")]
 fn play_chats(
     time: Res<Time>,
-    mut personas: Query<(Entity, &Name, &ActionView, &mut ChatPlayback), With<Persona>>,
+    mut personas: Query<
+        (
+            Entity,
+            &Name,
+            &ActionView,
+            &mut ChatPlayback,
+            Option<&RecordedBubble>,
+        ),
+        With<Persona>,
+    >,
     live: Query<&ChatStream>,
     group: Res<GroupSpeech>,
     children: Query<&Children>,
@@ -578,11 +592,11 @@ fn play_chats(
     let dt = time.delta_secs();
     let names: HashMap<String, Entity> = personas
         .iter()
-        .map(|(e, name, _, _)| (name.as_str().to_owned(), e))
+        .map(|(e, name, ..)| (name.as_str().to_owned(), e))
         .collect();
     let name_of: HashMap<Entity, &str> = personas
         .iter()
-        .map(|(e, name, _, _)| (e, name.as_str()))
+        .map(|(e, name, ..)| (e, name.as_str()))
         .collect();
     // A conversation being spoken plays on both its speaker's and its listener's playback.
     let mut streams: HashMap<Entity, (&ChatStream, &str)> = HashMap::new();
@@ -592,7 +606,7 @@ fn play_chats(
         streams.insert(stream.listener, (stream, speaker));
     }
     let mut playing: Vec<(Entity, BubbleChat)> = Vec::new();
-    for (entity, _, view, _) in &personas {
+    for (entity, _, view, ..) in &personas {
         if let Some(chat) = bubble_chat(view, streams.get(&entity).copied()) {
             playing.push((entity, chat));
         }
@@ -600,7 +614,7 @@ fn play_chats(
     let playing: HashMap<Entity, BubbleChat> = playing.into_iter().collect();
     // Both partners usually hold the same chat: keep, per speaker, the longest text typed.
     let mut speaking: HashMap<Entity, String> = HashMap::new();
-    for (entity, _, _, mut playback) in &mut personas {
+    for (entity, _, _, mut playback, _) in &mut personas {
         let Some(chat) = playing.get(&entity) else {
             if *playback != ChatPlayback::default() {
                 *playback = ChatPlayback::default();
@@ -637,7 +651,15 @@ fn play_chats(
             speaking.insert(*persona, shown);
         }
     }
-    for (entity, _, _, _) in &personas {
+    // So does a replay's recorded line, whole: the replay holds it for as long as it is up.
+    for (entity, .., recorded) in &personas {
+        if let Some(recorded) = recorded
+            && !speaking.contains_key(&entity)
+        {
+            speaking.insert(entity, recorded.text.clone());
+        }
+    }
+    for (entity, ..) in &personas {
         // Nothing typed yet: no bubble (an empty one would keep its last line's size).
         let text = speaking.get(&entity).filter(|t| !t.is_empty());
         let Ok(kids) = children.get(entity) else {
@@ -1095,6 +1117,56 @@ mod tests {
         let speech = app.world().resource::<GroupSpeech>();
         assert_eq!(speech.0.len(), 1, "a post by game code has no bubble");
         assert_eq!(speech.0.get(&speaker).map(|(t, _)| t.as_str()), Some("🎉"));
+    }
+
+    #[test]
+    fn a_replays_recorded_line_is_shown_whole_in_the_dialogue_bubble() {
+        let mut app = App::new();
+        app.add_plugins(MinimalPlugins)
+            .init_resource::<GroupSpeech>()
+            .add_systems(Update, play_chats);
+        let recorded = RecordedBubble {
+            kind: crate::output::BubbleKind::Group,
+            text: "Anyone for more coffee? ☕".into(),
+            step: 4407,
+        };
+        let mut line = Entity::PLACEHOLDER;
+        let mut bubble = Entity::PLACEHOLDER;
+        let ada = app
+            .world_mut()
+            .spawn((
+                Persona,
+                ReplayActor,
+                Name::new("Ada"),
+                ChatPlayback::default(),
+                recorded.clone(),
+            ))
+            .with_children(|persona| {
+                bubble = persona
+                    .spawn((ChatBubble, Visibility::Hidden))
+                    .with_children(|b| {
+                        line = b.spawn((ChatText, ChatLine::default())).id();
+                    })
+                    .id();
+            })
+            .id();
+        app.update();
+        let world = app.world();
+        assert_eq!(
+            world.get::<ChatLine>(line),
+            Some(&ChatLine(recorded.text.clone())),
+            "whole at once, not typed"
+        );
+        assert_eq!(
+            world.get::<Visibility>(bubble),
+            Some(&Visibility::Inherited)
+        );
+        // The replay takes it away: the bubble goes.
+        app.world_mut().entity_mut(ada).remove::<RecordedBubble>();
+        app.update();
+        let world = app.world();
+        assert_eq!(world.get::<ChatLine>(line), Some(&ChatLine::default()));
+        assert_eq!(world.get::<Visibility>(bubble), Some(&Visibility::Hidden));
     }
 
     #[test]

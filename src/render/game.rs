@@ -575,6 +575,38 @@ struct ShotExtras<'w> {
     frames: Option<Res<'w, FrameReport>>,
 }
 
+/// The dialogue bubbles on screen, for a screenshot's state.
+#[derive(bevy::ecs::system::SystemParam)]
+struct ShownBubbles<'w, 's> {
+    bubbles: Query<
+        'w,
+        's,
+        (&'static ChildOf, &'static Visibility, &'static Children),
+        With<super::bubbles::ChatBubble>,
+    >,
+    lines: Query<'w, 's, &'static super::bubbles::ChatLine>,
+    names: Query<'w, 's, &'static Name>,
+}
+
+impl ShownBubbles<'_, '_> {
+    /// "Name: text" of every dialogue bubble shown, sorted.
+    fn shown(&self) -> Vec<String> {
+        let mut shown: Vec<String> = self
+            .bubbles
+            .iter()
+            .filter(|(_, visibility, _)| **visibility != Visibility::Hidden)
+            .filter_map(|(parent, _, children)| {
+                let name = self.names.get(parent.parent()).ok()?;
+                let line = children.iter().find_map(|c| self.lines.get(c).ok())?;
+                (!line.0.is_empty()).then(|| format!("{name}: {}", line.0))
+            })
+            .collect();
+        shown.sort();
+        shown
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "a system's parameters")]
 fn drive_screenshot(
     mut commands: Commands,
     request: Res<ScreenshotRequest>,
@@ -583,6 +615,7 @@ fn drive_screenshot(
     personas: Query<(&Name, &ActionView, &crate::persona::Body), With<crate::persona::Persona>>,
     mut exit: MessageWriter<AppExit>,
     extras: ShotExtras,
+    bubbles: ShownBubbles,
 ) {
     let ShotExtras {
         director,
@@ -653,6 +686,7 @@ fn drive_screenshot(
         if let Some(speech) = speech.as_deref() {
             state.group_bubbles = speech.shown(|e| personas.get(e).ok().map(|(n, ..)| n.as_str()));
         }
+        state.chat_bubbles = bubbles.shown();
         state.frame_report = frame_report.as_deref().map(FrameReport::summary);
         let state_path = request.path.with_extension("json");
         if let Err(err) = write_screenshot_state(&state_path, &state) {
@@ -733,6 +767,10 @@ pub struct ScreenshotState {
     /// Group lines in speakers' bubbles at the capture, "Name: text as typed so far".
     #[serde(default)]
     pub group_bubbles: Vec<String>,
+    /// Every dialogue bubble shown at the capture, "Name: text as shown" (pair chats, group
+    /// lines, a replay's recorded lines), sorted.
+    #[serde(default)]
+    pub chat_bubbles: Vec<String>,
     /// The stage scenes playing.
     #[serde(default)]
     pub stages: Vec<StageShot>,
@@ -856,6 +894,7 @@ fn screenshot_state(
         director: None,
         groups: Vec::new(),
         group_bubbles: Vec::new(),
+        chat_bubbles: Vec::new(),
         stages: Vec::new(),
         frame_report: None,
     }

@@ -42,7 +42,7 @@
 //! | --- | --- |
 //! | [`StageOpened`] / [`StageClosed`] | a scene opens / closes |
 //! | [`ActorPlanned`] | an actor observed and planned (its fail-safe counts: "I wait and watch."); also an [`EntityEvent`] on the persona it is |
-//! | [`StageTurnResolved`] | the stage agent resolved a turn: the narration, what changed, who left |
+//! | [`StageTurnResolved`] | the stage agent resolved a turn: the narration, what changed, who left, which personas played it |
 //! | [`StageRefused`] | a command was refused, and why |
 //!
 //! **Layer** (see `tests/layers.rs`): beside [`group`](crate::group), above
@@ -179,6 +179,9 @@ pub struct StageTurnResolved {
     pub applied: Applied,
     /// Whether the resolution is the fail-safe (a neutral narration, nothing changed).
     pub fail_safe: bool,
+    /// The persona actors who played the turn, in the scene's order (those who fell in it
+    /// included).
+    pub personas: Vec<Entity>,
 }
 
 /// A scene closed.

@@ -813,6 +813,8 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
                 };
                 return;
             };
+            // Who played the turn, before it takes the fallen off the stage.
+            let cast: Vec<Entity> = run.scene.actors.iter().filter_map(|a| a.persona).collect();
             let applied = run.scene.apply(&resolution);
             release(world, &personas);
             // Bystanders see what the scene is now.
@@ -835,6 +837,7 @@ fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
                 summary: resolution.summary,
                 applied,
                 fail_safe,
+                personas: cast,
             });
         }
     }
