@@ -401,6 +401,7 @@ pub(super) fn apply_commands(
                     time: now,
                 });
                 if let Some(client) = &client {
+                    streams.await_embedding(stream, seq);
                     let place = place_of(stream);
                     let description = memory_description(&speaker, &place, &text);
                     let client: LlmClient = LlmClient::clone(client);
@@ -508,6 +509,55 @@ fn words_of(text: &str) -> impl Iterator<Item = &str> {
 /// shares with who the persona is and what it does (three shared words is fully relevant).
 pub fn relevance(line: &str, persona_words: &BTreeSet<String>) -> f32 {
     (0.25 + shared_words(line, persona_words) as f32 / 3.0).min(1.0)
+}
+
+/// The latest memories (events and thoughts, newest first) a heard line is weighed against.
+pub const RELEVANCE_MEMORIES: usize = 30;
+/// Cosine similarity at which a line starts to count as relevant to a memory (unrelated
+/// sentences sit below it).
+const RELEVANT_FROM: f32 = 0.2;
+/// Cosine similarity at which a line is fully relevant (two sentences about one thing).
+const RELEVANT_AT: f32 = 0.6;
+
+/// A line's relevance to a persona's memories, 0–1 (SPEC §8, §16): a base of 0.25 for hearing
+/// it at all, plus how close its embedding comes to the closest of `memories` (the persona's
+/// latest, see [`RELEVANCE_MEMORIES`]) — cosine similarity from [`RELEVANT_FROM`] (nothing
+/// added) to [`RELEVANT_AT`] (fully relevant). `None` when nothing can be compared (no
+/// memories, an empty or mismatched vector): the caller weighs the words instead.
+pub fn memory_relevance<'a>(
+    line: &[f32],
+    memories: impl IntoIterator<Item = &'a [f32]>,
+) -> Option<f32> {
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let line_norm = norm(line);
+    if line_norm == 0.0 || !line_norm.is_finite() {
+        return None;
+    }
+    let best = memories
+        .into_iter()
+        .filter(|m| m.len() == line.len())
+        .filter_map(|m| {
+            let m_norm = norm(m);
+            (m_norm > 0.0 && m_norm.is_finite())
+                .then(|| line.iter().zip(m).map(|(a, b)| a * b).sum::<f32>() / (line_norm * m_norm))
+        })
+        .fold(None, |best: Option<f32>, c| {
+            Some(best.map_or(c, |b| b.max(c)))
+        })?;
+    let closeness = ((best - RELEVANT_FROM) / (RELEVANT_AT - RELEVANT_FROM)).clamp(0.0, 1.0);
+    Some((0.25 + 0.75 * closeness).min(1.0))
+}
+
+/// The embeddings of the persona's latest [`RELEVANCE_MEMORIES`] events and thoughts.
+fn latest_memory_vectors(memory: &crate::memory::AssociativeMemory) -> Vec<Vec<f32>> {
+    memory
+        .nodes()
+        .iter()
+        .rev()
+        .filter(|node| node.kind != crate::memory::NodeKind::Chat)
+        .filter_map(|node| memory.embedding(&node.embedding_key).map(<[f32]>::to_vec))
+        .take(RELEVANCE_MEMORIES)
+        .collect()
 }
 
 /// How many distinct [`content_words`] of `line` are among `persona_words` — without
@@ -1720,8 +1770,10 @@ fn hear(
     // 4. Hearing.
     let mut rng = heart_rng(&someone.name, step);
     let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
-    // The persona's words are read (or found unchanged) when the first line reaches it.
+    // The persona's words are read (or found unchanged) when the first line reaches it, and
+    // its latest memories' vectors when the first line with an embedding does.
     let mut words_read = false;
+    let mut memory_vectors: Option<Vec<Vec<f32>>> = None;
     let mut lowered: Option<LoweredName> = None;
     for stream in reach.streams_reaching(someone.entity) {
         let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
@@ -1731,7 +1783,14 @@ fn hear(
             // Noticing the gathering is the first thing heard.
             flow.hear(0.5, false, &settings.attention);
         }
+        let mut heard_to = stream.last_seq();
         for line in stream.lines_after(seen) {
+            // A game's post is heard once its embedding landed (the next step): interest
+            // weighs it against the listener's memories.
+            if stream.embedding_awaited(line.seq) {
+                heard_to = line.seq - 1;
+                break;
+            }
             if line.persona == Some(someone.entity) {
                 continue;
             }
@@ -1743,18 +1802,26 @@ fn hear(
                 refresh_words(&mut group.words_of, &details.identity, &someone.activity);
                 words_read = true;
             }
-            flow.hear(
-                relevance(&line.text, &group.words_of.words),
-                named,
-                &settings.attention,
-            );
+            // Relevance to its memories by embedding similarity; the words when the line has
+            // no embedding yet (or the persona no memory to compare with).
+            let by_memory = stream.embedding(line.seq).and_then(|embedding| {
+                let vectors = memory_vectors.get_or_insert_with(|| {
+                    state
+                        .map(|s| latest_memory_vectors(&s.associative))
+                        .unwrap_or_default()
+                });
+                memory_relevance(embedding, vectors.iter().map(Vec::as_slice))
+            });
+            let relevance =
+                by_memory.unwrap_or_else(|| relevance(&line.text, &group.words_of.words));
+            flow.hear(relevance, named, &settings.attention);
             // Each message may be answered, by a draw.
             let draw: f32 = rng.random();
             if flow.wants_to_reply(draw, &settings.attention) {
                 reply_wins.insert(stream.key.clone());
             }
         }
-        group.seen.insert(stream.key.clone(), stream.last_seq());
+        group.seen.insert(stream.key.clone(), heard_to);
     }
     // 5. Time.
     moved.extend(group.attention.tick(secs, &settings.attention, &mut rng));
@@ -2261,7 +2328,10 @@ fn land(
     let mut said = None;
     match landed {
         Landed::Posted { seq, embedding } => {
+            let mut streams = world.resource_mut::<GroupStreams>();
+            streams.landed_embedding(&call.stream, seq);
             if let Some(embedding) = embedding {
+                streams.set_embedding(&call.stream, seq, &embedding);
                 remember(world, call, None, seq, embedding, now, hearers);
             }
             return false;
@@ -2372,6 +2442,9 @@ fn land(
     world.write_message(line.clone());
     world.trigger(line);
     if let Some(embedding) = said.embedding {
+        world
+            .resource_mut::<GroupStreams>()
+            .set_embedding(&call.stream, seq, &embedding);
         remember(world, call, Some(persona), seq, embedding, now, hearers);
     }
     false
@@ -3091,6 +3164,34 @@ mod tests {
         assert!(names("Morning, Ada!", "Ada Lovelace", "Ada"));
         assert!(names("ask ada lovelace", "Ada Lovelace", "Ada"));
         assert!(!names("Canada is cold", "Ada Lovelace", "Ada"));
+    }
+
+    #[test]
+    fn relevance_to_memories_is_the_closest_memorys_cosine_mapped_to_a_quarter_to_one() {
+        let unit = |i: usize| {
+            let mut v = vec![0.0_f32; 4];
+            v[i] = 1.0;
+            v
+        };
+        let line = unit(0);
+        // Nothing to compare with: the caller weighs the words.
+        assert_eq!(memory_relevance(&line, std::iter::empty()), None);
+        assert_eq!(memory_relevance(&[0.0; 4], [unit(0).as_slice()]), None);
+        assert_eq!(memory_relevance(&line, [[1.0_f32, 0.0].as_slice()]), None);
+        // Unrelated memories: the base; the same thing remembered: fully relevant.
+        assert_eq!(memory_relevance(&line, [unit(1).as_slice()]), Some(0.25));
+        let same = [unit(1), unit(0)];
+        assert_eq!(
+            memory_relevance(&line, same.iter().map(Vec::as_slice)),
+            Some(1.0)
+        );
+        // Halfway between RELEVANT_FROM and RELEVANT_AT: halfway up.
+        let cos = (RELEVANT_FROM + RELEVANT_AT) / 2.0;
+        let between = [cos, (1.0 - cos * cos).sqrt(), 0.0, 0.0];
+        let r = memory_relevance(&line, [between.as_slice()]).expect("comparable");
+        assert!((r - (0.25 + 0.75 * 0.5)).abs() < 1e-4, "{r}");
+        // Non-finite vectors weigh nothing.
+        assert_eq!(memory_relevance(&[f32::NAN; 4], [unit(0).as_slice()]), None);
     }
 
     #[test]

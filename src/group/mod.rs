@@ -89,7 +89,7 @@ pub mod stream;
 pub mod tools;
 
 pub use attention::{AttentionSettings, Change, ChatState, SubFlow, reply_probability};
-pub use heart::{GroupAttention, relevance};
+pub use heart::{GroupAttention, RELEVANCE_MEMORIES, memory_relevance, relevance};
 pub use social::{Attention, Limits, SocialState};
 pub use stream::{GroupCommand, GroupLine, GroupStream, GroupStreams, StreamKey};
 

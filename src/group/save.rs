@@ -75,6 +75,9 @@ pub struct SavedLine {
     pub emoji: bool,
     /// Game time.
     pub time: NaiveDateTime,
+    /// The embedding of its memory description, once it landed (version 4 on; absent before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<Vec<f32>>,
 }
 
 /// The step of a stream's last lean round.
@@ -293,6 +296,10 @@ fn check_amount(field: String, value: f32) -> Result<(), GroupFileError> {
     }
 }
 
+/// Most numbers of a saved line's embedding (a stream's lines are checked before the save's
+/// embedding dimension is known; a persona's memories are checked against it).
+const MAX_EMBEDDING_DIM: usize = 4_096;
+
 /// A memory's vector: `dim` finite numbers (any dimension while the save records none).
 fn check_vector(field: String, vector: &[f32], dim: usize) -> Result<(), GroupFileError> {
     if dim > 0 && vector.len() != dim {
@@ -341,6 +348,7 @@ impl GroupsFile {
                                 text: line.text.clone(),
                                 emoji: line.emoji,
                                 time: line.time,
+                                embedding: stream.embedding(line.seq).map(<[f32]>::to_vec),
                             })
                             .collect(),
                     })
@@ -409,6 +417,15 @@ impl GroupsFile {
                     ));
                 }
                 last = line.seq;
+                if let Some(vector) = &line.embedding {
+                    if vector.len() > MAX_EMBEDDING_DIM {
+                        return Err(GroupFileError::new(
+                            field(".embedding"),
+                            format!("at most {MAX_EMBEDDING_DIM} numbers"),
+                        ));
+                    }
+                    check_vector(field(".embedding"), vector, 0)?;
+                }
                 if line.speaker.trim().is_empty() {
                     return Err(GroupFileError::new(
                         field(".speaker"),
@@ -659,7 +676,14 @@ pub(crate) fn restore(
 ) {
     let streams = groups.streams.into_iter().map(|saved| {
         let key = saved.key;
+        let embeddings = saved
+            .lines
+            .iter()
+            .filter_map(|line| Some((line.seq, line.embedding.as_deref()?.into())))
+            .collect();
         GroupStream {
+            embeddings,
+            awaiting: BTreeSet::new(),
             members: saved
                 .members
                 .iter()

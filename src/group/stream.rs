@@ -88,6 +88,12 @@ pub struct GroupStream {
     pub opened: NaiveDateTime,
     /// Lines said since it opened.
     pub said: u64,
+    /// The embedding of each kept line's memory description, by `seq`, once it landed: what
+    /// a listener's interest weighs against its memories (SPEC §8, §16).
+    pub(crate) embeddings: BTreeMap<u64, std::sync::Arc<[f32]>>,
+    /// Lines (a game's posts) whose embedding is being computed: listeners hear them once it
+    /// landed. Empty whenever a save can be taken (no call is out then).
+    pub(crate) awaiting: BTreeSet<u64>,
 }
 
 impl GroupStream {
@@ -99,6 +105,25 @@ impl GroupStream {
             lines: VecDeque::new(),
             opened,
             said: 0,
+            embeddings: BTreeMap::new(),
+            awaiting: BTreeSet::new(),
+        }
+    }
+
+    /// Whether line `seq`'s embedding is still being computed (see `awaiting`).
+    pub(crate) fn embedding_awaited(&self, seq: u64) -> bool {
+        self.awaiting.contains(&seq)
+    }
+
+    /// The embedding of line `seq`, once it landed.
+    pub fn embedding(&self, seq: u64) -> Option<&[f32]> {
+        self.embeddings.get(&seq).map(|v| &v[..])
+    }
+
+    /// Keeps the embedding of line `seq` (while the line is kept).
+    pub(crate) fn set_embedding(&mut self, seq: u64, embedding: std::sync::Arc<[f32]>) {
+        if self.lines.iter().any(|l| l.seq == seq) {
+            self.embeddings.insert(seq, embedding);
         }
     }
 
@@ -139,7 +164,9 @@ impl GroupStream {
             time,
         });
         while self.lines.len() > MAX_LINES {
-            self.lines.pop_front();
+            if let Some(dropped) = self.lines.pop_front() {
+                self.embeddings.remove(&dropped.seq);
+            }
         }
         self.said
     }
@@ -159,6 +186,27 @@ impl GroupStreams {
                 .into_iter()
                 .map(|stream| (stream.key.clone(), stream))
                 .collect(),
+        }
+    }
+
+    /// Line `seq` of `key` waits for its embedding before it is heard.
+    pub(crate) fn await_embedding(&mut self, key: &StreamKey, seq: u64) {
+        if let Some(stream) = self.streams.get_mut(key) {
+            stream.awaiting.insert(seq);
+        }
+    }
+
+    /// Line `seq` of `key`'s embedding call finished (with or without one).
+    pub(crate) fn landed_embedding(&mut self, key: &StreamKey, seq: u64) {
+        if let Some(stream) = self.streams.get_mut(key) {
+            stream.awaiting.remove(&seq);
+        }
+    }
+
+    /// Keeps the embedding of line `seq` of `key` (see [`GroupStream::embedding`]).
+    pub(crate) fn set_embedding(&mut self, key: &StreamKey, seq: u64, embedding: &[f32]) {
+        if let Some(stream) = self.streams.get_mut(key) {
+            stream.set_embedding(seq, embedding.into());
         }
     }
 
