@@ -290,3 +290,52 @@ fn an_older_save_loads_with_no_group_conversation(save: &Path) {
     assert_eq!(talk(&mut app), (0, 0), "no conversation is open");
     run_to(&mut app, 9 * 360 + 6);
 }
+
+/// Group talk is seen by bystanders (SPEC §16): while people talk at the breakfast places, the
+/// talk is a tile event; its members take part in it (and so do not perceive it as news),
+/// and someone the circle has no room for — circles of two here — remembers seeing it.
+#[test]
+fn a_talk_is_a_tile_event_bystanders_remember_and_members_do_not() {
+    use bevy_generative_agents::persona::{Mind, Persona, TakingPart};
+    let mut town = crowd();
+    town.world_mut().resource_mut::<GroupSettings>().max_members = 2;
+    run_to(&mut town, 9 * 360);
+    let talks: Vec<(String, Vec<Entity>)> = {
+        let streams = town.world().resource::<GroupStreams>();
+        let map = town.world().resource::<TownMap>();
+        streams
+            .iter()
+            .filter_map(|s| {
+                let subject = format!("the talk at {}", s.key.label());
+                map.tiles()
+                    .any(|(_, t)| t.events.iter().any(|e| e.subject == subject))
+                    .then(|| (subject, s.members.iter().copied().collect()))
+            })
+            .collect()
+    };
+    assert!(!talks.is_empty(), "no talk shows on the map at 09:00");
+    for (subject, members) in &talks {
+        for member in members {
+            let part = town.world().get::<TakingPart>(*member);
+            assert!(
+                part.is_some_and(|p| p.0.contains(subject)),
+                "a member of {subject} does not take part in it"
+            );
+        }
+    }
+    let mut q = town
+        .world_mut()
+        .query_filtered::<(Entity, &Mind), With<Persona>>();
+    let saw: Vec<Entity> = q
+        .iter(town.world())
+        .filter(|(_, mind)| {
+            mind.get().is_some_and(|m| {
+                m.associative
+                    .events()
+                    .any(|n| n.subject.starts_with("the talk at "))
+            })
+        })
+        .map(|(e, _)| e)
+        .collect();
+    assert!(!saw.is_empty(), "no bystander remembers a talk");
+}

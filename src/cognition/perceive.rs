@@ -14,7 +14,9 @@ use chrono::NaiveDateTime;
 use crate::clock::{AwaitingCognition, Held};
 use crate::llm::EMBED_KIND;
 use crate::memory::{ChatLine, NewMemory, NodeId};
-use crate::persona::{Body, CHAT_PREDICATE, Mind, MindState, PERSONA_BATCHES, Percepts, Persona};
+use crate::persona::{
+    Body, CHAT_PREDICATE, Mind, MindState, PERSONA_BATCHES, Percepts, Persona, TakingPart,
+};
 use crate::prompt::{FailureReason, ModelFailure, PromptContext, run_prompt};
 use crate::settings::{AgentSettings, LeanSettings};
 use crate::world::{AddressLevel, TileCoord, TileEvent, TownMap};
@@ -184,13 +186,15 @@ type IdlePersona = (With<Persona>, Without<AwaitingCognition>, Without<Held>);
 pub(crate) fn gather_percepts(
     map: Option<Res<TownMap>>,
     settings: Res<AgentSettings>,
-    mut personas: Query<(&Body, &mut Mind, &mut Percepts), IdlePersona>,
+    mut personas: Query<(&Body, &mut Mind, &mut Percepts, Option<&TakingPart>), IdlePersona>,
 ) {
     let Some(map) = map else { return };
     personas
         .par_iter_mut()
         .batching_strategy(PERSONA_BATCHES)
-        .for_each(|(body, mut mind, mut percepts)| {
+        .for_each(|(body, mut mind, mut percepts, taking_part)| {
+            // The talk a persona is part of is not news to it (SPEC §16).
+            let news = |e: &TileEvent| !taking_part.is_some_and(|t| t.includes(e));
             let Some(state) = mind.get_mut() else { return };
             let params = &state.scratch.params;
             let vision = u32::try_from(params.vision_r).unwrap_or(0);
@@ -202,10 +206,12 @@ pub(crate) fn gather_percepts(
             if percepts.tile != Some(body.tile) {
                 learn_places(&mut state.spatial, &map, body.tile, vision);
                 *percepts = perceive_surroundings(&map, body.tile, vision, bandwidth);
+                percepts.events.retain(|e| news(e));
                 return;
             }
             // Same tile: only the events may have changed; compare before cloning anything.
-            let events = nearest_events(&map, body.tile, vision, bandwidth);
+            let mut events = nearest_events(&map, body.tile, vision, bandwidth);
+            events.retain(|e| news(e));
             let same = events.len() == percepts.events.len()
                 && events.iter().zip(&percepts.events).all(|(a, b)| *a == b);
             if !same {

@@ -17,6 +17,7 @@
 //!   each with its parser and fail-safe;
 //! - the heart flow in the ECS (`heart`): streams opened where people gather, hearing, time,
 //!   at most one call per free persona per step, landing between steps;
+//! - [`talk`]: an arena's talk as a tile event bystanders perceive (its members do not);
 //! - [`tools`]: `open_channel` and `post_to_channel`, the director's skills for group talk;
 //! - [`save`]: what a save keeps of all this, so a loaded town goes on talking where it
 //!   stopped (SPEC §11).
@@ -86,6 +87,7 @@ pub mod prompts;
 pub mod save;
 pub mod social;
 pub mod stream;
+pub mod talk;
 pub mod tools;
 
 pub use attention::{AttentionSettings, Change, ChatState, SubFlow, reply_probability};
@@ -269,7 +271,8 @@ impl Plugin for GroupPlugin {
         )
         .add_systems(
             SimStep,
-            heart::group_step
+            (heart::group_step, talk::show_talks)
+                .chain()
                 .in_set(GroupSystems::Step)
                 .after(AgentSystems::Perceive)
                 .before(AgentSystems::Think),

@@ -23,6 +23,8 @@ use bevy::prelude::*;
 use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 
+use crate::world::{TileCoord, TileEvent};
+
 use super::attention::SubFlow;
 use super::heart::{
     GroupAttention, GroupCalls, HeardLine, LastRounds, PendingMemory, PlannedLine, Said, drop_calls,
@@ -57,6 +59,10 @@ pub struct SavedStream {
     pub said: u64,
     /// Its latest lines, oldest first.
     pub lines: Vec<SavedLine>,
+    /// Where an arena's talk shows to bystanders, the event (also in `world/events.json`) and
+    /// when it was written (version 4 on; absent when it shows nowhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<(TileCoord, TileEvent, NaiveDateTime)>,
 }
 
 /// One line of a stream.
@@ -351,6 +357,7 @@ impl GroupsFile {
                                 embedding: stream.embedding(line.seq).map(<[f32]>::to_vec),
                             })
                             .collect(),
+                        shown: stream.shown.clone(),
                     })
                     .collect()
             })
@@ -369,6 +376,13 @@ impl GroupsFile {
             })
             .unwrap_or_default();
         Self { streams, rounds }
+    }
+
+    /// The tiles the file names (checked against the map when a save loads).
+    pub(crate) fn tiles(&self) -> impl Iterator<Item = TileCoord> + '_ {
+        self.streams
+            .iter()
+            .filter_map(|s| s.shown.as_ref().map(|(tile, _, _)| *tile))
     }
 
     /// Checks everything the heart flow relies on, against the save's persona names.
@@ -395,6 +409,20 @@ impl GroupsFile {
                     return Err(GroupFileError::new(
                         at(&format!(".members[{j}]")),
                         format!("{member:?} appears twice"),
+                    ));
+                }
+            }
+            if let Some((_, event, _)) = &stream.shown {
+                let long = |t: &str| t.chars().count() > 1_000;
+                if long(&event.subject)
+                    || [&event.predicate, &event.object, &event.description]
+                        .into_iter()
+                        .flatten()
+                        .any(|t| long(t))
+                {
+                    return Err(GroupFileError::new(
+                        at(".shown"),
+                        "a talk's event has at most 1,000 characters a field",
                     ));
                 }
             }
@@ -684,6 +712,7 @@ pub(crate) fn restore(
         GroupStream {
             embeddings,
             awaiting: BTreeSet::new(),
+            shown: saved.shown,
             members: saved
                 .members
                 .iter()
@@ -706,7 +735,21 @@ pub(crate) fn restore(
             key,
         }
     });
+    let streams: Vec<GroupStream> = streams.collect();
+    // Members of a talk shown to bystanders do not perceive it themselves (see `talk`).
+    let mut taking_part: BTreeMap<Entity, Vec<String>> = BTreeMap::new();
+    for stream in &streams {
+        if let Some((_, event, _)) = &stream.shown {
+            for member in &stream.members {
+                taking_part
+                    .entry(*member)
+                    .or_default()
+                    .push(event.subject.clone());
+            }
+        }
+    }
     world.insert_resource(GroupStreams::from_streams(streams));
+    super::talk::set_taking_part(world, taking_part);
     world.insert_resource(LastRounds(
         groups
             .rounds

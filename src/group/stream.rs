@@ -15,6 +15,7 @@ use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 
 use crate::dialogue::prompts::neutralise;
+use crate::world::{TileCoord, TileEvent};
 
 /// Lines a stream keeps (older ones are dropped: listeners remember them in their memories).
 pub(crate) const MAX_LINES: usize = 60;
@@ -94,6 +95,9 @@ pub struct GroupStream {
     /// Lines (a game's posts) whose embedding is being computed: listeners hear them once it
     /// landed. Empty whenever a save can be taken (no call is out then).
     pub(crate) awaiting: BTreeSet<u64>,
+    /// Where an arena's talk shows to bystanders (SPEC §16), the event, and when it was last
+    /// written (see `talk`).
+    pub(crate) shown: Option<(TileCoord, TileEvent, NaiveDateTime)>,
 }
 
 impl GroupStream {
@@ -107,6 +111,7 @@ impl GroupStream {
             said: 0,
             embeddings: BTreeMap::new(),
             awaiting: BTreeSet::new(),
+            shown: None,
         }
     }
 
@@ -176,6 +181,8 @@ impl GroupStream {
 #[derive(Resource, Debug, Clone, Default)]
 pub struct GroupStreams {
     streams: BTreeMap<StreamKey, GroupStream>,
+    /// The tile events of talks whose stream closed, for `talk` to remove.
+    closed_shown: Vec<(TileCoord, TileEvent)>,
 }
 
 impl GroupStreams {
@@ -186,6 +193,7 @@ impl GroupStreams {
                 .into_iter()
                 .map(|stream| (stream.key.clone(), stream))
                 .collect(),
+            closed_shown: Vec::new(),
         }
     }
 
@@ -286,7 +294,21 @@ impl GroupStreams {
 
     /// Closes `key`; returns the stream if it was open.
     pub(crate) fn close(&mut self, key: &StreamKey) -> Option<GroupStream> {
-        self.streams.remove(key)
+        let mut stream = self.streams.remove(key)?;
+        if let Some((tile, event, _)) = stream.shown.take() {
+            self.closed_shown.push((tile, event));
+        }
+        Some(stream)
+    }
+
+    /// Every stream, to update in place.
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut GroupStream> {
+        self.streams.values_mut()
+    }
+
+    /// The tile events of talks closed since the last call.
+    pub(crate) fn take_closed_shown(&mut self) -> Vec<(TileCoord, TileEvent)> {
+        std::mem::take(&mut self.closed_shown)
     }
 
     /// Adds a line to an open stream; `None` if it is not open.

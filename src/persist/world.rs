@@ -494,6 +494,11 @@ fn check_tiles(map: &TownMap, data: &SaveData) -> Result<(), PersistError> {
             return Err(off("a scene in stages.json".into(), tile));
         }
     }
+    for tile in data.groups.tiles() {
+        if !map.in_bounds(tile) {
+            return Err(off("a talk in groups.json".into(), tile));
+        }
+    }
     for tile in &data.events.tiles {
         if !map.in_bounds(tile.tile) {
             return Err(off("an event in world/events.json".into(), tile.tile));

@@ -59,6 +59,19 @@ pub struct Percepts {
     pub sector: Option<String>,
 }
 
+/// The tile events a persona takes part in and so does not perceive as news: the talk of a
+/// group it is a member of (SPEC §16) — its lines reach it as a listener, not as a bystander.
+/// Kept by the group flow; empty for most personas.
+#[derive(Component, Debug, Clone, Default, PartialEq, Eq)]
+pub struct TakingPart(pub Vec<String>);
+
+impl TakingPart {
+    /// Whether `event` is one the persona takes part in.
+    pub fn includes(&self, event: &TileEvent) -> bool {
+        self.0.contains(&event.subject)
+    }
+}
+
 /// When a persona last found everything in view already perceived: its [`Percepts`]' change
 /// tick, how many events its memory held, and the retention it was checked with. While all
 /// three stay, so does the answer, and the thought loop does not check again. Not saved: a
