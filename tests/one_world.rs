@@ -525,3 +525,144 @@ fn a_talk_session_saved_between_turns_goes_on_after_a_load() {
     assert_eq!(resumed.1, never_stopped.1, "the sessions differ");
     assert_eq!(resumed.2, never_stopped.2, "the memories differ");
 }
+
+/// The diffusion chain through a stage scene seen by a bystander (SPEC §16): the player tells
+/// Ada a fact; Ada and Ben act in a scene in the room where Cy is; Ada's turn carries what she
+/// was told (the stand-in actor passes on what its prompt shows it remembering, so the fact
+/// reaches the scene only through Ada's memory); the scene's tile event shows the narration,
+/// Cy — not in the scene, standing where it shows — perceives it, and a day later `new_retrieve` lists that memory.
+#[test]
+fn a_fact_told_in_a_talk_reaches_a_bystander_through_a_stage_scene() {
+    use bevy_generative_agents::stage::{Actor, Scene, StageCommand, Stages};
+    use bevy_generative_agents::testing::{
+        create_test_app, scripted_client, spawn_crowd, synthetic_sheets,
+    };
+    use bevy_generative_agents::world::{AddressLevel, TownMap};
+    const STAGE: &str = "Morning at the counter";
+    let map = TownMap::load_tmx(TownMap::default_town_path()).expect("default town");
+    let client = scripted_client(7);
+    let mut app = create_test_app(client.clone());
+    let sheets = synthetic_sheets(3).expect("sheets");
+    spawn_crowd(&mut app, map, &sheets, 7).expect("crowd");
+    app.finish();
+    app.cleanup();
+    app.init_resource::<Replies>()
+        .add_systems(Update, collect_replies);
+    // 08:00 on the first day: everyone is up.
+    step_to(&mut app, 8 * 360);
+    let mut query = app.world_mut().query_filtered::<Entity, With<Persona>>();
+    let mut people: Vec<Entity> = query.iter(app.world()).collect();
+    people.sort();
+    let [ada, ben, cy] = [people[0], people[1], people[2]];
+    let name = |app: &App, e: Entity| {
+        app.world()
+            .get::<Name>(e)
+            .map(|n| n.as_str().to_string())
+            .expect("named")
+    };
+    app.world_mut()
+        .write_message(DialogueRequest::say(ada, "Player", FACT));
+    {
+        let mut clock = app.world_mut().resource_mut::<SimClock>();
+        clock.stop_at_step = None;
+        clock.speed = SimSpeed::Max;
+    }
+    reply(&mut app);
+    // Ada and Ben act where Cy stands.
+    let arena = {
+        let tile = app
+            .world()
+            .get::<bevy_generative_agents::persona::Body>(cy)
+            .expect("body")
+            .tile;
+        app.world()
+            .resource::<TownMap>()
+            .tile_address(tile, AddressLevel::Arena)
+            .map(|a| a.to_string())
+            .expect("Cy stands in an arena")
+    };
+    let mut scene = Scene::new(
+        STAGE,
+        "a busy morning",
+        vec![
+            Actor::new(name(&app, ada), "a baker with flour on her hands").played_by(ada),
+            Actor::new(name(&app, ben), "a neighbour with a basket").played_by(ben),
+        ],
+    )
+    .expect("a scene");
+    scene.arena = Some(arena);
+    for command in [
+        StageCommand::Open { scene },
+        StageCommand::Play {
+            stage: STAGE.into(),
+            turns: 2,
+        },
+        StageCommand::Finish {
+            stage: STAGE.into(),
+        },
+    ] {
+        app.world_mut().write_message(command);
+    }
+    let mut opened = false;
+    for _ in 0..200_000 {
+        app.update();
+        // Cy stands where the scene shows (within a few tiles, nearer than the room's things).
+        let shown = app
+            .world()
+            .resource::<TownMap>()
+            .tiles()
+            .find(|(_, t)| {
+                t.events
+                    .iter()
+                    .any(|e| e.subject == format!("the scene at {STAGE}"))
+            })
+            .map(|(c, _)| c);
+        if let Some(tile) = shown
+            && let Some(mut body) = app
+                .world_mut()
+                .get_mut::<bevy_generative_agents::persona::Body>(cy)
+        {
+            body.tile = tile;
+            body.planned_path.clear();
+        }
+        let playing = app.world().resource::<Stages>().get(STAGE).is_some();
+        opened |= playing;
+        if opened && !playing {
+            break;
+        }
+    }
+    assert!(opened, "the scene opened");
+    // Cy was no actor and remembers the scene as a bystander, the fact in it.
+    let event_id = mind(&app, cy)
+        .associative
+        .events()
+        .find(|e| {
+            e.subject == format!("the scene at {STAGE}") && e.description.contains("harvest fair")
+        })
+        .map(|e| e.id)
+        .unwrap_or_else(|| {
+            let seen: Vec<&str> = mind(&app, cy)
+                .associative
+                .events()
+                .map(|e| e.description.as_str())
+                .collect();
+            panic!("Cy saw no scene telling the fact: {seen:#?}")
+        });
+    let focal =
+        bevy::tasks::block_on(client.embed_one("the harvest fair on Saturday")).expect("embeds");
+    let later = app.world().resource::<SimClock>().now() + chrono::Duration::days(1);
+    let mut holder = app.world_mut().get_mut::<Mind>(cy).expect("mind");
+    let state = holder.get_mut().expect("home");
+    let top = new_retrieve(
+        &mut state.associative,
+        &focal,
+        later,
+        5,
+        &RetrievalParams::default(),
+    )
+    .expect("retrieves");
+    assert!(
+        top.contains(&event_id),
+        "Cy's top 5 {top:?} lacks {event_id:?}"
+    );
+}

@@ -49,6 +49,11 @@ pub(super) fn actor(text: &str) -> String {
     let max = number_after(text, "max_health").unwrap_or(100).max(1);
     let answer = match others.first() {
         None => json!({"observation": "Nobody else is here.", "plan": "I look around and wait."}),
+        // Something it was told today and the others may not know: it passes it on.
+        Some(_) if health * 3 >= max && news(text).is_some() => json!({
+            "observation": "Everyone here should hear what I was told.",
+            "plan": format!("I tell everyone: {NEWS_OPENER}{}", news(text).unwrap_or_default()),
+        }),
         Some(_) if health * 3 < max => json!({
             "observation": "I am badly hurt.",
             "plan": "I back away toward the way out.",
@@ -73,6 +78,24 @@ pub(super) fn actor(text: &str) -> String {
         }
     };
     answer.to_string()
+}
+
+/// How the stand-in passes news on (the group stand-in's words too).
+const NEWS_OPENER: &str = "Did you hear? ";
+
+/// What the actor was told in a talk (a remembered `conversation with …` whose first quote
+/// has four words or more), as its prompt shows it remembering lately.
+fn news(text: &str) -> Option<&str> {
+    let (_, lately) = text.split_once(" remembers lately:")?;
+    lately
+        .trim_start_matches(['\r', '\n'])
+        .lines()
+        .map_while(|l| l.strip_prefix("- "))
+        .filter(|m| m.starts_with("conversation with "))
+        .find_map(|m| {
+            let told = m.split('"').nth(1)?.trim();
+            (told.split_whitespace().count() >= 4).then_some(told)
+        })
 }
 
 /// "I keep my eyes on Lu." → "keeps their eyes on Lu." (the stand-in's own plans only).
@@ -148,6 +171,23 @@ pub(super) fn resolve(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_actor_passes_on_what_it_was_told_in_a_talk() {
+        let prompt = "You are Ada Quill, an actor in a scene. Ada is a baker.\n\
+            What Ada Quill remembers lately:\n\
+            - the oven is hot\n\
+            - conversation with Player at 07:10: Player said \"the harvest fair moved to Saturday\"; Ada answered \"oh!\"\n\n\
+            Yourself:\n{}\n\nThe stage, as you see it:\n**Ada Quill**: bar\n**Ben Ode**: door\n";
+        let answer: serde_json::Value = serde_json::from_str(&actor(prompt)).expect("JSON");
+        assert_eq!(
+            answer["plan"],
+            "I tell everyone: Did you hear? the harvest fair moved to Saturday"
+        );
+        assert_eq!(news("no memories here"), None);
+        let short = prompt.replace("the harvest fair moved to Saturday", "hi there");
+        assert_eq!(news(&short), None, "fewer than four words is no news");
+    }
 
     #[test]
     fn the_stand_in_reads_any_cast() {

@@ -710,7 +710,11 @@ fn start_turn(world: &mut World, run: &mut StageRun, prompting: &Prompting, step
             .persona
             .and_then(|p| world.get::<Mind>(p))
             .and_then(Mind::get)
-            .map(|m| m.scratch.identity_summary())
+            .map(|m| {
+                let mut identity = m.scratch.identity_summary();
+                identity.push_str(&remembered_lately(m, &actor.name));
+                identity
+            })
             .unwrap_or_default();
         let prompt = ActorTurn {
             name: actor.name.clone(),
@@ -736,6 +740,38 @@ fn start_turn(world: &mut World, run: &mut StageRun, prompting: &Prompting, step
         personas: held,
     };
     true
+}
+
+/// Latest memories an actor's prompt weighs (events and thoughts; chats have their events).
+const LATELY_MEMORIES: usize = 20;
+/// Of those, how many the prompt shows: the most poignant, newest first on a tie.
+const LATELY_SHOWN: usize = 3;
+
+/// What a persona actor brings on stage from its day (SPEC §16): the most poignant of its
+/// latest memories, so a fact it was told can come out in the scene. Empty without any.
+fn remembered_lately(mind: &MindState, name: &str) -> String {
+    let memory = &mind.associative;
+    let mut latest: Vec<(u8, usize, &str)> = memory
+        .nodes()
+        .iter()
+        .rev()
+        .filter(|n| {
+            n.kind != crate::memory::NodeKind::Chat && !(n.predicate == "is" && n.object == "idle")
+        })
+        .take(LATELY_MEMORIES)
+        .enumerate()
+        .map(|(age, n)| (n.poignancy, age, n.description.as_str()))
+        .collect();
+    latest.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    if latest.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\nWhat {name} remembers lately:");
+    for (_, _, description) in latest.into_iter().take(LATELY_SHOWN) {
+        out.push_str("\n- ");
+        out.push_str(truncate_chars(description, 300));
+    }
+    out
 }
 
 fn advance(world: &mut World, run: &mut StageRun, prompting: &Prompting) {
