@@ -609,9 +609,7 @@ fn a_hostile_corpus_of_directives_runs_no_tool_off_the_allow_list() {
 #[test]
 fn a_save_keeps_a_directive_and_a_save_without_one_ends_it() {
     use bevy_generative_agents::director::LOADED_MID_DIRECTIVE;
-    use bevy_generative_agents::persist::{
-        LoadRequest, PersistError, PersistOutcome, PersistPlugin, save_world,
-    };
+    use bevy_generative_agents::persist::{LoadRequest, PersistOutcome, PersistPlugin};
     const MOVING: &str = "Cy Park is moving away.";
     const PAINTING: &str = "Cy Park is painting the fence.";
     let backend = town_script_backend(11).with_responder("director_plan", |_, _| {
@@ -631,19 +629,7 @@ fn a_save_keeps_a_directive_and_a_save_without_one_ends_it() {
             .and_then(|(_, mind)| mind.get().map(|m| m.scratch.currently.clone()))
             .expect("Cy Park is home")
     };
-    let save = |app: &mut App, dir: &std::path::Path| {
-        let _ = std::fs::remove_dir_all(dir);
-        let start = Instant::now();
-        loop {
-            match save_world(app.world_mut(), dir) {
-                Ok(meta) => break meta,
-                Err(PersistError::Busy(_)) if start.elapsed() < Duration::from_secs(30) => {
-                    app.update()
-                }
-                Err(err) => panic!("save failed: {err}"),
-            }
-        }
-    };
+    let save = common::save_when_saveable;
     let load = |app: &mut App, dir: &std::path::Path| {
         app.world_mut().write_message(LoadRequest {
             dir: dir.to_owned(),
@@ -759,7 +745,7 @@ fn a_save_keeps_a_directive_and_a_save_without_one_ends_it() {
 /// the same steps, the same validations, the same review, the same final save.
 #[test]
 fn a_town_saved_mid_directive_goes_on_exactly() {
-    use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
+    use bevy_generative_agents::persist::load_into_world;
     let backend = || {
         town_script_backend(3).with_responder("director_plan", |_, _| {
             json!({"steps": [
@@ -773,17 +759,7 @@ fn a_town_saved_mid_directive_goes_on_exactly() {
             .to_string()
         })
     };
-    let save = |app: &mut App, dir: &std::path::Path| {
-        let _ = std::fs::remove_dir_all(dir);
-        for _ in 0..100_000 {
-            match save_world(app.world_mut(), dir) {
-                Ok(meta) => return meta,
-                Err(PersistError::Busy(_)) => app.update(),
-                Err(err) => panic!("save failed: {err}"),
-            }
-        }
-        panic!("the town never became saveable");
-    };
+    let save = common::save_when_saveable;
     let mut town = setup(LlmClient::new(Arc::new(backend())), "exact-a");
     let app = &mut town.app;
     send(

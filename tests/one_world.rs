@@ -292,6 +292,29 @@ fn table() -> (App, Vec<Entity>, LlmClient) {
     ])
 }
 
+/// `new_retrieve` with the fair as focal point lists `memory` among `who`'s top 5 a day later.
+fn assert_retrieved_a_day_later(
+    app: &mut App,
+    client: &LlmClient,
+    who: Entity,
+    memory: bevy_generative_agents::memory::NodeId,
+) {
+    let focal =
+        bevy::tasks::block_on(client.embed_one("the harvest fair on Saturday")).expect("embeds");
+    let later = app.world().resource::<SimClock>().now() + chrono::Duration::days(1);
+    let mut holder = app.world_mut().get_mut::<Mind>(who).expect("mind");
+    let state = holder.get_mut().expect("home");
+    let top = new_retrieve(
+        &mut state.associative,
+        &focal,
+        later,
+        5,
+        &RetrievalParams::default(),
+    )
+    .expect("retrieves");
+    assert!(top.contains(&memory), "top 5 {top:?} lacks {memory:?}");
+}
+
 /// Runs `app` for an hour of game time.
 fn an_hour(app: &mut App) {
     let start = app.world().resource::<SimClock>().now();
@@ -376,23 +399,7 @@ fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
             .id
     };
     // … which retrieval with the fair as focal point lists a day later.
-    let focal =
-        bevy::tasks::block_on(client.embed_one("the harvest fair on Saturday")).expect("embeds");
-    let later = app.world().resource::<SimClock>().now() + chrono::Duration::days(1);
-    let mut holder = app.world_mut().get_mut::<Mind>(cy).expect("mind");
-    let state = holder.get_mut().expect("home");
-    let top = new_retrieve(
-        &mut state.associative,
-        &focal,
-        later,
-        5,
-        &RetrievalParams::default(),
-    )
-    .expect("retrieves");
-    assert!(
-        top.contains(&event_id),
-        "Cy's top 5 {top:?} lacks {event_id:?}"
-    );
+    assert_retrieved_a_day_later(&mut app, &client, cy, event_id);
 
     // One event convention (SPEC §16): every attention move is a message and an entity event
     // on its persona.
@@ -648,21 +655,5 @@ fn a_fact_told_in_a_talk_reaches_a_bystander_through_a_stage_scene() {
                 .collect();
             panic!("Cy saw no scene telling the fact: {seen:#?}")
         });
-    let focal =
-        bevy::tasks::block_on(client.embed_one("the harvest fair on Saturday")).expect("embeds");
-    let later = app.world().resource::<SimClock>().now() + chrono::Duration::days(1);
-    let mut holder = app.world_mut().get_mut::<Mind>(cy).expect("mind");
-    let state = holder.get_mut().expect("home");
-    let top = new_retrieve(
-        &mut state.associative,
-        &focal,
-        later,
-        5,
-        &RetrievalParams::default(),
-    )
-    .expect("retrieves");
-    assert!(
-        top.contains(&event_id),
-        "Cy's top 5 {top:?} lacks {event_id:?}"
-    );
+    assert_retrieved_a_day_later(&mut app, &client, cy, event_id);
 }

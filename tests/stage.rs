@@ -763,33 +763,18 @@ fn loading_a_save_ends_the_scenes_playing() {
 /// scene's rules, is refused naming `stages.json`.
 #[test]
 fn a_town_saved_mid_scene_plays_it_on_exactly() {
-    use bevy_generative_agents::persist::{PersistError, load_into_world, save_world};
+    use bevy_generative_agents::persist::load_into_world;
     use bevy_generative_agents::testing::{create_test_app, spawn_crowd, synthetic_sheets};
     use bevy_generative_agents::world::TownMap;
 
     const SEED: u64 = 7;
     let map = || TownMap::load_tmx(TownMap::default_town_path()).expect("default town");
-    let run_to = |app: &mut App, step: u64| {
-        app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(step);
-        app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
-        for _ in 0..2_000_000 {
-            if app.world().resource::<SimClock>().step() >= step {
-                return;
-            }
-            app.update();
-        }
-        panic!("the clock stalled before step {step}");
-    };
-    let save = |app: &mut App, dir: &std::path::Path| {
-        for _ in 0..10_000 {
-            match save_world(app.world_mut(), dir) {
-                Ok(_) => return,
-                Err(PersistError::Busy(_)) => app.update(),
-                Err(err) => panic!("save failed: {err}"),
-            }
-        }
-        panic!("the town never became saveable");
-    };
+    let (run_to, save) = (
+        common::run_to_step,
+        |app: &mut App, dir: &std::path::Path| {
+            common::save_when_saveable(app, dir);
+        },
+    );
     let mut app = create_test_app(bevy_generative_agents::testing::scripted_client(SEED));
     let sheets = synthetic_sheets(4).expect("sheets");
     spawn_crowd(&mut app, map(), &sheets, SEED).expect("crowd");

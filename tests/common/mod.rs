@@ -127,3 +127,34 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Runs `app` until the clock has taken `step` (exactly: the clock stops there).
+pub fn run_to_step(app: &mut bevy::prelude::App, step: u64) {
+    use bevy_generative_agents::clock::{SimClock, SimSpeed};
+    app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(step);
+    app.world_mut().resource_mut::<SimClock>().speed = SimSpeed::Max;
+    for _ in 0..2_000_000 {
+        if app.world().resource::<SimClock>().step() >= step {
+            return;
+        }
+        app.update();
+    }
+    panic!("the clock stalled before step {step}");
+}
+
+/// Saves `app`'s world into `dir`, updating while a save must wait (calls in flight).
+pub fn save_when_saveable(
+    app: &mut bevy::prelude::App,
+    dir: &Path,
+) -> bevy_generative_agents::persist::SaveMeta {
+    use bevy_generative_agents::persist::{PersistError, save_world};
+    let _ = std::fs::remove_dir_all(dir);
+    for _ in 0..100_000 {
+        match save_world(app.world_mut(), dir) {
+            Ok(meta) => return meta,
+            Err(PersistError::Busy(_)) => app.update(),
+            Err(err) => panic!("save failed: {err}"),
+        }
+    }
+    panic!("the town never became saveable");
+}
