@@ -548,13 +548,17 @@ pub fn memory_relevance<'a>(
     Some((0.25 + 0.75 * closeness).min(1.0))
 }
 
-/// The embeddings of the persona's latest [`RELEVANCE_MEMORIES`] events and thoughts.
+/// The embeddings of the persona's latest [`RELEVANCE_MEMORIES`] events and thoughts, not
+/// counting its memories of group talk itself: a conversation's own echo would make every
+/// further line of it relevant (interest would only ever rise).
 fn latest_memory_vectors(memory: &crate::memory::AssociativeMemory) -> Vec<Vec<f32>> {
     memory
         .nodes()
         .iter()
         .rev()
-        .filter(|node| node.kind != crate::memory::NodeKind::Chat)
+        .filter(|node| {
+            node.kind != crate::memory::NodeKind::Chat && place_in_group(&node.object).is_none()
+        })
         .filter_map(|node| memory.embedding(&node.embedding_key).map(<[f32]>::to_vec))
         .take(RELEVANCE_MEMORIES)
         .collect()
