@@ -515,9 +515,9 @@ pub fn relevance(line: &str, persona_words: &BTreeSet<String>) -> f32 {
 pub const RELEVANCE_MEMORIES: usize = 30;
 /// Cosine similarity at which a line starts to count as relevant to a memory (unrelated
 /// sentences sit below it).
-const RELEVANT_FROM: f32 = 0.2;
+pub const RELEVANT_FROM: f32 = 0.2;
 /// Cosine similarity at which a line is fully relevant (two sentences about one thing).
-const RELEVANT_AT: f32 = 0.6;
+pub const RELEVANT_AT: f32 = 0.6;
 
 /// A line's relevance to a persona's memories, 0–1 (SPEC §8, §16): a base of 0.25 for hearing
 /// it at all, plus how close its embedding comes to the closest of `memories` (the persona's

@@ -91,7 +91,9 @@ pub mod talk;
 pub mod tools;
 
 pub use attention::{AttentionSettings, Change, ChatState, SubFlow, reply_probability};
-pub use heart::{GroupAttention, RELEVANCE_MEMORIES, memory_relevance, relevance};
+pub use heart::{
+    GroupAttention, RELEVANCE_MEMORIES, RELEVANT_AT, RELEVANT_FROM, memory_relevance, relevance,
+};
 pub use social::{Attention, Limits, SocialState};
 pub use stream::{GroupCommand, GroupLine, GroupStream, GroupStreams, StreamKey};
 

@@ -1,7 +1,8 @@
 //! Group talk seen by bystanders (SPEC §16): while an arena's group talks (two members or
-//! more, and something said), the talk is a tile event where its first member stands — "the talk at cafe is going on: Ada, Ben and Cy
-//! — “<the latest line>”" — perceived within the vision radius like any other event by whoever
-//! is not part of it (a newcomer the circle has no room for, someone who walks in). Its members
+//! more, and something said), the talk is a tile event where its first member stands — "the
+//! talk at cafe is going on: Ada, Ben and Cy — “`<the latest line>`”" — perceived within the
+//! vision radius like any other event by whoever is not part of it (a newcomer the circle has
+//! no room for, someone who walks in). Its members
 //! hear the lines themselves, so they do not perceive it ([`TakingPart`]).
 //!
 //! The event is rewritten when the circle changes or moves, and otherwise at most every

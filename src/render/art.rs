@@ -388,7 +388,7 @@ pub fn draw_character(look: &Look, facing: Facing, frame: u32) -> Canvas {
     c
 }
 
-/// The full sprite sheet of a look: one row per [`Facing`] (in [`Facing::ALL`] order), three
+/// The full sprite sheet of a look: one row per [`Facing`] (in `Facing::ALL` order), three
 /// walk frames per row, 32×32 each.
 pub fn character_sheet(look: &Look) -> Canvas {
     let mut sheet = Canvas::new(FRAME * FRAMES_PER_FACING, FRAME * 4);

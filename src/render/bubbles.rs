@@ -313,7 +313,7 @@ pub struct ChatBubble;
 /// The text inside a dialogue bubble (its spans are children; see [`ChatLine`]).
 #[derive(Component, Debug, Clone, Copy)]
 pub struct ChatText;
-/// The line a dialogue bubble shows this frame (on the [`ChatText`]); drawn as [`chat_runs`]
+/// The line a dialogue bubble shows this frame (on the [`ChatText`]); drawn as `chat_runs`
 /// spans.
 #[derive(Component, Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatLine(pub String);

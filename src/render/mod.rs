@@ -28,7 +28,7 @@
 //! [`FrameReport`]; a screenshot run writes its spread (p50 / p99 / max) beside the picture.
 //!
 //! Coordinates: tile `(x, y)` (y down, as in Tiled) has its centre at world
-//! `(x · 32, −y · 32)` ([`tile_to_world`]); the tile map is placed to match.
+//! `(x · 32, −y · 32)` (`tile_to_world`); the tile map is placed to match.
 //!
 //! **Layer** (see `tests/layers.rs`): the top of the library: may import every other module but
 //! [`testing`](crate::testing).

@@ -100,7 +100,7 @@ pub fn talk_request(
     })
 }
 
-/// What the box shows: the last [`SHOWN_TURNS`] finished turns with the player, then the
+/// What the box shows: the last `SHOWN_TURNS` finished turns with the player, then the
 /// current turn from the persona's [`DialogueStream`] (any speaker: a whisper or a game's own
 /// request shows too) unless it is already the last finished turn.
 pub fn talk_lines(turns: &[SessionTurn], stream: Option<&DialogueStream>) -> Vec<TalkLine> {

@@ -316,7 +316,7 @@ impl FakeOpenAiConfig {
         self
     }
 
-    /// Lets `script` take over any request with a raw [`FakeReply`] (see [`ScriptFn`]).
+    /// Lets `script` take over any request with a raw [`FakeReply`] (see `ScriptFn`).
     pub fn with_script(
         mut self,
         script: impl Fn(usize, &RecordedRequest) -> Option<FakeReply> + Send + Sync + 'static,
