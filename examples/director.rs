@@ -1,6 +1,7 @@
 //! The director headless (SPEC §10): game code gives an instruction, the director plans it as
-//! checked steps, waits for the player's confirmation, runs the skills in the town and reviews
-//! who turned up — every stage heard through its outcome events.
+//! checked steps, waits for the player's confirmation, runs the skills in the town — an
+//! appointment in the host's day, an announcement on a town news channel everyone hears — and
+//! reviews who turned up and what was said — every stage heard through its outcome events.
 //!
 //! ```sh
 //! cargo run --no-default-features --example director
@@ -72,8 +73,7 @@ fn main() {
         });
     spawn_default_town(&mut app, None, 1).expect("the default town loads");
 
-    let directive =
-        "Have Mira Okafor host an open-mic evening at Riverside Cafe today from 10:00 to 11:00";
+    let directive = "Have Mira Okafor host an open-mic evening at Riverside Cafe today from 10:00 to 11:00, and announce it on the town news";
     println!("> {directive}");
     app.world_mut().write_message(DirectorCommand::directive(
         directive,

@@ -85,10 +85,10 @@ fn director_plans_waits_for_confirmation_runs_and_reviews() {
             .unwrap_or_else(|| panic!("no line starting `{prefix}`:\n{stdout}"))
     };
     // In this order: planned (a checklist), asked, confirmed, every step done, reviewed.
-    let planned = at("planned 3 step(s):");
+    let planned = at("planned 5 step(s):");
     let asked = at("state: Planning -> AwaitingConfirmation");
     let confirmed = at("> confirm");
-    let reviewed = at("review: 3 step(s) done, 0 failed.");
+    let reviewed = at("review: 5 step(s) done, 0 failed.");
     assert!(
         planned < asked && asked < confirmed && confirmed < reviewed,
         "{stdout}"
@@ -99,10 +99,22 @@ fn director_plans_waits_for_confirmation_runs_and_reviews() {
     );
     assert_eq!(
         lines.iter().filter(|l| l.starts_with("  [x] ")).count(),
-        3,
+        5,
         "{stdout}"
     );
     assert!(lines.iter().all(|l| !l.contains("Failed")), "{stdout}");
+    // The announcement went out on the town's news channel, and the review heard it.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  [ ] 4 post_to_channel")
+                && l.contains("Mira Okafor will host an open-mic evening at Riverside Cafe")),
+        "{stdout}"
+    );
+    assert!(
+        lines[reviewed].contains("line(s) were said in group talk"),
+        "{stdout}"
+    );
     // The host kept the appointment the director put in her day.
     assert!(
         lines.iter().any(|l| l.starts_with(

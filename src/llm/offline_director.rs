@@ -258,6 +258,29 @@ fn whisper_text(directive: &str, host: &str) -> String {
     }
 }
 
+/// A directive that asks for an announcement ("…, and announce it"): what comes before the
+/// word, and the post for the town's news channel — the host's plan in the third person when
+/// there is a host, else that part of the directive.
+fn announcement(directive: &str, host: Option<&str>) -> Option<(String, String)> {
+    let at = directive.to_ascii_lowercase().find("announce")?;
+    let said = directive.get(..at)?.trim_end();
+    let said = said.strip_suffix(" and").unwrap_or(said);
+    let said = said.trim_end_matches([',', ' ']).to_string();
+    if said.split_whitespace().count() < 3 {
+        return None;
+    }
+    let post = match host.map(|h| (h, whisper_text(&said, h))) {
+        Some((h, plan)) if plan.starts_with("I will ") => {
+            format!("{h} will {}.", plan.trim_start_matches("I will "))
+        }
+        _ => format!("{said}."),
+    };
+    Some((said, post.chars().take(380).collect()))
+}
+
+/// The channel the stand-in announces on.
+const NEWS_CHANNEL: &str = "town news";
+
 /// `director_intent`.
 pub(crate) fn intent(text: &str) -> String {
     let directive = directive(text);
@@ -292,8 +315,12 @@ pub(crate) fn intent(text: &str) -> String {
 
 /// `director_plan`.
 pub(crate) fn plan(text: &str) -> String {
-    let directive = directive(text);
+    let asked = directive(text);
     let residents = residents(text);
+    // "…, and announce it": the rest is planned as usual, then posted on the news channel.
+    let host = named_residents(asked, &residents).first().cloned();
+    let announced = announcement(asked, host.as_deref());
+    let directive = announced.as_ref().map_or(asked, |(said, _)| said.as_str());
     let places = places(text);
     let characters = named_residents(directive, &residents);
     let place = named_place(directive, &places);
@@ -360,6 +387,20 @@ pub(crate) fn plan(text: &str) -> String {
                 vec![],
             );
         }
+    }
+    if let Some((_, post)) = &announced {
+        let opened = push(
+            &mut steps,
+            "open_channel",
+            json!({"channel": NEWS_CHANNEL}),
+            vec![],
+        );
+        push(
+            &mut steps,
+            "post_to_channel",
+            json!({"channel": NEWS_CHANNEL, "text": post, "speaker": "Town crier"}),
+            vec![opened],
+        );
     }
     push(&mut steps, "who_knows", json!({"topic": topic}), vec![]);
     json!({"steps": steps, "checks": checks}).to_string()
@@ -512,6 +553,42 @@ mod tests {
         let intent: Value = serde_json::from_str(&intent(PROMPT)).expect("json");
         assert_eq!(intent["type"], "event");
         assert_eq!(intent["entities"]["characters"][0], "Ada Moss");
+    }
+
+    #[test]
+    fn an_announcement_opens_the_news_channel_and_posts_the_plan() {
+        let asked = "Have Ada host a dinner at the Copper Kettle on Feb 14, 5-7 pm, and announce it on the town news";
+        let prompt = PROMPT.replace(
+            "Have Ada host a dinner at the Copper Kettle on Feb 14, 5-7 pm",
+            asked,
+        );
+        let plan: Value = serde_json::from_str(&plan(&prompt)).expect("json");
+        let skills: Vec<&str> = plan["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .filter_map(|s| s["skill"].as_str())
+            .collect();
+        assert_eq!(
+            skills,
+            [
+                "whisper",
+                "add_schedule_item",
+                "open_channel",
+                "post_to_channel",
+                "who_knows"
+            ]
+        );
+        assert_eq!(
+            plan["steps"][3]["args"]["text"],
+            "Ada Moss will host a dinner at the Copper Kettle on Feb 14, 5-7 pm."
+        );
+        assert_eq!(plan["steps"][3]["depends_on"][0], plan["steps"][2]["id"]);
+        assert_eq!(announcement("announce", None), None);
+        assert_eq!(
+            announcement("The bakery opens at six, announce it", None).map(|(_, p)| p),
+            Some("The bakery opens at six.".to_string())
+        );
     }
 
     #[test]
