@@ -73,10 +73,20 @@ pub(super) fn show_talks(world: &mut World) {
     if !world.contains_resource::<TownMap>() || !world.contains_resource::<GroupStreams>() {
         return;
     }
-    let names: BTreeMap<Entity, (String, TileCoord)> = world
-        .query::<(Entity, &Name, &Body)>()
-        .iter(world)
-        .map(|(e, n, b)| (e, (n.as_str().to_owned(), b.tile)))
+    // Only the members of arena streams are looked up (a crowded town has many personas and
+    // few talks).
+    let members: BTreeSet<Entity> = world
+        .resource::<GroupStreams>()
+        .iter()
+        .filter(|s| matches!(s.key, StreamKey::Arena(_)))
+        .flat_map(|s| s.members.iter().copied())
+        .collect();
+    let names: BTreeMap<Entity, (String, TileCoord)> = members
+        .into_iter()
+        .filter_map(|e| {
+            let name = world.get::<Name>(e)?.as_str().to_owned();
+            Some((e, (name, world.get::<Body>(e)?.tile)))
+        })
         .collect();
     let mut edits: Vec<Edit> = Vec::new();
     let mut taking_part: BTreeMap<Entity, Vec<String>> = BTreeMap::new();
