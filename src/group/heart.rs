@@ -551,7 +551,7 @@ pub fn memory_relevance<'a>(
 /// The embeddings of the persona's latest [`RELEVANCE_MEMORIES`] events and thoughts, not
 /// counting its memories of group talk itself: a conversation's own echo would make every
 /// further line of it relevant (interest would only ever rise).
-fn latest_memory_vectors(memory: &crate::memory::AssociativeMemory) -> Vec<Vec<f32>> {
+fn latest_memory_vectors(memory: &crate::memory::AssociativeMemory) -> Vec<&[f32]> {
     memory
         .nodes()
         .iter()
@@ -559,7 +559,7 @@ fn latest_memory_vectors(memory: &crate::memory::AssociativeMemory) -> Vec<Vec<f
         .filter(|node| {
             node.kind != crate::memory::NodeKind::Chat && place_in_group(&node.object).is_none()
         })
-        .filter_map(|node| memory.embedding(&node.embedding_key).map(<[f32]>::to_vec))
+        .filter_map(|node| memory.embedding(&node.embedding_key))
         .take(RELEVANCE_MEMORIES)
         .collect()
 }
@@ -1777,7 +1777,7 @@ fn hear(
     // The persona's words are read (or found unchanged) when the first line reaches it, and
     // its latest memories' vectors when the first line with an embedding does.
     let mut words_read = false;
-    let mut memory_vectors: Option<Vec<Vec<f32>>> = None;
+    let mut memory_vectors: Option<Vec<&[f32]>> = None;
     let mut lowered: Option<LoweredName> = None;
     for stream in reach.streams_reaching(someone.entity) {
         let seen = group.seen.get(&stream.key).copied().unwrap_or(0);
@@ -1814,7 +1814,7 @@ fn hear(
                         .map(|s| latest_memory_vectors(&s.associative))
                         .unwrap_or_default()
                 });
-                memory_relevance(embedding, vectors.iter().map(Vec::as_slice))
+                memory_relevance(embedding, vectors.iter().copied())
             });
             let relevance =
                 by_memory.unwrap_or_else(|| relevance(&line.text, &group.words_of.words));
