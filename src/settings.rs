@@ -20,6 +20,10 @@ pub struct AgentSettings {
     pub retrieval_weights: [f32; 3],
     /// How many memories `new_retrieve` returns by default (SPEC §3.2: 30).
     pub retrieve_n: usize,
+    /// Memories retrieved on a new day for a third focal point, today's date ("Tuesday
+    /// February 14"), beside Smallville's two, so the planning note sees events announced for
+    /// today (SPEC §16). 0 keeps to Smallville's two points.
+    pub today_focal_n: usize,
     /// Steps after a chat before the same pair may chat again (SPEC §3.5: 800).
     pub chat_cooldown_steps: u32,
     /// Rounds of a persona ↔ persona conversation, two utterances each (SPEC §3.7: 8).
@@ -70,6 +74,7 @@ impl Default for AgentSettings {
             persona: PersonaDefaults::default(),
             retrieval_weights: [0.5, 3.0, 2.0],
             retrieve_n: 30,
+            today_focal_n: 5,
             chat_cooldown_steps: 800,
             max_chat_rounds: 8,
             chat_context_minutes: 480,

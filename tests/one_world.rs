@@ -30,7 +30,8 @@ use bevy_generative_agents::persona::{Mind, MindState, Percepts, Persona, Scratc
 use bevy_generative_agents::testing::town_script;
 
 const CAFE: &str = "the ville:Hobbs Cafe:cafe";
-const FACT: &str = "The harvest fair moved to Saturday at the Common.";
+/// The fact the player tells; the runs start on Monday February 13, so the fair is the next day.
+const FACT: &str = "The harvest fair moved to Tuesday at the Common, at 3 pm.";
 
 #[derive(Resource, Default)]
 struct Replies(Vec<DialogueReplied>);
@@ -216,7 +217,7 @@ fn a_talk_turn_leaves_an_event_and_after_chat_thoughts_that_retrieval_finds() {
 
     // Retrieval with the fact as focal point finds the event among the unrelated memories.
     let focal =
-        bevy::tasks::block_on(client.embed_one("harvest fair Saturday Common")).expect("embeds");
+        bevy::tasks::block_on(client.embed_one("harvest fair Tuesday Common")).expect("embeds");
     let event_id = event.id;
     let mut holder = app.world_mut().get_mut::<Mind>(ada).expect("mind");
     let state = holder.get_mut().expect("home");
@@ -300,7 +301,7 @@ fn assert_retrieved_a_day_later(
     memory: bevy_generative_agents::memory::NodeId,
 ) {
     let focal =
-        bevy::tasks::block_on(client.embed_one("the harvest fair on Saturday")).expect("embeds");
+        bevy::tasks::block_on(client.embed_one("the harvest fair on Tuesday")).expect("embeds");
     let later = app.world().resource::<SimClock>().now() + chrono::Duration::days(1);
     let mut holder = app.world_mut().get_mut::<Mind>(who).expect("mind");
     let state = holder.get_mut().expect("home");
@@ -371,7 +372,7 @@ fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
         .position(|line| line.text.contains("harvest fair"))
         .expect("said");
     assert_eq!(said[first].persona, Some(ada), "{:?}", said[first]);
-    assert!(passed_on.contains("Saturday at the Common"), "{passed_on}");
+    assert!(passed_on.contains("Tuesday at the Common"), "{passed_on}");
 
     // Link 3: Cy heard it: a passage of Cy's holds Ada's line, with an event node over it (a
     // retrieval candidate; its description is the passage's first 160 characters, its vector
@@ -400,6 +401,31 @@ fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
     };
     // … which retrieval with the fair as focal point lists a day later.
     assert_retrieved_a_day_later(&mut app, &client, cy, event_id);
+    // Link 4: planning the next day from what retrieval lists, Cy puts the fair on the
+    // schedule (a copy of Cy's mind: this café has no daily routine).
+    let mut planned = mind(&app, cy).clone();
+    let tuesday = app
+        .world()
+        .resource::<SimClock>()
+        .now()
+        .date()
+        .succ_opt()
+        .expect("a day");
+    bevy_generative_agents::testing::plan_next_day(
+        &mut planned,
+        &client,
+        tuesday.and_hms_opt(6, 0, 0).expect("6 am"),
+    );
+    assert!(
+        planned
+            .scratch
+            .f_daily_schedule_hourly_org
+            .iter()
+            .any(|item| item.task.contains("harvest fair at the Common")),
+        "Cy's Tuesday lacks the fair: {:#?}\nstatus: {}",
+        planned.scratch.f_daily_schedule_hourly_org,
+        planned.scratch.currently
+    );
 
     // One event convention (SPEC §16): every attention move is a message and an entity event
     // on its persona.
@@ -657,4 +683,19 @@ fn a_fact_told_in_a_talk_reaches_a_bystander_through_a_stage_scene() {
             panic!("Cy saw no scene telling the fact: {seen:#?}")
         });
     assert_retrieved_a_day_later(&mut app, &client, cy, event_id);
+    // The next day Cy plans from memories retrieval lists: the fair is on Cy's schedule.
+    step_to(&mut app, (24 + 16) * 360);
+    let schedule: Vec<String> = mind(&app, cy)
+        .scratch
+        .f_daily_schedule_hourly_org
+        .iter()
+        .map(|item| item.task.clone())
+        .collect();
+    assert!(
+        schedule
+            .iter()
+            .any(|task| task.contains("harvest fair at the Common")),
+        "Cy's schedule lacks the fair: {schedule:#?}\nstatus: {}",
+        mind(&app, cy).scratch.currently
+    );
 }

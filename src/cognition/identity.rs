@@ -28,9 +28,35 @@ pub(crate) async fn retrieve_statements(
     now: NaiveDateTime,
     n: usize,
 ) -> Vec<String> {
+    let points: Vec<(&str, usize)> = focal_points.iter().map(|p| (p.as_str(), n)).collect();
+    retrieve_each(mind, ctx, settings, &points, now, Recall::Described).await
+}
+
+/// How a retrieved memory is shown to the prompt.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recall {
+    /// Its description (prompts that list many memories for a conversation).
+    Described,
+    /// As the persona recalls it (`ConceptNode::recalled`): a group passage whole, for the
+    /// planning note that turns what was said at a table into today's plans.
+    Whole,
+}
+
+/// [`retrieve_statements`] with its own count per focal point.
+async fn retrieve_each(
+    mind: &mut MindState,
+    ctx: &PromptContext,
+    settings: &AgentSettings,
+    focal_points: &[(&str, usize)],
+    now: NaiveDateTime,
+    recall: Recall,
+) -> Vec<String> {
     let params = retrieval_params(mind, settings);
     let mut ids = Vec::new();
-    for point in focal_points {
+    for &(point, n) in focal_points {
+        if n == 0 {
+            continue;
+        }
         let Some(embedding) = embedding_for(mind, ctx, point).await else {
             continue;
         };
@@ -48,7 +74,10 @@ pub(crate) async fn retrieve_statements(
     ids.sort();
     ids.iter()
         .filter_map(|id| mind.associative.node(*id))
-        .map(|node| node.description.clone())
+        .map(|node| match recall {
+            Recall::Described => node.description.clone(),
+            Recall::Whole => node.recalled().to_string(),
+        })
         .collect()
 }
 
@@ -63,12 +92,20 @@ pub(crate) async fn revise_identity(
 ) {
     let name = mind.scratch.name.clone();
     let yesterday = now - chrono::Duration::days(1);
-    let focal = vec![
-        format!("{name}'s plan for {}.", date_text(yesterday)),
-        format!("Important recent events for {name}'s life."),
-    ];
-    let memories = retrieve_statements(mind, ctx, settings, &focal, now, settings.retrieve_n).await;
     let today = date_text(now);
+    // Smallville's two focal points, then today's date itself: an event someone announced for
+    // today ("the fair moved to Tuesday") is found by its day even when neither the persona's
+    // name nor its plans are in it (SPEC §16). The date alone, with no question words, so a
+    // bag-of-words embedding weighs the day and not "is" or "on".
+    let plans = format!("{name}'s plan for {}.", date_text(yesterday));
+    let events_of_life = format!("Important recent events for {name}'s life.");
+    let happening = today.clone();
+    let focal = [
+        (plans.as_str(), settings.retrieve_n),
+        (events_of_life.as_str(), settings.retrieve_n),
+        (happening.as_str(), settings.today_focal_n),
+    ];
+    let memories = retrieve_each(mind, ctx, settings, &focal, now, Recall::Whole).await;
     let plan_note = ReviseIdentityPlanNote {
         name: name.clone(),
         date_text: today.clone(),

@@ -59,6 +59,7 @@ mod minilm;
 pub mod offline;
 mod offline_director;
 mod offline_group;
+mod offline_outing;
 mod offline_stage;
 mod permits;
 mod plugin;

@@ -39,9 +39,12 @@
 //! - **Reflection.** Poignancy varies — chats 5–8, social events and plans 4–7, work 3–5,
 //!   meals and outings 3–4, other routine 2–4, things and sleep 1–2 — so the 150-point trigger is crossed during a day; focal points and
 //!   insights cite valid statements.
-//! - **Identity revision.** The planning note picks up yesterday's follow-ups ("should follow
-//!   up with …"), and the new `currently` keeps the first sentence of the old one and adds
-//!   today's intention, so it changes a little every day.
+//! - **Identity revision.** The planning note picks up an event the memories announce for
+//!   today ("the harvest fair moved to Tuesday at the Common, at 3 pm": see `offline_outing`)
+//!   or else yesterday's follow-ups ("should follow up with …"), and the new `currently` keeps
+//!   the first sentence of the old one and adds today's intention, so it changes a little
+//!   every day; an outing in `currently` takes its hours in the plan and the schedule. News of
+//!   an event on a named day is rated 6–8.
 //!
 //! Embeddings stay the scripted backend's hashed bag of words.
 
@@ -50,6 +53,7 @@ use std::borrow::Cow;
 use rand::Rng;
 use serde_json::json;
 
+use super::offline_outing::{Outing, announced_today, announces_an_event};
 use crate::llm::{
     ChoiceRequest, LlmClient, ScriptGuesses, ScriptRng, ScriptedBackend, word_overlap_scores,
 };
@@ -557,15 +561,15 @@ fn clock_at(s: &str) -> Option<(u32, u32, bool, usize)> {
 
 /// A time mention in free text: its hour, where it starts and ends, and whether it had am/pm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Mention {
-    hour: u32,
-    start: usize,
-    end: usize,
-    meridiem: bool,
+pub(super) struct Mention {
+    pub(super) hour: u32,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) meridiem: bool,
 }
 
 /// Every clock time in `text` ("7 am", "10:30 pm", "midnight" = 24, "noon" = 12), in order.
-fn time_mentions(text: &str) -> Vec<Mention> {
+pub(super) fn time_mentions(text: &str) -> Vec<Mention> {
     let lower = text.to_ascii_lowercase();
     let b = lower.as_bytes();
     let mut out = Vec::new();
@@ -606,7 +610,7 @@ fn first_hour_in(text: &str) -> Option<u32> {
 }
 
 /// An hour as prompts show it ("7:00 am"); 24 is midnight.
-fn hour_label(hour: u32) -> String {
+pub(super) fn hour_label(hour: u32) -> String {
     crate::clock::hour_text(hour % 24)
 }
 
@@ -659,6 +663,8 @@ struct Profile {
     evening: Evening,
     /// Someone `currently` says the persona wants to follow up with.
     follow_up: Option<String>,
+    /// An event `currently` says the persona goes to today.
+    outing: Option<Outing>,
 }
 
 /// The word after `marker` in `text` (ASCII case-insensitive), if it is a plain word.
@@ -819,6 +825,7 @@ impl Profile {
             work_end,
             evening,
             follow_up,
+            outing: Outing::from_status(currently),
         }
     }
 }
@@ -937,6 +944,12 @@ fn activity_at(profile: &Profile, day: DayChoices, hour: u32) -> Act {
     }
     if hour + 1 == profile.bed || (hour == 23 && profile.bed > 24) {
         return act("getting ready for bed at home", "get ready for bed");
+    }
+    if let Some(outing) = profile.outing.as_ref().filter(|o| o.covers(hour)) {
+        return act(
+            format!("going to {}", outing.what),
+            format!("go to {}", outing.what),
+        );
     }
     if hour == wake + 1 && breakfast_apart {
         return act(
@@ -2326,6 +2339,9 @@ fn event_poignancy(text: &str, rng: &mut ScriptRng) -> u8 {
         1
     } else if has_any(&words, &["chat", "chatting", "conversing", "talking"]) {
         rng.random_range(5..=8)
+    } else if announces_an_event(original) {
+        // News of an event on a named day: something to plan around.
+        rng.random_range(6..=8)
     } else if has_any(
         &words,
         &[
@@ -2949,6 +2965,9 @@ fn memories_of(text: &str) -> Vec<String> {
 
 fn plan_note(text: &str) -> String {
     let memories = memories_of(text);
+    if let Some(outing) = announced_today(&memories, date_of(text)) {
+        return outing.note();
+    }
     if let Some(note) = follow_up_note(&memories) {
         return format!("{note} today, maybe over lunch at {CAFE}.");
     }
@@ -3005,7 +3024,9 @@ fn currently(text: &str, rng: &mut ScriptRng) -> String {
         .take(2)
         .collect::<Vec<_>>()
         .join(" ");
-    let today = if let Some(at) = notes.find("I should follow up with ") {
+    let today = if let Some(outing) = Outing::from_note(&notes) {
+        outing.status(first)
+    } else if let Some(at) = notes.find("I should follow up with ") {
         let rest = notes
             .get(at + "I should ".len()..)
             .and_then(|r| r.split(" today").next())

@@ -185,6 +185,23 @@ pub struct ConceptNode {
 }
 
 impl ConceptNode {
+    /// What the persona recalls of this memory when a prompt lists a few of them: the whole
+    /// text of an event whose description was cut from its embedded text (an event over a
+    /// group passage: "Talk in the group in the cafe: Ada said …"), else the description. A
+    /// prompt that lists many memories reads the short description.
+    pub fn recalled(&self) -> &str {
+        match self.description.strip_suffix('…') {
+            Some(start)
+                if self.kind == NodeKind::Event
+                    && self.embedding_key.len() > start.len()
+                    && self.embedding_key.starts_with(start) =>
+            {
+                &self.embedding_key
+            }
+            _ => &self.description,
+        }
+    }
+
     /// The `(subject, predicate, object)` triple.
     pub fn spo(&self) -> (&str, &str, &str) {
         (&self.subject, &self.predicate, &self.object)
@@ -357,5 +374,40 @@ mod tests {
             normalise_owned_keywords(owned),
             normalise_keywords(keywords)
         );
+    }
+
+    #[test]
+    fn a_cut_passage_is_recalled_whole_and_other_memories_as_described() {
+        let whole =
+            "Talk in the group in the cafe: Ada said \"Hi\"; Bo said \"The fair is on Tuesday\"";
+        let mut node = ConceptNode {
+            kind: NodeKind::Event,
+            description: "Talk in the group in the cafe: Ada said \"Hi\"; Bo…".to_string(),
+            embedding_key: whole.to_string(),
+            id: NodeId(0),
+            node_count: 1,
+            type_count: 1,
+            depth: 0,
+            created: chrono::NaiveDateTime::default(),
+            expiration: None,
+            last_accessed: chrono::NaiveDateTime::default(),
+            subject: "Cy".to_string(),
+            predicate: "chat with".to_string(),
+            object: "the group in the cafe".to_string(),
+            poignancy: 2,
+            keywords: BTreeSet::new(),
+            filling: Filling::default(),
+        };
+        assert_eq!(node.recalled(), whole);
+        // A thought, an uncut event, or one whose text is not its description's continuation
+        // is recalled as described.
+        node.kind = NodeKind::Thought;
+        assert_eq!(node.recalled(), node.description);
+        node.kind = NodeKind::Event;
+        node.embedding_key = "something else entirely…".to_string();
+        assert_eq!(node.recalled(), node.description);
+        node.description = "Ada is baking".to_string();
+        node.embedding_key = "Ada is baking bread".to_string();
+        assert_eq!(node.recalled(), "Ada is baking");
     }
 }

@@ -58,3 +58,28 @@ pub fn create_test_app_with(client: LlmClient, plugins: PluginGroupBuilder) -> A
 pub fn scripted_client(seed: u64) -> LlmClient {
     crate::llm::town_script_client(seed)
 }
+
+/// Plans `mind`'s day starting at `now` as the cognition loop plans a day after the first:
+/// the identity revision from the memories retrieval lists (SPEC §3.6), then the hourly
+/// schedule — for a test that follows what a persona knows into its plans without running a
+/// whole town (a café of personas with no daily routine, say). Default [`AgentSettings`]; the
+/// prompts are the shipped templates.
+///
+/// [`AgentSettings`]: crate::settings::AgentSettings
+pub fn plan_next_day(
+    mind: &mut crate::persona::MindState,
+    client: &LlmClient,
+    now: chrono::NaiveDateTime,
+) {
+    let ctx = crate::prompt::PromptContext::new(client.clone(), Default::default());
+    let settings = crate::settings::AgentSettings::default();
+    let mut events = Vec::new();
+    bevy::tasks::block_on(crate::cognition::plan::plan_new_day(
+        mind,
+        &ctx,
+        &settings,
+        now,
+        false,
+        &mut events,
+    ));
+}
