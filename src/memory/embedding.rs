@@ -41,12 +41,14 @@
 //!
 //! [`RelevancePrecision::Auto`] uses the exact `f32` rows while the store is small (below
 //! [`AUTO_QUANTIZE_MIN_ELEMENTS`] numbers, where the scan is cache-friendly anyway) and the
-//! quantised copies above that. From that size on each chunk also keeps an **int4 copy** (two
+//! quantised copies above that. From that size on the store also keeps an **int4 copy** (two
 //! numbers a byte, half the int8 copy's bytes), made for every row at once when the store
 //! reaches it and row by row after: retrieval scans it for intervals proven to hold each exact
 //! cosine and narrows the few that matter from the int8 copy and then the exact rows
 //! ([`RelevanceProbe`]), ranking exactly as the `f32` scan does at half the int8 scan's reads.
-//! Its scan touches nothing ahead (see `scan_coarse_rows`). Unpacking nibbles made the portable
+//! It is kept apart from the chunks, in blocks of a scan thread's piece of rows, each read as
+//! one contiguous stream (`CoarseBlock`). Its scan touches nothing ahead (see
+//! `scan_coarse_rows`). Unpacking nibbles made the portable
 //! int4 kernel bound by arithmetic rather than memory (two threads ran it twice as fast as one,
 //! with the rows in the CPU's cache), so on x86-64 CPUs with AVX2 — found at run time — a kernel
 //! built on `vpmaddubsw` sums the same integers about 3.5 times as fast (`avx2`).
@@ -313,6 +315,67 @@ pub struct EmbeddingStore {
     /// for [`RelevancePrecision::Auto`] to bound retrieval with it on (small stores, such as a
     /// crowd's thousand personas each have, never pay for it).
     coarse_ready: bool,
+    /// The int4 copy: row `r` is row `r % COARSE_BLOCK_ROWS` of block `r / COARSE_BLOCK_ROWS`
+    /// (see [`CoarseBlock`]).
+    coarse: Vec<CoarseBlock>,
+}
+
+/// Rows per block of the int4 copy: a scan thread's piece, so each piece reads one block.
+const COARSE_BLOCK_ROWS: usize = SCAN_PIECE_ROWS;
+
+/// The int4 copy of up to [`COARSE_BLOCK_ROWS`] consecutive rows, each column one allocation
+/// made at its full size when the block is started.
+///
+/// The int4 scan is bound by memory, and it streams only where the memory it reads is
+/// contiguous: kept with each chunk's other copies (a 48 KiB run of rows, then a kilobyte of
+/// scales and one of errors, each somewhere else) the hardware prefetcher started over every
+/// run and the scales' and errors' loads waited on memory, and the scan took half as long again
+/// as over blocks of [`COARSE_BLOCK_ROWS`] rows (768 KiB at 384 dimensions).
+#[derive(Clone, Default)]
+struct CoarseBlock {
+    /// Row-major, [`coarse_row_bytes`] bytes per row (see [`quantize_coarse_row`]).
+    packed: Vec<u8>,
+    /// Per row: `vector ≈ packed row · scale`.
+    scales: Vec<f32>,
+    /// Per row: an upper bound of `‖vector − packed row · scale‖₂`, what
+    /// [`EmbeddingStore::probe`] proves its intervals with.
+    errors: Vec<f32>,
+}
+
+impl CoarseBlock {
+    /// An empty block with room for [`COARSE_BLOCK_ROWS`] rows of `dim` numbers.
+    fn new(dim: usize) -> Self {
+        Self {
+            packed: Vec::with_capacity(COARSE_BLOCK_ROWS * coarse_row_bytes(dim)),
+            scales: Vec::with_capacity(COARSE_BLOCK_ROWS),
+            errors: Vec::with_capacity(COARSE_BLOCK_ROWS),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.scales.len()
+    }
+
+    /// Appends the int4 copy of `vector` (normalised).
+    fn push(&mut self, vector: &[f32]) {
+        let bytes = coarse_row_bytes(vector.len());
+        // Only a clone's last block (its columns cut to their length) grows: to its full size,
+        // once.
+        if self.packed.capacity() - self.packed.len() < bytes {
+            let rows = COARSE_BLOCK_ROWS.max(self.rows() + 1);
+            self.packed.reserve_exact(rows * bytes - self.packed.len());
+            self.scales.reserve_exact(rows - self.scales.len());
+            self.errors.reserve_exact(rows - self.errors.len());
+        }
+        let start = self.packed.len();
+        let scale = quantize_coarse_row(vector, &mut self.packed);
+        let error = self.packed.get(start..).map_or(f32::INFINITY, |packed| {
+            let values = (0..vector.len()).map(|i| coarse_value(packed, i));
+            quantization_error(vector, values, scale)
+        });
+        self.scales.push(scale);
+        self.errors.push(error);
+    }
 }
 
 /// Up to [`CHUNK_ROWS`] consecutive rows of a store.
@@ -327,13 +390,6 @@ struct Chunk {
     /// Per row: an upper bound of `‖vectors[r] − quantized[r] · scales[r]‖₂`, what
     /// [`EmbeddingStore::fine_interval`] proves its intervals with.
     errors: Vec<f32>,
-    /// Row-major int4 copy, [`coarse_row_bytes`] bytes per row (see [`quantize_coarse_row`]).
-    coarse: Vec<u8>,
-    /// Per row: `vectors[r] ≈ coarse[r] * coarse_scales[r]`.
-    coarse_scales: Vec<f32>,
-    /// Per row: an upper bound of `‖vectors[r] − coarse[r] · coarse_scales[r]‖₂`, what
-    /// [`EmbeddingStore::probe`] proves its intervals with.
-    coarse_errors: Vec<f32>,
 }
 
 impl Chunk {
@@ -344,9 +400,6 @@ impl Chunk {
             quantized: Vec::with_capacity(rows * dim),
             scales: Vec::with_capacity(rows),
             errors: Vec::with_capacity(rows),
-            coarse: Vec::new(),
-            coarse_scales: Vec::new(),
-            coarse_errors: Vec::new(),
         }
     }
 
@@ -371,27 +424,6 @@ impl Chunk {
         self.quantized.reserve_exact(extra * dim);
         self.scales.reserve_exact(extra);
         self.errors.reserve_exact(extra);
-    }
-
-    /// Adds the int4 copy of the first row that has none yet (see [`quantize_coarse_row`]).
-    fn push_coarse(&mut self, dim: usize) {
-        let row = self.coarse_scales.len();
-        let Some(vector) = self.vectors.get(row * dim..(row + 1) * dim) else {
-            return;
-        };
-        let bytes = coarse_row_bytes(dim);
-        // Room for every row the chunk has room for, so the copy grows with the chunk.
-        let rows = (self.vectors.capacity() / dim.max(1)).max(row + 1);
-        self.coarse
-            .reserve_exact((rows * bytes).saturating_sub(self.coarse.len()));
-        let start = self.coarse.len();
-        let scale = quantize_coarse_row(vector, &mut self.coarse);
-        let error = self.coarse.get(start..).map_or(f32::INFINITY, |packed| {
-            let values = (0..vector.len()).map(|i| coarse_value(packed, i));
-            quantization_error(vector, values, scale)
-        });
-        self.coarse_scales.push(scale);
-        self.coarse_errors.push(error);
     }
 }
 
@@ -533,13 +565,39 @@ impl EmbeddingStore {
     /// Gives every row its int4 copy (once, when the store grows large enough; see
     /// `coarse_ready`).
     fn build_coarse(&mut self) {
-        let dim = self.dim;
-        for chunk in &mut self.chunks {
-            while chunk.coarse_scales.len() < chunk.rows() {
-                chunk.push_coarse(dim);
+        while self.coarse_rows() < self.len() {
+            if !self.push_coarse() {
+                break;
             }
         }
         self.coarse_ready = true;
+    }
+
+    /// Rows with their int4 copy.
+    fn coarse_rows(&self) -> usize {
+        self.coarse.last().map_or(0, |last| {
+            (self.coarse.len() - 1) * COARSE_BLOCK_ROWS + last.rows()
+        })
+    }
+
+    /// Adds the int4 copy of the first row that has none yet; `false` when there is none (or
+    /// the row is not in the chunks).
+    fn push_coarse(&mut self) -> bool {
+        let row = self.coarse_rows();
+        let start = (row % CHUNK_ROWS) * self.dim;
+        let Some(vector) = self
+            .chunks
+            .get(row / CHUNK_ROWS)
+            .and_then(|chunk| chunk.vectors.get(start..start + self.dim))
+        else {
+            return false;
+        };
+        let block = match self.coarse.last_mut() {
+            Some(last) if last.rows() < COARSE_BLOCK_ROWS => last,
+            _ => self.coarse.push_mut(CoarseBlock::new(self.dim)),
+        };
+        block.push(vector);
+        true
     }
 
     fn elements(&self) -> usize {
@@ -623,7 +681,7 @@ impl EmbeddingStore {
         chunk.scales.push(scale);
         chunk.errors.push(error);
         if self.coarse_ready {
-            chunk.push_coarse(dim);
+            self.push_coarse();
         }
         self.index.push(text, row);
         self.keys.push(text.to_owned());
@@ -702,7 +760,6 @@ impl EmbeddingStore {
         self.validate("<focal point>", focal)?;
         let mut query = focal.to_vec();
         normalise(&mut query);
-        coarse.clear();
         let (Some(fine), Some(coarse_query)) = (
             // The int8 kernel reads its query shifted up by 8 bits; the int4 kernel's raw sum
             // carries the nibbles' bias.
@@ -714,6 +771,7 @@ impl EmbeddingStore {
             }),
         ) else {
             // A zero query: every cosine is exactly 0.
+            coarse.clear();
             coarse.resize(self.len(), [0.0; 2]);
             side();
             return Ok(Some(RelevanceProbe {
@@ -725,6 +783,7 @@ impl EmbeddingStore {
         if !self.coarse_ready {
             // No int4 copy (a store too small for it): intervals every cosine lies in, so
             // retrieval refines what it must from the int8 copy. Correct, only slower.
+            coarse.clear();
             coarse.resize(self.len(), [-2.0, 2.0]);
             side();
             return Ok(Some(RelevanceProbe {
@@ -733,7 +792,8 @@ impl EmbeddingStore {
                 fine: Some(fine),
             }));
         }
-        coarse.resize(self.len(), [0.0; 2]);
+        // The scan writes every slot (the buffer is reused as it is, with no pass to clear it).
+        coarse.resize(self.len(), [-2.0, 2.0]);
         self.split_scan(
             &mut coarse,
             scan_threads(self.elements() / 2),
@@ -963,25 +1023,42 @@ impl EmbeddingStore {
     }
 
     /// Scores rows `first..first + out.len()` of the int4 copy into `out` as proven intervals
-    /// (rows past the end of the store leave their slots as they are).
+    /// (rows without an int4 copy get `[-2, 2]`, which holds every cosine).
     ///
     /// Unlike the int8 scan it touches no row ahead: its rows are short and its arithmetic
-    /// light, so the hardware prefetcher keeps up within a chunk, and a touch (a real load whose
+    /// light, so the hardware prefetcher keeps up within a block, and a touch (a real load whose
     /// value the loop carries) made every row wait out a DRAM miss — three times slower.
     fn scan_coarse_rows(&self, first: usize, query: &CoarseQuery, out: &mut [[f32; 2]]) {
         let bytes = coarse_row_bytes(self.dim);
+        // The integer sums of a run of rows at a time, then their intervals.
         let mut dots = [0i32; CHUNK_ROWS];
         let fine = &query.query;
-        self.chunk_runs(first, out, |chunk, _, offset, here| {
-            let n = here.len();
-            let (Some(rows), Some(scales), Some(errors), Some(dots)) = (
-                chunk.coarse.get(offset * bytes..(offset + n) * bytes),
-                chunk.coarse_scales.get(offset..offset + n),
-                chunk.coarse_errors.get(offset..offset + n),
-                dots.get_mut(..n),
-            ) else {
-                return false;
+        let mut row = first;
+        let mut slots = out;
+        while !slots.is_empty() {
+            let offset = row % COARSE_BLOCK_ROWS;
+            let block = self.coarse.get(row / COARSE_BLOCK_ROWS);
+            let n = slots
+                .len()
+                .min(block.map_or(0, |b| b.rows().saturating_sub(offset)))
+                .min(dots.len());
+            let (Some(block), Some(dots)) = (block, dots.get_mut(..n)) else {
+                slots.fill([-2.0, 2.0]);
+                return;
             };
+            let (Some(rows), Some(scales), Some(errors)) = (
+                block.packed.get(offset * bytes..(offset + n) * bytes),
+                block.scales.get(offset..offset + n),
+                block.errors.get(offset..offset + n),
+            ) else {
+                slots.fill([-2.0, 2.0]);
+                return;
+            };
+            if n == 0 {
+                slots.fill([-2.0, 2.0]);
+                return;
+            }
+            let (here, rest) = slots.split_at_mut(n);
             query.dots(rows, bytes, dots);
             for (((&dot, &scale), &error), slot) in
                 dots.iter().zip(scales).zip(errors).zip(here.iter_mut())
@@ -990,8 +1067,9 @@ impl EmbeddingStore {
                 let bound = fine.bound(error);
                 *slot = [estimate - bound, estimate + bound];
             }
-            true
-        });
+            row += n;
+            slots = rest;
+        }
     }
 
     /// Scores rows `first..first + out.len()` of the int8 copy into `out` (rows past the end of
@@ -1839,30 +1917,47 @@ mod tests {
                 .unwrap();
         }
         assert!(!store.coarse_ready);
-        assert!(store.chunks.iter().all(|c| c.coarse_scales.is_empty()));
+        assert!(store.coarse.is_empty());
         for i in threshold_rows as u64 - 1..threshold_rows as u64 + 300 {
             store
                 .insert(&format!("row {i}"), &pseudo_random(i, dim))
                 .unwrap();
         }
         assert!(store.coarse_ready);
-        for chunk in &store.chunks {
-            assert_eq!(chunk.coarse_scales.len(), chunk.rows());
-            assert_eq!(chunk.coarse_errors.len(), chunk.rows());
-            assert_eq!(chunk.coarse.len(), chunk.rows() * coarse_row_bytes(dim));
-        }
-        // The copy made all at once is the one made row by row.
-        let mut fresh = Vec::new();
-        let last = store.len() - 1;
-        let scale = quantize_coarse_row(store.vector(last).unwrap(), &mut fresh);
-        let chunk = &store.chunks[last / CHUNK_ROWS];
-        let offset = last % CHUNK_ROWS;
+        assert_eq!(store.coarse_rows(), store.len());
+        // Past the first block: every block but the last is full.
+        assert!(store.coarse.len() >= 2);
         let bytes = coarse_row_bytes(dim);
-        assert_eq!(
-            chunk.coarse[offset * bytes..(offset + 1) * bytes],
-            fresh[..]
-        );
-        assert_eq!(chunk.coarse_scales[offset], scale);
+        for (b, block) in store.coarse.iter().enumerate() {
+            let rows = block.rows();
+            assert!(rows == COARSE_BLOCK_ROWS || b == store.coarse.len() - 1);
+            assert_eq!(block.errors.len(), rows);
+            assert_eq!(block.packed.len(), rows * bytes);
+        }
+        // A clone (its last block cut to its length) grows too.
+        let mut clone = store.clone();
+        for i in 0..50u64 {
+            clone
+                .insert(&format!("more {i}"), &pseudo_random(i + 7_000, dim))
+                .unwrap();
+        }
+        assert_eq!(clone.coarse_rows(), clone.len());
+        // The copy made all at once, the one made row by row and a clone's are each the copy
+        // of the row alone.
+        for store in [&store, &clone] {
+            for row in [0, threshold_rows - 1, COARSE_BLOCK_ROWS, store.len() - 1] {
+                let mut fresh = Vec::new();
+                let scale = quantize_coarse_row(store.vector(row).unwrap(), &mut fresh);
+                let block = &store.coarse[row / COARSE_BLOCK_ROWS];
+                let offset = row % COARSE_BLOCK_ROWS;
+                assert_eq!(
+                    block.packed[offset * bytes..(offset + 1) * bytes],
+                    fresh[..],
+                    "row {row}"
+                );
+                assert_eq!(block.scales[offset], scale, "row {row}");
+            }
+        }
     }
 
     #[test]
