@@ -985,7 +985,8 @@ fn exp_non_positive(x: f32) -> f32 {
     // Adding and subtracting 1.5 · 2²³ rounds to the nearest integer in plain f32 arithmetic.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.0, 0.0);
-    let n = (x * LOG2_E + ROUND) - ROUND;
+    let shifted = x * LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let y = (x - n * LN_2_HI) - n * LN_2_LO;
     let p = 1.0
         + y * (1.0
@@ -993,8 +994,14 @@ fn exp_non_positive(x: f32) -> f32 {
                 + y * (1.0 / 6.0
                     + y * (1.0 / 24.0
                         + y * (1.0 / 120.0 + y * (1.0 / 720.0 + y * (1.0 / 5040.0)))))));
-    // n ∈ [−126, 0]: 2ⁿ is a normal float with biased exponent n + 127.
-    let two_n = f32::from_bits((((n as i32) + 127) as u32) << 23);
+    // n ∈ [−126, 0]: 2ⁿ is a normal float with biased exponent n + 127. `shifted` holds n in
+    // its low bits (1.5 · 2²³ has an ulp of 1), so n + 127 is integer arithmetic on its bits: a
+    // float-to-integer conversion (`as i32`, which saturates) kept the loop from vectorising.
+    let biased = shifted
+        .to_bits()
+        .wrapping_sub(ROUND.to_bits())
+        .wrapping_add(127);
+    let two_n = f32::from_bits(biased << 23);
     // x = −87 rounds to n = −126 with p < 1, still a normal float (e^−87 ≈ 1.6e−38).
     if x <= -87.0 { 0.0 } else { two_n * p }
 }
@@ -1029,6 +1036,41 @@ mod tests {
         // The recency of SPEC §2: 0.995 per hour, 24 hours.
         let day = exp_non_positive(24.0 * 0.995f32.ln());
         assert!((day - 0.995f32.powi(24)).abs() < 1e-6, "{day}");
+    }
+
+    #[test]
+    fn fast_exp_takes_two_to_the_n_from_bits_as_a_conversion_would() {
+        // The same function with `2ⁿ` from `n as i32`, as it was written first: every result
+        // is the same, bit for bit (recency scores, and so rankings, stay as they were).
+        fn by_conversion(x: f32) -> f32 {
+            let x = x.clamp(-87.0, 0.0);
+            let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+            let y = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
+            let p = 1.0
+                + y * (1.0
+                    + y * (1.0 / 2.0
+                        + y * (1.0 / 6.0
+                            + y * (1.0 / 24.0
+                                + y * (1.0 / 120.0 + y * (1.0 / 720.0 + y * (1.0 / 5040.0)))))));
+            let two_n = f32::from_bits((((n as i32) + 127) as u32) << 23);
+            if x <= -87.0 { 0.0 } else { two_n * p }
+        }
+        let mut x = 0.5f32;
+        while x > -100.0 {
+            assert_eq!(
+                exp_non_positive(x).to_bits(),
+                by_conversion(x).to_bits(),
+                "{x}"
+            );
+            x -= 0.000_731;
+        }
+        for x in [0.0, -0.0, -87.0, -86.999, f32::NEG_INFINITY, -1e30] {
+            assert_eq!(
+                exp_non_positive(x).to_bits(),
+                by_conversion(x).to_bits(),
+                "{x}"
+            );
+        }
     }
 
     #[test]
