@@ -1231,6 +1231,189 @@ mod tests {
         }
     }
 
+    /// A memory for [`auto_ranks_exactly_on_random_stores`] whose store holds at least `rows`
+    /// vectors of `dim` numbers, shaped by `shape` — 0: independent random vectors; 1: near a
+    /// few centres (cosines almost equal, wide overlapping intervals); 2: half the memories
+    /// one of a few dozen vectors (one of them zero), each under a few texts, so many memories
+    /// share a row; 3: half the memories one of four vectors (two of them zero), with
+    /// poignancy and access times from a handful, so exactly equal scores are everywhere (the
+    /// first memories are of these; row 3 is one of the four). Thoughts (some expired by
+    /// `now`), idle events and chats (never candidates) are mixed in.
+    fn varied_memory(
+        seed: u64,
+        rows: usize,
+        dim: usize,
+        shape: u8,
+    ) -> (AssociativeMemory, NaiveDateTime) {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let unit =
+            |next: &mut dyn FnMut() -> u64| (next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        let distinct = match shape {
+            2 => 40,
+            3 => 4,
+            _ => 5,
+        };
+        let palette: Vec<Vec<f32>> = (0..distinct)
+            .map(|v| {
+                let zero = (shape == 2 && v == 0) || (shape == 3 && v < 2);
+                (0..dim)
+                    .map(|_| if zero { 0.0 } else { unit(&mut next) })
+                    .collect()
+            })
+            .collect();
+        let mut memory = AssociativeMemory::new("test", dim);
+        let start = at(0);
+        let mut now = start;
+        let mut i = 0usize;
+        while memory.embeddings().len() < rows {
+            i += 1;
+            if shape != 3 {
+                now += chrono::TimeDelta::seconds(30);
+            }
+            let pick = (next() % distinct as u64) as usize;
+            let shared = shape >= 2 && (i <= 8 || next() % 2 == 0);
+            let (text, vector): (String, Vec<f32>) = if shared {
+                (format!("shared {pick} {}", i % 3), palette[pick].clone())
+            } else if shape == 1 {
+                let vector = palette[pick]
+                    .iter()
+                    .map(|&c| c + 0.01 * unit(&mut next))
+                    .collect();
+                (format!("event {i}"), vector)
+            } else {
+                let vector = (0..dim).map(|_| unit(&mut next)).collect();
+                (format!("event {i}"), vector)
+            };
+            let poignancy = if shape == 3 {
+                1 + (next() % 3) as u8 * 4
+            } else {
+                1 + (next() % 10) as u8
+            };
+            let kind = if i <= 8 { 10 } else { next() % 20 };
+            let result = match kind {
+                0 => memory.add_event(
+                    NewMemory::new(
+                        now,
+                        ("lamp", "is", "idle"),
+                        format!("lamp {} is idle", i % 5),
+                    )
+                    .embedding(vector),
+                    vec![],
+                ),
+                1 => memory.add_chat(
+                    NewMemory::new(now, ("Ana", "chat with", "Ben"), format!("chat {i}"))
+                        .poignancy(poignancy)
+                        .embedding(vector),
+                    vec![],
+                ),
+                2..=5 => {
+                    let lifetime = if kind == 2 {
+                        chrono::TimeDelta::minutes(1)
+                    } else {
+                        chrono::TimeDelta::days(30)
+                    };
+                    memory.add_thought(
+                        NewMemory::new(now, ("Ana", "thinks", text.clone()), text)
+                            .poignancy(poignancy)
+                            .expires(now + lifetime)
+                            .embedding(vector),
+                        vec![],
+                    )
+                }
+                _ => memory.add_event(
+                    NewMemory::new(now, ("Ana", "is", text.clone()), text)
+                        .poignancy(poignancy)
+                        .embedding(vector),
+                    vec![],
+                ),
+            };
+            assert!(result.is_ok(), "{result:?}");
+            if next() % 9 == 0 {
+                let accessed = NodeId((next() % i as u64) as u32);
+                let when = if shape == 3 {
+                    start + chrono::TimeDelta::hours((next() % 3) as i64)
+                } else {
+                    now
+                };
+                memory.set_last_accessed(&[accessed], when);
+            }
+        }
+        (memory, now + chrono::TimeDelta::hours(2))
+    }
+
+    proptest::proptest! {
+        // Each case builds a store large enough for the int4 copy (2²⁰ numbers and more),
+        // which takes a while in a debug build: few cases, each checking several n.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(10))]
+
+        /// Auto returns the exact scan's top n — the same ids in the same order — whatever the
+        /// store holds (random, clustered, shared rows, zero vectors, exact ties), the focal
+        /// point (random, on a stored row, near one, zero), the weights (one negative, one
+        /// zero) and n.
+        #[test]
+        fn auto_ranks_exactly_on_random_stores(
+            seed in proptest::prelude::any::<u64>(),
+            dim in proptest::prop_oneof![
+                proptest::strategy::Just(64usize),
+                proptest::strategy::Just(128),
+                proptest::strategy::Just(384),
+            ],
+            extra_rows in 0usize..2_000,
+            shape in 0u8..4,
+            focal_kind in 0u8..4,
+            weights in 0usize..5,
+            n in 0usize..400,
+        ) {
+            let rows = super::super::embedding::AUTO_QUANTIZE_MIN_ELEMENTS.div_ceil(dim) + extra_rows;
+            let (memory, now) = varied_memory(seed, rows, dim, shape);
+            proptest::prop_assert!(memory.embeddings().scans_quantized(RelevancePrecision::Auto));
+            let mut state = seed ^ 0xF0CA1;
+            let mut noise = move || {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            };
+            let on = if shape >= 2 { 3 } else { rows / 3 };
+            let stored = memory.embeddings().vector(on).map(<[f32]>::to_vec);
+            let focal: Vec<f32> = match (focal_kind, stored) {
+                (0, Some(row)) => row,
+                (1, Some(row)) => row.iter().map(|&v| v + 0.001 * noise()).collect(),
+                (2, _) => vec![0.0; dim],
+                _ => (0..dim).map(|_| noise()).collect(),
+            };
+            let weights = [
+                RetrievalWeights::default(),
+                [0.0, 1.0, 0.0].into(),
+                [1.0, 0.05, 1.0].into(),
+                [0.5, -2.0, 1.0].into(),
+                [1.0, 0.0, 2.0].into(),
+            ][weights];
+            for n in [1, 30, n] {
+                let exact_params = RetrievalParams {
+                    weights,
+                    precision: RelevancePrecision::Exact,
+                    ..RetrievalParams::default()
+                };
+                let auto_params = RetrievalParams {
+                    precision: RelevancePrecision::Auto,
+                    ..exact_params
+                };
+                let exact = retrieve_unmarked(&memory, &focal, now, n, &exact_params)
+                    .map_err(|err| err.to_string());
+                let auto = retrieve_unmarked(&memory, &focal, now, n, &auto_params)
+                    .map_err(|err| err.to_string());
+                proptest::prop_assert_eq!(auto, exact, "n = {}", n);
+            }
+        }
+    }
+
     #[test]
     fn the_bounds_hold_the_exact_cosines() {
         // 384 dims (whole int4 blocks) and 50 (a padded last block), both large enough to have
