@@ -807,26 +807,25 @@ impl EmbeddingStore {
         }))
     }
 
-    /// Touches the memory [`Self::fine_interval`] (or, with `exact`, [`Self::exact_relevance`])
-    /// reads for `row` — one byte per cache line — so that a batch of refinements has its
-    /// cache misses in flight together. Returns a value to pass to `black_box`.
-    pub(crate) fn warm(&self, row: usize, exact: bool) -> u32 {
-        if exact {
-            return self.vector(row).map_or(0, |v| {
-                v.iter()
-                    .step_by(CACHE_LINE / size_of::<f32>())
-                    .fold(0, |t, x| t ^ x.to_bits())
-            });
+    /// Asks for the memory [`Self::fine_interval`] (or, with `exact`, [`Self::exact_relevance`])
+    /// reads for `row`, so that a batch of refinements has its cache misses in flight together.
+    /// A hint only: it changes no result.
+    pub(crate) fn prefetch(&self, row: usize, exact: bool) {
+        if exact || !self.small.is_empty() {
+            if let Some(vector) = self.vector(row) {
+                prefetch_lines(vector);
+            }
+            return;
         }
-        let Some((values, scale, error)) = self.quantized_parts(row) else {
-            return 0;
-        };
-        let row_bytes = values
-            .as_ref()
-            .iter()
-            .step_by(CACHE_LINE)
-            .fold(0u32, |t, &v| t ^ u32::from(v as u8));
-        row_bytes ^ scale.to_bits() ^ error.to_bits()
+        let chunk = self.chunks.get(row / CHUNK_ROWS);
+        if let Some(values) = self.quantized_row(row) {
+            prefetch_lines(values);
+        }
+        let offset = row % CHUNK_ROWS;
+        if let Some(chunk) = chunk {
+            prefetch_lines(chunk.scales.get(offset..=offset).unwrap_or_default());
+            prefetch_lines(chunk.errors.get(offset..=offset).unwrap_or_default());
+        }
     }
 
     /// The int8 interval of `row`'s cosine with the probe's query (narrower than its int4
@@ -1196,6 +1195,25 @@ fn max_abs(v: &[f32]) -> f32 {
 fn round_up(x: f64) -> f32 {
     let y = x as f32;
     if f64::from(y) < x { y.next_up() } else { y }
+}
+
+/// Starts fetching every cache line of `values` into the cache: a prefetch instruction on x86-64
+/// (through `pulp`'s safe token for SSE, which every x86-64 CPU has), elsewhere a read of one
+/// number a line (kept from being optimised away).
+fn prefetch_lines<T: Copy + Default>(values: &[T]) {
+    let step = (CACHE_LINE / size_of::<T>().max(1)).max(1);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(sse) = pulp::core_arch::x86::Sse::try_new() {
+        for value in values.iter().step_by(step) {
+            sse._mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                std::ptr::from_ref(value).cast(),
+            );
+        }
+        return;
+    }
+    for value in values.iter().step_by(step) {
+        std::hint::black_box(*value);
+    }
 }
 
 /// The query as the int8 kernel reads it, and its scale; `None` for a zero query (every score
@@ -1632,7 +1650,8 @@ mod tests {
     }
 
     /// Every number a store gives for `focal`: exact and int8 relevance, and per row the
-    /// probe's intervals, the int8 interval and the exact cosine (as bits).
+    /// probe's intervals, the int8 interval, the int8 copy it is made from and the exact cosine
+    /// (as bits).
     fn readings(store: &EmbeddingStore, focal: &[f32]) -> Vec<u32> {
         let mut out = Vec::new();
         for precision in [RelevancePrecision::Exact, RelevancePrecision::Quantized] {
@@ -1644,8 +1663,13 @@ mod tests {
             for row in 0..store.len() {
                 out.extend(store.fine_interval(&probe, row).map(f32::to_bits));
                 out.push(store.exact_relevance(&probe.query, row).to_bits());
-                out.push(store.warm(row, false));
-                out.push(store.warm(row, true));
+                // The int8 copy a refinement reads (a shared row's is made on the fly).
+                if let Some((values, scale, error)) = store.quantized_parts(row) {
+                    out.extend(values.iter().map(|&v| u32::from(v as u8)));
+                    out.extend([scale.to_bits(), error.to_bits()]);
+                }
+                store.prefetch(row, false);
+                store.prefetch(row, true);
             }
         }
         out
