@@ -387,11 +387,10 @@ struct Chunk {
     vectors: Vec<f32>,
     /// Row-major int8 copy of `vectors`.
     quantized: Vec<i8>,
-    /// Per row: `vectors[r] ≈ quantized[r] * scales[r]`.
-    scales: Vec<f32>,
-    /// Per row: an upper bound of `‖vectors[r] − quantized[r] · scales[r]‖₂`, what
-    /// [`EmbeddingStore::fine_interval`] proves its intervals with.
-    errors: Vec<f32>,
+    /// Per row `[scale, error]`: `vectors[r] ≈ quantized[r] · scale`, and an upper bound of
+    /// `‖vectors[r] − quantized[r] · scale‖₂`, what [`EmbeddingStore::fine_interval`] proves its
+    /// intervals with. One array, so a row refined on its own reads one line for both.
+    parts: Vec<[f32; 2]>,
 }
 
 impl Chunk {
@@ -400,13 +399,12 @@ impl Chunk {
         Self {
             vectors: Vec::with_capacity(rows * dim),
             quantized: Vec::with_capacity(rows * dim),
-            scales: Vec::with_capacity(rows),
-            errors: Vec::with_capacity(rows),
+            parts: Vec::with_capacity(rows),
         }
     }
 
     fn rows(&self) -> usize {
-        self.scales.len()
+        self.parts.len()
     }
 
     /// Makes room for one more row. Only a chunk made smaller than [`CHUNK_ROWS`] (the first
@@ -415,8 +413,7 @@ impl Chunk {
     fn reserve_row(&mut self, dim: usize) {
         let fits = self.vectors.capacity() - self.vectors.len() >= dim
             && self.quantized.capacity() - self.quantized.len() >= dim
-            && self.scales.capacity() > self.scales.len()
-            && self.errors.capacity() > self.errors.len();
+            && self.parts.capacity() > self.parts.len();
         if fits {
             return;
         }
@@ -424,8 +421,7 @@ impl Chunk {
         let extra = (rows * 2).clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS).max(rows + 1) - rows;
         self.vectors.reserve_exact(extra * dim);
         self.quantized.reserve_exact(extra * dim);
-        self.scales.reserve_exact(extra);
-        self.errors.reserve_exact(extra);
+        self.parts.reserve_exact(extra);
     }
 }
 
@@ -541,8 +537,11 @@ impl EmbeddingStore {
         let offset = row % CHUNK_ROWS;
         Some((
             Cow::Borrowed(self.quantized_row(row)?),
-            chunk.scales.get(offset).copied().unwrap_or(0.0),
-            chunk.errors.get(offset).copied().unwrap_or(f32::INFINITY),
+            chunk.parts.get(offset).map_or(0.0, |&[scale, _]| scale),
+            chunk
+                .parts
+                .get(offset)
+                .map_or(f32::INFINITY, |&[_, error]| error),
         ))
     }
 
@@ -557,8 +556,7 @@ impl EmbeddingStore {
             };
             chunk.vectors.extend_from_slice(&row);
             let (scale, error) = quantize_row_bounded(&row, &mut chunk.quantized);
-            chunk.scales.push(scale);
-            chunk.errors.push(error);
+            chunk.parts.push([scale, error]);
         }
     }
 
@@ -680,8 +678,7 @@ impl EmbeddingStore {
         let normalised = &mut chunk.vectors[start..];
         normalise(normalised);
         let (scale, error) = quantize_row_bounded(normalised, &mut chunk.quantized);
-        chunk.scales.push(scale);
-        chunk.errors.push(error);
+        chunk.parts.push([scale, error]);
         if self.coarse_ready {
             self.push_coarse();
         }
@@ -825,8 +822,7 @@ impl EmbeddingStore {
         }
         let offset = row % CHUNK_ROWS;
         if let Some(chunk) = chunk {
-            prefetch_lines(chunk.scales.get(offset..=offset).unwrap_or_default());
-            prefetch_lines(chunk.errors.get(offset..=offset).unwrap_or_default());
+            prefetch_lines(chunk.parts.get(offset..=offset).unwrap_or_default());
         }
     }
 
@@ -1131,15 +1127,15 @@ impl EmbeddingStore {
         let mut touched = 0i8;
         self.chunk_runs(first, out, |chunk, row, offset, here| {
             let n = here.len();
-            let (Some(rows), Some(scales)) = (
+            let (Some(rows), Some(parts)) = (
                 chunk.quantized.get(offset * dim..(offset + n) * dim),
-                chunk.scales.get(offset..offset + n),
+                chunk.parts.get(offset..offset + n),
             ) else {
                 return false;
             };
-            for (i, ((values, &scale), slot)) in rows
+            for (i, ((values, &[scale, _]), slot)) in rows
                 .chunks_exact(dim)
-                .zip(scales)
+                .zip(parts)
                 .zip(here.iter_mut())
                 .enumerate()
             {
