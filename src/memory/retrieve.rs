@@ -261,6 +261,21 @@ struct Scratch {
     kept: Vec<u32>,
     /// The searches' working lists.
     settle: SettleBuffers,
+    /// The search for the smallest relevance, on a thread of its own (see [`range_ends`]).
+    smallest: SideSearch,
+}
+
+/// The candidates that may hold the smallest relevance, copied out of [`Scratch`] so that
+/// another thread can narrow them while this one searches for the largest (see
+/// [`range_ends`]): `rows`, `intervals` and `levels` as [`Narrowing`] reads them, indexed by
+/// place in the list.
+#[derive(Default)]
+struct SideSearch {
+    rows: Vec<u32>,
+    intervals: Vec<[f32; 2]>,
+    levels: Vec<Level>,
+    kept: Vec<u32>,
+    settle: SettleBuffers,
 }
 
 /// The working lists of [`settle`] (and of the pass over every candidate before it).
@@ -338,6 +353,7 @@ fn ranked(
         ends,
         kept,
         settle: buffers,
+        smallest: side_search,
         ..
     } = scratch;
     let (ids, recency, importance) = (&*ids, &*recency, &*importance);
@@ -355,6 +371,7 @@ fn ranked(
         [may_be_smallest, may_be_largest],
         *ends,
         buffers,
+        side_search,
     );
     let range = Range::new(smallest, largest);
 
@@ -655,12 +672,14 @@ fn nth_largest<T: Copy>(
 /// (highest of the maxima) is reached by as many candidates, one a block, so the candidates
 /// to narrow first are among the few that reach it; and a block whose ends reach neither
 /// bound is skipped when the candidates that may hold the range's ends are listed (narrowing
-/// only shrinks intervals).
+/// only shrinks intervals). With a second core and at least [`PARALLEL_RANGE_MIN`] candidates
+/// that may hold the smallest value, the two searches run at once ([`smallest_aside`]).
 fn range_ends(
     relevance: &mut Narrowing<'_>,
     [may_be_smallest, may_be_largest]: [&mut Vec<u32>; 2],
     [mut worst_high, mut best_low]: [f32; 2],
     buffers: &mut SettleBuffers,
+    side: &mut SideSearch,
 ) -> [f32; 2] {
     let first = FIRST_BATCH.min(relevance.intervals.len());
     let SettleBuffers {
@@ -727,21 +746,119 @@ fn range_ends(
             }
         }
     }
-    settle(may_be_smallest, 1, relevance, buffers, |_, [lo, hi]| {
-        [-hi, -lo]
-    });
-    settle(may_be_largest, 1, relevance, buffers, |_, interval| {
-        interval
-    });
-    let smallest = may_be_smallest
-        .iter()
-        .map(|&k| relevance.interval(k)[0])
-        .fold(f32::INFINITY, |lo, v| if v < lo { v } else { lo });
+    let lowest_first = |_: u32, [lo, hi]: [f32; 2]| [-hi, -lo];
+    let smallest = if may_be_smallest.len() >= PARALLEL_RANGE_MIN && parallel_range() {
+        smallest_aside(relevance, may_be_smallest, may_be_largest, buffers, side)
+    } else {
+        settle(may_be_smallest, 1, relevance, buffers, lowest_first);
+        settle(may_be_largest, 1, relevance, buffers, |_, interval| {
+            interval
+        });
+        may_be_smallest
+            .iter()
+            .map(|&k| relevance.interval(k)[0])
+            .fold(f32::INFINITY, |lo, v| if v < lo { v } else { lo })
+    };
     let largest = may_be_largest
         .iter()
         .map(|&k| relevance.interval(k)[0])
         .fold(f32::NEG_INFINITY, |hi, v| if v > hi { v } else { hi });
     [smallest, largest]
+}
+
+/// From this many candidates that may hold the smallest relevance on, [`range_ends`] narrows
+/// them on a thread of its own while it narrows those that may hold the largest: starting and
+/// joining a thread (some tens of microseconds) is then worth it. At 100,000 memories of 384
+/// dimensions there are some 300 to 400; at 10,000 about a hundred, fewer than it takes.
+const PARALLEL_RANGE_MIN: usize = 200;
+
+/// Whether a second core may search for the smallest relevance (more than one core).
+fn parallel_range() -> bool {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())) > 1
+}
+
+/// The two searches of [`range_ends`] at once: the candidates of `may_be_smallest` are copied
+/// into `side` and settled there on another thread, while this one settles `may_be_largest`
+/// in place; then whatever the other thread narrowed is written back (a candidate in both lists
+/// is narrowed to the same interval at each level either way, so the further narrowed one is
+/// kept). Returns the smallest relevance: the first smallest exact value in node order, as the
+/// sequential search gives. If the thread cannot be started (or fails), this one does its work.
+fn smallest_aside(
+    relevance: &mut Narrowing<'_>,
+    may_be_smallest: &[u32],
+    may_be_largest: &mut Vec<u32>,
+    buffers: &mut SettleBuffers,
+    side: &mut SideSearch,
+) -> f32 {
+    let lowest_first = |_: u32, [lo, hi]: [f32; 2]| [-hi, -lo];
+    let SideSearch {
+        rows,
+        intervals,
+        levels,
+        kept,
+        settle: side_buffers,
+    } = side;
+    rows.clear();
+    intervals.clear();
+    levels.clear();
+    for &k in may_be_smallest.iter() {
+        rows.push(relevance.rows.get(k as usize).copied().unwrap_or_default());
+        intervals.push(relevance.interval(k));
+        levels.push(
+            relevance
+                .levels
+                .get(k as usize)
+                .copied()
+                .unwrap_or(Level::Exact),
+        );
+    }
+    kept.clear();
+    kept.extend(0..may_be_smallest.len() as u32);
+    let (store, probe, rows) = (relevance.store, relevance.probe, rows.as_slice());
+    let mut search = |kept: &mut Vec<u32>, intervals: &mut [[f32; 2]], levels: &mut [Level]| {
+        let mut local = Narrowing {
+            store,
+            probe,
+            rows,
+            intervals,
+            levels,
+        };
+        settle(kept, 1, &mut local, side_buffers, lowest_first);
+    };
+    let done = std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new()
+            .name("relevance-range".into())
+            .spawn_scoped(scope, || search(kept, intervals, levels));
+        settle(may_be_largest, 1, relevance, buffers, |_, interval| {
+            interval
+        });
+        helper.is_ok_and(|helper| helper.join().is_ok())
+    });
+    if !done {
+        // Start over from what is narrowed (narrowing only ever makes an interval tighter).
+        kept.clear();
+        kept.extend(0..may_be_smallest.len() as u32);
+        search(kept, intervals, levels);
+    }
+    for ((&k, &interval), &level) in may_be_smallest.iter().zip(&*intervals).zip(&*levels) {
+        let k = k as usize;
+        if let (Some(slot), Some(known)) =
+            (relevance.intervals.get_mut(k), relevance.levels.get_mut(k))
+            && level > *known
+        {
+            *slot = interval;
+            *known = level;
+        }
+    }
+    // `kept` holds places in `may_be_smallest`, in node order.
+    kept.iter()
+        .map(|&j| {
+            intervals
+                .get(j as usize)
+                .map_or(0.0, |interval| interval[0])
+        })
+        .fold(f32::INFINITY, |lo, v| if v < lo { v } else { lo })
 }
 
 /// What a bounded retrieval needs of the candidates besides their relevance, found while the
@@ -849,8 +966,8 @@ fn scale_normalised(values: &mut [f32], weight: f32, range: Range) {
     }
 }
 
-/// How far a candidate's relevance has been narrowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How far a candidate's relevance has been narrowed (in that order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
     /// The int4 interval.
     Coarse,
