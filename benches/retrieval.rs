@@ -9,9 +9,14 @@
 //! that). On x86-64 CPUs with AVX2 (found at run time) the int4 scan runs its `vpmaddubsw`
 //! kernel, about 3.5 times the portable one's speed; without AVX2 `auto` takes about 2.7 ms at
 //! 100,000 on the development machine instead of 1.5.
+//!
+//! The `bandwidth_floor` group reads as many bytes as each scan does (the int4, int8 and `f32`
+//! copies of 100,000 rows), one plain sequential pass, and prints each copy's size, the best
+//! bandwidth measured and the floor that sets: no scan of that copy can be faster on this
+//! machine.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bevy_generative_agents::memory::{
     AssociativeMemory, NewMemory, NodeId, RelevancePrecision, RetrievalParams, new_retrieve,
@@ -140,6 +145,71 @@ fn retrieval(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    bandwidth_floor(c, 100_000);
+}
+
+/// How the scans' rows are laid out, in bytes per row of `DIM` numbers: the int4 copy holds two
+/// numbers a byte in whole blocks of 64 numbers (`auto`'s scan), the int8 copy one a byte
+/// (`relevance_scan/quantized`), the exact rows four (`exact`).
+const SCANS: [(&str, usize); 3] = [
+    ("int4", DIM.div_ceil(64) * 32),
+    ("int8", DIM),
+    ("f32", DIM * 4),
+];
+
+/// A plain sequential read of `words`: eight independent sums, which the compiler vectorises.
+fn read_all(words: &[u64]) -> u64 {
+    let (blocks, tail) = words.as_chunks::<8>();
+    let mut sums = [0u64; 8];
+    for block in blocks {
+        for (sum, &word) in sums.iter_mut().zip(block) {
+            *sum = sum.wrapping_add(word);
+        }
+    }
+    tail.iter()
+        .chain(&sums)
+        .fold(0u64, |total, &word| total.wrapping_add(word))
+}
+
+/// The memory-bandwidth floor of each scan at `rows` memories: a plain sequential read of as
+/// many bytes as the scan reads (`bandwidth_floor/read_<copy>`, timed by criterion), and a
+/// line per copy with its bytes, the best bandwidth of a few dozen such reads and the floor it
+/// sets (bytes over that bandwidth). A scan cannot beat its floor on this machine; how far
+/// `auto`, `exact` and `relevance_scan/quantized` are above theirs is what is left to gain.
+fn bandwidth_floor(c: &mut Criterion, rows: usize) {
+    let mut group = c.benchmark_group("bandwidth_floor");
+    group
+        .sample_size(40)
+        .measurement_time(Duration::from_secs(4));
+    let mut floors = Vec::new();
+    for (copy, row_bytes) in SCANS {
+        let bytes = rows * row_bytes;
+        // Written through once, so every page is there before the first timed read.
+        let words: Vec<u64> = (0..bytes as u64 / 8).collect();
+        let best = (0..40)
+            .map(|_| {
+                let start = Instant::now();
+                black_box(read_all(black_box(&words)));
+                start.elapsed()
+            })
+            .min()
+            .unwrap_or_default();
+        floors.push((copy, bytes, best));
+        group.bench_function(BenchmarkId::new(format!("read_{copy}"), rows), |b| {
+            b.iter(|| read_all(black_box(&words)));
+        });
+    }
+    group.finish();
+    for (copy, bytes, best) in floors {
+        let gb_per_s = bytes as f64 / best.as_secs_f64().max(1e-9) / 1e9;
+        println!(
+            "bandwidth floor, {copy} copy of {rows} rows: {:.1} MB at {gb_per_s:.1} GB/s \
+             (best of 40 sequential reads) = {:.3} ms",
+            bytes as f64 / 1e6,
+            best.as_secs_f64() * 1e3,
+        );
+    }
 }
 
 criterion_group! {

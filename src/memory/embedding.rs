@@ -41,12 +41,14 @@
 //!
 //! [`RelevancePrecision::Auto`] uses the exact `f32` rows while the store is small (below
 //! [`AUTO_QUANTIZE_MIN_ELEMENTS`] numbers, where the scan is cache-friendly anyway) and the
-//! quantised copies above that. From that size on each chunk also keeps an **int4 copy** (two
+//! quantised copies above that. From that size on the store also keeps an **int4 copy** (two
 //! numbers a byte, half the int8 copy's bytes), made for every row at once when the store
 //! reaches it and row by row after: retrieval scans it for intervals proven to hold each exact
 //! cosine and narrows the few that matter from the int8 copy and then the exact rows
 //! ([`RelevanceProbe`]), ranking exactly as the `f32` scan does at half the int8 scan's reads.
-//! Its scan touches nothing ahead (see `scan_coarse_rows`). Unpacking nibbles made the portable
+//! It is kept apart from the chunks, in blocks of a scan thread's piece of rows, each read as
+//! one contiguous stream (`CoarseBlock`). Its scan touches nothing ahead (see
+//! `scan_coarse_rows`). Unpacking nibbles made the portable
 //! int4 kernel bound by arithmetic rather than memory (two threads ran it twice as fast as one,
 //! with the rows in the CPU's cache), so on x86-64 CPUs with AVX2 — found at run time — a kernel
 //! built on `vpmaddubsw` sums the same integers about 3.5 times as fast (`avx2`).
@@ -263,8 +265,10 @@ const FIRST_CHUNK_ROWS: usize = 8;
 
 /// How many shared rows ahead of the current one a small store's scan touches.
 const SHARED_TOUCH_AHEAD_ROWS: usize = 4;
-/// How far ahead of the current row the int8/f32 scans touch memory, in bytes.
+/// How far ahead of the current row the int8 scan touches memory, in bytes.
 const TOUCH_AHEAD_BYTES: usize = 48 * 1024;
+/// How many rows ahead of the current one the exact scan asks for.
+const EXACT_AHEAD_ROWS: usize = 8;
 /// One byte per cache line is enough to pull the line in.
 const CACHE_LINE: usize = 64;
 /// Largest magnitude of a stored int8 component.
@@ -313,6 +317,67 @@ pub struct EmbeddingStore {
     /// for [`RelevancePrecision::Auto`] to bound retrieval with it on (small stores, such as a
     /// crowd's thousand personas each have, never pay for it).
     coarse_ready: bool,
+    /// The int4 copy: row `r` is row `r % COARSE_BLOCK_ROWS` of block `r / COARSE_BLOCK_ROWS`
+    /// (see [`CoarseBlock`]).
+    coarse: Vec<CoarseBlock>,
+}
+
+/// Rows per block of the int4 copy: a scan thread's piece, so each piece reads one block.
+const COARSE_BLOCK_ROWS: usize = SCAN_PIECE_ROWS;
+
+/// The int4 copy of up to [`COARSE_BLOCK_ROWS`] consecutive rows, each column one allocation
+/// made at its full size when the block is started.
+///
+/// The int4 scan is bound by memory, and it streams only where the memory it reads is
+/// contiguous: kept with each chunk's other copies (a 48 KiB run of rows, then a kilobyte of
+/// scales and one of errors, each somewhere else) the hardware prefetcher started over every
+/// run and the scales' and errors' loads waited on memory, and the scan took half as long again
+/// as over blocks of [`COARSE_BLOCK_ROWS`] rows (768 KiB at 384 dimensions).
+#[derive(Clone, Default)]
+struct CoarseBlock {
+    /// Row-major, [`coarse_row_bytes`] bytes per row (see [`quantize_coarse_row`]).
+    packed: Vec<u8>,
+    /// Per row: `vector ≈ packed row · scale`.
+    scales: Vec<f32>,
+    /// Per row: an upper bound of `‖vector − packed row · scale‖₂`, what
+    /// [`EmbeddingStore::probe`] proves its intervals with.
+    errors: Vec<f32>,
+}
+
+impl CoarseBlock {
+    /// An empty block with room for [`COARSE_BLOCK_ROWS`] rows of `dim` numbers.
+    fn new(dim: usize) -> Self {
+        Self {
+            packed: Vec::with_capacity(COARSE_BLOCK_ROWS * coarse_row_bytes(dim)),
+            scales: Vec::with_capacity(COARSE_BLOCK_ROWS),
+            errors: Vec::with_capacity(COARSE_BLOCK_ROWS),
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.scales.len()
+    }
+
+    /// Appends the int4 copy of `vector` (normalised).
+    fn push(&mut self, vector: &[f32]) {
+        let bytes = coarse_row_bytes(vector.len());
+        // Only a clone's last block (its columns cut to their length) grows: to its full size,
+        // once.
+        if self.packed.capacity() - self.packed.len() < bytes {
+            let rows = COARSE_BLOCK_ROWS.max(self.rows() + 1);
+            self.packed.reserve_exact(rows * bytes - self.packed.len());
+            self.scales.reserve_exact(rows - self.scales.len());
+            self.errors.reserve_exact(rows - self.errors.len());
+        }
+        let start = self.packed.len();
+        let scale = quantize_coarse_row(vector, &mut self.packed);
+        let error = self.packed.get(start..).map_or(f32::INFINITY, |packed| {
+            let values = (0..vector.len()).map(|i| coarse_value(packed, i));
+            quantization_error(vector, values, scale)
+        });
+        self.scales.push(scale);
+        self.errors.push(error);
+    }
 }
 
 /// Up to [`CHUNK_ROWS`] consecutive rows of a store.
@@ -322,18 +387,10 @@ struct Chunk {
     vectors: Vec<f32>,
     /// Row-major int8 copy of `vectors`.
     quantized: Vec<i8>,
-    /// Per row: `vectors[r] ≈ quantized[r] * scales[r]`.
-    scales: Vec<f32>,
-    /// Per row: an upper bound of `‖vectors[r] − quantized[r] · scales[r]‖₂`, what
-    /// [`EmbeddingStore::fine_interval`] proves its intervals with.
-    errors: Vec<f32>,
-    /// Row-major int4 copy, [`coarse_row_bytes`] bytes per row (see [`quantize_coarse_row`]).
-    coarse: Vec<u8>,
-    /// Per row: `vectors[r] ≈ coarse[r] * coarse_scales[r]`.
-    coarse_scales: Vec<f32>,
-    /// Per row: an upper bound of `‖vectors[r] − coarse[r] · coarse_scales[r]‖₂`, what
-    /// [`EmbeddingStore::probe`] proves its intervals with.
-    coarse_errors: Vec<f32>,
+    /// Per row `[scale, error]`: `vectors[r] ≈ quantized[r] · scale`, and an upper bound of
+    /// `‖vectors[r] − quantized[r] · scale‖₂`, what [`EmbeddingStore::fine_interval`] proves its
+    /// intervals with. One array, so a row refined on its own reads one line for both.
+    parts: Vec<[f32; 2]>,
 }
 
 impl Chunk {
@@ -342,16 +399,12 @@ impl Chunk {
         Self {
             vectors: Vec::with_capacity(rows * dim),
             quantized: Vec::with_capacity(rows * dim),
-            scales: Vec::with_capacity(rows),
-            errors: Vec::with_capacity(rows),
-            coarse: Vec::new(),
-            coarse_scales: Vec::new(),
-            coarse_errors: Vec::new(),
+            parts: Vec::with_capacity(rows),
         }
     }
 
     fn rows(&self) -> usize {
-        self.scales.len()
+        self.parts.len()
     }
 
     /// Makes room for one more row. Only a chunk made smaller than [`CHUNK_ROWS`] (the first
@@ -360,8 +413,7 @@ impl Chunk {
     fn reserve_row(&mut self, dim: usize) {
         let fits = self.vectors.capacity() - self.vectors.len() >= dim
             && self.quantized.capacity() - self.quantized.len() >= dim
-            && self.scales.capacity() > self.scales.len()
-            && self.errors.capacity() > self.errors.len();
+            && self.parts.capacity() > self.parts.len();
         if fits {
             return;
         }
@@ -369,29 +421,7 @@ impl Chunk {
         let extra = (rows * 2).clamp(FIRST_CHUNK_ROWS, CHUNK_ROWS).max(rows + 1) - rows;
         self.vectors.reserve_exact(extra * dim);
         self.quantized.reserve_exact(extra * dim);
-        self.scales.reserve_exact(extra);
-        self.errors.reserve_exact(extra);
-    }
-
-    /// Adds the int4 copy of the first row that has none yet (see [`quantize_coarse_row`]).
-    fn push_coarse(&mut self, dim: usize) {
-        let row = self.coarse_scales.len();
-        let Some(vector) = self.vectors.get(row * dim..(row + 1) * dim) else {
-            return;
-        };
-        let bytes = coarse_row_bytes(dim);
-        // Room for every row the chunk has room for, so the copy grows with the chunk.
-        let rows = (self.vectors.capacity() / dim.max(1)).max(row + 1);
-        self.coarse
-            .reserve_exact((rows * bytes).saturating_sub(self.coarse.len()));
-        let start = self.coarse.len();
-        let scale = quantize_coarse_row(vector, &mut self.coarse);
-        let error = self.coarse.get(start..).map_or(f32::INFINITY, |packed| {
-            let values = (0..vector.len()).map(|i| coarse_value(packed, i));
-            quantization_error(vector, values, scale)
-        });
-        self.coarse_scales.push(scale);
-        self.coarse_errors.push(error);
+        self.parts.reserve_exact(extra);
     }
 }
 
@@ -507,8 +537,11 @@ impl EmbeddingStore {
         let offset = row % CHUNK_ROWS;
         Some((
             Cow::Borrowed(self.quantized_row(row)?),
-            chunk.scales.get(offset).copied().unwrap_or(0.0),
-            chunk.errors.get(offset).copied().unwrap_or(f32::INFINITY),
+            chunk.parts.get(offset).map_or(0.0, |&[scale, _]| scale),
+            chunk
+                .parts
+                .get(offset)
+                .map_or(f32::INFINITY, |&[_, error]| error),
         ))
     }
 
@@ -523,8 +556,7 @@ impl EmbeddingStore {
             };
             chunk.vectors.extend_from_slice(&row);
             let (scale, error) = quantize_row_bounded(&row, &mut chunk.quantized);
-            chunk.scales.push(scale);
-            chunk.errors.push(error);
+            chunk.parts.push([scale, error]);
         }
     }
 
@@ -533,13 +565,39 @@ impl EmbeddingStore {
     /// Gives every row its int4 copy (once, when the store grows large enough; see
     /// `coarse_ready`).
     fn build_coarse(&mut self) {
-        let dim = self.dim;
-        for chunk in &mut self.chunks {
-            while chunk.coarse_scales.len() < chunk.rows() {
-                chunk.push_coarse(dim);
+        while self.coarse_rows() < self.len() {
+            if !self.push_coarse() {
+                break;
             }
         }
         self.coarse_ready = true;
+    }
+
+    /// Rows with their int4 copy.
+    fn coarse_rows(&self) -> usize {
+        self.coarse.last().map_or(0, |last| {
+            (self.coarse.len() - 1) * COARSE_BLOCK_ROWS + last.rows()
+        })
+    }
+
+    /// Adds the int4 copy of the first row that has none yet; `false` when there is none (or
+    /// the row is not in the chunks).
+    fn push_coarse(&mut self) -> bool {
+        let row = self.coarse_rows();
+        let start = (row % CHUNK_ROWS) * self.dim;
+        let Some(vector) = self
+            .chunks
+            .get(row / CHUNK_ROWS)
+            .and_then(|chunk| chunk.vectors.get(start..start + self.dim))
+        else {
+            return false;
+        };
+        let block = match self.coarse.last_mut() {
+            Some(last) if last.rows() < COARSE_BLOCK_ROWS => last,
+            _ => self.coarse.push_mut(CoarseBlock::new(self.dim)),
+        };
+        block.push(vector);
+        true
     }
 
     fn elements(&self) -> usize {
@@ -620,10 +678,9 @@ impl EmbeddingStore {
         let normalised = &mut chunk.vectors[start..];
         normalise(normalised);
         let (scale, error) = quantize_row_bounded(normalised, &mut chunk.quantized);
-        chunk.scales.push(scale);
-        chunk.errors.push(error);
+        chunk.parts.push([scale, error]);
         if self.coarse_ready {
-            chunk.push_coarse(dim);
+            self.push_coarse();
         }
         self.index.push(text, row);
         self.keys.push(text.to_owned());
@@ -702,7 +759,6 @@ impl EmbeddingStore {
         self.validate("<focal point>", focal)?;
         let mut query = focal.to_vec();
         normalise(&mut query);
-        coarse.clear();
         let (Some(fine), Some(coarse_query)) = (
             // The int8 kernel reads its query shifted up by 8 bits; the int4 kernel's raw sum
             // carries the nibbles' bias.
@@ -714,6 +770,7 @@ impl EmbeddingStore {
             }),
         ) else {
             // A zero query: every cosine is exactly 0.
+            coarse.clear();
             coarse.resize(self.len(), [0.0; 2]);
             side();
             return Ok(Some(RelevanceProbe {
@@ -725,6 +782,7 @@ impl EmbeddingStore {
         if !self.coarse_ready {
             // No int4 copy (a store too small for it): intervals every cosine lies in, so
             // retrieval refines what it must from the int8 copy. Correct, only slower.
+            coarse.clear();
             coarse.resize(self.len(), [-2.0, 2.0]);
             side();
             return Ok(Some(RelevanceProbe {
@@ -733,7 +791,8 @@ impl EmbeddingStore {
                 fine: Some(fine),
             }));
         }
-        coarse.resize(self.len(), [0.0; 2]);
+        // The scan writes every slot (the buffer is reused as it is, with no pass to clear it).
+        coarse.resize(self.len(), [-2.0, 2.0]);
         self.split_scan(
             &mut coarse,
             scan_threads(self.elements() / 2),
@@ -747,26 +806,24 @@ impl EmbeddingStore {
         }))
     }
 
-    /// Touches the memory [`Self::fine_interval`] (or, with `exact`, [`Self::exact_relevance`])
-    /// reads for `row` — one byte per cache line — so that a batch of refinements has its
-    /// cache misses in flight together. Returns a value to pass to `black_box`.
-    pub(crate) fn warm(&self, row: usize, exact: bool) -> u32 {
-        if exact {
-            return self.vector(row).map_or(0, |v| {
-                v.iter()
-                    .step_by(CACHE_LINE / size_of::<f32>())
-                    .fold(0, |t, x| t ^ x.to_bits())
-            });
+    /// Asks for the memory [`Self::fine_interval`] (or, with `exact`, [`Self::exact_relevance`])
+    /// reads for `row`, so that a batch of refinements has its cache misses in flight together.
+    /// A hint only: it changes no result.
+    pub(crate) fn prefetch(&self, row: usize, exact: bool) {
+        if exact || !self.small.is_empty() {
+            if let Some(vector) = self.vector(row) {
+                prefetch_lines(vector);
+            }
+            return;
         }
-        let Some((values, scale, error)) = self.quantized_parts(row) else {
-            return 0;
-        };
-        let row_bytes = values
-            .as_ref()
-            .iter()
-            .step_by(CACHE_LINE)
-            .fold(0u32, |t, &v| t ^ u32::from(v as u8));
-        row_bytes ^ scale.to_bits() ^ error.to_bits()
+        let chunk = self.chunks.get(row / CHUNK_ROWS);
+        if let Some(values) = self.quantized_row(row) {
+            prefetch_lines(values);
+        }
+        let offset = row % CHUNK_ROWS;
+        if let Some(chunk) = chunk {
+            prefetch_lines(chunk.parts.get(offset..=offset).unwrap_or_default());
+        }
     }
 
     /// The int8 interval of `row`'s cosine with the probe's query (narrower than its int4
@@ -803,43 +860,49 @@ impl EmbeddingStore {
             std::hint::black_box(touched);
             return;
         }
-        let ahead = (TOUCH_AHEAD_BYTES / (self.dim * size_of::<f32>())).max(1);
-        let step = CACHE_LINE / size_of::<f32>();
-        let mut touched = 0u32;
-        let mut first = 0;
-        for chunk in &self.chunks {
-            for (i, row) in chunk.vectors.chunks_exact(self.dim).enumerate() {
-                // See `scan_quantized_rows`; the row ahead may be in the next chunk.
-                if let Some(far) = self.vector(first + i + ahead) {
-                    touched ^= far.iter().step_by(step).fold(0, |t, v| t ^ v.to_bits());
-                }
-                out.push(dot_f32(row, query));
-            }
-            first += chunk.rows();
-        }
-        std::hint::black_box(touched);
+        out.clear();
+        out.resize(self.len(), 0.0);
+        let threads = scan_threads(self.elements());
+        self.split_scan(
+            out,
+            threads,
+            || {},
+            |first, slots| {
+                self.exact_rows(first, query, None, slots);
+            },
+        );
     }
 
-    /// [`Self::scan_exact`] of the rows `wanted` marks; the others are 0. Touches the lines of
-    /// the wanted row a look-ahead further on while it scores one, as the full scans do.
+    /// [`Self::scan_exact`] of the rows `wanted` marks; the others are 0. A small store's scan
+    /// touches the lines of the wanted row a look-ahead further on while it scores one, as its
+    /// full scan does; a chunked store's is [`Self::exact_rows`] over up to
+    /// [`MAX_SCAN_THREADS`] threads.
     fn scan_exact_where(&self, query: &[f32], wanted: &[bool], out: &mut Vec<f32>) {
         out.clear();
         out.resize(self.len(), 0.0);
+        if self.small.is_empty() {
+            let threads = scan_threads(self.elements());
+            self.split_scan(
+                out,
+                threads,
+                || {},
+                |first, slots| {
+                    self.exact_rows(first, query, Some(wanted), slots);
+                },
+            );
+            return;
+        }
         let rows: Vec<usize> = wanted
             .iter()
             .take(self.len())
             .enumerate()
             .filter_map(|(row, &wanted)| wanted.then_some(row))
             .collect();
-        let ahead = if self.small.is_empty() {
-            (TOUCH_AHEAD_BYTES / (self.dim * size_of::<f32>())).max(1)
-        } else {
-            SHARED_TOUCH_AHEAD_ROWS
-        };
         let step = CACHE_LINE / size_of::<f32>();
         let mut touched = 0u32;
         for (i, &row) in rows.iter().enumerate() {
-            if let Some(far) = rows.get(i + ahead).and_then(|&far| self.vector(far)) {
+            let far = rows.get(i + SHARED_TOUCH_AHEAD_ROWS);
+            if let Some(far) = far.and_then(|&far| self.vector(far)) {
                 touched ^= far.iter().step_by(step).fold(0, |t, v| t ^ v.to_bits());
             }
             if let (Some(vector), Some(slot)) = (self.vector(row), out.get_mut(row)) {
@@ -847,6 +910,40 @@ impl EmbeddingStore {
             }
         }
         std::hint::black_box(touched);
+    }
+
+    /// Scores rows `first..first + out.len()` of the chunks exactly into `out`: the rows
+    /// `wanted` marks, or every row (the others, and rows past the store's end, keep their
+    /// slots). While it scores a row it asks for the one [`EXACT_AHEAD_ROWS`] further on (if
+    /// wanted), with a prefetch that, unlike a touch, leaves the core nothing to wait for.
+    ///
+    /// On x86-64 CPUs with AVX2 (found at run time) the loop is compiled for them: the same
+    /// products and sums in the same order ([`dot_f32`]'s sixteen lanes, two vectors of
+    /// eight), so the same numbers bit for bit, with half the instructions.
+    fn exact_rows(&self, first: usize, query: &[f32], wanted: Option<&[bool]>, out: &mut [f32]) {
+        let is_wanted = |row: usize| wanted.is_none_or(|w| w.get(row).copied().unwrap_or(false));
+        let mut run = || {
+            for (i, slot) in out.iter_mut().enumerate() {
+                let row = first + i;
+                let ahead = row + EXACT_AHEAD_ROWS;
+                if is_wanted(ahead)
+                    && let Some(far) = self.vector(ahead)
+                {
+                    prefetch_lines(far);
+                }
+                if is_wanted(row)
+                    && let Some(vector) = self.vector(row)
+                {
+                    *slot = dot_f32(vector, query);
+                }
+            }
+        };
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            simd.vectorize(run);
+            return;
+        }
+        run();
     }
 
     /// The int8 scan over `threads` threads (1: this one only).
@@ -963,25 +1060,42 @@ impl EmbeddingStore {
     }
 
     /// Scores rows `first..first + out.len()` of the int4 copy into `out` as proven intervals
-    /// (rows past the end of the store leave their slots as they are).
+    /// (rows without an int4 copy get `[-2, 2]`, which holds every cosine).
     ///
     /// Unlike the int8 scan it touches no row ahead: its rows are short and its arithmetic
-    /// light, so the hardware prefetcher keeps up within a chunk, and a touch (a real load whose
+    /// light, so the hardware prefetcher keeps up within a block, and a touch (a real load whose
     /// value the loop carries) made every row wait out a DRAM miss — three times slower.
     fn scan_coarse_rows(&self, first: usize, query: &CoarseQuery, out: &mut [[f32; 2]]) {
         let bytes = coarse_row_bytes(self.dim);
+        // The integer sums of a run of rows at a time, then their intervals.
         let mut dots = [0i32; CHUNK_ROWS];
         let fine = &query.query;
-        self.chunk_runs(first, out, |chunk, _, offset, here| {
-            let n = here.len();
-            let (Some(rows), Some(scales), Some(errors), Some(dots)) = (
-                chunk.coarse.get(offset * bytes..(offset + n) * bytes),
-                chunk.coarse_scales.get(offset..offset + n),
-                chunk.coarse_errors.get(offset..offset + n),
-                dots.get_mut(..n),
-            ) else {
-                return false;
+        let mut row = first;
+        let mut slots = out;
+        while !slots.is_empty() {
+            let offset = row % COARSE_BLOCK_ROWS;
+            let block = self.coarse.get(row / COARSE_BLOCK_ROWS);
+            let n = slots
+                .len()
+                .min(block.map_or(0, |b| b.rows().saturating_sub(offset)))
+                .min(dots.len());
+            let (Some(block), Some(dots)) = (block, dots.get_mut(..n)) else {
+                slots.fill([-2.0, 2.0]);
+                return;
             };
+            let (Some(rows), Some(scales), Some(errors)) = (
+                block.packed.get(offset * bytes..(offset + n) * bytes),
+                block.scales.get(offset..offset + n),
+                block.errors.get(offset..offset + n),
+            ) else {
+                slots.fill([-2.0, 2.0]);
+                return;
+            };
+            if n == 0 {
+                slots.fill([-2.0, 2.0]);
+                return;
+            }
+            let (here, rest) = slots.split_at_mut(n);
             query.dots(rows, bytes, dots);
             for (((&dot, &scale), &error), slot) in
                 dots.iter().zip(scales).zip(errors).zip(here.iter_mut())
@@ -990,8 +1104,9 @@ impl EmbeddingStore {
                 let bound = fine.bound(error);
                 *slot = [estimate - bound, estimate + bound];
             }
-            true
-        });
+            row += n;
+            slots = rest;
+        }
     }
 
     /// Scores rows `first..first + out.len()` of the int8 copy into `out` (rows past the end of
@@ -1012,15 +1127,15 @@ impl EmbeddingStore {
         let mut touched = 0i8;
         self.chunk_runs(first, out, |chunk, row, offset, here| {
             let n = here.len();
-            let (Some(rows), Some(scales)) = (
+            let (Some(rows), Some(parts)) = (
                 chunk.quantized.get(offset * dim..(offset + n) * dim),
-                chunk.scales.get(offset..offset + n),
+                chunk.parts.get(offset..offset + n),
             ) else {
                 return false;
             };
-            for (i, ((values, &scale), slot)) in rows
+            for (i, ((values, &[scale, _]), slot)) in rows
                 .chunks_exact(dim)
-                .zip(scales)
+                .zip(parts)
                 .zip(here.iter_mut())
                 .enumerate()
             {
@@ -1118,6 +1233,25 @@ fn max_abs(v: &[f32]) -> f32 {
 fn round_up(x: f64) -> f32 {
     let y = x as f32;
     if f64::from(y) < x { y.next_up() } else { y }
+}
+
+/// Starts fetching every cache line of `values` into the cache: a prefetch instruction on x86-64
+/// (through `pulp`'s safe token for SSE, which every x86-64 CPU has), elsewhere a read of one
+/// number a line (kept from being optimised away).
+fn prefetch_lines<T: Copy + Default>(values: &[T]) {
+    let step = (CACHE_LINE / size_of::<T>().max(1)).max(1);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(sse) = pulp::core_arch::x86::Sse::try_new() {
+        for value in values.iter().step_by(step) {
+            sse._mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                std::ptr::from_ref(value).cast(),
+            );
+        }
+        return;
+    }
+    for value in values.iter().step_by(step) {
+        std::hint::black_box(*value);
+    }
 }
 
 /// The query as the int8 kernel reads it, and its scale; `None` for a zero query (every score
@@ -1261,7 +1395,11 @@ fn coarse_query_offset(query: &[i16]) -> i32 {
     query.iter().map(|&q| i32::from(q)).sum::<i32>() * i32::from(COARSE_BIAS)
 }
 
-/// Dot product with 16 independent accumulators so the compiler vectorises it.
+/// Dot product with 16 independent accumulators so the compiler vectorises it. Always inlined,
+/// so a loop compiled for AVX2 ([`EmbeddingStore::exact_rows`]) runs it eight lanes an
+/// instruction (separate multiplies and adds either way: Rust never fuses them, so every
+/// caller gets the same bits).
+#[inline(always)]
 pub(crate) fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     let (a_blocks, a_tail) = a.as_chunks::<16>();
     let (b_blocks, b_tail) = b.as_chunks::<16>();
@@ -1516,6 +1654,41 @@ mod tests {
             out
         };
         let coarse_one = coarse(1);
+        // The exact scan, every row and every third, against one dot product a row (the
+        // kernel refinements use), bit for bit.
+        let wanted: Vec<bool> = (0..rows).map(|row| row % 3 == 1).collect();
+        let exact = |threads: usize, wanted: Option<&[bool]>| {
+            let mut out = vec![-9f32; rows];
+            store.split_scan(
+                &mut out,
+                threads,
+                || {},
+                |first, slots| {
+                    store.exact_rows(first, &query, wanted, slots);
+                },
+            );
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let by_row: Vec<u32> = (0..rows)
+            .map(|row| store.exact_relevance(&query, row).to_bits())
+            .collect();
+        let by_wanted_row: Vec<u32> = (0..rows)
+            .map(|row| {
+                if wanted[row] {
+                    by_row[row]
+                } else {
+                    (-9f32).to_bits()
+                }
+            })
+            .collect();
+        for threads in [1, 2, 3, 4, 200] {
+            assert_eq!(exact(threads, None), by_row, "exact: {threads} threads");
+            assert_eq!(
+                exact(threads, Some(&wanted)),
+                by_wanted_row,
+                "exact, every third row: {threads} threads"
+            );
+        }
         for threads in [2, 3, 4, 200] {
             let mut many = Vec::new();
             store.scan_quantized(&query, &mut many, threads);
@@ -1554,7 +1727,8 @@ mod tests {
     }
 
     /// Every number a store gives for `focal`: exact and int8 relevance, and per row the
-    /// probe's intervals, the int8 interval and the exact cosine (as bits).
+    /// probe's intervals, the int8 interval, the int8 copy it is made from and the exact cosine
+    /// (as bits).
     fn readings(store: &EmbeddingStore, focal: &[f32]) -> Vec<u32> {
         let mut out = Vec::new();
         for precision in [RelevancePrecision::Exact, RelevancePrecision::Quantized] {
@@ -1566,8 +1740,13 @@ mod tests {
             for row in 0..store.len() {
                 out.extend(store.fine_interval(&probe, row).map(f32::to_bits));
                 out.push(store.exact_relevance(&probe.query, row).to_bits());
-                out.push(store.warm(row, false));
-                out.push(store.warm(row, true));
+                // The int8 copy a refinement reads (a shared row's is made on the fly).
+                if let Some((values, scale, error)) = store.quantized_parts(row) {
+                    out.extend(values.iter().map(|&v| u32::from(v as u8)));
+                    out.extend([scale.to_bits(), error.to_bits()]);
+                }
+                store.prefetch(row, false);
+                store.prefetch(row, true);
             }
         }
         out
@@ -1839,30 +2018,47 @@ mod tests {
                 .unwrap();
         }
         assert!(!store.coarse_ready);
-        assert!(store.chunks.iter().all(|c| c.coarse_scales.is_empty()));
+        assert!(store.coarse.is_empty());
         for i in threshold_rows as u64 - 1..threshold_rows as u64 + 300 {
             store
                 .insert(&format!("row {i}"), &pseudo_random(i, dim))
                 .unwrap();
         }
         assert!(store.coarse_ready);
-        for chunk in &store.chunks {
-            assert_eq!(chunk.coarse_scales.len(), chunk.rows());
-            assert_eq!(chunk.coarse_errors.len(), chunk.rows());
-            assert_eq!(chunk.coarse.len(), chunk.rows() * coarse_row_bytes(dim));
-        }
-        // The copy made all at once is the one made row by row.
-        let mut fresh = Vec::new();
-        let last = store.len() - 1;
-        let scale = quantize_coarse_row(store.vector(last).unwrap(), &mut fresh);
-        let chunk = &store.chunks[last / CHUNK_ROWS];
-        let offset = last % CHUNK_ROWS;
+        assert_eq!(store.coarse_rows(), store.len());
+        // Past the first block: every block but the last is full.
+        assert!(store.coarse.len() >= 2);
         let bytes = coarse_row_bytes(dim);
-        assert_eq!(
-            chunk.coarse[offset * bytes..(offset + 1) * bytes],
-            fresh[..]
-        );
-        assert_eq!(chunk.coarse_scales[offset], scale);
+        for (b, block) in store.coarse.iter().enumerate() {
+            let rows = block.rows();
+            assert!(rows == COARSE_BLOCK_ROWS || b == store.coarse.len() - 1);
+            assert_eq!(block.errors.len(), rows);
+            assert_eq!(block.packed.len(), rows * bytes);
+        }
+        // A clone (its last block cut to its length) grows too.
+        let mut clone = store.clone();
+        for i in 0..50u64 {
+            clone
+                .insert(&format!("more {i}"), &pseudo_random(i + 7_000, dim))
+                .unwrap();
+        }
+        assert_eq!(clone.coarse_rows(), clone.len());
+        // The copy made all at once, the one made row by row and a clone's are each the copy
+        // of the row alone.
+        for store in [&store, &clone] {
+            for row in [0, threshold_rows - 1, COARSE_BLOCK_ROWS, store.len() - 1] {
+                let mut fresh = Vec::new();
+                let scale = quantize_coarse_row(store.vector(row).unwrap(), &mut fresh);
+                let block = &store.coarse[row / COARSE_BLOCK_ROWS];
+                let offset = row % COARSE_BLOCK_ROWS;
+                assert_eq!(
+                    block.packed[offset * bytes..(offset + 1) * bytes],
+                    fresh[..],
+                    "row {row}"
+                );
+                assert_eq!(block.scales[offset], scale, "row {row}");
+            }
+        }
     }
 
     #[test]

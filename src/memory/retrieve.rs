@@ -16,14 +16,15 @@
 //! With [`RelevancePrecision::Auto`] (the default) a large store is scanned on its int4 copy
 //! and still ranked exactly as the `f32` scan ranks it: every cosine comes with a proven
 //! interval, and only the memories whose interval could change the range or the top `n` are
-//! narrowed — to their int8 interval, then to the exact cosine — best first (about a thousand
-//! of 100,000 in the bench, a few dozen of them exactly; see `bounded_top_n`).
+//! narrowed — to their int8 interval, then to the exact cosine — the most promising first, a
+//! batch at a time (about 1,700 of 100,000 in the bench, a few dozen of them exactly; see
+//! `bounded_top_n`).
 //!
 //! The scan reads the memory's flat per-node columns and the embedding store's chunked rows
-//! (split over threads when the store is large, see [`EmbeddingStore`](super::EmbeddingStore),
-//! with the candidates' recency and importance found on this thread meanwhile); the recency
-//! powers are computed in one vectorised pass, and the top `n` are kept in a heap of `n` while
-//! the scores stream by, with no list of every score and no sort.
+//! (split over threads when the store is large, see [`EmbeddingStore`], with the candidates'
+//! recency and importance found on this thread meanwhile); the recency powers are computed in
+//! one vectorised pass, and the exact scan keeps the top `n` in a heap of `n` while the scores
+//! stream by, with no list of every score and no sort.
 
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -33,7 +34,7 @@ use serde::{Deserialize, Serialize};
 
 use super::associative::epoch_seconds;
 use super::embedding::{RelevancePrecision, RelevanceProbe};
-use super::{AssociativeMemory, MemoryError, NodeId};
+use super::{AssociativeMemory, EmbeddingStore, MemoryError, NodeId};
 
 /// A min–max range narrower than this counts as flat (every value normalises to 0.5).
 pub(crate) const FLAT_RANGE_EPSILON: f32 = 1e-6;
@@ -189,13 +190,13 @@ pub fn retrieve_unmarked(
     }
 }
 
-/// The exact top `n` at the cost of the int4 scan: bound, prune, refine best first.
+/// The exact top `n` at the cost of the int4 scan: bound, prune, refine in batches.
 ///
 /// The int4 scan gives every row an interval proven to hold its exact cosine
 /// ([`RelevanceProbe`]); one row's interval narrows on demand to its int8 interval and then to
-/// its exact cosine. Three searches refine only what they must, each best first (a heap keyed
-/// by the current bound; a popped interval is narrowed and pushed back; a popped exact value
-/// is the answer, since every bound left is no better):
+/// its exact cosine. Three searches ([`settle`]) keep every candidate that could still be among
+/// their best and narrow the most promising of them, a batch at a time, until what they keep
+/// is exact:
 ///
 /// 1. the largest and 2. the smallest exact relevance — the ends of the min–max range — among
 ///    the candidates whose interval reaches past the best lower (worst upper) end;
@@ -203,12 +204,13 @@ pub fn retrieve_unmarked(
 ///    rises with relevance for a non-negative weight, falls for a negative one, and rounding
 ///    keeps that order). The `n`-th best lower bound `L` is a score at least `n` candidates
 ///    reach, so a candidate whose upper bound is below `L` cannot be among the top `n`; the
-///    rest are refined best first, and the exact scores come out in rank order (score, then
-///    the newer node), `n` of them.
+///    rest are narrowed until exact and ranked by score, then the newer node.
 ///
-/// Same numbers, same formula, same tie-break: the result is the exact scan's, bit for bit
-/// (`tests` compare them on random stores). At 100,000 memories of 384 dimensions about a
-/// thousand rows are read past the int4 scan.
+/// A candidate narrowed by one search stays narrowed for the next (the memories most relevant
+/// are often among the best scores). Same numbers, same formula, same tie-break: the result is
+/// the exact scan's, bit for bit (`tests` compare them on random stores). At 100,000 memories
+/// of 384 dimensions about 1,700 rows are read past the int4 scan, in node order within each
+/// batch (the rows' memory is read faster so).
 fn bounded_top_n(
     memory: &AssociativeMemory,
     focal: &[f32],
@@ -244,18 +246,50 @@ struct Scratch {
     recency: Vec<f32>,
     /// Per candidate, `w.importance × normalised importance` (first the raw importance).
     importance: Vec<f32>,
-    /// Per candidate, its int4 relevance interval.
+    /// Per candidate, its embedding row.
+    rows: Vec<u32>,
+    /// Per candidate, its relevance interval: the int4 one, narrowed as it is refined.
     intervals: Vec<[f32; 2]>,
+    /// Per candidate, how far its interval has been narrowed.
+    levels: Vec<Level>,
+    /// The worst upper and best lower end of the candidates' int4 intervals.
+    ends: [f32; 2],
     /// Candidates that may hold the largest (smallest) relevance.
     may_be_largest: Vec<u32>,
     may_be_smallest: Vec<u32>,
-    /// Per candidate, the lower and upper bound of its score.
+    /// Candidates that may be among the top `n`.
+    kept: Vec<u32>,
+    /// The searches' working lists.
+    settle: SettleBuffers,
+    /// The search for the smallest relevance, on a thread of its own (see [`range_ends`]).
+    smallest: SideSearch,
+}
+
+/// The candidates that may hold the smallest relevance, copied out of [`Scratch`] so that
+/// another thread can narrow them while this one searches for the largest (see
+/// [`range_ends`]): `rows`, `intervals` and `levels` as [`Narrowing`] reads them, indexed by
+/// place in the list.
+#[derive(Default)]
+struct SideSearch {
+    rows: Vec<u32>,
+    intervals: Vec<[f32; 2]>,
+    levels: Vec<Level>,
+    kept: Vec<u32>,
+    settle: SettleBuffers,
+}
+
+/// The working lists of [`settle`] (and of the pass over every candidate before it).
+#[derive(Default)]
+struct SettleBuffers {
+    /// Lower and upper bounds, one per candidate kept.
     lows: Vec<f32>,
     highs: Vec<f32>,
-    /// Candidates whose upper bound reaches `L`.
-    kept: Vec<u32>,
-    /// The best-first searches' heap.
-    pending: Vec<Pending>,
+    /// The inexact candidates kept, with their upper bounds: the next to be narrowed.
+    batch: Vec<(f32, u32)>,
+    /// A second such list.
+    others: Vec<(f32, u32)>,
+    /// [`nth_largest`]'s.
+    nth: Vec<f32>,
 }
 
 fn bounded_top_n_in(
@@ -275,115 +309,81 @@ fn bounded_top_n_in(
         importance: std::mem::take(&mut scratch.importance),
         ranges: [Range::new(0.0, 0.0); 3],
     };
-    let side = || fill_candidate_parts(&mut raw, memory, now, params);
-    let Some(probe) = store.probe(focal, std::mem::take(&mut scratch.coarse), side)? else {
-        let raw = raw_components_from(memory, now, params, &[]);
-        return Ok(top_n(raw.scores(params.effective_weights()), n));
-    };
     let w = params.effective_weights();
-    let ends = candidate_terms(scratch, raw, memory, w, &probe.coarse);
+    let (rows, levels) = (&mut scratch.rows, &mut scratch.levels);
+    let side = || {
+        fill_candidate_parts(&mut raw, memory, now, params);
+        candidate_columns(&mut raw, rows, levels, memory, w);
+    };
+    let probe = store.probe(focal, std::mem::take(&mut scratch.coarse), side)?;
+    let Some(probe) = probe else {
+        let raw = raw_components_from(memory, now, params, &[]);
+        return Ok(top_n(raw.scores(w), n));
+    };
+    scratch.ids = raw.ids;
+    scratch.recency = raw.recency;
+    scratch.importance = raw.importance;
+    gather_intervals(scratch, &probe.coarse);
     let top = if scratch.ids.is_empty() || n == 0 {
         Vec::new()
     } else {
-        ranked(scratch, memory, &probe, n, w, ends)
+        ranked(scratch, store, &probe, n, w)
     };
     scratch.coarse = probe.coarse;
     Ok(top)
 }
 
-/// Steps 1–3 of [`bounded_top_n`] over the candidates in `scratch`; `[best_low, worst_high]`
-/// are the largest lower and smallest upper end of their int4 intervals.
+/// Steps 1–3 of [`bounded_top_n`] over the candidates in `scratch`.
 fn ranked(
     scratch: &mut Scratch,
-    memory: &AssociativeMemory,
+    store: &EmbeddingStore,
     probe: &RelevanceProbe,
     n: usize,
     w: RetrievalWeights,
-    [best_low, worst_high]: [f32; 2],
 ) -> Vec<NodeId> {
-    let store = memory.embeddings();
-    let cols = &memory.columns;
     let Scratch {
         ids,
         recency,
         importance,
+        rows,
         intervals,
+        levels,
         may_be_largest,
         may_be_smallest,
-        lows,
-        highs,
+        ends,
         kept,
-        pending,
+        settle: buffers,
+        smallest: side_search,
         ..
     } = scratch;
-    let (ids, recency, importance, intervals) = (&*ids, &*recency, &*importance, &*intervals);
-    let row_of = |k: u32| {
-        let id = ids.get(k as usize).copied().unwrap_or_default();
-        cols.row.get(id as usize).copied().unwrap_or_default() as usize
+    let (ids, recency, importance) = (&*ids, &*recency, &*importance);
+    let mut relevance = Narrowing {
+        store,
+        probe,
+        rows,
+        intervals,
+        levels,
     };
-    let id_of = |k: u32| ids.get(k as usize).copied().unwrap_or_default();
-    let interval_of = |k: u32| intervals.get(k as usize).copied().unwrap_or([0.0; 2]);
-    // Where a candidate starts: its int4 interval, or its exact value when its row is past the
-    // store's end (it reads 0).
-    let start_level = |k: u32| {
-        if row_of(k) < probe.coarse.len() {
-            Level::Coarse
-        } else {
-            Level::Exact
-        }
-    };
-    // Narrows candidate `k`'s interval from `level` to the next.
-    let refine = |k: u32, level: Level| -> [f32; 2] {
-        let [lo, hi] = interval_of(k);
-        match level {
-            Level::Coarse => {
-                let [fine_lo, fine_hi] = store.fine_interval(probe, row_of(k));
-                // Both intervals hold the exact cosine: so does their intersection.
-                [fine_lo.max(lo), fine_hi.min(hi)]
-            }
-            Level::Fine | Level::Exact => {
-                let exact = store.exact_relevance(&probe.query, row_of(k));
-                [exact, exact]
-            }
-        }
-    };
-    let warm = |pending: &Pending| store.warm(row_of(pending.k), pending.level == Level::Fine);
 
     // 1–2: the exact ends of the relevance range.
-    // `view` maps an interval to the search's direction (the identity for the largest,
-    // `[-hi, -lo]` for the smallest, negated back); `best_low` is the largest viewed lower end.
-    let mut extreme = |may_be: &[u32], view: fn([f32; 2]) -> [f32; 2], best_low: f32| -> f32 {
-        pending.clear();
-        pending.extend(may_be.iter().filter_map(|&k| {
-            let high = view(interval_of(k))[1];
-            (high >= best_low).then(|| Pending::new(high, 0, k, start_level(k)))
-        }));
-        let mut heap = BinaryHeap::from(std::mem::take(pending));
-        let mut found = best_low;
-        best_first(
-            &mut heap,
-            1,
-            warm,
-            |p| Pending::new(view(refine(p.k, p.level))[1], 0, p.k, p.level.next()),
-            |p| found = p.key,
-        );
-        *pending = heap.into_vec();
-        found
-    };
-    let largest = extreme(may_be_largest, |interval| interval, best_low);
-    let smallest = -extreme(may_be_smallest, |[lo, hi]| [-hi, -lo], -worst_high);
-    let relevance = Range::new(smallest, largest);
+    let [smallest, largest] = range_ends(
+        &mut relevance,
+        [may_be_smallest, may_be_largest],
+        *ends,
+        buffers,
+        side_search,
+    );
+    let range = Range::new(smallest, largest);
 
     // 3: the top n.
     // The score as the exact scan computes it, term by term in the same order (so the same
     // bits): `(recency term + relevance term) + importance term`.
-    let term = |relevance_value: f32| w.relevance * relevance.apply(relevance_value);
-    // The score rises with relevance for a non-negative weight and falls for a negative one;
-    // `+ 0.0` makes a −0 bound +0, so `total_cmp` never ranks a bound below an equal score.
+    let term = |relevance_value: f32| w.relevance * range.apply(relevance_value);
+    // The score rises with relevance for a non-negative weight and falls for a negative one.
     let rising = w.relevance >= 0.0;
     let span = |r: f32, i: f32, [lo, hi]: [f32; 2]| -> [f32; 2] {
         let (a, b) = ((r + term(lo)) + i, (r + term(hi)) + i);
-        if rising { [a, b + 0.0] } else { [b, a + 0.0] }
+        if rising { [a, b] } else { [b, a] }
     };
     let terms_of = |k: u32| {
         let k = k as usize;
@@ -392,195 +392,582 @@ fn ranked(
             importance.get(k).copied().unwrap_or_default(),
         )
     };
-    let score = |k: u32, relevance_value: f32| {
-        let (r, i) = terms_of(k);
-        (r + term(relevance_value)) + i
-    };
-    // Every candidate's bounds, in a pass the compiler vectorises; `L`, the n-th best lower
+    // Every candidate's bounds, in passes the compiler vectorises; `L`, the n-th best lower
     // bound (every candidate counts when there are at most n); then the candidates whose upper
-    // bound reaches `L`.
-    lows.clear();
-    lows.resize(intervals.len(), 0.0);
-    highs.clear();
-    highs.resize(intervals.len(), 0.0);
-    for ((((low, high), &r), &i), &interval) in lows
-        .iter_mut()
-        .zip(highs.iter_mut())
-        .zip(recency)
-        .zip(importance)
-        .zip(intervals)
-    {
-        [*low, *high] = span(r, i, interval);
+    // bound reaches `L` (a few in a hundred: a branch that is rarely taken).
+    let SettleBuffers {
+        lows, highs, nth, ..
+    } = buffers;
+    // The lower bound takes the lower end of the relevance interval when the score rises with
+    // relevance, the upper end when it falls; the upper bound the other.
+    let intervals = &*relevance.intervals;
+    let parts = (recency.as_slice(), importance.as_slice(), intervals);
+    if rising {
+        score_bounds::<0>(lows, parts, w.relevance, range);
+        score_bounds::<1>(highs, parts, w.relevance, range);
+    } else {
+        score_bounds::<1>(lows, parts, w.relevance, range);
+        score_bounds::<0>(highs, parts, w.relevance, range);
     }
     let threshold = if ids.len() <= n {
         f32::NEG_INFINITY
     } else {
-        nth_largest(lows, n)
+        nth_largest(lows, n, |low| low, nth)
     };
-    select(kept, highs, |high| high >= threshold);
-    pending.clear();
-    pending.extend(kept.iter().map(|&k| match start_level(k) {
-        // Exact already: its key is its score, not a bound.
-        Level::Exact => Pending::new(score(k, interval_of(k)[0]), id_of(k), k, Level::Exact),
-        level => {
-            let high = highs.get(k as usize).copied().unwrap_or_default();
-            Pending::new(high, id_of(k), k, level)
-        }
-    }));
-    let mut heap = BinaryHeap::from(std::mem::take(pending));
-    let mut top = Vec::with_capacity(n);
-    best_first(
-        &mut heap,
-        n,
-        warm,
-        |p| {
-            let interval = refine(p.k, p.level);
-            let next = p.level.next();
-            let key = if next == Level::Exact {
-                score(p.k, interval[0])
-            } else {
-                let (r, i) = terms_of(p.k);
-                span(r, i, interval)[1]
-            };
-            Pending::new(key, p.id, p.k, next)
-        },
-        |p| top.push(NodeId(p.id)),
-    );
-    *pending = heap.into_vec();
-    top
-}
-
-/// Sets `out` to the indices of the `values` that pass `keep`, in order.
-///
-/// Branch-free: each index is written and the length advanced by whether it passes, so a test
-/// that passes for a few scattered values costs no mispredicted branches.
-fn select<T: Copy>(out: &mut Vec<u32>, values: &[T], keep: impl Fn(T) -> bool) {
-    out.clear();
-    out.resize(values.len(), 0);
-    let mut len = 0;
-    for (k, &value) in values.iter().enumerate() {
-        if let Some(slot) = out.get_mut(len) {
-            *slot = k as u32;
-        }
-        len += usize::from(keep(value));
-    }
-    out.truncate(len);
-}
-
-/// The `n`-th largest of `values` (`n ≥ 1`, at most `values.len()`): a heap of the `n` best
-/// so far (a [`Ranked`] heap keeps its worst on top), which most values pass after one
-/// comparison with that worst.
-fn nth_largest(values: &[f32], n: usize) -> f32 {
-    let mut best: BinaryHeap<Ranked> = BinaryHeap::with_capacity(n + 1);
-    let mut floor = f32::NEG_INFINITY;
-    for &value in values {
-        if best.len() < n {
-            best.push(Ranked(value, 0));
-            if best.len() == n {
-                floor = best.peek().map_or(floor, |worst| worst.0);
-            }
-        } else if value > floor {
-            if let Some(mut worst) = best.peek_mut() {
-                *worst = Ranked(value, 0);
-            }
-            floor = best.peek().map_or(floor, |worst| worst.0);
+    kept.clear();
+    for (k, &high) in highs.iter().enumerate() {
+        if high >= threshold {
+            kept.push(k as u32);
         }
     }
-    floor
+    settle(kept, n, &mut relevance, buffers, |k, interval| {
+        let (r, i) = terms_of(k);
+        span(r, i, interval)
+    });
+    // Every candidate kept is exact now, and every one that can be in the top n is kept.
+    let mut scored: Vec<(f32, u32)> = kept
+        .iter()
+        .map(|&k| {
+            let (r, i) = terms_of(k);
+            let id = ids.get(k as usize).copied().unwrap_or_default();
+            ((r + term(relevance.interval(k)[0])) + i, id)
+        })
+        .collect();
+    scored.sort_unstable_by(by_rank);
+    scored
+        .into_iter()
+        .take(n)
+        .map(|(_, id)| NodeId(id))
+        .collect()
 }
 
-/// Candidates refined together in a best-first search (see [`best_first`]).
-const REFINE_BATCH: usize = 16;
-
-/// Takes `wanted` exact items off `heap`, best first, refining the rest as it must.
-///
-/// The best item, when exact, is the next result: every bound left is no better. Otherwise it
-/// and up to [`REFINE_BATCH`]` − 1` more inexact items behind it are refined together — first
-/// `warm` touches the memory each refinement reads, so the rows' cache misses overlap instead
-/// of coming one after another — and pushed back with their narrower bounds. Refining a few
-/// more than strictly needed changes no result.
-fn best_first(
-    heap: &mut BinaryHeap<Pending>,
-    wanted: usize,
-    warm: impl Fn(&Pending) -> u32,
-    refine: impl Fn(Pending) -> Pending,
-    mut take: impl FnMut(Pending),
+/// Sets `out` to every candidate's score with relevance at end `END` (0: lower, 1: upper) of
+/// its interval — `(recency + w · range.apply(relevance)) + importance`, the exact scan's
+/// formula term by term — from `(recency, importance, intervals)`, in a loop the compiler
+/// vectorises (the flat range taken out of it).
+fn score_bounds<const END: usize>(
+    out: &mut Vec<f32>,
+    (recency, importance, intervals): (&[f32], &[f32], &[[f32; 2]]),
+    w: f32,
+    range: Range,
 ) {
-    let mut taken = 0;
-    let mut batch: Vec<Pending> = Vec::with_capacity(REFINE_BATCH);
-    while taken < wanted
-        && let Some(best) = heap.pop()
-    {
-        if best.level == Level::Exact {
-            take(best);
-            taken += 1;
+    let ends = intervals.iter().map(|interval| interval[END & 1]);
+    let parts = recency.iter().zip(importance).zip(ends);
+    out.clear();
+    let min = range.min;
+    match range.inv_span {
+        Some(inv) => out.extend(parts.map(|((&r, &i), v)| (r + w * ((v - min) * inv)) + i)),
+        None => out.extend(parts.map(|((&r, &i), _)| (r + w * 0.5) + i)),
+    }
+}
+
+/// The candidates' relevance as far as it is known, and what narrows it.
+struct Narrowing<'a> {
+    store: &'a EmbeddingStore,
+    probe: &'a RelevanceProbe,
+    /// Per candidate, its embedding row.
+    rows: &'a [u32],
+    /// Per candidate, an interval that holds its exact relevance.
+    intervals: &'a mut [[f32; 2]],
+    /// Per candidate, how far its interval has been narrowed.
+    levels: &'a mut [Level],
+}
+
+impl Narrowing<'_> {
+    fn interval(&self, k: u32) -> [f32; 2] {
+        self.intervals.get(k as usize).copied().unwrap_or([0.0; 2])
+    }
+
+    fn is_exact(&self, k: u32) -> bool {
+        self.levels
+            .get(k as usize)
+            .is_none_or(|&level| level == Level::Exact)
+    }
+
+    fn row(&self, k: u32) -> usize {
+        self.rows.get(k as usize).copied().unwrap_or_default() as usize
+    }
+
+    /// Narrows every candidate of `batch` a level: int4 to int8 (the two intervals' overlap:
+    /// both hold the exact cosine), int8 to exact. The memory of the candidate
+    /// [`PREFETCH_AHEAD`] places on is asked for while one is narrowed, so the batch's cache
+    /// misses overlap instead of coming one after another.
+    fn narrow(&mut self, batch: &[(f32, u32)]) {
+        let prefetch = |narrowing: &Self, k: u32| {
+            let exact = narrowing.levels.get(k as usize) == Some(&Level::Fine);
+            narrowing.store.prefetch(narrowing.row(k), exact);
+        };
+        for &(_, k) in batch.iter().take(PREFETCH_AHEAD) {
+            prefetch(self, k);
+        }
+        for (i, &(_, k)) in batch.iter().enumerate() {
+            if let Some(&(_, ahead)) = batch.get(i + PREFETCH_AHEAD) {
+                prefetch(self, ahead);
+            }
+            let row = self.row(k);
+            let (Some(interval), Some(level)) = (
+                self.intervals.get_mut(k as usize),
+                self.levels.get_mut(k as usize),
+            ) else {
+                continue;
+            };
+            match *level {
+                Level::Coarse => {
+                    let [lo, hi] = *interval;
+                    let [fine_lo, fine_hi] = self.store.fine_interval(self.probe, row);
+                    *interval = [fine_lo.max(lo), fine_hi.min(hi)];
+                    *level = Level::Fine;
+                }
+                Level::Fine => {
+                    let exact = self.store.exact_relevance(&self.probe.query, row);
+                    *interval = [exact, exact];
+                    *level = Level::Exact;
+                }
+                Level::Exact => {}
+            }
+        }
+    }
+}
+
+/// How many candidates ahead of the one [`Narrowing::narrow`] narrows it asks for the memory
+/// of: enough misses in flight to hide most of the wait, few enough that what arrives is still
+/// in the cache when it is read.
+const PREFETCH_AHEAD: usize = 8;
+
+/// The inexact candidates the first round of [`settle`] narrows (at least `n`); each round
+/// after narrows twice as many as the one before.
+const FIRST_BATCH: usize = 16;
+
+/// Narrows the candidates in `kept` (in node order) until every one left is exact, dropping
+/// those that cannot be among the `n` best by `bounds`; every candidate of `kept` that can be
+/// among them stays, ties included, in node order.
+///
+/// `bounds(k, interval)` is candidate `k`'s key as `[low, high]` from its relevance interval,
+/// one value (up to the sign of a zero) when the interval is. Each round `L`, the `n`-th
+/// largest lower bound, is a key at least `n` candidates reach, so a candidate whose upper
+/// bound is below `L` cannot be among the best and is dropped; then of the inexact candidates
+/// left, those with the largest upper bounds are narrowed a level — best first, as a heap
+/// would give them, but a batch at a time. The batch doubles each round: the first rounds
+/// raise `L` with few refinements, and the few left after are done in a few rounds.
+/// Comparisons are numeric (−0 = +0), so a candidate dropped is below `n` others however the
+/// final ranking orders equal keys.
+fn settle(
+    kept: &mut Vec<u32>,
+    n: usize,
+    relevance: &mut Narrowing<'_>,
+    buffers: &mut SettleBuffers,
+    bounds: impl Fn(u32, [f32; 2]) -> [f32; 2],
+) {
+    let SettleBuffers {
+        lows,
+        highs,
+        batch,
+        nth,
+        ..
+    } = buffers;
+    let mut batch_size = FIRST_BATCH.max(n);
+    loop {
+        lows.clear();
+        highs.clear();
+        for &k in kept.iter() {
+            let [low, high] = bounds(k, relevance.interval(k));
+            lows.push(low);
+            highs.push(high);
+        }
+        let threshold = if kept.len() <= n {
+            f32::NEG_INFINITY
+        } else {
+            nth_largest(lows, n, |low| low, nth)
+        };
+        batch.clear();
+        let mut len = 0;
+        for (i, &high) in highs.iter().enumerate() {
+            let Some(&k) = kept.get(i) else { break };
+            if high >= threshold {
+                if let Some(slot) = kept.get_mut(len) {
+                    *slot = k;
+                }
+                len += 1;
+                if !relevance.is_exact(k) {
+                    batch.push((high, k));
+                }
+            }
+        }
+        kept.truncate(len);
+        if batch.is_empty() {
+            return;
+        }
+        if batch.len() > batch_size {
+            batch.select_nth_unstable_by(batch_size - 1, |a, b| b.0.total_cmp(&a.0));
+            batch.truncate(batch_size);
+            // In node order (see `range_ends`).
+            batch.sort_unstable_by_key(|&(_, k)| k);
+        }
+        relevance.narrow(batch);
+        batch_size = batch_size.saturating_mul(2);
+    }
+}
+
+/// Values per block in [`nth_largest`]'s first pass.
+const NTH_BLOCK: usize = 64;
+
+/// The `n`-th largest `key` of `values` (`n ≥ 1`, at most `values.len()`; by value, so −0 and
+/// +0 count as equal), with `scratch` to work in.
+///
+/// The `n`-th largest of the blocks' maxima is reached by `n` values (one a block), so it is
+/// no larger than the answer: only the values that reach it — a few more than `n`, unless many
+/// are equal — are kept and the answer is picked among them. The maxima are taken in eight
+/// lanes, a loop the compiler vectorises.
+fn nth_largest<T: Copy>(
+    values: &[T],
+    n: usize,
+    key: impl Fn(T) -> f32,
+    scratch: &mut Vec<f32>,
+) -> f32 {
+    let descending = |a: &f32, b: &f32| b.total_cmp(a);
+    scratch.clear();
+    if values.len() / NTH_BLOCK >= n {
+        scratch.extend(values.chunks(NTH_BLOCK).map(|block| {
+            let (lanes, tail) = block.as_chunks::<8>();
+            let mut max = [f32::NEG_INFINITY; 8];
+            for lane in lanes {
+                for (m, &v) in max.iter_mut().zip(lane) {
+                    *m = m.max(key(v));
+                }
+            }
+            tail.iter()
+                .map(|&v| key(v))
+                .chain(max)
+                .fold(f32::NEG_INFINITY, f32::max)
+        }));
+        scratch.select_nth_unstable_by(n - 1, descending);
+        let floor = scratch.get(n - 1).copied().unwrap_or(f32::NEG_INFINITY);
+        scratch.clear();
+        scratch.extend(values.iter().map(|&v| key(v)).filter(|&v| v >= floor));
+    } else {
+        scratch.extend(values.iter().map(|&v| key(v)));
+    }
+    if scratch.len() < n {
+        return f32::NEG_INFINITY;
+    }
+    scratch.select_nth_unstable_by(n - 1, descending);
+    scratch.get(n - 1).copied().unwrap_or(f32::NEG_INFINITY)
+}
+
+/// Steps 1–2 of [`bounded_top_n`]: the smallest and the largest exact relevance of the
+/// candidates, `[smallest, largest]`, given the worst upper and best lower end of their
+/// intervals (`ends`) and each block's extents in `buffers` (as [`gather_intervals`] leaves
+/// them). `lists` are buffers for the candidates that may hold each end.
+///
+/// First the [`FIRST_BATCH`] candidates whose intervals reach lowest and the as many reaching
+/// highest are narrowed, which brings the worst upper (best lower) end close to the answer;
+/// then only the candidates whose intervals reach past it can hold it — a few hundred of
+/// 100,000 in the bench, where the int4 intervals alone leave some ten thousand — and
+/// [`settle`] narrows those. Every candidate that holds the smallest (largest) value is among
+/// them, so the first of them in node order is the one the exact scan's running minimum
+/// (maximum) settles on.
+///
+/// The candidates are read in blocks of [`NTH_BLOCK`], with each block's lowest lower and
+/// highest upper end: the `FIRST_BATCH`-th lowest of those minima
+/// (highest of the maxima) is reached by as many candidates, one a block, so the candidates
+/// to narrow first are among the few that reach it; and a block whose ends reach neither
+/// bound is skipped when the candidates that may hold the range's ends are listed (narrowing
+/// only shrinks intervals). With a second core and at least [`PARALLEL_RANGE_MIN`] candidates
+/// that may hold the smallest value, the two searches run at once ([`smallest_aside`]).
+fn range_ends(
+    relevance: &mut Narrowing<'_>,
+    [may_be_smallest, may_be_largest]: [&mut Vec<u32>; 2],
+    [mut worst_high, mut best_low]: [f32; 2],
+    buffers: &mut SettleBuffers,
+    side: &mut SideSearch,
+) -> [f32; 2] {
+    let first = FIRST_BATCH.min(relevance.intervals.len());
+    let SettleBuffers {
+        lows,
+        highs,
+        batch,
+        others,
+        nth,
+    } = &mut *buffers;
+    // What the `first` lowest lower and highest upper ends reach at least.
+    let (floor_low, floor_high) = if lows.len() >= first {
+        (
+            -nth_largest(lows, first, |low| -low, nth),
+            nth_largest(highs, first, |high| high, nth),
+        )
+    } else {
+        (f32::INFINITY, f32::NEG_INFINITY)
+    };
+    batch.clear();
+    others.clear();
+    for (k, &[lo, hi]) in relevance.intervals.iter().enumerate() {
+        if lo <= floor_low {
+            others.push((-lo, k as u32));
+        }
+        if hi >= floor_high {
+            batch.push((hi, k as u32));
+        }
+    }
+    for list in [&mut *batch, &mut *others] {
+        if list.len() > first {
+            list.select_nth_unstable_by(first - 1, |a, b| b.0.total_cmp(&a.0));
+            list.truncate(first);
+        }
+    }
+    batch.append(others);
+    // In node order (rows are mostly in node order, and memory read in order is read faster),
+    // each candidate once.
+    batch.sort_unstable_by_key(|&(_, k)| k);
+    batch.dedup_by_key(|&mut (_, k)| k);
+    relevance.narrow(batch);
+    // Narrowing only raised lower ends and lowered upper ones.
+    for &(_, k) in batch.iter() {
+        let [lo, hi] = relevance.interval(k);
+        best_low = best_low.max(lo);
+        worst_high = worst_high.min(hi);
+    }
+    may_be_smallest.clear();
+    may_be_largest.clear();
+    let blocks = relevance
+        .intervals
+        .chunks(NTH_BLOCK)
+        .zip(lows.iter().zip(highs.iter()));
+    for (b, (block, (&block_lo, &block_hi))) in blocks.enumerate() {
+        if block_lo > worst_high && block_hi < best_low {
             continue;
         }
-        batch.push(best);
-        while batch.len() < REFINE_BATCH
-            && let Some(next) = heap.peek_mut()
-            && next.level != Level::Exact
-        {
-            batch.push(std::collections::binary_heap::PeekMut::pop(next));
+        for (j, &[lo, hi]) in block.iter().enumerate() {
+            let k = (b * NTH_BLOCK + j) as u32;
+            if lo <= worst_high {
+                may_be_smallest.push(k);
+            }
+            if hi >= best_low {
+                may_be_largest.push(k);
+            }
         }
-        let touched = batch.iter().fold(0, |t, p| t ^ warm(p));
-        std::hint::black_box(touched);
-        heap.extend(batch.drain(..).map(&refine));
     }
+    let lowest_first = |_: u32, [lo, hi]: [f32; 2]| [-hi, -lo];
+    let smallest = if may_be_smallest.len() >= PARALLEL_RANGE_MIN && parallel_range() {
+        smallest_aside(relevance, may_be_smallest, may_be_largest, buffers, side)
+    } else {
+        settle(may_be_smallest, 1, relevance, buffers, lowest_first);
+        settle(may_be_largest, 1, relevance, buffers, |_, interval| {
+            interval
+        });
+        may_be_smallest
+            .iter()
+            .map(|&k| relevance.interval(k)[0])
+            .fold(f32::INFINITY, |lo, v| if v < lo { v } else { lo })
+    };
+    let largest = may_be_largest
+        .iter()
+        .map(|&k| relevance.interval(k)[0])
+        .fold(f32::NEG_INFINITY, |hi, v| if v > hi { v } else { hi });
+    [smallest, largest]
 }
 
-/// Fills `scratch`'s candidate columns from `raw` (the candidates with their raw recency and
-/// importance, as [`candidate_parts`] picks them): `w.recency × normalised recency`,
-/// `w.importance × normalised importance`, the int4 relevance interval (a row past the store's
-/// end reads 0, exactly), and the candidates that may hold the largest or smallest relevance
-/// (whose interval reaches past the best lower, or worst upper, end). Returns those two ends,
-/// `[best_low, worst_high]`.
-fn candidate_terms(
-    scratch: &mut Scratch,
-    mut raw: Raw,
+/// From this many candidates that may hold the smallest relevance on, [`range_ends`] narrows
+/// them on a thread of its own while it narrows those that may hold the largest: starting and
+/// joining a thread (some tens of microseconds) is then worth it. At 100,000 memories of 384
+/// dimensions there are some 300 to 400; at 10,000 about a hundred, fewer than it takes.
+const PARALLEL_RANGE_MIN: usize = 200;
+
+/// Whether a second core may search for the smallest relevance (more than one core).
+fn parallel_range() -> bool {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())) > 1
+}
+
+/// The two searches of [`range_ends`] at once: the candidates of `may_be_smallest` are copied
+/// into `side` and settled there on another thread, while this one settles `may_be_largest`
+/// in place; then whatever the other thread narrowed is written back (a candidate in both lists
+/// is narrowed to the same interval at each level either way, so the further narrowed one is
+/// kept). Returns the smallest relevance: the first smallest exact value in node order, as the
+/// sequential search gives. If the thread cannot be started (or fails), this one does its work.
+fn smallest_aside(
+    relevance: &mut Narrowing<'_>,
+    may_be_smallest: &[u32],
+    may_be_largest: &mut Vec<u32>,
+    buffers: &mut SettleBuffers,
+    side: &mut SideSearch,
+) -> f32 {
+    let lowest_first = |_: u32, [lo, hi]: [f32; 2]| [-hi, -lo];
+    let SideSearch {
+        rows,
+        intervals,
+        levels,
+        kept,
+        settle: side_buffers,
+    } = side;
+    rows.clear();
+    intervals.clear();
+    levels.clear();
+    for &k in may_be_smallest.iter() {
+        rows.push(relevance.rows.get(k as usize).copied().unwrap_or_default());
+        intervals.push(relevance.interval(k));
+        levels.push(
+            relevance
+                .levels
+                .get(k as usize)
+                .copied()
+                .unwrap_or(Level::Exact),
+        );
+    }
+    kept.clear();
+    kept.extend(0..may_be_smallest.len() as u32);
+    let (store, probe, rows) = (relevance.store, relevance.probe, rows.as_slice());
+    let mut search = |kept: &mut Vec<u32>, intervals: &mut [[f32; 2]], levels: &mut [Level]| {
+        let mut local = Narrowing {
+            store,
+            probe,
+            rows,
+            intervals,
+            levels,
+        };
+        settle(kept, 1, &mut local, side_buffers, lowest_first);
+    };
+    let done = std::thread::scope(|scope| {
+        let helper = std::thread::Builder::new()
+            .name("relevance-range".into())
+            .spawn_scoped(scope, || search(kept, intervals, levels));
+        settle(may_be_largest, 1, relevance, buffers, |_, interval| {
+            interval
+        });
+        helper.is_ok_and(|helper| helper.join().is_ok())
+    });
+    if !done {
+        // Start over from what is narrowed (narrowing only ever makes an interval tighter).
+        kept.clear();
+        kept.extend(0..may_be_smallest.len() as u32);
+        search(kept, intervals, levels);
+    }
+    for ((&k, &interval), &level) in may_be_smallest.iter().zip(&*intervals).zip(&*levels) {
+        let k = k as usize;
+        if let (Some(slot), Some(known)) =
+            (relevance.intervals.get_mut(k), relevance.levels.get_mut(k))
+            && level > *known
+        {
+            *slot = interval;
+            *known = level;
+        }
+    }
+    // `kept` holds places in `may_be_smallest`, in node order.
+    kept.iter()
+        .map(|&j| {
+            intervals
+                .get(j as usize)
+                .map_or(0.0, |interval| interval[0])
+        })
+        .fold(f32::INFINITY, |lo, v| if v < lo { v } else { lo })
+}
+
+/// What a bounded retrieval needs of the candidates besides their relevance, found while the
+/// int4 scan runs (see [`EmbeddingStore::probe`]): in `raw` (the candidates as
+/// [`fill_candidate_parts`] leaves them) the recency and importance terms,
+/// `w.recency × normalised recency` and `w.importance × normalised importance`; and each
+/// candidate's row, and its level — int4 for now, exact for a row past the store's end (whose
+/// relevance reads 0, exactly).
+fn candidate_columns(
+    raw: &mut Raw,
+    rows: &mut Vec<u32>,
+    levels: &mut Vec<Level>,
     memory: &AssociativeMemory,
     w: RetrievalWeights,
-    coarse: &[[f32; 2]],
-) -> [f32; 2] {
+) {
     let (rec, imp) = (raw.recency_range(), raw.importance_range());
-    for r in &mut raw.recency {
-        *r = w.recency * rec.apply(*r);
-    }
-    for i in &mut raw.importance {
-        *i = w.importance * imp.apply(*i);
-    }
+    scale_normalised(&mut raw.recency, w.recency, rec);
+    scale_normalised(&mut raw.importance, w.importance, imp);
     let cols = &memory.columns;
-    scratch.intervals.clear();
-    scratch.may_be_largest.clear();
-    scratch.may_be_smallest.clear();
-    // A plain gather first (its reads stream, even where another core wrote the intervals),
-    // then the ends, then the lists, over intervals now in this core's cache.
-    scratch.intervals.extend(raw.ids.iter().map(|&id| {
-        let row = cols.row.get(id as usize).copied().unwrap_or_default() as usize;
-        coarse.get(row).copied().unwrap_or([0.0; 2])
-    }));
-    let (best_low, worst_high) = scratch.intervals.iter().fold(
-        (f32::NEG_INFINITY, f32::INFINITY),
-        |(best_low, worst_high), &[lo, hi]| (best_low.max(lo), worst_high.min(hi)),
+    rows.clear();
+    rows.extend(
+        raw.ids
+            .iter()
+            .map(|&id| cols.row.get(id as usize).copied().unwrap_or_default()),
     );
-    select(
-        &mut scratch.may_be_largest,
-        &scratch.intervals,
-        |[_, hi]| hi >= best_low,
-    );
-    select(
-        &mut scratch.may_be_smallest,
-        &scratch.intervals,
-        |[lo, _]| lo <= worst_high,
-    );
-    scratch.ids = raw.ids;
-    scratch.recency = raw.recency;
-    scratch.importance = raw.importance;
-    [best_low, worst_high]
+    let stored = memory.embeddings().len();
+    levels.clear();
+    levels.resize(rows.len(), Level::Coarse);
+    for (level, &row) in levels.iter_mut().zip(rows.iter()) {
+        if row as usize >= stored {
+            *level = Level::Exact;
+        }
+    }
 }
 
-/// How far a candidate's relevance has been narrowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Each candidate's int4 interval (`coarse[row]`; `[0, 0]` for a row past the store's end),
+/// into `scratch.intervals`, with the worst upper and the best lower end of them all
+/// (`scratch.ends`) and, per block of [`NTH_BLOCK`] candidates, the lowest lower and highest
+/// upper end (`scratch.settle.lows` and `highs`, for [`range_ends`]) — one pass, the extents
+/// in eight lanes the compiler vectorises.
+fn gather_intervals(scratch: &mut Scratch, coarse: &[[f32; 2]]) {
+    let Scratch {
+        rows,
+        intervals,
+        ends,
+        settle,
+        ..
+    } = scratch;
+    intervals.clear();
+    intervals.extend(
+        rows.iter()
+            .map(|&row| coarse.get(row as usize).copied().unwrap_or([0.0; 2])),
+    );
+    settle.lows.clear();
+    settle.highs.clear();
+    // Per lane, over every block: the lowest upper end and the highest lower end.
+    let (mut worst, mut best) = ([f32::INFINITY; 8], [f32::NEG_INFINITY; 8]);
+    for block in intervals.chunks(NTH_BLOCK) {
+        let (lanes, tail) = block.as_chunks::<8>();
+        let mut lo8 = [f32::INFINITY; 8];
+        let mut hi8 = [f32::NEG_INFINITY; 8];
+        let mut worst8 = [f32::INFINITY; 8];
+        let mut best8 = [f32::NEG_INFINITY; 8];
+        for lane in lanes {
+            for (j, &[lo, hi]) in lane.iter().enumerate() {
+                lo8[j] = lo8[j].min(lo);
+                hi8[j] = hi8[j].max(hi);
+                worst8[j] = worst8[j].min(hi);
+                best8[j] = best8[j].max(lo);
+            }
+        }
+        for &[lo, hi] in tail {
+            lo8[0] = lo8[0].min(lo);
+            hi8[0] = hi8[0].max(hi);
+            worst8[0] = worst8[0].min(hi);
+            best8[0] = best8[0].max(lo);
+        }
+        settle
+            .lows
+            .push(lo8.iter().fold(f32::INFINITY, |m, &v| m.min(v)));
+        settle
+            .highs
+            .push(hi8.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)));
+        for j in 0..8 {
+            worst[j] = worst[j].min(worst8[j]);
+            best[j] = best[j].max(best8[j]);
+        }
+    }
+    *ends = [
+        worst.iter().fold(f32::INFINITY, |m, &v| m.min(v)),
+        best.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)),
+    ];
+}
+
+/// `values[i] = weight × range.apply(values[i])` for every value, the flat case taken out of
+/// the loop so the compiler vectorises it (the same numbers as `apply`).
+fn scale_normalised(values: &mut [f32], weight: f32, range: Range) {
+    match range.inv_span {
+        Some(inv) => {
+            for v in values {
+                *v = weight * ((*v - range.min) * inv);
+            }
+        }
+        None => values.fill(weight * 0.5),
+    }
+}
+
+/// How far a candidate's relevance has been narrowed (in that order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
     /// The int4 interval.
     Coarse,
@@ -588,55 +975,6 @@ enum Level {
     Fine,
     /// The exact cosine.
     Exact,
-}
-
-impl Level {
-    fn next(self) -> Self {
-        match self {
-            Self::Coarse => Self::Fine,
-            Self::Fine | Self::Exact => Self::Exact,
-        }
-    }
-}
-
-/// A candidate waiting in a best-first search: its current bound (an exact value once `level`
-/// is `Exact`), ordered by bound, then the newer node, so the heap's top is the best.
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    key: f32,
-    id: u32,
-    /// The candidate's index.
-    k: u32,
-    level: Level,
-}
-
-impl Pending {
-    fn new(key: f32, id: u32, k: u32, level: Level) -> Self {
-        Self { key, id, k, level }
-    }
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
-    }
-}
-
-impl Eq for Pending {}
-
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key
-            .total_cmp(&other.key)
-            .then(self.id.cmp(&other.id))
-            .then(self.k.cmp(&other.k))
-    }
 }
 
 /// [`new_retrieve`] for several focal points, in order, as Smallville does it: each retrieval
@@ -741,7 +1079,7 @@ fn top_n(scored: impl IntoIterator<Item = (f32, u32)>, n: usize) -> Vec<NodeId> 
     if n == 0 {
         return Vec::new();
     }
-    let mut best: std::collections::BinaryHeap<Ranked> = std::collections::BinaryHeap::new();
+    let mut best: BinaryHeap<Ranked> = BinaryHeap::new();
     for (score, id) in scored {
         let candidate = Ranked(score, id);
         if best.len() < n {
@@ -878,44 +1216,48 @@ fn fill_candidate_parts(
     let now_s = epoch_seconds(now);
     let ln_decay = params.ln_decay();
     let cols = &memory.columns;
-    raw.ids.clear();
+    // `ids` is sized below, every slot kept written first.
     raw.recency.clear();
     raw.relevance.clear();
     raw.importance.clear();
     // No candidates: never applied.
     raw.ranges = [Range::new(0.0, 0.0); 3];
-    // The candidates first, with cheap integer extents; then each component in a pass of its
-    // own over them (simple gathers, and a recency pass the compiler vectorises).
+    // The candidates first, in a branch-free pass (a memory is left out at random, idle or
+    // expired, so a branch would be mispredicted often); then each component in a pass of its
+    // own over them: simple gathers with the extents, and a recency pass the compiler
+    // vectorises.
+    let now_ok = |expiration: i64| expiration > now_s;
+    let len = cols.candidate.len().min(cols.expiration.len());
+    raw.ids.resize(len, 0);
+    let slots = raw.ids.as_mut_slice();
+    let mut kept = 0;
+    for (i, (&candidate, &expiration)) in cols.candidate.iter().zip(&cols.expiration).enumerate() {
+        if let Some(slot) = slots.get_mut(kept) {
+            *slot = i as u32;
+        }
+        kept += usize::from(candidate & now_ok(expiration));
+    }
+    raw.ids.truncate(kept);
     let hours_since = |accessed: i64| (now_s - accessed).max(0) as f32 / 3600.0;
     let (mut accessed_lo, mut accessed_hi) = (i64::MAX, i64::MIN);
-    let (mut poignancy_lo, mut poignancy_hi) = (u8::MAX, u8::MIN);
-    for (i, ((&candidate, &expiration), (&accessed, &poignancy))) in cols
-        .candidate
-        .iter()
-        .zip(&cols.expiration)
-        .zip(cols.last_accessed.iter().zip(&cols.poignancy))
-        .enumerate()
-    {
-        if candidate && expiration > now_s {
-            accessed_lo = accessed_lo.min(accessed);
-            accessed_hi = accessed_hi.max(accessed);
-            poignancy_lo = poignancy_lo.min(poignancy);
-            poignancy_hi = poignancy_hi.max(poignancy);
-            raw.ids.push(i as u32);
-        }
-    }
-    let column = |values: &[i64], i: u32| values.get(i as usize).copied().unwrap_or_default();
     // A last_accessed in the future (an edited save) counts as "just now".
-    raw.recency.extend(
-        raw.ids
-            .iter()
-            .map(|&i| hours_since(column(&cols.last_accessed, i)) * ln_decay),
-    );
-    raw.importance.extend(
-        raw.ids
-            .iter()
-            .map(|&i| f32::from(cols.poignancy.get(i as usize).copied().unwrap_or_default())),
-    );
+    raw.recency.extend(raw.ids.iter().map(|&i| {
+        let accessed = cols
+            .last_accessed
+            .get(i as usize)
+            .copied()
+            .unwrap_or_default();
+        accessed_lo = accessed_lo.min(accessed);
+        accessed_hi = accessed_hi.max(accessed);
+        hours_since(accessed) * ln_decay
+    }));
+    let (mut poignancy_lo, mut poignancy_hi) = (u8::MAX, u8::MIN);
+    raw.importance.extend(raw.ids.iter().map(|&i| {
+        let poignancy = cols.poignancy.get(i as usize).copied().unwrap_or_default();
+        poignancy_lo = poignancy_lo.min(poignancy);
+        poignancy_hi = poignancy_hi.max(poignancy);
+        f32::from(poignancy)
+    }));
     for r in &mut raw.recency {
         *r = exp_non_positive(*r);
     }
@@ -985,7 +1327,8 @@ fn exp_non_positive(x: f32) -> f32 {
     // Adding and subtracting 1.5 · 2²³ rounds to the nearest integer in plain f32 arithmetic.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.0, 0.0);
-    let n = (x * LOG2_E + ROUND) - ROUND;
+    let shifted = x * LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let y = (x - n * LN_2_HI) - n * LN_2_LO;
     let p = 1.0
         + y * (1.0
@@ -993,8 +1336,14 @@ fn exp_non_positive(x: f32) -> f32 {
                 + y * (1.0 / 6.0
                     + y * (1.0 / 24.0
                         + y * (1.0 / 120.0 + y * (1.0 / 720.0 + y * (1.0 / 5040.0)))))));
-    // n ∈ [−126, 0]: 2ⁿ is a normal float with biased exponent n + 127.
-    let two_n = f32::from_bits((((n as i32) + 127) as u32) << 23);
+    // n ∈ [−126, 0]: 2ⁿ is a normal float with biased exponent n + 127. `shifted` holds n in
+    // its low bits (1.5 · 2²³ has an ulp of 1), so n + 127 is integer arithmetic on its bits: a
+    // float-to-integer conversion (`as i32`, which saturates) kept the loop from vectorising.
+    let biased = shifted
+        .to_bits()
+        .wrapping_sub(ROUND.to_bits())
+        .wrapping_add(127);
+    let two_n = f32::from_bits(biased << 23);
     // x = −87 rounds to n = −126 with p < 1, still a normal float (e^−87 ≈ 1.6e−38).
     if x <= -87.0 { 0.0 } else { two_n * p }
 }
@@ -1029,6 +1378,41 @@ mod tests {
         // The recency of SPEC §2: 0.995 per hour, 24 hours.
         let day = exp_non_positive(24.0 * 0.995f32.ln());
         assert!((day - 0.995f32.powi(24)).abs() < 1e-6, "{day}");
+    }
+
+    #[test]
+    fn fast_exp_takes_two_to_the_n_from_bits_as_a_conversion_would() {
+        // The same function with `2ⁿ` from `n as i32`, as it was written first: every result
+        // is the same, bit for bit (recency scores, and so rankings, stay as they were).
+        fn by_conversion(x: f32) -> f32 {
+            let x = x.clamp(-87.0, 0.0);
+            let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+            let y = (x - n * 0.693_359_4) - n * -2.121_944_4e-4;
+            let p = 1.0
+                + y * (1.0
+                    + y * (1.0 / 2.0
+                        + y * (1.0 / 6.0
+                            + y * (1.0 / 24.0
+                                + y * (1.0 / 120.0 + y * (1.0 / 720.0 + y * (1.0 / 5040.0)))))));
+            let two_n = f32::from_bits((((n as i32) + 127) as u32) << 23);
+            if x <= -87.0 { 0.0 } else { two_n * p }
+        }
+        let mut x = 0.5f32;
+        while x > -100.0 {
+            assert_eq!(
+                exp_non_positive(x).to_bits(),
+                by_conversion(x).to_bits(),
+                "{x}"
+            );
+            x -= 0.000_731;
+        }
+        for x in [0.0, -0.0, -87.0, -86.999, f32::NEG_INFINITY, -1e30] {
+            assert_eq!(
+                exp_non_positive(x).to_bits(),
+                by_conversion(x).to_bits(),
+                "{x}"
+            );
+        }
     }
 
     #[test]
@@ -1185,6 +1569,217 @@ mod tests {
                     let auto = new_retrieve(&mut b, &focal, now, n, &auto_params).expect("auto");
                     assert_eq!(auto, exact, "seed {seed}, weights {weights:?}, n {n}");
                 }
+            }
+        }
+    }
+
+    /// A memory for [`auto_ranks_exactly_on_random_stores`] whose store holds at least `rows`
+    /// vectors of `dim` numbers, shaped by `shape` — 0: independent random vectors; 1: near a
+    /// few centres (cosines almost equal, wide overlapping intervals); 2: half the memories
+    /// one of a few dozen vectors (one of them zero), each under a few texts, so many memories
+    /// share a row; 3: half the memories one of four vectors (two of them zero), with
+    /// poignancy and access times from a handful, so exactly equal scores are everywhere (the
+    /// first memories are of these; row 3 is one of the four). Thoughts (some expired by
+    /// `now`), idle events and chats (never candidates) are mixed in.
+    fn varied_memory(
+        seed: u64,
+        rows: usize,
+        dim: usize,
+        shape: u8,
+    ) -> (AssociativeMemory, NaiveDateTime) {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let unit =
+            |next: &mut dyn FnMut() -> u64| (next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        let distinct = match shape {
+            2 => 40,
+            3 => 4,
+            _ => 5,
+        };
+        let palette: Vec<Vec<f32>> = (0..distinct)
+            .map(|v| {
+                let zero = (shape == 2 && v == 0) || (shape == 3 && v < 2);
+                (0..dim)
+                    .map(|_| if zero { 0.0 } else { unit(&mut next) })
+                    .collect()
+            })
+            .collect();
+        let mut memory = AssociativeMemory::new("test", dim);
+        let start = at(0);
+        let mut now = start;
+        let mut i = 0usize;
+        while memory.embeddings().len() < rows {
+            i += 1;
+            if shape != 3 {
+                now += chrono::TimeDelta::seconds(30);
+            }
+            let pick = (next() % distinct as u64) as usize;
+            let shared = shape >= 2 && (i <= 8 || next() % 2 == 0);
+            let (text, vector): (String, Vec<f32>) = if shared {
+                (format!("shared {pick} {}", i % 3), palette[pick].clone())
+            } else if shape == 1 {
+                let vector = palette[pick]
+                    .iter()
+                    .map(|&c| c + 0.01 * unit(&mut next))
+                    .collect();
+                (format!("event {i}"), vector)
+            } else {
+                let vector = (0..dim).map(|_| unit(&mut next)).collect();
+                (format!("event {i}"), vector)
+            };
+            let poignancy = if shape == 3 {
+                1 + (next() % 3) as u8 * 4
+            } else {
+                1 + (next() % 10) as u8
+            };
+            let kind = if i <= 8 { 10 } else { next() % 20 };
+            let result = match kind {
+                0 => memory.add_event(
+                    NewMemory::new(
+                        now,
+                        ("lamp", "is", "idle"),
+                        format!("lamp {} is idle", i % 5),
+                    )
+                    .embedding(vector),
+                    vec![],
+                ),
+                1 => memory.add_chat(
+                    NewMemory::new(now, ("Ana", "chat with", "Ben"), format!("chat {i}"))
+                        .poignancy(poignancy)
+                        .embedding(vector),
+                    vec![],
+                ),
+                2..=5 => {
+                    let lifetime = if kind == 2 {
+                        chrono::TimeDelta::minutes(1)
+                    } else {
+                        chrono::TimeDelta::days(30)
+                    };
+                    memory.add_thought(
+                        NewMemory::new(now, ("Ana", "thinks", text.clone()), text)
+                            .poignancy(poignancy)
+                            .expires(now + lifetime)
+                            .embedding(vector),
+                        vec![],
+                    )
+                }
+                _ => memory.add_event(
+                    NewMemory::new(now, ("Ana", "is", text.clone()), text)
+                        .poignancy(poignancy)
+                        .embedding(vector),
+                    vec![],
+                ),
+            };
+            assert!(result.is_ok(), "{result:?}");
+            if next() % 9 == 0 {
+                let accessed = NodeId((next() % i as u64) as u32);
+                let when = if shape == 3 {
+                    start + chrono::TimeDelta::hours((next() % 3) as i64)
+                } else {
+                    now
+                };
+                memory.set_last_accessed(&[accessed], when);
+            }
+        }
+        (memory, now + chrono::TimeDelta::hours(2))
+    }
+
+    proptest::proptest! {
+        // Each case builds a store large enough for the int4 copy (2²⁰ numbers and more),
+        // which takes a while in a debug build: few cases, each checking several n.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(10))]
+
+        /// Auto returns the exact scan's top n — the same ids in the same order — whatever the
+        /// store holds (random, clustered, shared rows, zero vectors, exact ties), the focal
+        /// point (random, on a stored row, near one, zero), the weights (one negative, one
+        /// zero) and n.
+        #[test]
+        fn auto_ranks_exactly_on_random_stores(
+            seed in proptest::prelude::any::<u64>(),
+            dim in proptest::prop_oneof![
+                proptest::strategy::Just(64usize),
+                proptest::strategy::Just(128),
+                proptest::strategy::Just(384),
+            ],
+            extra_rows in 0usize..2_000,
+            shape in 0u8..4,
+            focal_kind in 0u8..4,
+            weights in 0usize..5,
+            n in 0usize..400,
+        ) {
+            let rows = super::super::embedding::AUTO_QUANTIZE_MIN_ELEMENTS.div_ceil(dim) + extra_rows;
+            let (memory, now) = varied_memory(seed, rows, dim, shape);
+            proptest::prop_assert!(memory.embeddings().scans_quantized(RelevancePrecision::Auto));
+            let mut state = seed ^ 0xF0CA1;
+            let mut noise = move || {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            };
+            let on = if shape >= 2 { 3 } else { rows / 3 };
+            let stored = memory.embeddings().vector(on).map(<[f32]>::to_vec);
+            let focal: Vec<f32> = match (focal_kind, stored) {
+                (0, Some(row)) => row,
+                (1, Some(row)) => row.iter().map(|&v| v + 0.001 * noise()).collect(),
+                (2, _) => vec![0.0; dim],
+                _ => (0..dim).map(|_| noise()).collect(),
+            };
+            let weights = [
+                RetrievalWeights::default(),
+                [0.0, 1.0, 0.0].into(),
+                [1.0, 0.05, 1.0].into(),
+                [0.5, -2.0, 1.0].into(),
+                [1.0, 0.0, 2.0].into(),
+            ][weights];
+            for n in [1, 30, n] {
+                let exact_params = RetrievalParams {
+                    weights,
+                    precision: RelevancePrecision::Exact,
+                    ..RetrievalParams::default()
+                };
+                let auto_params = RetrievalParams {
+                    precision: RelevancePrecision::Auto,
+                    ..exact_params
+                };
+                let exact = retrieve_unmarked(&memory, &focal, now, n, &exact_params)
+                    .map_err(|err| err.to_string());
+                let auto = retrieve_unmarked(&memory, &focal, now, n, &auto_params)
+                    .map_err(|err| err.to_string());
+                proptest::prop_assert_eq!(auto, exact, "n = {}", n);
+            }
+        }
+    }
+
+    #[test]
+    fn nth_largest_is_the_nth_of_a_full_sort() {
+        // Few distinct values (ties everywhere, both zeros among them) and many.
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut scratch = Vec::new();
+        for (len, distinct) in [(10, 3), (1_000, 5), (5_000, 1_000_000), (70_000, 40)] {
+            let values: Vec<f32> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    let v = (state % distinct) as f32 - (distinct / 2) as f32;
+                    if v == 0.0 && state.is_multiple_of(2) {
+                        -0.0
+                    } else {
+                        v / 7.0
+                    }
+                })
+                .collect();
+            let mut sorted = values.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            for n in [1, 2, 30, len / 2, len].into_iter().filter(|&n| n <= len) {
+                let nth = nth_largest(&values, n, |v| v, &mut scratch);
+                assert_eq!(nth, sorted[n - 1], "len {len}, n {n}");
             }
         }
     }
