@@ -1,8 +1,35 @@
 #!/usr/bin/env bash
 # The project's one test command (README "Run the tests"; CI calls it through .ci/run).
 # Formatting, lints on both feature sets, docs, and every test headless and with default features.
+# Ends with a table of each step's wall time and the total, also when a step fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Step timings: `step LABEL "what it checks"` closes the previous step and opens the next; the
+# table is printed on exit, whatever the exit.
+step_label=""
+step_start=$SECONDS
+step_times=()
+close_step() {
+  if [ -n "$step_label" ]; then
+    step_times+=("$(printf '%6d s  %s%s' "$((SECONDS - step_start))" "$step_label" "${1:-}")")
+    step_label=""
+  fi
+}
+step() {
+  close_step
+  step_label="$1"
+  step_start=$SECONDS
+  printf '\n=== %s: %s\n' "$1" "$2"
+}
+print_step_times() {
+  local status=$?
+  if [ "$status" -ne 0 ]; then close_step "  (failed, exit $status)"; else close_step; fi
+  printf '\n=== step timings (wall)\n'
+  printf '%s\n' "${step_times[@]}"
+  printf '%6d s  total\n' "$SECONDS"
+}
+trap print_step_times EXIT
 
 # The Rust toolchain is the only prerequisite; rustfmt and clippy are added when rustup can.
 if ! command -v cargo >/dev/null 2>&1; then
@@ -29,8 +56,6 @@ if [ -z "${CARGO_TARGET_DIR:-}" ] && mkdir -p "${HOME:-/tmp}/.cache/bevy_generat
 fi
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-step() { printf '\n=== %s\n' "$*"; }
-
 # A cache shared by two checkouts (a clone and a worktree, or a CI clone at another path) can
 # hold this crate built from the other one: cargo keys a workspace crate's build by its
 # path-free name, and only rebuilds it when a source file is newer than that build, so a
@@ -48,42 +73,42 @@ if [ -n "${CARGO_TARGET_DIR:-}" ]; then
   mkdir -p "$CARGO_TARGET_DIR" && printf '%s\n' "$PWD" > "$built_by_file"
 fi
 
-step "system packages for the window test (xvfb, software Vulkan, emoji font)"
+step deps "system packages for the window test (xvfb, software Vulkan, emoji font)"
 bash scripts/install-deps.sh
 
-step "the local models (scripts/fetch-model.sh: the chat GGUF and all-MiniLM-L6-v2; the local-model and minilm tests load the real files)"
+step model "the local models (scripts/fetch-model.sh: the chat GGUF and all-MiniLM-L6-v2; the local-model and minilm tests load the real files)"
 GA_LOCAL_MODEL="${GA_LOCAL_MODEL:-$(bash scripts/fetch-model.sh)}"
 export GA_LOCAL_MODEL
 # Tests that need the model fail instead of skipping from here on.
 export GA_REQUIRE_LOCAL_MODEL="${GA_REQUIRE_LOCAL_MODEL:-1}"
 
-step "rustfmt"
+step fmt "rustfmt"
 cargo fmt --all -- --check
 
-step "clippy (headless core, no default features)"
+step clippy-headless "clippy (headless core, no default features)"
 cargo clippy --no-default-features --all-targets -- -D warnings
 cargo clippy --no-default-features --features cli --all-targets -- -D warnings
 
-step "clippy (default features)"
+step clippy-default "clippy (default features)"
 cargo clippy --all-targets -- -D warnings
 
-step "docs"
+step docs "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --no-default-features --quiet
 
-step "the library builds without the application (no clap, indicatif or plotters)"
+step lib-alone "the library builds without the application (no clap, indicatif or plotters)"
 cargo build --no-default-features --lib
 if cargo tree --no-default-features -e normal --prefix none | grep -E '^(clap|indicatif|plotters) '; then
   echo "error: the library without default features pulls the crates above" >&2
   exit 1
 fi
 
-step "tests (headless core and its command line: no default features, feature cli)"
+step test-headless "tests (headless core and its command line: no default features, feature cli)"
 cargo test --no-default-features --features cli
 
-step "tests (default features)"
+step test-default "tests (default features)"
 cargo test
 
-step "the README's first command (scripts/play.sh) in screenshot mode, under Xvfb"
+step play "the README's first command (scripts/play.sh) in screenshot mode, under Xvfb"
 play_png="$(mktemp -d)/play.png"
 SMALLVILLE_PROFILE=dev WGPU_BACKEND=vulkan xvfb-run -a -s "-screen 0 1600x1000x24" \
   bash scripts/play.sh --screenshot "$play_png" --screenshot-after "${GA_PLAY_CHECK_SECONDS:-900}" \
@@ -107,7 +132,7 @@ print("after the wait:", s["time"], "step", s["step"], "up:", len(up), "of", len
 if not up:
     sys.exit("error: after the wait nobody in the town is out of bed")' "${play_png%.png}.json"
 
-step "the frame report: Fernside's 25 personas at 32x (scripted stand-in), under Xvfb"
+step frames "the frame report: Fernside's 25 personas at 32x (scripted stand-in), under Xvfb"
 # What a frame costs (issue 19): simulation CPU per frame and whole frames, p50 / p99 / max, as
 # the screenshot run writes them. Printed, not asserted: speed targets live in benchmarks, and
 # this is a debug build under software rendering.
