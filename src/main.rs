@@ -2,8 +2,9 @@
 //!
 //! Without a subcommand it runs the game: with the `render` feature (on by default) a window
 //! with the town and its personas (`--load DIR` opens a save instead; `--screenshot PATH
-//! --frames N` renders N frames, saves a PNG and exits); without it the headless demo, which
-//! prints where everyone is. `smallville replay DIR` plays a run's movement log in the window
+//! --frames N` renders N frames, saves a PNG and exits); with `--headless`, or without the
+//! feature, the headless demo, which prints where everyone is. With no display to open the
+//! window on, it says what to do instead and exits with code 2. `smallville replay DIR` plays a run's movement log in the window
 //! with no model (`--check` validates it headless).
 
 use std::path::PathBuf;
@@ -38,6 +39,14 @@ struct Cli {
     /// or saved before checksums existed).
     #[arg(long = "trust-edited-save", requires = "load")]
     trust_edited_save: bool,
+    /// Run the headless demo instead of opening the window (what `smallville demo` does; no
+    /// display needed): simulate `--hours` game hours (1 by default) of the town with the
+    /// model flags given and print where everyone is each game hour. The default in builds
+    /// without the `render` feature.
+    #[arg(long)]
+    #[cfg_attr(feature = "render", arg(conflicts_with_all = ["load", "GameArgs"]))]
+    #[cfg_attr(not(feature = "render"), arg(conflicts_with = "load"))]
+    headless: bool,
     #[cfg(feature = "render")]
     #[command(flatten)]
     game: GameArgs,
@@ -111,7 +120,8 @@ fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the headless demo (the default without the `render` feature).
+    /// Run the headless demo (as `smallville --headless`; the default without the `render`
+    /// feature).
     Demo(DemoArgs),
     /// Simulate N game hours headless and write movement.jsonl, summary.json and usage.json.
     Run(RunArgs),
@@ -294,7 +304,14 @@ fn main() -> ExitCode {
             return cli::eval::bench_command(&args);
         }
         #[cfg(feature = "render")]
+        None if cli.headless => cli.demo,
+        #[cfg(feature = "render")]
         None => {
+            // Before the model is fetched or loaded and before the window: without a display,
+            // winit's event loop would panic.
+            if let Err(code) = cli::display::require_display(cli::display::Window::Game) {
+                return code;
+            }
             let integrity = cli::args::integrity(cli.trust_edited_save);
             return game_command(cli.demo, cli.load, integrity, &cli.game);
         }
@@ -399,6 +416,9 @@ fn replay_command(args: &ReplayArgs) -> ExitCode {
 #[cfg(feature = "render")]
 fn play_replay(args: &ReplayArgs) -> ExitCode {
     use bevy_generative_agents::render::{ReplayOptions, ScreenshotRequest, run_replay};
+    if let Err(code) = cli::display::require_display(cli::display::Window::Replay) {
+        return code;
+    }
     let options = ReplayOptions {
         dir: args.dir.clone(),
         map: args.map.clone(),

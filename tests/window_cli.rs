@@ -2,7 +2,8 @@
 //! embedded with another model given to `--load`, a bad movement log given to `replay`, a
 //! replay speed the game does not have — and, in a build without the `render` feature, a clear
 //! "needs the window" instead of a silent fallback. Each is a clear error naming the file and a
-//! non-zero exit, never a panic. None of these needs a display.
+//! non-zero exit, never a panic. None of these needs a display; with none at all, the game and
+//! the replay say what to do instead (exit code 2) and `--headless` runs the demo.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -29,13 +30,19 @@ fn good_run(root: &Path) -> PathBuf {
     out
 }
 
-/// Runs the binary with `args`, no display, and a screenshot request so that even a window
-/// opened by mistake would exit after one frame. Never talks to a real model.
+/// An X display no server listens on: the game's display check passes, and a window opened by
+/// mistake fails to connect instead of appearing.
+const NO_SUCH_DISPLAY: &str = ":2147483000";
+
+/// Runs the binary with `args`, an X display that does not exist, and a screenshot request so
+/// that even a window opened by mistake would exit after one frame. Never talks to a real
+/// model.
 fn smallville(args: &[&str], shot: &Path) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
-        .env_remove("DISPLAY")
+        .env("DISPLAY", NO_SUCH_DISPLAY)
         .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_SOCKET")
         .env("GA_NO_MODEL_FETCH", "1");
     if cfg!(feature = "render") && !args.contains(&"--check") {
         cmd.args(["--screenshot", &shot.display().to_string(), "--frames", "1"]);
@@ -140,6 +147,66 @@ fn a_bad_movement_log_is_refused_naming_the_file_and_line() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("movement.jsonl"), "{err}");
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Runs the binary with `args` and no display at all (nor Wayland), backtraces on.
+#[cfg(feature = "render")]
+fn smallville_without_display(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .env_remove("WAYLAND_SOCKET")
+        .env("RUST_BACKTRACE", "1")
+        .env("GA_NO_MODEL_FETCH", "1")
+        .output()
+        .expect("the binary runs")
+}
+
+#[cfg(feature = "render")]
+#[test]
+fn without_a_display_the_game_says_what_to_do_and_exits_2() {
+    let out = smallville_without_display(&[]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for part in [
+        "no display",
+        "neither DISPLAY nor WAYLAND_DISPLAY nor WAYLAND_SOCKET is set",
+        "xvfb-run -a bash scripts/play.sh",
+        "--headless",
+        "smallville run --hours",
+    ] {
+        assert!(err.contains(part), "{part:?} in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains("backtrace"), "{err}");
+    assert!(out.stdout.is_empty(), "nothing ran");
+
+    // The replay's window too; it points at the headless check.
+    let root = temp("no-display");
+    let run = good_run(&root).display().to_string();
+    let out = smallville_without_display(&["replay", &run]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no display"), "{err}");
+    assert!(err.contains("--check"), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[cfg(feature = "render")]
+#[test]
+fn headless_runs_the_demo_without_a_display() {
+    let out =
+        smallville_without_display(&["--headless", "--hours", "0.05", "--llm-backend", "scripted"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("Town "), "{stdout}");
+    assert!(stdout.contains("LLM backend: scripted"), "{stdout}");
+
+    // It is the demo, not the window: the window's flags are refused beside it.
+    let out = smallville_without_display(&["--headless", "--screenshot", "x.png"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
 #[cfg(not(feature = "render"))]
