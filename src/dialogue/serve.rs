@@ -114,6 +114,8 @@ struct ActiveTurn {
     holder: Option<Entity>,
     /// A storage request waiting for the persona's mind to come home.
     deferred: Option<Asked>,
+    /// What the background stage weighed and kept, told the game when the turn is over.
+    weighed: Option<(u8, bool)>,
 }
 
 /// Turns in flight: those still answering, by persona (the persona is busy), and those whose
@@ -262,6 +264,11 @@ fn serve_requests(world: &mut World, entity: Entity, turn: &mut ActiveTurn) -> b
                 turn.deferred = Some((WorldRequest::Store(keep), reply));
                 break;
             }
+            WorldRequest::Store(keep) => {
+                turn.weighed = keep.weighed.or(turn.weighed);
+                store(world, entity, &turn.request.speaker, keep);
+                let _ = reply.try_send(WorldReply::Done);
+            }
             request => {
                 let answer = serve(world, entity, &turn.request, request);
                 let _ = reply.try_send(answer);
@@ -280,9 +287,17 @@ fn finish(world: &mut World, entity: Entity, turn: ActiveTurn, outcome: TurnOutc
         release(world, &turn);
     } else {
         land_reply(world, entity, &turn, outcome);
-        if let Ok(mut e) = world.get_entity_mut(entity) {
-            e.remove::<AwaitingCognition>();
-        }
+    }
+    // The background stage is over (and its holder gone): the game hears what was kept.
+    if let Some((importance, remembered)) = turn.weighed {
+        let event = DialogueRemembered {
+            persona: entity,
+            speaker: turn.request.speaker.clone(),
+            importance,
+            remembered,
+        };
+        world.trigger(event.clone());
+        world.write_message(event);
     }
 }
 
@@ -441,6 +456,7 @@ fn start_turns(world: &mut World) {
                 name,
                 holder: None,
                 deferred: None,
+                weighed: None,
             },
         );
     }
@@ -910,22 +926,6 @@ fn apply_schedule(
 
 /// Stores a turn's memories and the speaker's profile.
 fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
-    let weighed = keep.weighed;
-    keep_memories(world, persona, speaker, keep);
-    if let Some((importance, remembered)) = weighed {
-        let event = DialogueRemembered {
-            persona,
-            speaker: speaker.to_string(),
-            importance,
-            remembered,
-        };
-        world.trigger(event.clone());
-        world.write_message(event);
-    }
-}
-
-/// [`store`]'s memories and profile.
-fn keep_memories(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
     let now = world
         .get_resource::<SimClock>()
         .map(SimClock::now)
