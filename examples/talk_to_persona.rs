@@ -1,6 +1,7 @@
 //! Talking to a persona headless (SPEC §7): a game tool is registered, the player asks a persona
-//! to meet at the cafe later, the persona adds it to its day with a tool and answers; then a
-//! whisper and an interview.
+//! to meet at the cafe later, the persona adds it to its day with a tool and answers; after the
+//! reply its background stage weighs the exchange and remembers it (`DialogueRemembered`); then
+//! a whisper and an interview.
 //!
 //! ```sh
 //! cargo run --no-default-features --example talk_to_persona
@@ -14,8 +15,8 @@ use std::time::Duration;
 use bevy::prelude::*;
 use bevy::time::TimeUpdateStrategy;
 use bevy_generative_agents::dialogue::{
-    AppDialogueExt, DialogueReplied, DialogueRequest, DialogueStream, ToolCall, ToolCalled,
-    ToolResult, ToolSpec,
+    AppDialogueExt, DialogueMode, DialogueRemembered, DialogueReplied, DialogueRequest,
+    DialogueStream, ToolCall, ToolCalled, ToolResult, ToolSpec,
 };
 use bevy_generative_agents::headless::{simulation_task_pools, spawn_default_town};
 use bevy_generative_agents::llm::town_script_backend;
@@ -61,6 +62,17 @@ fn main() {
         })
         .add_observer(|e: On<DialogueReplied>, mut heard: ResMut<Heard>| {
             heard.0.push(format!("  {}: {}", e.name, e.reply));
+        })
+        // After the reply, the background stage: importance, then memory if it matters enough.
+        .add_observer(|e: On<DialogueRemembered>, mut heard: ResMut<Heard>| {
+            let kept = if e.remembered {
+                "remembered"
+            } else {
+                "not kept"
+            };
+            heard
+                .0
+                .push(format!("  memory: {kept} (importance {})", e.importance));
         });
     app.add_dialogue_tool(
         ToolSpec::new(
@@ -89,12 +101,20 @@ fn main() {
     ];
     for request in turns {
         println!("> {:?} from {}", request.mode, request.speaker);
+        // A `say` is over once its background stage has told what it kept.
+        let last = if matches!(request.mode, DialogueMode::Say(_)) {
+            "  memory:"
+        } else {
+            "  "
+        };
         app.world_mut().write_message(request);
-        let before = app.world().resource::<Heard>().0.len();
         for _ in 0..1_000 {
             app.update();
             let heard = &app.world().resource::<Heard>().0;
-            if heard.len() > before && heard.last().is_some_and(|l| !l.starts_with("  tool:")) {
+            if heard
+                .last()
+                .is_some_and(|l| l.starts_with(last) && !l.starts_with("  tool:"))
+            {
                 break;
             }
         }

@@ -191,8 +191,8 @@ pub mod prelude {
         PlanUpdated, ReflectionCompleted,
     };
     pub use crate::dialogue::{
-        DialoguePlugin, DialogueReplied, DialogueRequest, DialogueSettings, DialogueStream,
-        ToolCalled, ToolRefused,
+        DialoguePlugin, DialogueRemembered, DialogueReplied, DialogueRequest, DialogueSettings,
+        DialogueStream, ToolCalled, ToolRefused,
     };
     pub use crate::director::{
         ConfirmationPolicy, Director, DirectorCommand, DirectorPlugin, DirectorReviewed,

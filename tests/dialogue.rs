@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bevy::prelude::*;
-use bevy_generative_agents::clock::SimClock;
+use bevy_generative_agents::clock::{AwaitingCognition, SimClock};
 use bevy_generative_agents::dialogue::{
-    AppDialogueExt, DialogueReplied, DialogueRequest, DialogueSettings, DialogueStream,
-    PrestartTool, RefusalReason, SpeakerProfiles, ToolAllowList, ToolCall, ToolCalled, ToolRefused,
-    ToolResult, ToolSpec,
+    AppDialogueExt, DialogueRemembered, DialogueReplied, DialogueRequest, DialogueSettings,
+    DialogueStream, PrestartTool, RefusalReason, SpeakerProfiles, ToolAllowList, ToolCall,
+    ToolCalled, ToolRefused, ToolResult, ToolSpec,
 };
 use bevy_generative_agents::llm::{
     ApiKey, HttpBackend, HttpConfig, LlmClient, town_script_backend,
@@ -100,9 +100,26 @@ struct Script {
     planner: Arc<Mutex<VecDeque<String>>>,
     counts: Arc<Mutex<BTreeMap<String, usize>>>,
     prompts: Arc<Mutex<Vec<(String, String)>>>,
+    /// While true, the server holds every `chat_poignancy` request (the background stage).
+    held: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl Script {
+    /// Holds (`true`) or lets go of the background stage's first call.
+    fn hold(&self, held: bool) {
+        let (lock, bell) = &*self.held;
+        *lock.lock().expect("lock") = held;
+        bell.notify_all();
+    }
+
+    fn wait_while_held(&self) {
+        let (lock, bell) = &*self.held;
+        let mut held = lock.lock().expect("lock");
+        while *held {
+            held = bell.wait(held).expect("lock");
+        }
+    }
+
     fn push(&self, answers: &[Value]) {
         let mut planner = self.planner.lock().expect("lock");
         planner.extend(answers.iter().map(Value::to_string));
@@ -153,6 +170,9 @@ fn server(script: &Script) -> FakeOpenAi {
             .lock()
             .expect("lock")
             .push((request.kind.clone(), request.prompt_text()));
+        if request.kind == "chat_poignancy" {
+            script.wait_while_held();
+        }
         if request.kind == "dialogue_planner" {
             let next = script.planner.lock().expect("lock").pop_front();
             return next.unwrap_or_else(|| {
@@ -183,6 +203,7 @@ fn keyed_client(server: &FakeOpenAi, key: Option<&str>) -> LlmClient {
 #[derive(Resource, Default)]
 struct Heard {
     replies: Vec<DialogueReplied>,
+    remembered: Vec<DialogueRemembered>,
     called: Vec<ToolCalled>,
     refused: Vec<ToolRefused>,
 }
@@ -231,6 +252,9 @@ fn setup_on(script: Script, server: FakeOpenAi, key: Option<&str>) -> Town {
     app.init_resource::<Heard>()
         .init_resource::<Runs>()
         .add_observer(|e: On<DialogueReplied>, mut h: ResMut<Heard>| h.replies.push(e.clone()))
+        .add_observer(|e: On<DialogueRemembered>, mut h: ResMut<Heard>| {
+            h.remembered.push(e.clone())
+        })
         .add_observer(|e: On<ToolCalled>, mut h: ResMut<Heard>| h.called.push(e.clone()))
         .add_observer(|e: On<ToolRefused>, mut h: ResMut<Heard>| h.refused.push(e.clone()));
     let bell = ToolSpec::new(
@@ -346,6 +370,8 @@ fn a_message_adds_to_the_schedule_and_the_persona_goes_there() {
         result["place"],
         json!(format!("{WORLD}:Riverside Cafe:cafe"))
     );
+    // The background stage runs after the reply.
+    remembered(&mut town);
     let counts = town.script.counts();
     assert_eq!(counts.get("dialogue_planner"), Some(&2));
     assert_eq!(counts.get("dialogue_final"), None);
@@ -1060,4 +1086,133 @@ fn a_speakers_name_is_cleaned_into_a_name() {
     let planner = town.script.prompts_of("dialogue_planner");
     assert!(planner[0].contains("Player"), "{}", planner[0]);
     assert!(!planner[0].contains('\u{202E}') && !planner[0].contains('\u{200B}'));
+}
+
+/// The exchange's memories in Ada's stream: the chat and the event over it.
+fn player_memories(town: &Town) -> usize {
+    let mind = town.app.world().get::<Mind>(town.ada).expect("mind");
+    mind.get()
+        .expect("mind home")
+        .associative
+        .nodes()
+        .iter()
+        .filter(|n| n.object == "Player" && n.predicate == "chat with")
+        .count()
+}
+
+/// Updates until the background stage told the game it is over.
+fn remembered(town: &mut Town) -> DialogueRemembered {
+    for _ in 0..10_000 {
+        town.app.update();
+        if let Some(last) = town.app.world().resource::<Heard>().remembered.last() {
+            return last.clone();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the background stage never ended");
+}
+
+#[test]
+fn the_reply_lands_first_and_the_background_remembers_after_it() {
+    let mut town = setup();
+    town.script
+        .push(&[json!({"action": "finish", "message": "Thank you, I will go!"})]);
+    // The server holds the background's first call: the reply must not wait for it.
+    town.script.hold(true);
+    let reply = say(
+        &mut town,
+        "The harvest fair moved to Tuesday at the Common, at 3 pm.",
+    );
+    assert_eq!(reply.reply, "Thank you, I will go!");
+    let world = town.app.world_mut();
+    assert!(
+        world.get::<AwaitingCognition>(town.ada).is_none(),
+        "the persona is free once its reply landed"
+    );
+    let mut holders = world.query::<(&Name, &AwaitingCognition)>();
+    let holding: Vec<String> = holders
+        .iter(world)
+        .map(|(name, _)| name.as_str().to_string())
+        .collect();
+    assert_eq!(
+        holding,
+        ["dialogue background"],
+        "a Lockstep clock still waits"
+    );
+    assert!(town.app.world().resource::<Heard>().remembered.is_empty());
+    assert_eq!(
+        player_memories(&town),
+        0,
+        "nothing is stored before the background ran"
+    );
+
+    town.script.hold(false);
+    let done = remembered(&mut town);
+    assert_eq!(done.persona, town.ada);
+    assert_eq!(done.speaker, "Player");
+    assert!(done.remembered, "news is worth remembering: {done:?}");
+    assert!(done.importance >= DialogueSettings::default().memory_threshold);
+    assert_eq!(player_memories(&town), 2, "the chat and the event over it");
+    let world = town.app.world_mut();
+    let mut holders = world.query_filtered::<(), With<AwaitingCognition>>();
+    assert_eq!(holders.iter(world).count(), 0, "the holder is gone");
+    // The reply was heard before the memory: one turn, two events, in that order.
+    let heard = town.app.world().resource::<Heard>();
+    assert_eq!((heard.replies.len(), heard.remembered.len()), (1, 1));
+}
+
+#[test]
+fn an_exchange_under_the_importance_threshold_is_not_stored_but_updates_the_profile() {
+    let mut town = setup();
+    town.app
+        .world_mut()
+        .resource_mut::<DialogueSettings>()
+        .memory_threshold = 11;
+    town.script
+        .push(&[json!({"action": "finish", "message": "Hello to you too!"})]);
+    say(&mut town, "Hello Ada, lovely weather today, isn't it?");
+    let done = remembered(&mut town);
+    assert!(!done.remembered, "{done:?}");
+    assert!((1..=10).contains(&done.importance));
+    assert_eq!(player_memories(&town), 0);
+    let profiles = town
+        .app
+        .world()
+        .get::<SpeakerProfiles>(town.ada)
+        .expect("profiles");
+    assert!(
+        profiles.0.contains_key("Player"),
+        "the profile is kept either way"
+    );
+    // No after-chat thoughts and no embedding of an exchange that is not kept.
+    let counts = town.script.counts();
+    for kind in [
+        "planning_thought_after_chat",
+        "memo_after_chat",
+        "after_chat",
+    ] {
+        assert_eq!(counts.get(kind), None, "{kind}: {counts:?}");
+    }
+
+    // The default threshold keeps the same kind of exchange with news in it.
+    town.app
+        .world_mut()
+        .resource_mut::<DialogueSettings>()
+        .memory_threshold = DialogueSettings::default().memory_threshold;
+    town.script
+        .push(&[json!({"action": "finish", "message": "Noted!"})]);
+    say(
+        &mut town,
+        "The harvest fair moved to Tuesday at the Common, at 3 pm.",
+    );
+    for _ in 0..10_000 {
+        town.app.update();
+        if town.app.world().resource::<Heard>().remembered.len() == 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let heard = town.app.world().resource::<Heard>();
+    assert!(heard.remembered.len() == 2 && heard.remembered[1].remembered);
+    assert_eq!(player_memories(&town), 2);
 }

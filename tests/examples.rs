@@ -50,10 +50,13 @@ fn talk_to_persona_adds_to_the_day_whispers_and_interviews() {
         lines.contains(&"  tool: 📅 added: meet the player at Riverside Cafe:cafe, 15:00"),
         "{stdout}"
     );
+    let reply = lines
+        .iter()
+        .position(|l| l.ends_with(": See you at the cafe at three!"))
+        .unwrap_or_else(|| panic!("no reply: {stdout}"));
+    // The background stage reports after the reply: an appointment is worth remembering.
     assert!(
-        lines
-            .iter()
-            .any(|l| l.ends_with(": See you at the cafe at three!")),
+        lines[reply + 1].starts_with("  memory: remembered (importance "),
         "{stdout}"
     );
     assert!(lines.iter().any(|l| l.contains("fresh bread")), "{stdout}");

@@ -16,7 +16,8 @@
 //! | --- | --- | --- |
 //! | [`ToolCalled`] | a tool ran | tool, arguments, result, a line a player understands |
 //! | [`ToolRefused`] | a call was refused (not allowed, bad arguments, unknown tool, step limit, repeated) | tool, why |
-//! | [`DialogueReplied`] | the turn is over | the reply, the tool calls made |
+//! | [`DialogueReplied`] | the reply is ready (the persona is free again) | the reply, the tool calls made |
+//! | [`DialogueRemembered`] | a `say`'s background stage is over | the exchange's importance, whether it was kept |
 //! | [`ModelCallFailed`](crate::cognition::ModelCallFailed) | a prompt of the turn fell back to its fail-safe | kind, reason |
 //!
 //! While the model writes, the reply streams into the persona's [`DialogueStream`] (the
@@ -38,9 +39,11 @@
 //!    tool steps; the same tool with the same arguments after a success ends the loop; unknown
 //!    or refused tools are reported back; prose is the reply.
 //! 3. **Final output** when the planner finished without a message.
-//! 4. **Background**: importance (the chat poignancy prompt of the memory stream), the exchange
-//!    — both what was said and the reply — stored as a chat memory for the chat history and an
-//!    event over it that retrieval finds, the planning thought and memo of an after-chat (as a
+//! 4. **Background**, after the reply has landed ([`DialogueReplied`]) and the persona is free
+//!    again, as seed 002 runs it: importance (the chat poignancy prompt of the memory stream);
+//!    if it reaches [`DialogueSettings::memory_threshold`] (3), the exchange — both what was
+//!    said and the reply — stored as a chat memory for the chat history and an event over it
+//!    that retrieval finds, the planning thought and memo of an after-chat (as a
 //!    pair chat leaves them, SPEC §16: one `after_chat` call in lean mode), the speaker's
 //!    profile (≤ 1,000 characters, [`SpeakerProfiles`], kept in saves) updated; reflection
 //!    follows through the normal trigger. So a fact a player tells a persona can reach its
@@ -61,8 +64,11 @@
 //!   as usual either way.
 //!
 //! Model calls run off the main thread; tool handlers run in the world between steps
-//! ([`tools`]). While a turn runs the persona is [`AwaitingCognition`](crate::clock::AwaitingCognition):
-//! it does not start thoughts, and a Lockstep clock waits for the answer.
+//! ([`tools`]). Until its reply lands the persona is [`AwaitingCognition`](crate::clock::AwaitingCognition):
+//! it does not start thoughts, and a Lockstep clock waits for the answer. The background stage
+//! holds a small entity of its own (`Name` "dialogue background") `AwaitingCognition`
+//! instead, so a Lockstep clock (and a save) waits for it while the persona goes on; its
+//! memories are stored when the persona's mind is home.
 //!
 //! **Layer** (see `tests/layers.rs`): right above [`cognition`](crate::cognition); imports it
 //! and everything below.
@@ -198,6 +204,11 @@ pub struct DialogueSettings {
     pub whisper_days: i64,
     /// What a sleeping persona does when spoken to (see the module docs, "Busy means busy").
     pub sleepers: Sleepers,
+    /// The importance (1–10, the chat poignancy of the memory stream) an exchange needs to be
+    /// remembered (seed 002: `if importance >= threshold: store_memory`). The seed leaves the
+    /// number open; 3 keeps a greeting or small talk (rated 1–2) out of memory and anything
+    /// with news in. The speaker's profile is updated either way; 0 or 1 keeps everything.
+    pub memory_threshold: u8,
 }
 
 /// What a sleeping persona does when spoken to (`say`, `to_group`); a whisper and an interview
@@ -225,6 +236,7 @@ impl Default for DialogueSettings {
             rules: "Stay in character. Speak briefly, in the first person. Use a tool only when it helps; never claim to have done what no tool did.".into(),
             whisper_days: 30,
             sleepers: Sleepers::Wake,
+            memory_threshold: 3,
         }
     }
 }
@@ -267,6 +279,23 @@ pub struct DialogueReplied {
     pub planner_calls: u32,
     /// Whether the final-output prompt wrote the reply.
     pub final_output: bool,
+}
+
+/// The background stage of a `say` is over (SPEC §7.4): the exchange was weighed and, if it
+/// mattered enough ([`DialogueSettings::memory_threshold`]), remembered. Fires after the turn's
+/// [`DialogueReplied`]; the persona may already be doing something else.
+#[derive(EntityEvent, Message, Debug, Clone, PartialEq)]
+pub struct DialogueRemembered {
+    /// The persona.
+    #[event_target]
+    pub persona: Entity,
+    /// Who spoke to it.
+    pub speaker: String,
+    /// The exchange's importance, 1–10.
+    pub importance: u8,
+    /// Whether the exchange was stored as memories (a chat, an event over it, the after-chat
+    /// thoughts); the speaker's profile is updated either way.
+    pub remembered: bool,
 }
 
 /// A tool ran for a persona.
@@ -337,6 +366,7 @@ impl Plugin for DialoguePlugin {
             .register_type::<DialogueStream>()
             .add_message::<DialogueRequest>()
             .add_message::<DialogueReplied>()
+            .add_message::<DialogueRemembered>()
             .add_message::<ToolCalled>()
             .add_message::<ToolRefused>()
             .add_systems(

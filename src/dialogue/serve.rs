@@ -31,8 +31,8 @@ use super::turn::{
     WorldReply, WorldRequest, minute_of, run_turn,
 };
 use super::{
-    DialogueMode, DialogueReplied, DialogueRequest, DialogueSettings, GroupTalkRouted,
-    RefusalReason, Sleepers, SpeakerProfiles, ToolCalled, ToolRefused,
+    DialogueMode, DialogueRemembered, DialogueReplied, DialogueRequest, DialogueSettings,
+    GroupTalkRouted, RefusalReason, Sleepers, SpeakerProfiles, ToolCalled, ToolRefused,
 };
 
 /// One finished turn of a session.
@@ -100,17 +100,31 @@ enum Running {
     Task(Task<TurnOutcome>),
 }
 
+/// A request of a turn's task to the world, with where the answer goes.
+type Asked = (WorldRequest, async_channel::Sender<WorldReply>);
+
 struct ActiveTurn {
     request: DialogueRequest,
     running: Running,
-    requests: async_channel::Receiver<(WorldRequest, async_channel::Sender<WorldReply>)>,
+    requests: async_channel::Receiver<Asked>,
     stream: async_channel::Receiver<StreamUpdate>,
     name: String,
+    /// Once the reply landed: the entity that holds `AwaitingCognition` for the background
+    /// stage in the persona's stead.
+    holder: Option<Entity>,
+    /// A storage request waiting for the persona's mind to come home.
+    deferred: Option<Asked>,
+    /// What the background stage weighed and kept, told the game when the turn is over.
+    weighed: Option<(u8, bool)>,
 }
 
-/// Turns in flight, by persona.
+/// Turns in flight: those still answering, by persona (the persona is busy), and those whose
+/// reply landed and whose background stage runs on (the persona is free).
 #[derive(Resource, Default)]
-pub(super) struct ActiveTurns(HashMap<Entity, ActiveTurn>);
+pub(super) struct ActiveTurns {
+    answering: HashMap<Entity, ActiveTurn>,
+    background: Vec<(Entity, ActiveTurn)>,
+}
 
 /// Moves new requests into the queue.
 pub(super) fn queue_requests(
@@ -152,58 +166,148 @@ pub(super) fn drive_dialogues(world: &mut World) {
     let Some(mut active) = world.remove_resource::<ActiveTurns>() else {
         return;
     };
-    let mut finished = Vec::new();
-    let mut entities: Vec<Entity> = active.0.keys().copied().collect();
+    let mut entities: Vec<Entity> = active.answering.keys().copied().collect();
     entities.sort();
     for entity in entities {
-        let Some(turn) = active.0.get_mut(&entity) else {
+        let Some(mut turn) = active.answering.remove(&entity) else {
             continue;
         };
         if world.get_entity(entity).is_err() {
             // The persona is gone: dropping the turn cancels it.
-            active.0.remove(&entity);
             continue;
         }
-        let mut done = None;
-        for _ in 0..MAX_ROUNDS {
-            let outcome = match &mut turn.running {
-                Running::Here(future) => poll_landing(future.get()),
-                Running::Task(task) => poll_landing(task),
-            };
-            if let Some(outcome) = outcome {
-                done = Some(outcome);
-                break;
+        match advance(world, entity, &mut turn) {
+            Some(outcome) => finish(world, entity, turn, outcome),
+            // The reply landed: the persona is free, the background goes on.
+            None if turn.holder.is_some() => active.background.push((entity, turn)),
+            None => {
+                active.answering.insert(entity, turn);
             }
-            let mut served = false;
-            while let Ok((request, reply)) = turn.requests.try_recv() {
-                let answer = serve(world, entity, &turn.request, request);
-                let _ = reply.try_send(answer);
-                served = true;
-            }
-            if !served {
-                break;
-            }
-        }
-        drain_stream(world, entity, turn);
-        if let Some(outcome) = done {
-            finished.push((entity, outcome));
-        } else if let Running::Here(_) = turn.running {
-            // Waiting on a model: continue on the task pool.
-            let placeholder: BoxedTurn = Box::pin(async { TurnOutcome::default() });
-            let Running::Here(future) =
-                std::mem::replace(&mut turn.running, Running::Here(SyncCell::new(placeholder)))
-            else {
-                continue;
-            };
-            turn.running = Running::Task(spawn_landing(SyncCell::to_inner(future)));
         }
     }
-    for (entity, outcome) in finished {
-        if let Some(turn) = active.0.remove(&entity) {
-            land(world, entity, turn, outcome);
+    for (entity, mut turn) in std::mem::take(&mut active.background) {
+        if world.get_entity(entity).is_err() {
+            release(world, &turn);
+            continue;
+        }
+        match advance(world, entity, &mut turn) {
+            Some(outcome) => finish(world, entity, turn, outcome),
+            None => active.background.push((entity, turn)),
         }
     }
     world.insert_resource(active);
+}
+
+/// Polls a turn and serves its world requests until it waits on a model (then it goes on as
+/// a task) or is over (its outcome).
+fn advance(world: &mut World, entity: Entity, turn: &mut ActiveTurn) -> Option<TurnOutcome> {
+    let mut done = None;
+    for _ in 0..MAX_ROUNDS {
+        let outcome = match &mut turn.running {
+            Running::Here(future) => poll_landing(future.get()),
+            Running::Task(task) => poll_landing(task),
+        };
+        if let Some(outcome) = outcome {
+            done = Some(outcome);
+            break;
+        }
+        if !serve_requests(world, entity, turn) {
+            break;
+        }
+    }
+    drain_stream(world, entity, turn);
+    if done.is_none()
+        && let Running::Here(_) = turn.running
+    {
+        // Waiting on a model: continue on the task pool.
+        let placeholder: BoxedTurn = Box::pin(async { TurnOutcome::default() });
+        if let Running::Here(future) =
+            std::mem::replace(&mut turn.running, Running::Here(SyncCell::new(placeholder)))
+        {
+            turn.running = Running::Task(spawn_landing(SyncCell::to_inner(future)));
+        }
+    }
+    done
+}
+
+/// Answers the turn's waiting world requests; whether any was answered. A storage request
+/// waits (deferred) while the persona's mind is away: after the reply the persona is free and
+/// its cognition may have taken the mind.
+fn serve_requests(world: &mut World, entity: Entity, turn: &mut ActiveTurn) -> bool {
+    let mut served = false;
+    loop {
+        let Some((request, reply)) = turn
+            .deferred
+            .take()
+            .or_else(|| turn.requests.try_recv().ok())
+        else {
+            break;
+        };
+        match request {
+            WorldRequest::Replied(outcome) => {
+                land_reply(world, entity, turn, *outcome);
+                // The background stage holds the clock in the persona's stead.
+                let step = world.get_resource::<SimClock>().map_or(0, SimClock::step);
+                let holder = world
+                    .spawn((
+                        Name::new("dialogue background"),
+                        AwaitingCognition::new(step),
+                    ))
+                    .id();
+                turn.holder = Some(holder);
+                let _ = reply.try_send(WorldReply::Done);
+            }
+            WorldRequest::Store(keep)
+                if turn.holder.is_some()
+                    && !world.get::<Mind>(entity).is_some_and(Mind::is_home) =>
+            {
+                turn.deferred = Some((WorldRequest::Store(keep), reply));
+                break;
+            }
+            WorldRequest::Store(keep) => {
+                turn.weighed = keep.weighed.or(turn.weighed);
+                store(world, entity, &turn.request.speaker, keep);
+                let _ = reply.try_send(WorldReply::Done);
+            }
+            request => {
+                let answer = serve(world, entity, &turn.request, request);
+                let _ = reply.try_send(answer);
+            }
+        }
+        served = true;
+    }
+    served
+}
+
+/// A turn is over: a turn whose reply landed earlier reports its background's failures and
+/// lets its holder go; any other lands now.
+fn finish(world: &mut World, entity: Entity, turn: ActiveTurn, outcome: TurnOutcome) {
+    if outcome.replied {
+        report_failures(world, entity, &turn.name, &outcome);
+        release(world, &turn);
+    } else {
+        land_reply(world, entity, &turn, outcome);
+    }
+    // The background stage is over (and its holder gone): the game hears what was kept.
+    if let Some((importance, remembered)) = turn.weighed {
+        let event = DialogueRemembered {
+            persona: entity,
+            speaker: turn.request.speaker.clone(),
+            importance,
+            remembered,
+        };
+        world.trigger(event.clone());
+        world.write_message(event);
+    }
+}
+
+/// Despawns the entity holding a background stage's `AwaitingCognition`.
+fn release(world: &mut World, turn: &ActiveTurn) {
+    if let Some(holder) = turn.holder
+        && let Ok(e) = world.get_entity_mut(holder)
+    {
+        e.despawn();
+    }
 }
 
 /// Starts queued requests whose persona is free: mind home, no thought or turn running.
@@ -252,7 +356,10 @@ fn start_turns(world: &mut World) {
         let busy = entity.contains::<AwaitingCognition>()
             || !entity.get::<Mind>().is_some_and(Mind::is_home)
             || started.contains(&persona)
-            || world.resource::<ActiveTurns>().0.contains_key(&persona);
+            || world
+                .resource::<ActiveTurns>()
+                .answering
+                .contains_key(&persona);
         let heard_in_world = !matches!(request.mode, DialogueMode::Interview(_));
         // Busy means busy (SPEC §16): an actor held by a stage scene hears nobody until the
         // scene lets it go (its aftermath run), so no tool of a turn is overwritten by it.
@@ -339,7 +446,7 @@ fn start_turns(world: &mut World) {
         ));
         started.push(persona);
         let _ = time;
-        world.resource_mut::<ActiveTurns>().0.insert(
+        world.resource_mut::<ActiveTurns>().answering.insert(
             persona,
             ActiveTurn {
                 request,
@@ -347,6 +454,9 @@ fn start_turns(world: &mut World) {
                 requests: req_rx,
                 stream: stream_rx,
                 name,
+                holder: None,
+                deferred: None,
+                weighed: None,
             },
         );
     }
@@ -461,6 +571,8 @@ fn serve(
             store(world, persona, &request.speaker, keep);
             WorldReply::Done
         }
+        // Landed by `serve_requests`, which holds the turn.
+        WorldRequest::Replied(_) => WorldReply::Done,
     }
 }
 
@@ -888,8 +1000,9 @@ fn store(world: &mut World, persona: Entity, speaker: &str, keep: Keep) {
     }
 }
 
-/// A finished turn: the session grows, the stream shows the reply, the game hears it.
-fn land(world: &mut World, persona: Entity, turn: ActiveTurn, outcome: TurnOutcome) {
+/// A turn's reply: the session grows, the stream shows the reply, the game hears it, and the
+/// persona is free.
+fn land_reply(world: &mut World, persona: Entity, turn: &ActiveTurn, outcome: TurnOutcome) {
     let now = world
         .get_resource::<SimClock>()
         .map(SimClock::now)
@@ -913,10 +1026,36 @@ fn land(world: &mut World, persona: Entity, turn: ActiveTurn, outcome: TurnOutco
     if let Some(mut stream) = world.get_mut::<DialogueStream>(persona) {
         stream.running = false;
     }
+    report_failures(world, persona, &turn.name, &outcome);
+    let event = DialogueReplied {
+        persona,
+        name: if turn.name.is_empty() {
+            outcome.name
+        } else {
+            turn.name.clone()
+        },
+        speaker: turn.request.speaker.clone(),
+        time: now,
+        mode: turn.request.mode.clone(),
+        reply: outcome.reply,
+        tool_calls: outcome.tool_calls,
+        planner_calls: outcome.planner_calls,
+        final_output: outcome.final_output,
+    };
+    world.trigger(event.clone());
+    world.write_message(event);
+}
+
+/// The turn's prompts that fell back to their fail-safes, as [`ModelCallFailed`].
+fn report_failures(world: &mut World, persona: Entity, name: &str, outcome: &TurnOutcome) {
+    let now = world
+        .get_resource::<SimClock>()
+        .map(SimClock::now)
+        .unwrap_or_default();
     for failure in &outcome.failures {
         let event = ModelCallFailed {
             persona,
-            name: turn.name.clone(),
+            name: name.to_string(),
             time: now,
             prompt_kind: failure.kind,
             reason: failure.reason,
@@ -925,21 +1064,4 @@ fn land(world: &mut World, persona: Entity, turn: ActiveTurn, outcome: TurnOutco
         world.trigger(event.clone());
         world.write_message(event);
     }
-    let event = DialogueReplied {
-        persona,
-        name: if turn.name.is_empty() {
-            outcome.name
-        } else {
-            turn.name
-        },
-        speaker: turn.request.speaker,
-        time: now,
-        mode: turn.request.mode,
-        reply: outcome.reply,
-        tool_calls: outcome.tool_calls,
-        planner_calls: outcome.planner_calls,
-        final_output: outcome.final_output,
-    };
-    world.trigger(event.clone());
-    world.write_message(event);
 }

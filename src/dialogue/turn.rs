@@ -92,6 +92,12 @@ pub(super) enum WorldRequest {
         fit: ScheduleFit,
         args: Value,
     },
+    /// The reply is ready: the world lands it (the session, the stream, [`DialogueReplied`])
+    /// and lets the persona go while the background stage runs on (SPEC §7.4, seed 002: the
+    /// user sees the reply, then the background runs).
+    ///
+    /// [`DialogueReplied`]: super::DialogueReplied
+    Replied(Box<TurnOutcome>),
     /// Store what the turn leaves behind.
     Store(Keep),
 }
@@ -107,6 +113,11 @@ pub(super) struct Keep {
     pub profile: Option<String>,
     /// The thoughts after the exchange: the planning thought and the memo (SPEC §16).
     pub after_chat: Vec<WrittenThought>,
+    /// The exchange's importance when it was weighed against the threshold (a `say`), and
+    /// whether it was kept: the world tells the game ([`DialogueRemembered`]).
+    ///
+    /// [`DialogueRemembered`]: super::DialogueRemembered
+    pub weighed: Option<(u8, bool)>,
 }
 
 /// One memory to store.
@@ -184,6 +195,9 @@ pub(super) struct TurnOutcome {
     pub kept_prestart: String,
     pub failures: Vec<ModelFailure>,
     pub name: String,
+    /// The reply already landed through [`WorldRequest::Replied`]; this outcome only closes
+    /// the background stage (its failures).
+    pub replied: bool,
 }
 
 /// Streams the reply out of a planner answer (the `message` of a finish) or a final answer.
@@ -357,9 +371,9 @@ pub(super) async fn run_turn(input: TurnInput, link: WorldLink) -> TurnOutcome {
         DialogueMode::Whisper(text) => whisper(&ctx, &input, &link, text).await,
         // A group line reaches a turn only as a `Say` (see `queue_requests`).
         DialogueMode::Say(text) | DialogueMode::ToGroup(text) => {
-            converse(&ctx, &input, &link, text, false).await
+            converse(&ctx, &input, &link, text, false, &log).await
         }
-        DialogueMode::Interview(text) => converse(&ctx, &input, &link, text, true).await,
+        DialogueMode::Interview(text) => converse(&ctx, &input, &link, text, true, &log).await,
     };
     outcome.failures = log.take().0;
     outcome
@@ -456,6 +470,7 @@ async fn converse(
     link: &WorldLink,
     text: &str,
     stateless: bool,
+    log: &FailureLog,
 ) -> TurnOutcome {
     let settings = &input.settings;
     let message = neutralise(text, settings.max_message_chars);
@@ -718,39 +733,87 @@ async fn converse(
     };
     let reply = truncate_chars(&reply, MAX_REPLY_CHARS).to_string();
 
-    // §7.4: the background — not for interviews.
-    if !stateless {
-        let lines = vec![
-            (speaker.clone(), truncate_chars(&message, 1_000).to_string()),
-            (prepared.name.clone(), reply.clone()),
-        ];
-        let exchange = lines
-            .iter()
-            .map(|(who, line)| format!("{who}: {line}"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let poignancy = run_prompt(
-            ctx,
-            &ChatPoignancy {
-                identity: prepared.identity.clone(),
-                first_name: prepared.first_name.clone(),
-                conversation: exchange.clone(),
-            },
-        )
-        .await
-        .value;
-        let profile = run_prompt(
-            ctx,
-            &SpeakerProfileUpdate {
-                identity: prepared.identity.clone(),
-                first_name: prepared.first_name.clone(),
-                speaker: speaker.clone(),
-                old: input.profile.clone(),
-                exchange,
-            },
-        )
-        .await
-        .value;
+    let outcome = TurnOutcome {
+        message,
+        reply,
+        tool_calls: calls,
+        planner_calls,
+        final_output,
+        kept_prestart: kept,
+        failures: Vec::new(),
+        name: prepared.name.clone(),
+        replied: false,
+    };
+    // An interview leaves nothing behind: its outcome is the reply.
+    if stateless {
+        return outcome;
+    }
+    // §7.4: the reply lands first and the persona is free again; the background stage runs
+    // after it (seed 002), its memories stored when they are ready.
+    let (message, reply) = (outcome.message.clone(), outcome.reply.clone());
+    let failures = log.take().0;
+    link.ask(WorldRequest::Replied(Box::new(TurnOutcome {
+        failures,
+        ..outcome
+    })))
+    .await;
+    background(ctx, input, link, &prepared, &speaker, &message, &reply).await;
+    TurnOutcome {
+        replied: true,
+        name: prepared.name,
+        ..Default::default()
+    }
+}
+
+/// The background stage of a `say` (SPEC §7.4): the exchange's importance and the speaker's
+/// profile; when the importance reaches [`DialogueSettings::memory_threshold`], the exchange
+/// — what was said and the reply — as a chat memory with an event over it that retrieval
+/// finds, and the planning thought and memo of an after-chat.
+async fn background(
+    ctx: &PromptContext,
+    input: &TurnInput,
+    link: &WorldLink,
+    prepared: &Prepared,
+    speaker: &str,
+    message: &str,
+    reply: &str,
+) {
+    let lines = vec![
+        (
+            speaker.to_string(),
+            truncate_chars(message, 1_000).to_string(),
+        ),
+        (prepared.name.clone(), reply.to_string()),
+    ];
+    let exchange = lines
+        .iter()
+        .map(|(who, line)| format!("{who}: {line}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let poignancy = run_prompt(
+        ctx,
+        &ChatPoignancy {
+            identity: prepared.identity.clone(),
+            first_name: prepared.first_name.clone(),
+            conversation: exchange.clone(),
+        },
+    )
+    .await
+    .value;
+    let profile = run_prompt(
+        ctx,
+        &SpeakerProfileUpdate {
+            identity: prepared.identity.clone(),
+            first_name: prepared.first_name.clone(),
+            speaker: speaker.to_string(),
+            old: input.profile.clone(),
+            exchange,
+        },
+    )
+    .await
+    .value;
+    let worth = poignancy >= input.settings.memory_threshold;
+    let (chat, after_chat) = if worth {
         // What was said, both ways: the memory is what retrieval finds later (SPEC §16), so
         // it holds the speaker's words, not only the reply.
         let description = format!(
@@ -758,7 +821,7 @@ async fn converse(
             prepared.now.format("%H:%M"),
             truncate_chars(message.trim(), 200),
             prepared.first_name,
-            truncate_chars(&reply, 160)
+            truncate_chars(reply, 160)
         );
         // The planning thought and the memo, as after a pair chat (SPEC §3.7, §16).
         let after_chat = write_after_chat(
@@ -767,7 +830,7 @@ async fn converse(
             &prepared.identity,
             &prepared.name,
             &prepared.first_name,
-            &speaker,
+            speaker,
             lines.clone(),
         )
         .await;
@@ -778,24 +841,19 @@ async fn converse(
             embedding,
             days: None,
         });
-        link.ask(WorldRequest::Store(Keep {
-            chat,
-            thought: None,
-            profile: Some(profile),
-            after_chat,
-        }))
-        .await;
-    }
-    TurnOutcome {
-        message,
-        reply,
-        tool_calls: calls,
-        planner_calls,
-        final_output,
-        kept_prestart: kept,
-        failures: Vec::new(),
-        name: prepared.name,
-    }
+        (chat, after_chat)
+    } else {
+        (None, Vec::new())
+    };
+    let kept = chat.is_some();
+    link.ask(WorldRequest::Store(Keep {
+        chat,
+        thought: None,
+        profile: Some(profile),
+        after_chat,
+        weighed: Some((poignancy, kept)),
+    }))
+    .await;
 }
 
 #[cfg(test)]
