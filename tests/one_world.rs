@@ -68,7 +68,11 @@ fn town(activity: &str) -> (App, Entity, LlmClient) {
 
 /// [`town`] with `people` (name, activity) at the café.
 fn cafe(people: &[(&str, &str)]) -> (App, Vec<Entity>, LlmClient) {
-    let client = town_script::town_script_client(7);
+    cafe_on(town_script::town_script_client(7), people)
+}
+
+/// [`cafe`] talking to the model through `client`.
+fn cafe_on(client: LlmClient, people: &[(&str, &str)]) -> (App, Vec<Entity>, LlmClient) {
     let plugins = bevy_generative_agents::GenerativeAgentsPlugins
         .build()
         .disable::<CognitionPlugin>()
@@ -86,6 +90,11 @@ fn cafe(people: &[(&str, &str)]) -> (App, Vec<Entity>, LlmClient) {
         )
         .add_plugins(plugins)
         .init_resource::<Replies>()
+        .init_resource::<Remembered>()
+        .add_observer(
+            |_: On<bevy_generative_agents::dialogue::DialogueRemembered>,
+             mut n: ResMut<Remembered>| n.0 += 1,
+        )
         .init_resource::<Said>()
         .init_resource::<Moves>()
         .add_observer(|e: On<GroupAttentionChanged>, mut seen: ResMut<Moves>| {
@@ -135,6 +144,24 @@ fn reply(app: &mut App) -> DialogueReplied {
     }
     panic!("no reply within 5,000 updates");
 }
+
+/// Runs the app until the background stage of a talk turn is over (bounded): its memories are
+/// stored after the reply.
+/// `before` is how many had ended before the turn was asked.
+fn background_done(app: &mut App, before: usize) {
+    for _ in 0..10_000 {
+        if app.world().resource::<Remembered>().0 > before {
+            return;
+        }
+        app.update();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the talk's background stage never ended");
+}
+
+/// How many talk turns' background stages ended (observed).
+#[derive(Resource, Default)]
+struct Remembered(usize);
 
 fn mind(app: &App, ada: Entity) -> &MindState {
     app.world()
@@ -286,11 +313,19 @@ fn a_sleeper_wakes_to_answer_by_default() {
 
 /// Ada, Ben and Cy at a café table.
 fn table() -> (App, Vec<Entity>, LlmClient) {
-    cafe(&[
-        ("Ada Quill", "having coffee with friends"),
-        ("Ben Ode", "chatting over coffee"),
-        ("Cy Marsh", "having coffee and a chat"),
-    ])
+    table_on(town_script::town_script_client(7))
+}
+
+/// [`table`] talking to the model through `client`.
+fn table_on(client: LlmClient) -> (App, Vec<Entity>, LlmClient) {
+    cafe_on(
+        client,
+        &[
+            ("Ada Quill", "having coffee with friends"),
+            ("Ben Ode", "chatting over coffee"),
+            ("Cy Marsh", "having coffee and a chat"),
+        ],
+    )
 }
 
 /// `new_retrieve` with the fair as focal point lists `memory` among `who`'s top 5 a day later.
@@ -336,13 +371,47 @@ fn an_hour(app: &mut App) {
 /// memory streams.
 #[test]
 fn a_fact_told_in_a_talk_reaches_a_listener_at_the_table_and_its_retrieval() {
-    let (mut app, people, client) = table();
+    diffusion_chain(table());
+}
+
+/// The diffusion chain over the loopback OpenAI-compatible server (the real HTTP path), the
+/// server answering as the town script does.
+#[cfg(feature = "http")]
+#[test]
+fn the_diffusion_chain_holds_over_the_loopback_http_server() {
+    use bevy_generative_agents::llm::{HttpBackend, HttpConfig, town_script_backend};
+    use bevy_generative_agents::prompt::PromptLibrary;
+    use bevy_generative_agents::testing::fake_openai::{
+        FakeOpenAi, FakeOpenAiConfig, PromptKindMatcher, chat_request_from_body,
+    };
+    let kinds = PromptKindMatcher::new(&PromptLibrary::default());
+    let backend = town_script_backend(7);
+    let server = FakeOpenAi::start(FakeOpenAiConfig::new(move |body| {
+        backend.answer(&chat_request_from_body(body, &kinds))
+    }))
+    .expect("the loopback server starts");
+    let config = HttpConfig {
+        embed_model: "embedder".into(),
+        max_retries: 1,
+        timeout: Duration::from_secs(20),
+        ..HttpConfig::new(server.base_url(), "test-model")
+    };
+    let client = LlmClient::new(std::sync::Arc::new(
+        HttpBackend::new(config).expect("an HTTP backend"),
+    ));
+    diffusion_chain(table_on(client));
+}
+
+/// Player → Ada (talk) → the table (group stream) → Cy: Cy retrieves it a day later and plans
+/// the fair into that day.
+fn diffusion_chain((mut app, people, client): (App, Vec<Entity>, LlmClient)) {
     let [ada, _ben, cy] = [people[0], people[1], people[2]];
     // The talk happens at step 0 (the clock held there), so the run is the same every time.
     app.world_mut().resource_mut::<SimClock>().stop_at_step = Some(0);
     app.world_mut()
         .write_message(DialogueRequest::say(ada, "Player", FACT));
     reply(&mut app);
+    background_done(&mut app, 0);
     {
         let mut clock = app.world_mut().resource_mut::<SimClock>();
         clock.stop_at_step = None;
