@@ -1454,6 +1454,17 @@ mod tests {
         }
     }
 
+    /// A seeded xorshift stream of 64-bit numbers, for the random stores below.
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     /// A store of `rows` distinct vectors of `dim` numbers: `cluster` > 0 draws them near a few
     /// centres (many cosines almost equal, wide overlapping intervals), and `dupes` repeats
     /// texts (one row shared by several nodes: ties everywhere).
@@ -1464,13 +1475,8 @@ mod tests {
         cluster: usize,
         dupes: bool,
     ) -> (AssociativeMemory, NaiveDateTime) {
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        };
+        let mut bits = xorshift(seed);
+        let mut next = move || (bits() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
         let centres: Vec<Vec<f32>> = (0..cluster.max(1))
             .map(|_| (0..dim).map(|_| next()).collect())
             .collect();
@@ -1587,13 +1593,7 @@ mod tests {
         dim: usize,
         shape: u8,
     ) -> (AssociativeMemory, NaiveDateTime) {
-        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(seed);
         let unit =
             |next: &mut dyn FnMut() -> u64| (next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
         let distinct = match shape {
