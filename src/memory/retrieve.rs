@@ -1619,7 +1619,7 @@ mod tests {
                 now += chrono::TimeDelta::seconds(30);
             }
             let pick = (next() % distinct as u64) as usize;
-            let shared = shape >= 2 && (i <= 8 || next() % 2 == 0);
+            let shared = shape >= 2 && (i <= 8 || next().is_multiple_of(2));
             let (text, vector): (String, Vec<f32>) = if shared {
                 (format!("shared {pick} {}", i % 3), palette[pick].clone())
             } else if shape == 1 {
@@ -1676,7 +1676,7 @@ mod tests {
                 ),
             };
             assert!(result.is_ok(), "{result:?}");
-            if next() % 9 == 0 {
+            if next().is_multiple_of(9) {
                 let accessed = NodeId((next() % i as u64) as u32);
                 let when = if shape == 3 {
                     start + chrono::TimeDelta::hours((next() % 3) as i64)
