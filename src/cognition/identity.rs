@@ -99,11 +99,10 @@ pub(crate) async fn revise_identity(
     // bag-of-words embedding weighs the day and not "is" or "on".
     let plans = format!("{name}'s plan for {}.", date_text(yesterday));
     let events_of_life = format!("Important recent events for {name}'s life.");
-    let happening = today.clone();
     let focal = [
         (plans.as_str(), settings.retrieve_n),
         (events_of_life.as_str(), settings.retrieve_n),
-        (happening.as_str(), settings.today_focal_n),
+        (today.as_str(), settings.today_focal_n),
     ];
     let memories = retrieve_each(mind, ctx, settings, &focal, now, Recall::Whole).await;
     let plan_note = ReviseIdentityPlanNote {

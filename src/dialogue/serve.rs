@@ -264,12 +264,12 @@ fn serve_requests(world: &mut World, entity: Entity, turn: &mut ActiveTurn) -> b
                 turn.deferred = Some((WorldRequest::Store(keep), reply));
                 break;
             }
-            WorldRequest::Store(keep) => {
-                turn.weighed = keep.weighed.or(turn.weighed);
-                store(world, entity, &turn.request.speaker, keep);
-                let _ = reply.try_send(WorldReply::Done);
-            }
             request => {
+                if let WorldRequest::Store(keep) = &request
+                    && let Some(importance) = keep.importance
+                {
+                    turn.weighed = Some((importance, keep.chat.is_some()));
+                }
                 let answer = serve(world, entity, &turn.request, request);
                 let _ = reply.try_send(answer);
             }

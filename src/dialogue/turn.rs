@@ -113,11 +113,11 @@ pub(super) struct Keep {
     pub profile: Option<String>,
     /// The thoughts after the exchange: the planning thought and the memo (SPEC §16).
     pub after_chat: Vec<WrittenThought>,
-    /// The exchange's importance when it was weighed against the threshold (a `say`), and
-    /// whether it was kept: the world tells the game ([`DialogueRemembered`]).
+    /// The exchange's importance when it was weighed against the threshold (a `say`; it was
+    /// kept if `chat` is there): the world tells the game ([`DialogueRemembered`]).
     ///
     /// [`DialogueRemembered`]: super::DialogueRemembered
-    pub weighed: Option<(u8, bool)>,
+    pub importance: Option<u8>,
 }
 
 /// One memory to store.
@@ -845,13 +845,12 @@ async fn background(
     } else {
         (None, Vec::new())
     };
-    let kept = chat.is_some();
     link.ask(WorldRequest::Store(Keep {
         chat,
         thought: None,
         profile: Some(profile),
         after_chat,
-        weighed: Some((poignancy, kept)),
+        importance: Some(poignancy),
     }))
     .await;
 }
