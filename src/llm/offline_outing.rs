@@ -90,21 +90,19 @@ impl Outing {
 
     /// The outing a planning note (or a status) states with [`Outing::note`]'s words.
     pub fn from_note(text: &str) -> Option<Self> {
-        let at = text.find("want to go to ")? + "want to go to ".len();
-        let rest = text.get(at..)?;
-        let rest = rest.split(" today").next()?.split('.').next()?;
-        Self::from_phrase(rest)
+        Self::after(text, "want to go to ", " today")
     }
 
     /// The outing `currently` states ("… wants to go to the fair at the Common at 3:00 pm.").
     pub fn from_status(currently: &str) -> Option<Self> {
-        let at = currently.find("wants to go to ")? + "wants to go to ".len();
-        let rest = currently.get(at..)?.split('.').next()?;
-        Self::from_phrase(rest)
+        Self::after(currently, "wants to go to ", ".")
     }
 
-    /// "the fair at the Common at 3:00 pm" → the fair at the Common, 15.
-    fn from_phrase(phrase: &str) -> Option<Self> {
+    /// The outing the clause after `marker`, up to `end` (and a full stop), states: "the fair at
+    /// the Common at 3:00 pm" → the fair at the Common, 15.
+    fn after(text: &str, marker: &str, end: &str) -> Option<Self> {
+        let at = text.find(marker)? + marker.len();
+        let phrase = text.get(at..)?.split(end).next()?.split('.').next()?;
         let cut = phrase.rfind(" at ")?;
         let hour = time_mentions(phrase.get(cut..)?).first()?.hour;
         let what = phrase.get(..cut)?.trim();
@@ -136,21 +134,42 @@ pub(super) fn announced_today(memories: &[String], today: &str) -> Option<Outing
     memories
         .iter()
         .filter(|m| !m.contains("'s plan for "))
-        .flat_map(|m| m.split(['.', ';', '!', '?', '\n']))
+        .flat_map(|m| m.split(SENTENCE_ENDS))
         .find_map(|sentence| announcement(sentence, &day))
 }
 
 /// Whether `text` announces an event for a named day (a weekday, or a month and a day) — news
 /// a person rates above routine.
 pub(super) fn announces_an_event(text: &str) -> bool {
-    text.split(['.', ';', '!', '?', '\n']).any(|sentence| {
+    text.split(SENTENCE_ENDS).any(|sentence| {
         let words = lower_words(sentence);
-        let dated = words.iter().enumerate().any(|(i, w)| {
-            WEEKDAYS.contains(&w.as_str())
-                || (MONTHS.contains(&w.as_str())
-                    && words.get(i + 1).and_then(|d| day_number(d)).is_some())
-        });
-        dated && words.iter().any(|w| EVENT_WORDS.contains(&w.as_str()))
+        days_named(&words).next().is_some()
+            && words.iter().any(|w| EVENT_WORDS.contains(&w.as_str()))
+    })
+}
+
+/// Where a memory's sentences end.
+const SENTENCE_ENDS: [char; 5] = ['.', ';', '!', '?', '\n'];
+
+/// A day as a sentence names it: a weekday ("tuesday"), or a month and a day ("february",
+/// 14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DayName<'a> {
+    Weekday(&'a str),
+    Date(&'a str, u32),
+}
+
+/// The days `words` (lowercase, punctuation trimmed) name, in order.
+fn days_named(words: &[String]) -> impl Iterator<Item = DayName<'_>> {
+    words.iter().enumerate().filter_map(|(i, w)| {
+        if WEEKDAYS.contains(&w.as_str()) {
+            Some(DayName::Weekday(w))
+        } else if MONTHS.contains(&w.as_str()) {
+            let day = words.get(i + 1).and_then(|d| day_number(d))?;
+            Some(DayName::Date(w, day))
+        } else {
+            None
+        }
     })
 }
 
@@ -198,13 +217,9 @@ impl Today {
 
     /// Whether `words` (lowercase, punctuation trimmed) name this day.
     fn named_in(&self, words: &[String]) -> bool {
-        words.iter().enumerate().any(|(i, w)| {
-            *w == self.weekday
-                || (*w == self.month
-                    && words
-                        .get(i + 1)
-                        .and_then(|d| day_number(d))
-                        .is_some_and(|d| d == self.day))
+        days_named(words).any(|named| match named {
+            DayName::Weekday(weekday) => weekday == self.weekday,
+            DayName::Date(month, day) => month == self.month && day == self.day,
         })
     }
 }

@@ -860,6 +860,12 @@ impl EmbeddingStore {
             std::hint::black_box(touched);
             return;
         }
+        self.scan_exact_chunked(query, None, out);
+    }
+
+    /// A chunked store's exact scan of every row (`wanted` `None`) or the rows `wanted` marks
+    /// (the others 0): [`Self::exact_rows`] over up to [`MAX_SCAN_THREADS`] threads.
+    fn scan_exact_chunked(&self, query: &[f32], wanted: Option<&[bool]>, out: &mut Vec<f32>) {
         out.clear();
         out.resize(self.len(), 0.0);
         let threads = scan_threads(self.elements());
@@ -868,7 +874,7 @@ impl EmbeddingStore {
             threads,
             || {},
             |first, slots| {
-                self.exact_rows(first, query, None, slots);
+                self.exact_rows(first, query, wanted, slots);
             },
         );
     }
@@ -878,20 +884,12 @@ impl EmbeddingStore {
     /// full scan does; a chunked store's is [`Self::exact_rows`] over up to
     /// [`MAX_SCAN_THREADS`] threads.
     fn scan_exact_where(&self, query: &[f32], wanted: &[bool], out: &mut Vec<f32>) {
-        out.clear();
-        out.resize(self.len(), 0.0);
         if self.small.is_empty() {
-            let threads = scan_threads(self.elements());
-            self.split_scan(
-                out,
-                threads,
-                || {},
-                |first, slots| {
-                    self.exact_rows(first, query, Some(wanted), slots);
-                },
-            );
+            self.scan_exact_chunked(query, Some(wanted), out);
             return;
         }
+        out.clear();
+        out.resize(self.len(), 0.0);
         let rows: Vec<usize> = wanted
             .iter()
             .take(self.len())
