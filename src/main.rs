@@ -162,6 +162,10 @@ enum Command {
     /// Measure the embedded local model's speed beside llama.cpp's own.
     #[cfg(feature = "local-llm")]
     BenchLocal(cli::args::BenchArgs),
+    /// Run the default town's first game hours on the embedded model and print calls, prompt
+    /// tokens decoded and reused, tokens/s, wall time and when the first persona got up.
+    #[cfg(feature = "local-llm")]
+    BenchTown(cli::args::TownBenchArgs),
 }
 
 /// `smallville replay` flags.
@@ -302,6 +306,10 @@ fn main() -> ExitCode {
         #[cfg(feature = "local-llm")]
         Some(Command::BenchLocal(args)) => {
             return cli::eval::bench_command(&args);
+        }
+        #[cfg(feature = "local-llm")]
+        Some(Command::BenchTown(args)) => {
+            return cli::eval::town_bench_command(&args);
         }
         #[cfg(feature = "render")]
         None if cli.headless => cli.demo,

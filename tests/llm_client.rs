@@ -249,6 +249,7 @@ impl LlmBackend for FlakyBackend {
                 usage: TokenUsage {
                     prompt_tokens: 5,
                     completion_tokens: 1,
+                    ..TokenUsage::default()
                 },
             })
         })

@@ -292,6 +292,63 @@ pub struct BenchArgs {
     pub json: Option<PathBuf>,
 }
 
+/// The `smallville bench-town` flags.
+#[cfg(feature = "local-llm")]
+#[derive(Debug, Clone, clap::Args)]
+pub struct TownBenchArgs {
+    /// The GGUF file (default: the model cache's, as the game finds it).
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+    /// Inference threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
+    /// Game hours to run.
+    #[arg(long, default_value_t = 2.0)]
+    pub hours: f64,
+    /// The time of day the town starts at (HH:MM).
+    #[arg(long, value_name = "HH:MM", default_value = "06:00", value_parser = parse_time_of_day)]
+    pub start: chrono::NaiveTime,
+    /// Spawn only the first N personas (all by default).
+    #[arg(long)]
+    pub personas: Option<usize>,
+    /// The run's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Lean mode.
+    #[arg(long)]
+    pub lean: bool,
+    /// The run folder (movement log, summary, usage.json).
+    #[arg(long, default_value = "bench-town")]
+    pub out: PathBuf,
+    /// Also write the figures as JSON here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// `HH:MM`: a time of day.
+#[cfg(feature = "local-llm")]
+fn parse_time_of_day(text: &str) -> Result<chrono::NaiveTime, String> {
+    chrono::NaiveTime::parse_from_str(text.trim(), "%H:%M")
+        .map_err(|_| format!("expected a time of day as HH:MM (e.g. 06:00), got {text:?}"))
+}
+
+#[cfg(feature = "local-llm")]
+impl TownBenchArgs {
+    /// The library's options.
+    pub fn options(&self) -> bevy_generative_agents::eval::bench::TownBenchOptions {
+        bevy_generative_agents::eval::bench::TownBenchOptions {
+            model: self.model.clone(),
+            threads: self.threads,
+            hours: self.hours,
+            start: self.start,
+            personas: self.personas,
+            seed: self.seed,
+            lean: self.lean,
+            out: self.out.clone(),
+        }
+    }
+}
+
 #[cfg(feature = "local-llm")]
 impl BenchArgs {
     /// The library's options.

@@ -108,3 +108,56 @@ pub fn bench_command(args: &super::args::BenchArgs) -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+/// `smallville bench-town`: runs the town on the embedded model and prints the figures; exit
+/// code 1 when the bench cannot run.
+#[cfg(feature = "local-llm")]
+pub fn town_bench_command(args: &super::args::TownBenchArgs) -> ExitCode {
+    let report = match bevy_generative_agents::eval::bench::bench_town(&args.options()) {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "model {} · {} thread(s) · {} game hours from {}",
+        report.model, report.threads, report.hours, report.start
+    );
+    println!("{:<32} {:>12}", "calls", report.calls);
+    println!("{:<32} {:>12}", "prompt tokens", report.prompt_tokens);
+    println!(
+        "{:<32} {:>12}",
+        "  reused from the KV cache", report.prompt_tokens_reused
+    );
+    println!("{:<32} {:>12}", "  decoded", report.prompt_tokens_decoded);
+    println!(
+        "{:<32} {:>12.1}",
+        "prompt tokens decoded per call", report.decoded_per_call
+    );
+    println!(
+        "{:<32} {:>12}",
+        "completion tokens", report.completion_tokens
+    );
+    println!(
+        "{:<32} {:>12.1}",
+        "tokens/s (decoded + generated)", report.tokens_per_second
+    );
+    println!("{:<32} {:>12.1}", "wall time (s)", report.wall_seconds);
+    match (&report.first_up_seconds, &report.first_up) {
+        (Some(secs), Some(who)) => {
+            println!("{:<32} {:>12.1}  ({who})", "first persona up (s)", secs)
+        }
+        _ => println!("{:<32} {:>12}", "first persona up (s)", "nobody"),
+    }
+    if let Some(path) = &args.json {
+        let written = serde_json::to_string_pretty(&report)
+            .map_err(|e| e.to_string())
+            .and_then(|json| std::fs::write(path, json).map_err(|e| e.to_string()));
+        if let Err(err) = written {
+            eprintln!("error: {}: {err}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}

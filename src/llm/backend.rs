@@ -205,6 +205,14 @@ pub struct TokenUsage {
     pub prompt_tokens: u64,
     /// Tokens written.
     pub completion_tokens: u64,
+    /// Of the prompt tokens, those the backend found in its prefix cache and did not decode
+    /// again (the embedded model's KV slots; 0 when a backend does not say).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reused_prompt_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A finished chat completion.

@@ -1008,6 +1008,7 @@ mod tests {
             usage: TokenUsage {
                 prompt_tokens: 1,
                 completion_tokens: 2,
+                reused_prompt_tokens: 0,
             },
         };
         {

@@ -875,9 +875,18 @@ fn parse_usage(usage: Option<&Value>) -> Option<TokenUsage> {
         .get("completion_tokens")
         .and_then(Value::as_u64)
         .unwrap_or(0);
+    // OpenAI-style servers (llama.cpp's among them) say how much of the prompt their prefix
+    // cache held.
+    let cached = usage
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(prompt);
     Some(TokenUsage {
         prompt_tokens: prompt,
         completion_tokens: completion,
+        reused_prompt_tokens: cached,
     })
 }
 
@@ -885,6 +894,7 @@ fn estimated_usage(request: &ChatRequest, text: &str) -> TokenUsage {
     TokenUsage {
         prompt_tokens: estimate_tokens_of_len(request.prompt_len()),
         completion_tokens: estimate_tokens(text),
+        reused_prompt_tokens: 0,
     }
 }
 

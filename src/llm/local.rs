@@ -730,7 +730,9 @@ impl<'m> Engine<'m> {
         let prompt = self.render(&request.messages)?;
         let tokens = self.tokenize(&prompt);
         let mut sampler = self.sampler(request)?;
+        let reused_before = self.stats.prompt_tokens_reused;
         self.prime(&tokens)?;
+        let reused = self.stats.prompt_tokens_reused - reused_before;
         let started = std::time::Instant::now();
         let budget = (request.max_tokens as usize).min(self.n_ctx - tokens.len());
         let vocab = self.model.vocab();
@@ -797,6 +799,7 @@ impl<'m> Engine<'m> {
             usage: TokenUsage {
                 prompt_tokens: tokens.len() as u64,
                 completion_tokens: generated,
+                reused_prompt_tokens: reused,
             },
         })
     }

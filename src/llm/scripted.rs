@@ -348,6 +348,7 @@ impl ScriptedBackend {
         let usage = TokenUsage {
             prompt_tokens: estimate_tokens_of_len(request.prompt_len()),
             completion_tokens: estimate_tokens(&text),
+            reused_prompt_tokens: 0,
         };
         ChatResponse { text, usage }
     }

@@ -50,6 +50,14 @@ pub struct KindUsage {
     /// documented tie-break picked one). Always 0 for real models.
     #[serde(default)]
     pub guesses: u64,
+    /// Of `prompt_tokens`, those found in the backend's prefix cache and not decoded again
+    /// (the embedded model's KV slots, a server's prompt cache); written only when not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reused_prompt_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl KindUsage {
@@ -75,6 +83,7 @@ impl KindUsage {
         self.cache_hits += other.cache_hits;
         self.errors += other.errors;
         self.guesses += other.guesses;
+        self.reused_prompt_tokens += other.reused_prompt_tokens;
     }
 
     fn record_latency(&mut self, latency: Duration) {
@@ -119,6 +128,9 @@ impl UsageCounters {
             u.calls += 1;
             u.prompt_tokens = u.prompt_tokens.saturating_add(tokens.prompt_tokens);
             u.completion_tokens = u.completion_tokens.saturating_add(tokens.completion_tokens);
+            u.reused_prompt_tokens = u
+                .reused_prompt_tokens
+                .saturating_add(tokens.reused_prompt_tokens);
             u.record_latency(latency);
         });
     }
@@ -393,6 +405,7 @@ mod tests {
         let tokens = TokenUsage {
             prompt_tokens: 10,
             completion_tokens: 3,
+            reused_prompt_tokens: 4,
         };
         usage.record_success("a", tokens, Duration::from_millis(40));
         usage.record_success("a", tokens, Duration::from_millis(100));
@@ -419,6 +432,7 @@ mod tests {
                 total_latency_ms: 140,
                 max_latency_ms: 100,
                 cache_hits: 2,
+                reused_prompt_tokens: 8,
                 ..KindUsage::default()
             }
         );
@@ -438,6 +452,15 @@ mod tests {
         assert_eq!(report.totals.max_latency_ms, 100);
         assert_eq!(report.totals.total_latency_ms, 147);
         assert_eq!(report.kind("missing"), KindUsage::default());
+        assert_eq!(report.totals.reused_prompt_tokens, 8);
+        // A kind with nothing reused writes no such field: earlier files stay as they were.
+        let json = serde_json::to_string(&b).unwrap_or_default();
+        assert!(!json.contains("reused_prompt_tokens"), "{json}");
+        assert!(
+            serde_json::to_string(&a)
+                .unwrap_or_default()
+                .contains("\"reused_prompt_tokens\":8")
+        );
     }
 
     #[test]
