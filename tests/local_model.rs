@@ -415,3 +415,177 @@ fn the_llm_plugin_shuts_the_embedded_model_down_on_app_exit() {
         "shut down in the exit frame: {after:?}"
     );
 }
+
+/// The requests of the batching test: two personas' greedy answers, a seeded sample, a
+/// grammar-constrained JSON answer, and a closed choice.
+fn mixed_requests() -> (Vec<ChatRequest>, ChoiceRequest) {
+    let identity = |name: &str, job: &str| {
+        format!(
+            "Name: {name}\nAge: 34\nInnate traits: kind, curious, punctual\nCurrently: {name} \
+             works as a {job} in the town and likes to start the day early.\nLifestyle: {name} \
+             goes to bed around 10 pm and wakes up around 6 am.\n"
+        )
+    };
+    let ada = identity("Ada Lin", "baker");
+    let bo = identity("Bo Reyes", "pharmacist");
+    let chats = vec![
+        ChatRequest::new(
+            "test_plan",
+            format!("{ada}\nList Ada's first three tasks today."),
+        )
+        .with_temperature(0.0)
+        .with_max_tokens(32)
+        .with_affinity("Ada Lin"),
+        ChatRequest::new(
+            "test_plan",
+            format!("{bo}\nList Bo's first three tasks today."),
+        )
+        .with_temperature(0.0)
+        .with_max_tokens(32)
+        .with_affinity("Bo Reyes"),
+        ChatRequest {
+            seed: Some(7),
+            ..ChatRequest::new(
+                "test_mood",
+                format!("{ada}\nHow does Ada feel this morning?"),
+            )
+            .with_temperature(0.8)
+            .with_max_tokens(24)
+            .with_affinity("Ada Lin")
+        },
+        ChatRequest::new("test_json", format!("{bo}\nGive Bo's next action as JSON."))
+            .with_temperature(0.0)
+            .with_max_tokens(40)
+            .with_json_schema(serde_json::json!({
+                "type": "object",
+                "properties": {"action": {"type": "string"}, "minutes": {"type": "integer"}},
+                "required": ["action", "minutes"]
+            }))
+            .with_affinity("Bo Reyes"),
+    ];
+    let choice = ChoiceRequest {
+        kind: "test_choice".into(),
+        messages: vec![ChatMessage::user(format!(
+            "{ada}\nWhere does Ada go to bake bread? Options: bakery, library, park."
+        ))],
+        options: vec!["bakery".into(), "library".into(), "park".into()],
+        affinity: Some("Ada Lin".into()),
+        about: None,
+        option_phrases: Vec::new(),
+    };
+    (chats, choice)
+}
+
+#[test]
+fn batched_decoding_computes_what_one_at_a_time_does_and_personas_keep_their_prefixes() {
+    let Some(path) = model_path() else { return };
+    // A backend of its own: its statistics count this test's requests only.
+    let llm = LocalBackend::new(LocalConfig::new(path)).expect("the model file loads");
+    let (chats, choice) = mixed_requests();
+
+    // One at a time.
+    let alone: Vec<String> = chats
+        .iter()
+        .map(|r| block_on(llm.chat(r.clone())).expect("chat").text)
+        .collect();
+    let alone_scores = block_on(llm.score_choices(choice.clone())).expect("score");
+    let before = block_on(llm.stats()).expect("stats");
+
+    // All at once, from five threads: decoded together, the choice's question beside the
+    // chats' answers.
+    let (together, together_scores) = std::thread::scope(|scope| {
+        let handles: Vec<_> = chats
+            .iter()
+            .map(|r| scope.spawn(|| block_on(llm.chat(r.clone())).expect("chat")))
+            .collect();
+        let scores = scope.spawn(|| block_on(llm.score_choices(choice.clone())).expect("score"));
+        let answers: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect();
+        (answers, scores.join().expect("thread"))
+    });
+    let after = block_on(llm.stats()).expect("stats");
+    assert!(
+        after.widest_batch >= 2,
+        "the requests were decoded together: {after:?}"
+    );
+    // The same distribution: llama.cpp picks its attention kernel by the batch's shape and
+    // where the cells lie, so a 4-bit 135M model's log-likelihoods move by a fraction of a
+    // nat, never more (another sequence's cells or a wrong position move them by whole nats
+    // and reorder them).
+    assert_eq!(together_scores.len(), alone_scores.len());
+    let order = |scores: &[f32]| {
+        let mut index: Vec<usize> = (0..scores.len()).collect();
+        index.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        index
+    };
+    assert_eq!(order(&together_scores), order(&alone_scores));
+    for (a, b) in together_scores.iter().zip(&alone_scores) {
+        assert!(
+            (a - b).abs() < 0.5,
+            "{together_scores:?} vs {alone_scores:?}"
+        );
+    }
+    // Each batched answer, scored alone as an answer to its own prompt, is as likely as the
+    // answer decoded alone — and far likelier than another request's answer.
+    let likelihood = |request: &ChatRequest, answer: &str| {
+        let scored = ChoiceRequest {
+            kind: "test_likelihood".into(),
+            messages: request.messages.clone(),
+            options: vec![answer.to_owned()],
+            affinity: request.affinity.clone(),
+            about: None,
+            option_phrases: Vec::new(),
+        };
+        block_on(llm.score_choices(scored)).expect("score")[0] / answer.len().max(1) as f32
+    };
+    for (i, (request, answer)) in chats.iter().zip(&together).enumerate() {
+        assert!(!answer.text.trim().is_empty(), "answer {i} is empty");
+        // Sampled answers differ by design, and a grammar's answer is not what the free
+        // model finds likeliest.
+        if request.temperature > 0.0 || request.json_schema.is_some() {
+            continue;
+        }
+        let batched = likelihood(request, &answer.text);
+        let single = likelihood(request, &alone[i]);
+        eprintln!("answer {i}: {batched:.3} per byte batched, {single:.3} alone");
+        assert!(
+            batched > single - 0.25,
+            "answer {i}: {batched} per byte batched, {single} alone: {:?} vs {:?}",
+            answer.text,
+            alone[i]
+        );
+    }
+    // The second round found each persona's identity in its slot.
+    let decoded = after.prompt_tokens_decoded - before.prompt_tokens_decoded;
+    let reused = after.prompt_tokens_reused - before.prompt_tokens_reused;
+    assert!(
+        reused > 3 * decoded,
+        "{reused} prompt tokens reused, {decoded} decoded"
+    );
+    let reported: u64 = together.iter().map(|a| a.usage.reused_prompt_tokens).sum();
+    assert!(reported > 0, "answers report their reuse");
+
+    // Ada asks again right after Bo: her slot still holds her identity (one shared sequence
+    // would hold Bo's prompt by now).
+    let identity_of = |request: &ChatRequest| {
+        let prompt = &request.messages[0].content;
+        prompt[..prompt.find("\nList").unwrap_or(prompt.len())].to_owned()
+    };
+    block_on(llm.chat(chats[1].clone())).expect("chat");
+    let again = ChatRequest::new(
+        "test_plan",
+        format!("{}\nWhat will Ada eat for lunch?", identity_of(&chats[0])),
+    )
+    .with_temperature(0.0)
+    .with_max_tokens(4)
+    .with_affinity("Ada Lin");
+    let answer = block_on(llm.chat(again)).expect("chat");
+    assert!(
+        answer.usage.reused_prompt_tokens * 10 >= answer.usage.prompt_tokens * 7,
+        "{:?}",
+        answer.usage
+    );
+    llm.shut_down();
+}

@@ -429,6 +429,12 @@ pub trait LlmBackend: Send + Sync + 'static {
     /// The embedding model's name, recorded in saves.
     fn embedding_model(&self) -> &str;
 
+    /// Where the model runs, when the backend knows (the embedded model: the GPU it offloads
+    /// to and how many layers, or the CPU); shown in the HUD and `usage.json`.
+    fn device(&self) -> Option<&str> {
+        None
+    }
+
     /// The length of every embedding vector.
     fn embedding_dim(&self) -> usize;
 

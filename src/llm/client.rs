@@ -760,6 +760,7 @@ impl LlmClient {
                 .usage
                 .report(backend.name(), backend.model(), backend.embedding_model());
         report.endpoints = backend.endpoint_usage();
+        report.device = backend.device().map(str::to_owned);
         report
     }
 
@@ -802,6 +803,11 @@ impl LlmClient {
     /// The chat model.
     pub fn model(&self) -> &str {
         self.inner.backend.model()
+    }
+
+    /// Where the model runs, when the backend knows (see [`LlmBackend::device`]).
+    pub fn device(&self) -> Option<&str> {
+        self.inner.backend.device()
     }
 
     /// The embedding model (recorded in saves).

@@ -246,6 +246,10 @@ impl LlmBackend for FaultyBackend {
         self.inner.model()
     }
 
+    fn device(&self) -> Option<&str> {
+        self.inner.device()
+    }
+
     fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
         Box::pin(async move {
             let fault = self.draw(&request);

@@ -2,18 +2,26 @@
 //! on the CPU through llama.cpp, so the town thinks with a real language model with no server,
 //! no key and no network.
 //!
-//! **One model, one thread.** [`LocalBackend::new`] spawns a dedicated inference thread that
-//! loads the model once and owns every llama.cpp object; all personas share it. Calls are jobs
-//! sent over a channel and answered over a per-job channel, so callers on Bevy's task pools just
-//! await. Jobs run one at a time (llama.cpp contexts are not re-entrant, and on a small CPU one
-//! well-fed thread beats several starved ones), **one thought's calls back to back**
-//! ([`serve_order`](super::serve_order)): the first persona is up while the others still
-//! plan, instead of everyone waiting for everyone. The thread count defaults to 1:
-//! on a 2-core machine shared with the game, 2 threads collapsed generation 15–35×.
+//! **One model, one thread, many requests per batch.** [`LocalBackend::new`] spawns a
+//! dedicated inference thread that loads the model once and owns every llama.cpp object; all
+//! personas share it. Calls are jobs sent over a channel and answered over a per-job channel,
+//! so callers on Bevy's task pools just await. The thread decodes **every admitted request
+//! together**: each step is one `llama_decode` holding the token each answering request
+//! sampled last and as much of the prompts still coming in as fits the batch, one KV sequence
+//! per request. A small model on one CPU thread reads all its weights for every step, so five
+//! answers cost little more than one. Requests are admitted in
+//! [`serve_order`](super::serve_order) — the thought that started first first, its next call
+//! awaited a moment when the engine is idle — so the first persona is up while the others
+//! still plan. The thread count defaults to 1: on a 2-core machine shared with the game, 2
+//! threads collapsed generation 15–35×.
 //!
-//! **Prefix reuse.** The generation context remembers the tokens in its KV cache (sequence 0).
-//! A new prompt only decodes what follows the longest common prefix with the previous one — the
-//! shared persona preamble, or the same prompt asked again with a new seed.
+//! **A KV slot per persona.** The generation context keeps [`SLOTS`] sequences alive between
+//! calls ([`kv_slots`](super::kv_slots)): a persona's next prompt goes to the slot holding its
+//! previous one and decodes only what follows their common prefix; a longer prefix held by
+//! another slot (the same template just asked of someone else) is forked in with
+//! `copy_kv_cache_seq`. The least recently used idle slots make room when the context is
+//! full. Every answer reports how many of its prompt tokens came from the cache
+//! ([`TokenUsage::reused_prompt_tokens`]).
 //!
 //! **Decoding that fits the question** — a tiny model cannot be trusted to follow formats, so
 //! structure comes from decoding, not hope:
@@ -59,16 +67,27 @@ use super::backend::{
     BoxFuture, ChatMessage, ChatRequest, ChatResponse, ChoiceRequest, LlmBackend, LlmError, Role,
     TokenUsage,
 };
+use super::kv_slots::SlotTable;
 use super::serve_order::{FOLLOW_UP_WAIT, ServeOrder};
 
-/// The default context size (tokens) of the generation context.
-pub const DEFAULT_CONTEXT_SIZE: u32 = 4096;
+/// The default context size (tokens) of the generation context: room for the [`SLOTS`] kept
+/// prompts of a town's personas (a few hundred tokens each) beside the one being answered.
+pub const DEFAULT_CONTEXT_SIZE: u32 = 8192;
 /// The default number of inference threads (see the module docs for why 1).
 pub const DEFAULT_THREADS: u32 = 1;
 /// Context size of the embedding context; longer texts are truncated to it.
 const EMBED_CONTEXT: u32 = 512;
-/// KV sequences of the generation context: sequence 0 holds the prompt, the others score options.
-const MAX_SEQUENCES: u32 = 16;
+/// KV sequences kept between calls for prompt reuse, one per recent thought (persona), and
+/// the most requests decoded together in one batch.
+pub const SLOTS: usize = 8;
+/// Sequences after the slots that score a choice's options, each a fork of its question.
+const OPTION_SEQUENCES: usize = 8;
+/// Tokens of the context kept free for the option sequences.
+const OPTION_ROOM: usize = 1024;
+/// An option's tokens scored at most.
+const MAX_OPTION_TOKENS: usize = 256;
+/// KV sequences of the generation context: the slots, then the option sequences.
+const MAX_SEQUENCES: u32 = (SLOTS + OPTION_SEQUENCES) as u32;
 
 /// How option log-likelihoods are combined into one score per option.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -92,6 +111,8 @@ pub struct LocalConfig {
     pub context_size: u32,
     /// How option scores are combined.
     pub choice_norm: ChoiceNorm,
+    /// Offload layers to a GPU when a GPU backend is compiled in and a GPU has room (on).
+    pub gpu: bool,
 }
 
 impl LocalConfig {
@@ -102,6 +123,7 @@ impl LocalConfig {
             threads: DEFAULT_THREADS,
             context_size: DEFAULT_CONTEXT_SIZE,
             choice_norm: ChoiceNorm::Sum,
+            gpu: true,
         }
     }
 }
@@ -137,6 +159,8 @@ struct ModelInfo {
     model: String,
     embedding_model: String,
     embedding_dim: usize,
+    /// Where it runs ("CPU", or the GPU and how many layers went there).
+    device: String,
 }
 
 /// Work for the inference thread.
@@ -175,6 +199,13 @@ pub struct LocalStats {
     /// Times the thread waited for a thought's next call and got it (the thought's calls
     /// served back to back; see `serve_order`).
     pub follow_ups_awaited: u64,
+    /// Batches decoded for requests (prompt chunks and answer tokens together).
+    pub batches: u64,
+    /// Requests summed over those batches: `batched_requests / batches` is how many were
+    /// decoded together on average.
+    pub batched_requests: u64,
+    /// The most requests decoding at once.
+    pub widest_batch: u64,
 }
 
 /// The embedded llama.cpp backend. Cheap to share (behind an `Arc`).
@@ -330,6 +361,10 @@ impl LlmBackend for LocalBackend {
         &self.info.embedding_model
     }
 
+    fn device(&self) -> Option<&str> {
+        Some(&self.info.device)
+    }
+
     fn embedding_dim(&self) -> usize {
         self.info.embedding_dim
     }
@@ -361,7 +396,9 @@ fn model_name(path: &Path) -> String {
 }
 
 /// The inference thread: loads the model, reports readiness, then serves jobs until every
-/// sender is gone or `stop` is set.
+/// sender is gone or `stop` is set. Each turn of its loop takes in what has arrived, admits
+/// as many requests as there are free slots and room ([`SlotTable`]), and decodes one batch
+/// for all of them ([`Engine::step`]).
 fn inference_thread(
     backend: &'static LlamaBackend,
     config: &LocalConfig,
@@ -369,18 +406,17 @@ fn inference_thread(
     ready: &std::sync::mpsc::Sender<Result<ModelInfo, LocalError>>,
     stop: &Arc<AtomicBool>,
 ) {
-    let model =
-        match LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default())
-        {
-            Ok(model) => model,
-            Err(err) => {
-                let _ = ready.send(Err(LocalError::Load {
-                    path: config.model_path.clone(),
-                    reason: err.to_string(),
-                }));
-                return;
-            }
-        };
+    let (params, offload) = model_params(config);
+    let model = match LlamaModel::load_from_file(backend, &config.model_path, &params) {
+        Ok(model) => model,
+        Err(err) => {
+            let _ = ready.send(Err(LocalError::Load {
+                path: config.model_path.clone(),
+                reason: err.to_string(),
+            }));
+            return;
+        }
+    };
     let mut engine = match Engine::new(backend, &model, config, Arc::clone(stop)) {
         Ok(engine) => engine,
         Err(err) => {
@@ -389,41 +425,136 @@ fn inference_thread(
         }
     };
     let name = model_name(&config.model_path);
+    let device = match offload {
+        Some(gpu) => {
+            // -1 (or more than the model has) is every layer.
+            let layers = model.n_layer();
+            let offloaded = u32::try_from(params.n_gpu_layers()).map_or(layers, |n| n.min(layers));
+            format!("{gpu}, {offloaded} of {layers} layers")
+        }
+        None => "CPU".to_owned(),
+    };
+    bevy::log::info!(model = name, device, "local model loaded");
     let info = ModelInfo {
         embedding_model: format!("{name}:mean-pool"),
         model: name,
         embedding_dim: embedding_width(&model),
+        device,
     };
     if ready.send(Ok(info)).is_err() {
         return;
     }
     let mut order = ServeOrder::default();
-    while let Some(job) = next_job(queue, &mut order, &mut engine.stats, stop) {
+    let mut streams: Vec<Stream> = Vec::new();
+    // A prepared request that found no slot or no room yet: it goes first once one frees.
+    let mut held: Option<Prepared> = None;
+    loop {
+        while let Ok(job) = queue.try_recv() {
+            order.push_job(job, std::time::Instant::now());
+        }
+        if streams.is_empty() && held.is_none() {
+            // Idle: block for work (and wait a moment for a thought's follow-up).
+            let Some(job) = next_job(queue, &mut order, &mut engine.stats, stop) else {
+                break;
+            };
+            held = engine.admit(job, stop);
+        }
+        // Admit the waiting requests, oldest thought first, while slots and room last. One
+        // slot stays free for the next call of the thought served last when it is still due.
+        loop {
+            if let Some(prepared) = held.take() {
+                match engine.place(prepared) {
+                    Ok(stream) => streams.push(stream),
+                    Err(prepared) => {
+                        held = Some(prepared);
+                        break;
+                    }
+                }
+                continue;
+            }
+            let limit = if order.awaits_follow_up() {
+                SLOTS - 1
+            } else {
+                SLOTS
+            };
+            if streams.len() >= limit.max(1) {
+                break;
+            }
+            let Some(job) = order.pop(std::time::Instant::now()) else {
+                break;
+            };
+            held = engine.admit(job, stop);
+        }
         if stop.load(Ordering::SeqCst) {
-            // Shutting down: every job still queued is answered, none is run.
-            job.refuse();
+            // Shutting down: what is decoding ends with `Closed`; the queue is refused above.
+            for stream in streams.drain(..) {
+                stream.task.fail(LlmError::Closed);
+            }
+            if let Some(prepared) = held.take() {
+                prepared.task.fail(LlmError::Closed);
+            }
+            engine.forget_cache();
             continue;
         }
-        // A reply nobody awaits any more (the caller was dropped) is simply discarded.
-        match job {
-            Job::Chat {
-                request,
-                deltas,
-                reply,
-            } => {
-                let _ = reply.send_blocking(engine.chat(&request, deltas.as_ref()));
+        if streams.is_empty() {
+            // With every slot idle a request always finds room; one that still does not is
+            // answered rather than waited for forever.
+            if let Some(prepared) = held.take() {
+                prepared.task.fail(LlmError::Malformed(
+                    "local model: the request does not fit the context".into(),
+                ));
             }
-            Job::Score { request, reply } => {
-                let _ = reply.send_blocking(engine.score(&request));
-            }
-            Job::Embed { texts, reply } => {
-                let _ = reply.send_blocking(engine.embed(&texts));
-            }
-            Job::Stats { reply } => {
-                let _ = reply.send_blocking(engine.stats);
-            }
+            continue;
         }
-        order.finished(std::time::Instant::now());
+        for key in engine.step(&mut streams) {
+            order.finished(key.as_deref(), std::time::Instant::now());
+        }
+    }
+}
+
+/// Free memory a GPU keeps beyond the model and its cache when layers are fitted (the game's
+/// own textures and the driver live there too).
+const GPU_MARGIN_BYTES: usize = 512 << 20;
+
+/// The model's load parameters: with a GPU backend compiled in (features `vulkan`, `cuda`,
+/// `metal`) and a GPU present, as many layers as its free memory holds — llama.cpp's own fit,
+/// which reads the model's sizes and the context's cache — else the CPU alone. Returns the GPU's
+/// description when layers go there.
+fn model_params(config: &LocalConfig) -> (std::pin::Pin<Box<LlamaModelParams>>, Option<String>) {
+    use llama_cpp_2::LlamaBackendDeviceType as Kind;
+    let cpu = || Box::pin(LlamaModelParams::default().with_n_gpu_layers(0));
+    if !config.gpu {
+        return (cpu(), None);
+    }
+    let Some(gpu) = llama_cpp_2::list_llama_ggml_backend_devices()
+        .into_iter()
+        .filter(|d| matches!(d.device_type, Kind::Gpu | Kind::IntegratedGpu))
+        .max_by_key(|d| d.memory_free)
+    else {
+        return (cpu(), None);
+    };
+    let Ok(path) = std::ffi::CString::new(config.model_path.to_string_lossy().as_bytes()) else {
+        return (cpu(), None);
+    };
+    let mut params = Box::pin(LlamaModelParams::default());
+    let mut context = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(config.context_size))
+        .with_n_seq_max(MAX_SEQUENCES)
+        .with_kv_unified(true);
+    let mut margins = vec![GPU_MARGIN_BYTES; llama_cpp_2::max_devices().max(1)];
+    // 3: llama.cpp's warning level, so the fit's own report stays out of the log.
+    match params
+        .as_mut()
+        .fit_params(&path, &mut context, &mut margins, 256, 3)
+    {
+        Ok(_) if params.n_gpu_layers() != 0 => {
+            (params, Some(format!("{} ({})", gpu.name, gpu.description)))
+        }
+        Ok(_) => (cpu(), None),
+        Err(err) => {
+            bevy::log::warn!(device = gpu.name, %err, "the model does not fit the GPU: CPU only");
+            (cpu(), None)
+        }
     }
 }
 
@@ -510,14 +641,85 @@ impl Job {
     }
 }
 
+/// What a decoding request is for, and what it has produced so far.
+enum Task {
+    /// A chat completion: sampled token by token.
+    Chat {
+        request: ChatRequest,
+        deltas: Option<async_channel::Sender<String>>,
+        reply: async_channel::Sender<Result<ChatResponse, LlmError>>,
+        sampler: LlamaSampler,
+        /// Most tokens it may generate.
+        budget: usize,
+        /// The answer's bytes so far (tokens can split characters).
+        bytes: Vec<u8>,
+        /// Bytes already streamed to `deltas`.
+        sent: usize,
+        generated: u64,
+        /// The token sampled last, to be decoded in the next batch.
+        last: Option<LlamaToken>,
+        /// Where a stop sequence cut the answer (an index into its text).
+        cut: Option<usize>,
+    },
+    /// A closed choice: once its prompt is in, its options are scored.
+    Score {
+        request: ChoiceRequest,
+        /// The prompt text (options are tokenized after it).
+        prompt: String,
+        reply: async_channel::Sender<Result<Vec<f32>, LlmError>>,
+    },
+}
+
+impl Task {
+    /// Ends the request with `err`.
+    fn fail(self, err: LlmError) {
+        match self {
+            Task::Chat { reply, .. } => {
+                let _ = reply.send_blocking(Err(err));
+            }
+            Task::Score { reply, .. } => {
+                let _ = reply.send_blocking(Err(err));
+            }
+        }
+    }
+
+    fn key(&self) -> Option<&str> {
+        match self {
+            Task::Chat { request, .. } => request.affinity.as_deref(),
+            Task::Score { request, .. } => request.affinity.as_deref(),
+        }
+    }
+}
+
+/// A request with its prompt tokenized, waiting for a slot.
+struct Prepared {
+    task: Task,
+    tokens: Vec<LlamaToken>,
+    /// Tokens its slot grows to (prompt plus answer).
+    need: usize,
+}
+
+/// A request decoding in a slot.
+struct Stream {
+    task: Task,
+    /// The whole prompt.
+    tokens: Vec<LlamaToken>,
+    /// Its slot (and KV sequence id).
+    slot: usize,
+    /// The next prompt token to decode; `tokens.len()` once the prompt is in.
+    next: usize,
+    /// Prompt tokens found in the cache.
+    reused: usize,
+}
+
 /// Everything the inference thread owns, borrowing the model.
 struct Engine<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
     embed_ctx: LlamaContext<'m>,
     template: LlamaChatTemplate,
-    /// The tokens whose keys/values sequence 0 of `ctx` holds, in order from position 0.
-    cached: Vec<LlamaToken>,
+    /// What each kept KV sequence holds (sequence `i` is slot `i`).
+    slots: SlotTable<LlamaToken>,
     n_ctx: usize,
     n_batch: usize,
     norm: ChoiceNorm,
@@ -547,8 +749,8 @@ impl<'m> Engine<'m> {
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch.min(512))
             .with_n_seq_max(MAX_SEQUENCES)
-            // One cache for all sequences: copying the prompt to the option sequences is then
-            // bookkeeping, not a copy of the keys and values.
+            // One cache for all sequences: forking a prefix into another slot, or the question
+            // into the option sequences, is then bookkeeping, not a copy of keys and values.
             .with_kv_unified(true)
             .with_n_threads(threads)
             .with_n_threads_batch(threads);
@@ -574,28 +776,21 @@ impl<'m> Engine<'m> {
             }
         };
         let end_token = Self::find_end_token(model, &template);
+        let n_ctx = n_ctx as usize;
         Ok(Self {
             model,
             ctx,
             embed_ctx,
             end_token,
             template,
-            cached: Vec::new(),
-            n_ctx: n_ctx as usize,
+            // The option sequences' room stays free for scoring.
+            slots: SlotTable::new(SLOTS, n_ctx.saturating_sub(OPTION_ROOM).max(n_ctx / 2)),
+            n_ctx,
             n_batch: n_batch as usize,
             norm: config.choice_norm,
             stats: LocalStats::default(),
             stop,
         })
-    }
-
-    /// `Err(Closed)` once the backend is shutting down: long work checks it between steps.
-    fn check_stop(&self) -> Result<(), LlmError> {
-        if self.stop.load(Ordering::Relaxed) {
-            Err(LlmError::Closed)
-        } else {
-            Ok(())
-        }
     }
 
     /// The prompt text: the messages through the chat template, ending with an open assistant
@@ -631,70 +826,405 @@ impl<'m> Engine<'m> {
         self.model.vocab().tokenize(text.as_bytes(), true, true)
     }
 
-    /// Makes sequence 0 hold exactly `tokens` and returns the logits after the last one.
-    /// Only the part after the common prefix with the cache is decoded.
-    fn prime(&mut self, tokens: &[LlamaToken]) -> Result<Vec<f32>, LlmError> {
+    /// Turns a job into a request ready for a slot. Embeddings and statistics are answered at
+    /// once, as is a request that cannot run (`None` then).
+    fn admit(&mut self, job: Job, stop: &AtomicBool) -> Option<Prepared> {
+        if stop.load(Ordering::SeqCst) {
+            job.refuse();
+            return None;
+        }
+        let prepared = match job {
+            Job::Stats { reply } => {
+                let _ = reply.send_blocking(self.stats);
+                return None;
+            }
+            Job::Embed { texts, reply } => {
+                let _ = reply.send_blocking(self.embed(&texts));
+                return None;
+            }
+            Job::Chat {
+                request,
+                deltas,
+                reply,
+            } => match self.prepare_chat(&request) {
+                Ok((tokens, sampler)) => {
+                    let budget = (request.max_tokens as usize)
+                        .min(self.slots_capacity().saturating_sub(tokens.len()));
+                    Prepared {
+                        need: tokens.len() + budget,
+                        tokens,
+                        task: Task::Chat {
+                            request,
+                            deltas,
+                            reply,
+                            sampler,
+                            budget,
+                            bytes: Vec::new(),
+                            sent: 0,
+                            generated: 0,
+                            last: None,
+                            cut: None,
+                        },
+                    }
+                }
+                Err(err) => {
+                    let _ = reply.send_blocking(Err(err));
+                    return None;
+                }
+            },
+            Job::Score { request, reply } => {
+                if request.options.is_empty() {
+                    let _ = reply.send_blocking(Ok(Vec::new()));
+                    return None;
+                }
+                match self
+                    .render(&request.messages)
+                    .and_then(|prompt| self.checked_tokens(&prompt).map(|t| (prompt, t)))
+                {
+                    Ok((prompt, tokens)) => Prepared {
+                        need: tokens.len(),
+                        tokens,
+                        task: Task::Score {
+                            request,
+                            prompt,
+                            reply,
+                        },
+                    },
+                    Err(err) => {
+                        let _ = reply.send_blocking(Err(err));
+                        return None;
+                    }
+                }
+            }
+        };
+        Some(prepared)
+    }
+
+    /// The prompt's tokens, or why it cannot run.
+    fn checked_tokens(&self, prompt: &str) -> Result<Vec<LlamaToken>, LlmError> {
+        let tokens = self.tokenize(prompt);
         if tokens.is_empty() {
             return Err(LlmError::Malformed("empty prompt".into()));
         }
-        if tokens.len() >= self.n_ctx {
+        // Room for the prompt and one answer token beside the options' room.
+        if tokens.len() >= self.slots_capacity() {
             return Err(LlmError::Malformed(format!(
                 "prompt of {} tokens does not fit the {}-token context",
                 tokens.len(),
                 self.n_ctx
             )));
         }
-        let common = self
-            .cached
-            .iter()
-            .zip(tokens)
-            .take_while(|(a, b)| a == b)
-            .count()
-            // The last prompt token is always decoded again: its logits are needed.
-            .min(tokens.len() - 1);
-        // Drop every other sequence and sequence 0's tail beyond the shared prefix.
-        for seq in 1..MAX_SEQUENCES as i32 {
-            let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
-        }
-        if self
-            .ctx
-            .clear_kv_cache_seq(Some(0), Some(common as u32), None)
-            .unwrap_or(false)
-        {
-            self.cached.truncate(common);
-        } else {
-            self.ctx.clear_kv_cache();
-            self.cached.clear();
-        }
-        let start = self.cached.len();
-        let started = std::time::Instant::now();
-        let mut batch = LlamaBatch::new(self.n_batch, 1);
-        let mut logits = Vec::new();
-        for (chunk_index, chunk) in tokens[start..].chunks(self.n_batch).enumerate() {
-            self.check_stop()?;
-            batch.clear();
-            let offset = start + chunk_index * self.n_batch;
-            for (i, token) in chunk.iter().enumerate() {
-                let pos = offset + i;
-                let last = pos + 1 == tokens.len();
-                batch
-                    .add(*token, pos as i32, &[0], last)
-                    .map_err(|e| internal("batch", e))?;
-            }
-            self.ctx
-                .decode(&mut batch)
-                .map_err(|e| internal("decode", e))?;
-            self.cached.extend_from_slice(chunk);
-            if offset + chunk.len() == tokens.len() {
-                logits = self.ctx.get_logits_ith(batch.n_tokens() - 1).to_vec();
-            }
-        }
-        self.stats.prompt_tokens_reused += start as u64;
-        self.stats.prompt_tokens_decoded += (tokens.len() - start) as u64;
-        self.stats.prompt_seconds += started.elapsed().as_secs_f64();
-        Ok(logits)
+        Ok(tokens)
     }
 
+    fn slots_capacity(&self) -> usize {
+        self.n_ctx.saturating_sub(OPTION_ROOM).max(self.n_ctx / 2)
+    }
+
+    fn prepare_chat(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<(Vec<LlamaToken>, LlamaSampler), LlmError> {
+        let prompt = self.render(&request.messages)?;
+        let tokens = self.checked_tokens(&prompt)?;
+        let sampler = self.sampler(request)?;
+        Ok((tokens, sampler))
+    }
+
+    /// Puts a prepared request into a slot: the cache operations of its [`Placement`]. Gives
+    /// the request back while no slot or room is free.
+    fn place(&mut self, prepared: Prepared) -> Result<Stream, Prepared> {
+        let need = prepared.need.min(self.slots_capacity());
+        let Some(placement) = self
+            .slots
+            .place(&prepared.tokens, prepared.task.key(), need)
+        else {
+            return Err(prepared);
+        };
+        for &victim in &placement.evict {
+            let _ = self.ctx.clear_kv_cache_seq(Some(victim as u32), None, None);
+        }
+        let seq = placement.slot as u32;
+        let kept = match placement.fork_from {
+            Some(from) => {
+                let _ = self.ctx.clear_kv_cache_seq(Some(seq), None, None);
+                self.ctx
+                    .copy_kv_cache_seq(
+                        from as i32,
+                        seq as i32,
+                        Some(0),
+                        Some(placement.reuse as u32),
+                    )
+                    .is_ok()
+            }
+            None => self
+                .ctx
+                .clear_kv_cache_seq(Some(seq), Some(placement.reuse as u32), None)
+                .unwrap_or(false),
+        };
+        let reuse = if kept {
+            placement.reuse
+        } else {
+            // The cache refused the partial edit: start the sequence afresh.
+            let _ = self.ctx.clear_kv_cache_seq(Some(seq), None, None);
+            self.slots.truncate(placement.slot, 0);
+            0
+        };
+        Ok(Stream {
+            task: prepared.task,
+            tokens: prepared.tokens,
+            slot: placement.slot,
+            next: reuse,
+            reused: reuse,
+        })
+    }
+
+    /// Forgets every cached sequence (after a failed decode or on shutdown).
+    fn forget_cache(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.slots.clear();
+    }
+
+    /// One decoded batch for every stream: the token each answering stream sampled last, then
+    /// as much of the prompts still coming in as fits. Streams that finished are answered and
+    /// removed; returns their thoughts' keys.
+    fn step(&mut self, streams: &mut Vec<Stream>) -> Vec<Option<String>> {
+        let mut batch = LlamaBatch::new(self.n_batch, 1);
+        // (stream, batch index of its logits)
+        let mut outputs: Vec<(usize, i32)> = Vec::new();
+        // (stream, first prompt token, how many) decoded in this batch
+        let mut chunks: Vec<(usize, usize, usize)> = Vec::new();
+        let mut failure = None;
+        for (index, stream) in streams.iter().enumerate() {
+            if let Task::Chat {
+                last: Some(token), ..
+            } = &stream.task
+            {
+                let pos = self.slots.tokens(stream.slot).len();
+                if let Err(err) = batch.add(*token, pos as i32, &[stream.slot as i32], true) {
+                    failure = Some(internal("batch", err));
+                }
+                outputs.push((index, batch.n_tokens() - 1));
+            }
+        }
+        let mut room = self.n_batch.saturating_sub(batch.n_tokens() as usize);
+        for (index, stream) in streams.iter().enumerate() {
+            if room == 0 || stream.next >= stream.tokens.len() {
+                continue;
+            }
+            let count = (stream.tokens.len() - stream.next).min(room);
+            for pos in stream.next..stream.next + count {
+                let last = pos + 1 == stream.tokens.len();
+                if let Err(err) =
+                    batch.add(stream.tokens[pos], pos as i32, &[stream.slot as i32], last)
+                {
+                    failure = Some(internal("batch", err));
+                }
+                if last {
+                    outputs.push((index, batch.n_tokens() - 1));
+                }
+            }
+            chunks.push((index, stream.next, count));
+            room -= count;
+        }
+        let started = std::time::Instant::now();
+        let decoded = match failure {
+            Some(err) => Err(err),
+            None => self.check_stop().and_then(|()| self.decode(&mut batch)),
+        };
+        if let Err(err) = decoded {
+            // Every request of the batch fails; the cache starts afresh.
+            for stream in streams.drain(..) {
+                stream.task.fail(err.clone());
+            }
+            self.forget_cache();
+            return Vec::new();
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        self.stats.batches += 1;
+        self.stats.batched_requests += streams.len() as u64;
+        self.stats.widest_batch = self.stats.widest_batch.max(streams.len() as u64);
+        if chunks.is_empty() {
+            self.stats.generation_seconds += elapsed;
+        } else {
+            self.stats.prompt_seconds += elapsed;
+        }
+        // The cache now holds what was decoded.
+        for stream in streams.iter_mut() {
+            if let Task::Chat { last, .. } = &mut stream.task
+                && let Some(token) = last.take()
+            {
+                self.slots.extend(stream.slot, &[token]);
+            }
+        }
+        for &(index, from, count) in &chunks {
+            let stream = &mut streams[index];
+            self.slots
+                .extend(stream.slot, &stream.tokens[from..from + count]);
+            stream.next = from + count;
+        }
+        // Sample every answer first: scoring a choice's options decodes again, which replaces
+        // the batch's logits. A choice keeps its first token's log-probabilities meanwhile.
+        let mut done = Vec::new();
+        let mut choices = Vec::new();
+        for &(index, at) in &outputs {
+            if matches!(streams[index].task, Task::Score { .. }) {
+                choices.push((index, log_softmax(self.ctx.get_logits_ith(at))));
+            } else if self.advance(&mut streams[index], at) {
+                done.push(index);
+            }
+        }
+        for (index, first) in choices {
+            self.score(&mut streams[index], &first);
+            done.push(index);
+        }
+        done.sort_unstable();
+        let mut keys = Vec::with_capacity(done.len());
+        for index in done.into_iter().rev() {
+            let stream = streams.swap_remove(index);
+            self.slots.release(stream.slot);
+            keys.push(stream.task.key().map(str::to_owned));
+            self.finish(stream);
+        }
+        keys
+    }
+
+    /// Decodes `batch`; when the cache has no room, makes room by dropping the idle slots and
+    /// tries once more.
+    fn decode(&mut self, batch: &mut LlamaBatch) -> Result<(), LlmError> {
+        match self.ctx.decode(batch) {
+            Ok(()) => Ok(()),
+            Err(llama_cpp_2::DecodeError::NoKvCacheSlot) => {
+                for slot in self.slots.drop_idle() {
+                    let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+                }
+                self.ctx.decode(batch).map_err(|e| internal("decode", e))
+            }
+            Err(err) => Err(internal("decode", err)),
+        }
+    }
+
+    /// Scores a choice whose question is in and answers it; `first` holds the log-probabilities
+    /// of the answer's first token.
+    fn score(&mut self, stream: &mut Stream, first: &[f32]) {
+        if let Task::Score {
+            request,
+            prompt,
+            reply,
+        } = &stream.task
+        {
+            let scores = self.score_options(request, prompt, &stream.tokens, stream.slot, first);
+            let _ = reply.send_blocking(scores);
+        }
+    }
+
+    /// Samples a chat's next token from its logits at batch index `at`. Returns whether the
+    /// answer is done.
+    fn advance(&mut self, stream: &mut Stream, at: i32) -> bool {
+        match &mut stream.task {
+            Task::Chat {
+                request,
+                deltas,
+                sampler,
+                budget,
+                bytes,
+                sent,
+                generated,
+                last,
+                cut,
+                ..
+            } => {
+                if *budget == 0 {
+                    return true;
+                }
+                // The sampler reads the logits of this stream's last decoded token.
+                let token = sampler.sample(&self.ctx, at);
+                *generated += 1;
+                let vocab = self.model.vocab();
+                if vocab.is_eog(token) {
+                    return true;
+                }
+                bytes.extend(vocab.token_to_piece(token, false, None));
+                let text = String::from_utf8_lossy(bytes);
+                if let Some(at_stop) = request
+                    .stop
+                    .iter()
+                    .filter(|s| !s.is_empty())
+                    .filter_map(|s| text.find(s.as_str()))
+                    .min()
+                {
+                    // Cut at a stop sequence: what follows it is never sent.
+                    *cut = Some(at_stop);
+                    return true;
+                }
+                if let Some(deltas) = deltas {
+                    // Send only complete characters.
+                    let complete = match std::str::from_utf8(bytes) {
+                        Ok(s) => s.len(),
+                        Err(e) => e.valid_up_to(),
+                    };
+                    if complete > *sent {
+                        let piece = String::from_utf8_lossy(&bytes[*sent..complete]).into_owned();
+                        let _ = deltas.send_blocking(piece);
+                        *sent = complete;
+                    }
+                }
+                if *generated as usize >= *budget {
+                    return true;
+                }
+                *last = Some(token);
+                false
+            }
+            // Choices are scored apart (`score`).
+            Task::Score { .. } => true,
+        }
+    }
+
+    /// Answers a finished request and counts it.
+    fn finish(&mut self, stream: Stream) {
+        self.stats.prompt_tokens_reused += stream.reused as u64;
+        self.stats.prompt_tokens_decoded += (stream.tokens.len() - stream.reused) as u64;
+        let Task::Chat {
+            deltas,
+            reply,
+            bytes,
+            sent,
+            generated,
+            cut,
+            ..
+        } = stream.task
+        else {
+            // A choice answered itself when its options were scored.
+            return;
+        };
+        self.stats.generated_tokens += generated;
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if let Some(cut) = cut {
+            text.truncate(cut);
+        }
+        if let Some(deltas) = &deltas
+            && text.len() > sent
+        {
+            let _ = deltas.send_blocking(text.get(sent..).unwrap_or_default().to_owned());
+        }
+        let _ = reply.send_blocking(Ok(ChatResponse {
+            text,
+            usage: TokenUsage {
+                prompt_tokens: stream.tokens.len() as u64,
+                completion_tokens: generated,
+                reused_prompt_tokens: stream.reused as u64,
+            },
+        }));
+    }
+
+    /// `Err(Closed)` once the backend is shutting down: long work checks it between steps.
+    fn check_stop(&self) -> Result<(), LlmError> {
+        if self.stop.load(Ordering::Relaxed) {
+            Err(LlmError::Closed)
+        } else {
+            Ok(())
+        }
+    }
     fn sampler(&self, request: &ChatRequest) -> Result<LlamaSampler, LlmError> {
         let mut chain = Vec::new();
         let grammar = match &request.json_schema {
@@ -720,88 +1250,6 @@ impl<'m> Engine<'m> {
             chain.push(LlamaSampler::dist((seed ^ (seed >> 32)) as u32));
         }
         Ok(LlamaSampler::chain_simple(chain))
-    }
-
-    fn chat(
-        &mut self,
-        request: &ChatRequest,
-        deltas: Option<&async_channel::Sender<String>>,
-    ) -> Result<ChatResponse, LlmError> {
-        let prompt = self.render(&request.messages)?;
-        let tokens = self.tokenize(&prompt);
-        let mut sampler = self.sampler(request)?;
-        let reused_before = self.stats.prompt_tokens_reused;
-        self.prime(&tokens)?;
-        let reused = self.stats.prompt_tokens_reused - reused_before;
-        let started = std::time::Instant::now();
-        let budget = (request.max_tokens as usize).min(self.n_ctx - tokens.len());
-        let vocab = self.model.vocab();
-        let mut bytes: Vec<u8> = Vec::new();
-        let mut sent = 0usize;
-        let mut generated = 0u64;
-        let mut batch = LlamaBatch::new(1, 1);
-        let mut stop_at = None;
-        for _ in 0..budget {
-            self.check_stop()?;
-            // The sampler reads the logits of the last decoded token.
-            let token = sampler.sample(&self.ctx, -1);
-            generated += 1;
-            if vocab.is_eog(token) {
-                break;
-            }
-            bytes.extend(vocab.token_to_piece(token, false, None));
-            let text = String::from_utf8_lossy(&bytes);
-            if let Some(cut) = request
-                .stop
-                .iter()
-                .filter(|s| !s.is_empty())
-                .filter_map(|s| text.find(s.as_str()))
-                .min()
-            {
-                stop_at = Some(cut);
-                break;
-            }
-            if let Some(deltas) = deltas {
-                // Send only complete characters.
-                let complete = match std::str::from_utf8(&bytes) {
-                    Ok(s) => s.len(),
-                    Err(e) => e.valid_up_to(),
-                };
-                if complete > sent {
-                    let piece = String::from_utf8_lossy(&bytes[sent..complete]).into_owned();
-                    let _ = deltas.send_blocking(piece);
-                    sent = complete;
-                }
-            }
-            batch.clear();
-            let pos = self.cached.len();
-            batch
-                .add(token, pos as i32, &[0], true)
-                .map_err(|e| internal("batch", e))?;
-            self.ctx
-                .decode(&mut batch)
-                .map_err(|e| internal("decode", e))?;
-            self.cached.push(token);
-        }
-        self.stats.generated_tokens += generated;
-        self.stats.generation_seconds += started.elapsed().as_secs_f64();
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
-        if let Some(cut) = stop_at {
-            text.truncate(cut);
-        }
-        if let Some(deltas) = deltas
-            && text.len() > sent
-        {
-            let _ = deltas.send_blocking(text.get(sent..).unwrap_or_default().to_owned());
-        }
-        Ok(ChatResponse {
-            text,
-            usage: TokenUsage {
-                prompt_tokens: tokens.len() as u64,
-                completion_tokens: generated,
-                reused_prompt_tokens: reused,
-            },
-        })
     }
 
     /// The end-of-answer token appended to every option, so "Maple" cannot win by being a
@@ -831,14 +1279,17 @@ impl<'m> Engine<'m> {
         })
     }
 
-    fn score(&mut self, request: &ChoiceRequest) -> Result<Vec<f32>, LlmError> {
-        if request.options.is_empty() {
-            return Ok(Vec::new());
-        }
-        let prompt = self.render(&request.messages)?;
-        let prompt_tokens = self.tokenize(&prompt);
-        let first_logits = self.prime(&prompt_tokens)?;
-        let first = log_softmax(&first_logits);
+    /// Scores a choice's options once its question is in `slot` and `first` holds the
+    /// log-probabilities of the answer's first token: each option (plus the end of the
+    /// answer) is decoded on an option sequence forked from the question's.
+    fn score_options(
+        &mut self,
+        request: &ChoiceRequest,
+        prompt: &str,
+        prompt_tokens: &[LlamaToken],
+        slot: usize,
+        first: &[f32],
+    ) -> Result<Vec<f32>, LlmError> {
         let n_prompt = prompt_tokens.len();
         let end = self.end_token;
         // Each option's tokens: the prompt plus the option tokenized together, minus the
@@ -848,7 +1299,7 @@ impl<'m> Engine<'m> {
             .iter()
             .map(|option| {
                 let full = self.tokenize(&format!("{prompt}{}", option.trim()));
-                let mut tail = if full.starts_with(&prompt_tokens) {
+                let mut tail = if full.starts_with(prompt_tokens) {
                     full[n_prompt..].to_vec()
                 } else {
                     // The option merged with the prompt's last token: score it standalone.
@@ -856,28 +1307,27 @@ impl<'m> Engine<'m> {
                         .vocab()
                         .tokenize(option.trim().as_bytes(), false, false)
                 };
-                tail.truncate(self.n_ctx.saturating_sub(n_prompt + 2).min(256));
+                tail.truncate(MAX_OPTION_TOKENS);
                 tail.extend(end);
                 tail
             })
             .collect();
         let mut scores = vec![f32::NEG_INFINITY; options.len()];
-        let per_batch = (MAX_SEQUENCES - 1) as usize;
         let mut index = 0;
         while index < options.len() {
             self.check_stop()?;
-            // As many options as fit in free sequences and one batch.
+            // As many options as fit in the option sequences and their room.
             let mut group = Vec::new();
             let mut tokens_in_batch = 0;
             while index < options.len()
-                && group.len() < per_batch
-                && (group.is_empty() || tokens_in_batch + options[index].len() <= self.n_batch)
+                && group.len() < OPTION_SEQUENCES
+                && (group.is_empty() || tokens_in_batch + options[index].len() <= OPTION_ROOM)
             {
                 tokens_in_batch += options[index].len();
                 group.push(index);
                 index += 1;
             }
-            self.score_group(&options, &group, n_prompt, &first, &mut scores)?;
+            self.score_group(&options, &group, slot, n_prompt, first, &mut scores)?;
         }
         Ok(scores)
     }
@@ -886,6 +1336,7 @@ impl<'m> Engine<'m> {
         &mut self,
         options: &[Vec<LlamaToken>],
         group: &[usize],
+        slot: usize,
         n_prompt: usize,
         first: &[f32],
         scores: &mut [f32],
@@ -894,11 +1345,11 @@ impl<'m> Engine<'m> {
         let mut batch = LlamaBatch::new(total.max(1), 1);
         // (option, batch index of its first token)
         let mut starts = Vec::with_capacity(group.len());
-        for (slot, &option) in group.iter().enumerate() {
-            let seq = slot as i32 + 1;
+        for (n, &option) in group.iter().enumerate() {
+            let seq = (SLOTS + n) as i32;
             let _ = self.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
             self.ctx
-                .copy_kv_cache_seq(0, seq, None, None)
+                .copy_kv_cache_seq(slot as i32, seq, None, None)
                 .map_err(|e| internal("kv copy", e))?;
             starts.push((option, batch.n_tokens()));
             let tokens = &options[option];
@@ -909,35 +1360,39 @@ impl<'m> Engine<'m> {
                     .map_err(|e| internal("batch", e))?;
             }
         }
-        if batch.n_tokens() > 0 {
+        let decoded = if batch.n_tokens() > 0 {
             self.ctx
                 .decode(&mut batch)
-                .map_err(|e| internal("decode", e))?;
-        }
-        for &(option, start) in &starts {
-            let tokens = &options[option];
-            let mut total = 0.0f64;
-            for (j, token) in tokens.iter().enumerate() {
-                let logp = if j == 0 {
-                    first.get(token.0 as usize).copied()
-                } else {
-                    let logits = self.ctx.get_logits_ith(start + j as i32 - 1);
-                    token_log_prob(logits, *token)
+                .map_err(|e| internal("decode", e))
+        } else {
+            Ok(())
+        };
+        if decoded.is_ok() {
+            for &(option, start) in &starts {
+                let tokens = &options[option];
+                let mut total = 0.0f64;
+                for (j, token) in tokens.iter().enumerate() {
+                    let logp = if j == 0 {
+                        first.get(token.0 as usize).copied()
+                    } else {
+                        let logits = self.ctx.get_logits_ith(start + j as i32 - 1);
+                        token_log_prob(logits, *token)
+                    };
+                    total += f64::from(logp.unwrap_or(f32::NEG_INFINITY));
+                }
+                let score = match self.norm {
+                    ChoiceNorm::Sum => total,
+                    ChoiceNorm::Mean => total / tokens.len().max(1) as f64,
                 };
-                total += f64::from(logp.unwrap_or(f32::NEG_INFINITY));
+                scores[option] = score as f32;
             }
-            let score = match self.norm {
-                ChoiceNorm::Sum => total,
-                ChoiceNorm::Mean => total / tokens.len().max(1) as f64,
-            };
-            scores[option] = score as f32;
         }
-        for slot in 0..group.len() {
+        for n in 0..group.len() {
             let _ = self
                 .ctx
-                .clear_kv_cache_seq(Some(slot as u32 + 1), None, None);
+                .clear_kv_cache_seq(Some((SLOTS + n) as u32), None, None);
         }
-        Ok(())
+        decoded
     }
 
     fn embed(&mut self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {

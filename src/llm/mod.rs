@@ -54,6 +54,8 @@ pub mod grammar;
 #[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "local-llm")]
+mod kv_slots;
+#[cfg(feature = "local-llm")]
 mod local;
 mod minilm;
 pub mod offline;

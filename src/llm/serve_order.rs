@@ -188,9 +188,10 @@ impl<J> ServeOrder<J> {
         Some(job)
     }
 
-    /// The job popped last has finished at `now` (a thought's quiet gap counts from here).
-    pub(crate) fn finished(&mut self, now: Instant) {
-        if let Some(thought) = self.current.as_ref().and_then(|k| self.thoughts.get_mut(k)) {
+    /// A job of the thought `key` has finished at `now` (a thought's quiet gap counts from
+    /// here).
+    pub(crate) fn finished(&mut self, key: Option<&str>, now: Instant) {
+        if let Some(thought) = key.and_then(|k| self.thoughts.get_mut(k)) {
             thought.active = now;
         }
     }
@@ -219,22 +220,22 @@ mod tests {
         assert_eq!(order.pop(t0).as_deref(), Some("a1"));
         // While a1 runs nothing of a's waits: the thread is told to wait for it.
         assert!(order.awaits_follow_up());
-        order.finished(ms(t0, 1000));
+        order.finished(Some("a"), ms(t0, 1000));
         // a's next call arrives after the others' first: it still goes first.
         assert!(order.push(key("a"), "a2".to_owned(), false, ms(t0, 1002)));
         assert!(!order.awaits_follow_up());
         assert_eq!(order.pop(ms(t0, 1002)).as_deref(), Some("a2"));
-        order.finished(ms(t0, 2000));
+        order.finished(Some("a"), ms(t0, 2000));
         // a embeds a memory before its third call: nothing of a's came in time, so b runs…
         assert!(order.awaits_follow_up());
         order.end_streak();
         assert_eq!(order.pop(ms(t0, 2040)).as_deref(), Some("b1"));
         // …and a's third call, asked while b1 runs, goes before b's own next call.
         assert!(!order.push(key("a"), "a3".to_owned(), false, ms(t0, 2300)));
-        order.finished(ms(t0, 3000));
+        order.finished(Some("b"), ms(t0, 3000));
         assert!(order.push(key("b"), "b2".to_owned(), false, ms(t0, 3001)));
         assert_eq!(order.pop(ms(t0, 3001)).as_deref(), Some("a3"));
-        order.finished(ms(t0, 4000));
+        order.finished(Some("a"), ms(t0, 4000));
         // a is done; b (started second) goes on before c, d and e start.
         order.end_streak();
         let rest: Vec<String> = std::iter::from_fn(|| order.pop(ms(t0, 4100))).collect();
@@ -248,7 +249,7 @@ mod tests {
         let mut order = ServeOrder::default();
         order.push(key("a"), "a1", false, t0);
         assert_eq!(order.pop(t0), Some("a1"));
-        order.finished(ms(t0, 500));
+        order.finished(Some("a"), ms(t0, 500));
         order.end_streak();
         order.push(key("b"), "b1", false, ms(t0, 600));
         // a asks again long after its last call: a new thought, younger than b's.

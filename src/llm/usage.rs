@@ -190,6 +190,7 @@ impl UsageCounters {
             kinds,
             totals,
             endpoints: Vec::new(),
+            device: None,
         }
     }
 }
@@ -213,6 +214,10 @@ pub struct UsageReport {
     /// backends): calls, errors, latency, ejections and re-admissions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointUsage>,
+    /// Where the model ran, when the backend said (the embedded model's GPU and offloaded
+    /// layers, or the CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// The counters of one endpoint of a pool of OpenAI-compatible servers (see the README's

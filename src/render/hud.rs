@@ -385,9 +385,15 @@ fn usage_labels(ui: &mut egui::Ui, hud: &HudState, client: Option<&LlmClient>) {
         let name = if backend == "scripted" {
             egui::RichText::new("scripted (no model)").color(egui::Color32::LIGHT_YELLOW)
         } else {
-            egui::RichText::new(format!("{backend} · {}", client.model()))
+            match client.device() {
+                Some(device) => {
+                    egui::RichText::new(format!("{backend} · {} · {device}", client.model()))
+                }
+                None => egui::RichText::new(format!("{backend} · {}", client.model())),
+            }
         };
-        ui.label(name).on_hover_text("LLM backend and model");
+        ui.label(name)
+            .on_hover_text("LLM backend, model and where it runs");
         ui.label(format!(
             "in flight {}/{}",
             client.in_flight(),

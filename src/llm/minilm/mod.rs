@@ -410,6 +410,10 @@ impl LlmBackend for SentenceEmbeddings {
         self.inner.model()
     }
 
+    fn device(&self) -> Option<&str> {
+        self.inner.device()
+    }
+
     fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
         Box::pin(async move {
             match self.judged_chat(&request).await {
