@@ -10,7 +10,7 @@ use bevy::tasks::block_on;
 use bevy_generative_agents::llm::{
     BoxFuture, CachePolicy, ChatRequest, ChatResponse, ChoiceRequest, Fault, FaultyBackend,
     KindUsage, LlmBackend, LlmClient, LlmError, ReplayBackend, RetryHook, ScriptedBackend,
-    TokenUsage, hashed_bow_embedding,
+    ThoughtCalls, TokenUsage, hashed_bow_embedding,
 };
 use rand::Rng;
 
@@ -172,6 +172,37 @@ fn concurrency_limit_is_respected() {
     );
     assert_eq!(client.in_flight(), 0);
     assert_eq!(client.concurrency(), 3);
+}
+
+#[test]
+fn each_thought_shows_what_it_asks_and_how_many_answers_it_had() {
+    let backend = Arc::new(ScriptedBackend::new(0).with_latency(Duration::from_millis(300)));
+    let client = LlmClient::builder(backend).build().expect("client");
+    assert_eq!(client.thought_calls("Ada"), ThoughtCalls::default());
+    block_on(client.chat(ChatRequest::new("wake_up_hour", "a").with_affinity("Ada")))
+        .expect("answer");
+    std::thread::scope(|scope| {
+        let asking = client.clone();
+        let call = scope.spawn(move || {
+            block_on(asking.chat(ChatRequest::new("daily_plan", "b").with_affinity("Ada")))
+        });
+        // While the second call is out, the thought is asking for its day plan.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while client.thought_calls("Ada").asking.is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let during = client.thought_calls("Ada");
+        assert_eq!(during.asking.as_deref(), Some("daily_plan"));
+        assert_eq!((during.in_flight, during.ended), (1, 1));
+        call.join().expect("thread").expect("answer");
+    });
+    let after = client.thought_calls("Ada");
+    assert_eq!((after.asking, after.in_flight, after.ended), (None, 0, 2));
+    assert_eq!(
+        client.thought_calls("Bo"),
+        ThoughtCalls::default(),
+        "per thought"
+    );
 }
 
 #[test]

@@ -97,11 +97,26 @@ impl ChatAnswer {
     }
 }
 
+/// What one thought (a routing key: the persona) has asked the backend: the kind of the call
+/// it waits on now, and how many of its calls have ended. A HUD shows what a persona waits for
+/// ("planning the day: 7 answers") from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThoughtCalls {
+    /// The prompt kind of the call in flight (the latest one when several are).
+    pub asking: Option<String>,
+    /// Calls in flight.
+    pub in_flight: u32,
+    /// Calls that have ended (answered, failed or cancelled) since the client started.
+    pub ended: u64,
+}
+
 struct ClientInner {
     backend: Arc<dyn LlmBackend>,
     semaphore: FairSemaphore,
     concurrency: usize,
     in_flight: AtomicUsize,
+    /// Per routing key: what each thought is asking (see [`ThoughtCalls`]).
+    thoughts: Mutex<std::collections::HashMap<String, ThoughtCalls>>,
     /// Rung each time a backend call ends (answered, failed or cancelled), so a loop waiting
     /// for thoughts can sleep until something may have changed instead of spinning.
     bell: Bell,
@@ -289,6 +304,7 @@ impl LlmClientBuilder {
                 semaphore: FairSemaphore::new(self.concurrency),
                 concurrency: self.concurrency,
                 in_flight: AtomicUsize::new(0),
+                thoughts: Mutex::default(),
                 bell: Bell::new(),
                 cache,
                 policy: self.policy,
@@ -331,11 +347,28 @@ struct Permit<'a> {
     _guard: FairPermit<'a>,
     in_flight: &'a AtomicUsize,
     bell: &'a Bell,
+    /// The thought that asks, counted in [`ClientInner::thoughts`] until the call ends.
+    thought: Option<(
+        &'a Mutex<std::collections::HashMap<String, ThoughtCalls>>,
+        String,
+    )>,
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if let Some((thoughts, key)) = &self.thought {
+            let mut thoughts = thoughts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(calls) = thoughts.get_mut(key) {
+                calls.in_flight = calls.in_flight.saturating_sub(1);
+                calls.ended += 1;
+                if calls.in_flight == 0 {
+                    calls.asking = None;
+                }
+            }
+        }
         self.bell.ring();
     }
 }
@@ -358,14 +391,39 @@ impl LlmClient {
         }
     }
 
-    async fn permit(&self) -> Permit<'_> {
+    /// A concurrency permit for a call of `kind` asked by the thought `affinity`.
+    async fn permit(&self, kind: &str, affinity: Option<&str>) -> Permit<'_> {
         let guard = self.inner.semaphore.acquire().await;
         self.inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        let thought = affinity.map(|key| {
+            let mut thoughts = self
+                .inner
+                .thoughts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let calls = thoughts.entry(key.to_owned()).or_default();
+            calls.asking = Some(kind.to_owned());
+            calls.in_flight += 1;
+            (&self.inner.thoughts, key.to_owned())
+        });
         Permit {
             _guard: guard,
             in_flight: &self.inner.in_flight,
             bell: &self.inner.bell,
+            thought,
         }
+    }
+
+    /// What the thought `key` (a persona's routing key) is asking the backend now and how
+    /// many of its calls have ended (see [`ThoughtCalls`]).
+    pub fn thought_calls(&self, key: &str) -> ThoughtCalls {
+        self.inner
+            .thoughts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn store(&self, key: CacheKey, model: &str, kind: &str, answer: CachedAnswer) {
@@ -461,7 +519,7 @@ impl LlmClient {
             }
         };
         let kind = request.kind.clone();
-        let _permit = self.permit().await;
+        let _permit = self.permit(&kind, request.affinity.as_deref()).await;
         bevy::log::trace!(kind = %kind, "llm chat request");
         let start = Instant::now();
         let result = backend.chat(request.into_owned()).await;
@@ -503,7 +561,7 @@ impl LlmClient {
             return Ok(ChatAnswer::cached(response, &request.kind));
         }
         let kind = request.kind.clone();
-        let _permit = self.permit().await;
+        let _permit = self.permit(&kind, request.affinity.as_deref()).await;
         let start = Instant::now();
         let result = backend.chat_stream(request, deltas).await;
         self.finish_chat(&kind, key, start, result)
@@ -612,7 +670,7 @@ impl LlmClient {
         for chunk in pending.chunks(self.inner.embed_batch) {
             let batch: Vec<String> = chunk.iter().map(|(text, _, _)| text.clone()).collect();
             let vectors = {
-                let _permit = self.permit().await;
+                let _permit = self.permit(EMBED_KIND, None).await;
                 let start = Instant::now();
                 let result = backend.embed_within(batch, budget.clone()).await;
                 let elapsed = start.elapsed();
@@ -701,7 +759,7 @@ impl LlmClient {
         }
         let kind = request.kind.clone();
         let options = request.options.len();
-        let _permit = self.permit().await;
+        let _permit = self.permit(&kind, request.affinity.as_deref()).await;
         let start = Instant::now();
         let result = backend.score_choices(request).await;
         let elapsed = start.elapsed();

@@ -81,6 +81,7 @@ pub use cache::{
 };
 pub use client::{
     CachePolicy, ChatAnswer, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, LlmClient, LlmClientBuilder,
+    ThoughtCalls,
 };
 pub(crate) use config::build_backend;
 pub use config::{

@@ -12,7 +12,7 @@ use bevy::prelude::*;
 use bevy_egui::input::EguiWantsInput;
 use bevy_egui::{EguiContexts, EguiPrimaryContextPass, egui};
 
-use crate::clock::{SimClock, SimSpeed, TimeMode};
+use crate::clock::{AwaitingCognition, SimClock, SimSpeed, TimeMode};
 use crate::llm::{LlmClient, UsageReport};
 use crate::output::ReplayPlayback;
 
@@ -133,6 +133,86 @@ pub struct HudState {
     pub bar_height: f32,
     /// Seconds the one-line controls hint stays up (from the first frame).
     pub hint_left: f32,
+    /// What the personas whose minds are out wait for ("planning the day: Ada 7 of ~18
+    /// answers"), empty while nobody has waited long.
+    pub waiting: String,
+    /// Per persona whose mind is out: when its thought began, the thought's calls ended by
+    /// then, and what it was last seen asking.
+    thoughts: std::collections::HashMap<Entity, ThoughtWatch>,
+    /// Answers the last finished thought of each kind of work took: the "of ~18" estimate.
+    answers_per_thought: std::collections::HashMap<&'static str, u64>,
+}
+
+/// One persona's thought as the HUD follows it.
+#[derive(Debug, Clone, Copy)]
+struct ThoughtWatch {
+    since: std::time::Instant,
+    ended_at_start: u64,
+    doing: Option<&'static str>,
+}
+
+/// Real seconds a mind is out before the HUD says what it waits for.
+const WAITING_AFTER_SECS: f32 = 2.0;
+
+/// What a persona is doing while it waits on a call of this prompt kind, in a player's words.
+pub fn doing_for_kind(kind: &str) -> &'static str {
+    const PLANNING: [&str; 6] = [
+        "wake_up_hour",
+        "daily_plan",
+        "hourly_schedule",
+        "task_decomposition",
+        "new_decomposition_schedule",
+        "revise_identity",
+    ];
+    if PLANNING.iter().any(|k| kind.starts_with(k)) {
+        "planning the day"
+    } else if kind.starts_with("action_sector")
+        || kind.starts_with("action_arena")
+        || kind.starts_with("action_object")
+        || kind.starts_with("action_place")
+    {
+        "choosing where to go"
+    } else if kind.ends_with("poignancy") || kind.ends_with("poignancies") {
+        "taking in what happened"
+    } else if kind.starts_with("insights") || kind == "focal_points" {
+        "reflecting"
+    } else if kind.starts_with("group_") {
+        "in a group conversation"
+    } else if kind.starts_with("decide_to")
+        || kind.contains("utterance")
+        || kind.contains("chat")
+        || kind.starts_with("conversation")
+        || kind.starts_with("dialogue")
+    {
+        "talking"
+    } else {
+        "thinking"
+    }
+}
+
+/// The HUD's waiting line: per kind of work, who waits and how many answers their thought has
+/// had (out of about as many as the last such thought took, once one finished).
+pub fn waiting_line(
+    waiting: &[(String, &'static str, u64)],
+    estimates: &std::collections::HashMap<&'static str, u64>,
+) -> String {
+    let mut by_doing: Vec<(&'static str, Vec<String>)> = Vec::new();
+    for (name, doing, answers) in waiting {
+        let first = name.split_whitespace().next().unwrap_or(name);
+        let count = match estimates.get(doing) {
+            Some(of) if *of > *answers => format!("{first} {answers} of ~{of}"),
+            _ => format!("{first} {answers}"),
+        };
+        match by_doing.iter_mut().find(|(d, _)| d == doing) {
+            Some((_, who)) => who.push(count),
+            None => by_doing.push((doing, vec![count])),
+        }
+    }
+    by_doing
+        .iter()
+        .map(|(doing, who)| format!("{doing} — answers: {}", who.join(" · ")))
+        .collect::<Vec<_>>()
+        .join("   ")
 }
 
 /// The controls, in one line, shown for the first seconds of a game.
@@ -148,6 +228,9 @@ impl Default for HudState {
             fps: 0.0,
             bar_height: 0.0,
             hint_left: 30.0,
+            waiting: String::new(),
+            thoughts: std::collections::HashMap::new(),
+            answers_per_thought: std::collections::HashMap::new(),
         }
     }
 }
@@ -200,6 +283,7 @@ fn refresh_status(
     client: Option<Res<LlmClient>>,
     mut hud: ResMut<HudState>,
     mut toast: ResMut<HudToast>,
+    minds: Query<(Entity, &Name, Option<&AwaitingCognition>), With<crate::persona::Persona>>,
 ) {
     let dt = time.delta_secs();
     if toast.visible() {
@@ -221,6 +305,73 @@ fn refresh_status(
     {
         hud.usage = client.usage();
         hud.usage_age = 0.0;
+        watch_thoughts(&mut hud, &client, &minds);
+    }
+}
+
+/// Follows every persona's thought through the client's per-thought counters: what it asks
+/// now, how many answers it has had; a finished thought's count becomes the estimate for the
+/// next of its kind.
+fn watch_thoughts(
+    hud: &mut HudState,
+    client: &LlmClient,
+    minds: &Query<(Entity, &Name, Option<&AwaitingCognition>), With<crate::persona::Persona>>,
+) {
+    let mut waiting = Vec::new();
+    let mut out = std::collections::HashSet::new();
+    for (entity, name, away) in minds {
+        let Some(away) = away else { continue };
+        out.insert(entity);
+        let calls = client.thought_calls(name.as_str());
+        let watch = match hud.thoughts.get_mut(&entity) {
+            Some(watch) if watch.since == away.since => watch,
+            _ => {
+                // A new thought: its answers count from here.
+                if let Some(done) = hud.thoughts.remove(&entity) {
+                    finish_thought(hud, done, calls.ended);
+                }
+                hud.thoughts.entry(entity).or_insert(ThoughtWatch {
+                    since: away.since,
+                    ended_at_start: calls.ended,
+                    doing: None,
+                })
+            }
+        };
+        if let Some(kind) = &calls.asking {
+            watch.doing = Some(doing_for_kind(kind));
+        }
+        let answers = calls.ended.saturating_sub(watch.ended_at_start);
+        if let Some(doing) = watch.doing
+            && away.since.elapsed().as_secs_f32() >= WAITING_AFTER_SECS
+        {
+            waiting.push((name.as_str().to_owned(), doing, answers));
+        }
+    }
+    let done: Vec<Entity> = hud
+        .thoughts
+        .keys()
+        .filter(|e| !out.contains(e))
+        .copied()
+        .collect();
+    for entity in done {
+        if let Some(watch) = hud.thoughts.remove(&entity)
+            && let Ok((_, name, _)) = minds.get(entity)
+        {
+            let ended = client.thought_calls(name.as_str()).ended;
+            finish_thought(hud, watch, ended);
+        }
+    }
+    waiting.sort();
+    hud.waiting = waiting_line(&waiting, &hud.answers_per_thought);
+}
+
+/// A thought ended with `ended` calls of its persona done: the estimate for its kind of work.
+fn finish_thought(hud: &mut HudState, watch: ThoughtWatch, ended: u64) {
+    let answers = ended.saturating_sub(watch.ended_at_start);
+    if let Some(doing) = watch.doing
+        && answers > 0
+    {
+        hud.answers_per_thought.insert(doing, answers);
     }
 }
 
@@ -361,6 +512,12 @@ fn draw_hud(
                     }
                 });
         }
+        if !hud.waiting.is_empty() {
+            ui.label(egui::RichText::new(format!("💭 {}", hud.waiting)).small())
+                .on_hover_text(
+                    "what the personas thinking now wait for: answers of the model so far",
+                );
+        }
         if hud.hint_left > 0.0 {
             ui.label(
                 egui::RichText::new(CONTROLS_HINT)
@@ -424,6 +581,37 @@ fn usage_labels(ui: &mut egui::Ui, hud: &HudState, client: Option<&LlmClient>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_waiting_line_says_what_each_persona_waits_for_and_how_far_it_is() {
+        use super::{doing_for_kind, waiting_line};
+        assert_eq!(doing_for_kind("daily_plan"), "planning the day");
+        assert_eq!(
+            doing_for_kind("revise_identity_currently"),
+            "planning the day"
+        );
+        assert_eq!(doing_for_kind("action_arena"), "choosing where to go");
+        assert_eq!(doing_for_kind("event_poignancy"), "taking in what happened");
+        assert_eq!(doing_for_kind("group_focus"), "in a group conversation");
+        assert_eq!(doing_for_kind("something_new"), "thinking");
+        let mut estimates = std::collections::HashMap::new();
+        let waiting = vec![
+            ("Ada Lin".to_owned(), "planning the day", 7),
+            ("Bo Reyes".to_owned(), "planning the day", 3),
+            ("Cy Moss".to_owned(), "choosing where to go", 1),
+        ];
+        assert_eq!(
+            waiting_line(&waiting, &estimates),
+            "planning the day — answers: Ada 7 · Bo 3   choosing where to go — answers: Cy 1"
+        );
+        // Once someone's plan took 18 answers, the others' count against it.
+        estimates.insert("planning the day", 18);
+        assert_eq!(
+            waiting_line(&waiting[..2], &estimates),
+            "planning the day — answers: Ada 7 of ~18 · Bo 3 of ~18"
+        );
+        assert_eq!(waiting_line(&[], &estimates), "");
+    }
+
     use super::*;
 
     #[test]
