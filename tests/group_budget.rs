@@ -353,3 +353,37 @@ fn a_busy_persona_asked_again_and_again_answers_at_the_longer_beat() {
         "at the 30 s beat Ada answered {at_leisure} times"
     );
 }
+
+/// Lean rounds (`--lean`): listening walkers who address each other answer on their beat, at
+/// one round, and cost no more than the rounds of a focused walk did.
+#[test]
+fn in_lean_rounds_walkers_cost_no_more_than_a_focused_walk() {
+    let walk: Vec<Person> = ["Ada Quill", "Ben Ode", "Cy Marsh"]
+        .into_iter()
+        .map(|name| Person {
+            name,
+            home: "Town:Quill house:bedroom",
+            arena: "Town:Maple Park:park",
+            activity: "taking a walk in the park",
+        })
+        .collect();
+    let lean_hour = |settings: GroupSettings| {
+        let mut park = town(&walk, settings);
+        park.app
+            .world_mut()
+            .resource_mut::<bevy_generative_agents::settings::AgentSettings>()
+            .lean
+            .group_rounds = true;
+        run_to(&mut park, STEPS_PER_HOUR, |_, _| {});
+        group_calls(&park.client)
+    };
+    let listening = lean_hour(GroupSettings::default());
+    let focusing = lean_hour(without_budget());
+    eprintln!("lean park {listening:?}, without the budget {focusing:?}");
+    let total = |calls: &BTreeMap<String, u64>| calls.values().sum::<u64>();
+    assert_eq!(calls_of(&listening, "group_focus"), 0, "{listening:?}");
+    assert!(
+        total(&listening) <= total(&focusing),
+        "lean walkers: {listening:?} against {focusing:?} without the budget"
+    );
+}

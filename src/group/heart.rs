@@ -1932,6 +1932,9 @@ fn hear(
     // busy persona's due cycle waits, unread, until it is free).
     let may_call = someone.free && !someone.asleep && !someone.chatting;
     let me = Some(someone.entity);
+    // In rounds, a listening persona answers its addresses on its beat, so those who address
+    // each other sit at one round instead of a round each.
+    let on_the_beat = !(rounds_on && listening) || step.is_multiple_of(every);
     let focus_due = may_call
         .then(|| {
             group.attention.flows.iter().find_map(|(key, flow)| {
@@ -1939,6 +1942,7 @@ fn hear(
                 let stream = streams.get(key)?;
                 let heard_new = flow.state == ChatState::Focused
                     && step >= due
+                    && on_the_beat
                     && stream.lines_after(looked).any(|l| l.persona != me);
                 heard_new.then_some((key, stream, looked))
             })

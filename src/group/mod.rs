@@ -150,7 +150,8 @@ pub struct GroupSettings {
     /// it focuses only to answer an address; 120): it glances at the talk between two things
     /// it has to do, four times less often than at leisure — a workplace where the talk never
     /// stops (a shop counter, a class), or walkers who name each other at every line, would
-    /// otherwise cost a call every half minute all day.
+    /// otherwise cost a call every half minute all day. In lean rounds a listening persona
+    /// answers on this beat of the clock, so those who address each other share a round.
     pub peeking_cycle_every: f32,
     /// Whether FOCUSED cycles need a social action (on): a persona follows a stream closely
     /// only while its action is social — a meeting, a party, drinks with friends, a meal out
