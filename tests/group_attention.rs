@@ -4,12 +4,16 @@
 //!
 //! At every step: no sub-flow ever goes from ABSENT straight to FOCUSED; the limits of the
 //! social state hold (PEEKING 1/1, NORMAL 3/2, FOCUSED 4/4 — followed / focused); OFFLINE
-//! leaves every stream; interest, willingness and the chance to focus stay in their ranges.
+//! leaves every stream; a persona whose action is not social (issue 49) is focused only on a
+//! stream that addressed it and no focused cycle answered yet, and at a household's table it
+//! is asked to join only such a stream; interest, willingness and the chance to focus stay in
+//! their ranges.
 //! The decays and caps are checked against the formulas, and the reply probability against
 //! 10,000 seeded draws.
 
 use bevy_generative_agents::group::{
-    Attention, AttentionSettings, Change, ChatState, SocialState, SubFlow, reply_probability,
+    Attention, AttentionSettings, Change, ChatState, Engagement, SocialState, SubFlow,
+    reply_probability,
 };
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -27,6 +31,9 @@ enum Op {
     NoReply(u8),
     Social(SocialState),
     AskJoin(bool),
+    Engage(Engagement),
+    Address(u8),
+    Answered(u8),
 }
 
 fn social() -> impl Strategy<Value = SocialState> {
@@ -47,6 +54,14 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..6).prop_map(Op::NoReply),
         1 => social().prop_map(Op::Social),
         3 => any::<bool>().prop_map(Op::AskJoin),
+        1 => prop_oneof![
+            Just(Engagement::Social),
+            Just(Engagement::Listening),
+            Just(Engagement::AtTable),
+        ]
+        .prop_map(Op::Engage),
+        2 => (0u8..6).prop_map(Op::Address),
+        1 => (0u8..6).prop_map(Op::Answered),
     ]
 }
 
@@ -70,6 +85,23 @@ fn check(attention: &Attention<u8>, changes: &[(u8, Change)], settings: &Attenti
         attention.social,
         attention.count(ChatState::Focused)
     );
+    if attention.engagement != Engagement::Social {
+        for (stream, flow) in &attention.flows {
+            assert!(
+                flow.state != ChatState::Focused || flow.is_addressed(),
+                "{:?}: stream {stream} focused unaddressed",
+                attention.engagement
+            );
+        }
+    }
+    if attention.engagement == Engagement::AtTable
+        && let Some(stream) = attention.join_candidate()
+    {
+        assert!(
+            attention.flows[&stream].is_addressed(),
+            "at the table, asked to join the unaddressed stream {stream}"
+        );
+    }
     if attention.social == SocialState::Offline {
         assert!(
             attention
@@ -122,6 +154,16 @@ proptest! {
                         .unwrap_or_default(),
                     None => vec![],
                 },
+                Op::Engage(engagement) => attention.set_engagement(engagement),
+                Op::Address(stream) => {
+                    attention.flow(&stream).addressed(&settings);
+                    vec![]
+                }
+                // As the heart flow does when a focused cycle starts.
+                Op::Answered(stream) => {
+                    attention.flow(&stream).answered();
+                    attention.set_engagement(attention.engagement)
+                }
             };
             check(&attention, &changes, &settings);
         }

@@ -13,7 +13,14 @@
 //! (never `Absent` to `Focused`: a stream is joined first). Three `no_reply` plans in a row
 //! drop a focused sub-flow to `Absent`, thirty silent minutes drop a chatting one, and an
 //! absent sub-flow is forgotten after an hour.
+//!
+//! A line that names the persona, or one game code or the player says into the stream (no
+//! persona said it), **addresses** it: until a focused cycle answers it (at most
+//! [`AttentionSettings::addressed_focus`] seconds) the sub-flow may focus even when the
+//! persona's action is not social (see [`Engagement`](super::social::Engagement)) — being
+//! spoken to deserves a real answer.
 
+use bevy::prelude::{Reflect, ReflectDefault};
 use serde::{Deserialize, Serialize};
 
 /// How a persona follows one stream.
@@ -28,7 +35,8 @@ pub enum ChatState {
 }
 
 /// Every constant of SPEC §8, with its default.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Reflect, Serialize, Deserialize)]
+#[reflect(Default)]
 #[serde(default)]
 pub struct AttentionSettings {
     /// Most interest one stream can hold (15).
@@ -63,6 +71,13 @@ pub struct AttentionSettings {
     pub chat_idle: f32,
     /// Game seconds after which an absent sub-flow is forgotten (3,600).
     pub forget_absent: f32,
+    /// Game seconds a line addressing the persona (naming it, or said into the stream by game
+    /// code or the player) lets a sub-flow focus when the persona's action is not social, at
+    /// most (180): until one focused cycle has answered it — then the persona listens again
+    /// unless addressed anew. Longer than the 120 s beat of a busy persona's cycles, so every
+    /// address gets its answer. A social action needs no address (see
+    /// [`Engagement`](super::social::Engagement)).
+    pub addressed_focus: f32,
 }
 
 impl Default for AttentionSettings {
@@ -84,6 +99,7 @@ impl Default for AttentionSettings {
             join_every: 60.0,
             chat_idle: 1_800.0,
             forget_absent: 3_600.0,
+            addressed_focus: 180.0,
         }
     }
 }
@@ -114,6 +130,11 @@ pub struct SubFlow {
     pub silent_for: f32,
     /// Game seconds spent absent.
     pub absent_for: f32,
+    /// Game seconds left of the last address (a line naming the persona, or game code's), 0
+    /// once a focused cycle answered it: while above 0 the sub-flow may focus though the
+    /// persona's action is not social.
+    #[serde(default)]
+    pub addressed_for: f32,
 }
 
 impl Default for SubFlow {
@@ -127,6 +148,7 @@ impl Default for SubFlow {
             no_replies: 0,
             silent_for: 0.0,
             absent_for: 0.0,
+            addressed_for: 0.0,
         }
     }
 }
@@ -164,6 +186,32 @@ impl SubFlow {
         if self.state == ChatState::Absent {
             self.absent_for += secs;
         }
+        self.addressed_for = (self.addressed_for - secs).max(0.0);
+    }
+
+    /// A line addressed the persona (named it, or game code said it into the stream): the
+    /// sub-flow may focus until a focused cycle answers it, at most
+    /// [`AttentionSettings::addressed_focus`] seconds from now.
+    pub fn addressed(&mut self, settings: &AttentionSettings) {
+        let window = settings.addressed_focus;
+        let window = if window.is_finite() {
+            window.max(0.0)
+        } else {
+            0.0
+        };
+        self.addressed_for = self.addressed_for.max(window);
+    }
+
+    /// A focused cycle observed the lines that addressed the persona: the address is spent
+    /// (the next one is needed to focus again while the persona's action is not social).
+    pub fn answered(&mut self) {
+        self.addressed_for = 0.0;
+    }
+
+    /// Whether a line addressed the persona that no focused cycle has answered yet (within
+    /// [`AttentionSettings::addressed_focus`] seconds).
+    pub fn is_addressed(&self) -> bool {
+        self.addressed_for > 0.0
     }
 
     /// A message arrived: interest by its `relevance` (0–1) to the persona, more and some

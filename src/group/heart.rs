@@ -12,17 +12,22 @@
 //!    time, when the passage is full or its window of the clock has ended, and the mind is
 //!    home (`due_passages`) — with an event node over it, which retrieval finds (SPEC §16).
 //! 3. *Social state* from the persona's action ([`SocialState::from_activity`]), limits
-//!    applied (asleep: every stream left).
+//!    applied (asleep: every stream left); and its [`Engagement`] (issue 49): only a social
+//!    action focuses unaddressed ([`GroupSettings::focus_needs_social`]), and a household at
+//!    a meal at home is not even asked to join ([`GroupSettings::quiet_household_meals`]) —
+//!    a focused sub-flow it may no longer hold drops to `Chat`.
 //! 4. *Hearing*: each new line of another speaker raises interest by its relevance (words the
 //!    line shares with who the persona is and what it does) and, when the persona is named,
-//!    willingness.
+//!    willingness; a line naming it, or one of game code's, **addresses** it (it may focus
+//!    there until a focused cycle answered).
 //! 5. *Time*: [`Attention::tick`] over the step's game seconds — decay, idle chats leave,
 //!    focus draws (seeded per persona and step), limits, forgetting.
 //!    A persona that followed a stream until it left it (the arena, or the stream closed)
 //!    queues the conversation's after-chat for its next thought (SPEC §16).
 //! 6. *One call at most per persona*, only for a persona that is free (mind home, no thought,
 //!    turn or conversation running): a focused stream with new lines runs the FOCUSED cycle
-//!    ([`GroupFocus`]); else a chatting stream whose reply draw wins gets a line
+//!    ([`GroupFocus`]) — every [`GroupSettings::focus_cycle_every`] seconds, or
+//!    [`GroupSettings::peeking_cycle_every`] for a busy persona or one not out to talk; else a chatting stream whose reply draw wins gets a line
 //!    ([`GroupReply`]); else a due join question ([`GroupJoin`]) — a yes joins and speaks an
 //!    opening line. Its prompt shows what it recalls with the talk's latest lines as focal
 //!    point, then the latest things it remembers being said. The persona is
@@ -68,7 +73,7 @@ use super::prompts::{
     FocusPlan, GroupFocus, GroupJoin, GroupReply, GroupRound, GroupScene, OfferedTool, RoundPlan,
     RoundSeat,
 };
-use super::social::{Attention, SocialState};
+use super::social::{Attention, Engagement, SocialState, is_meal};
 use super::stream::{
     GroupCommand, GroupLine, GroupStreams, StreamKey, check_channel_name, check_post, check_speaker,
 };
@@ -89,9 +94,10 @@ pub struct GroupAttention {
     pub cycles: BTreeMap<StreamKey, (u64, u64)>,
     /// Lines heard but not yet stored: their passage is still open, or the mind was out.
     pub(super) pending: Vec<PendingMemory>,
-    /// The activity the social state was last read from, and that state (an action lasts many
-    /// steps; reading the words of its description again each step is wasted).
-    social_of: Option<(String, SocialState)>,
+    /// The activity the social state was last read from, that state, and whether the activity
+    /// is a meal (an action lasts many steps; reading the words of its description again each
+    /// step is wasted).
+    social_of: Option<(String, SocialState, bool)>,
     /// Lean mode: per focused stream, the line the last round planned for the persona's next
     /// cycle (see [`PlannedLine`]).
     pub(super) planned: BTreeMap<StreamKey, PlannedLine>,
@@ -172,14 +178,16 @@ impl PlannedLine {
 }
 
 impl GroupAttention {
-    /// The social state for `activity` (awake), from the last step's when it is unchanged.
-    fn social_for(&mut self, activity: &str) -> SocialState {
+    /// The social state for `activity` (awake) and whether it is a meal ([`is_meal`]), from
+    /// the last step's when it is unchanged.
+    fn social_for(&mut self, activity: &str) -> (SocialState, bool) {
         match &self.social_of {
-            Some((last, social)) if last == activity => *social,
+            Some((last, social, meal)) if last == activity => (*social, *meal),
             _ => {
                 let social = SocialState::from_activity(false, activity);
-                self.social_of = Some((activity.to_owned(), social));
-                social
+                let meal = is_meal(activity);
+                self.social_of = Some((activity.to_owned(), social, meal));
+                (social, meal)
             }
         }
     }
@@ -603,6 +611,8 @@ struct Someone {
     name: String,
     first_name: String,
     arena: String,
+    /// The `world:sector` of its `living_area` (empty when it has none): where it is at home.
+    home: String,
     asleep: bool,
     activity: String,
     /// In a one-to-one conversation.
@@ -803,6 +813,19 @@ fn is_arena(address: &str) -> bool {
         == 3
 }
 
+/// The `world:sector` part of an address (`world:sector:arena…`), when it has both.
+fn sector_of(address: &str) -> Option<&str> {
+    let mut parts = address.splitn(3, ':');
+    let world = parts.next().filter(|p| !p.trim().is_empty())?;
+    let sector = parts.next().filter(|p| !p.trim().is_empty())?;
+    address.get(..world.len() + 1 + sector.len())
+}
+
+/// Whether `someone` stands in its home's sector.
+fn at_home(someone: &Someone) -> bool {
+    !someone.home.is_empty() && sector_of(&someone.arena) == Some(someone.home.as_str())
+}
+
 /// The content words of who the persona is and what it does: what makes a line relevant.
 fn persona_words(identity: &str, activity: &str) -> BTreeSet<String> {
     let mut words = content_words(identity);
@@ -908,7 +931,11 @@ pub(super) fn group_step(world: &mut World) {
     let mut joiners: Vec<(usize, StreamKey)> = Vec::new();
     // A focused cycle comes due again a beat later; in rounds the cycles keep the clock's
     // beat, so a stream's focused personas fall due together.
-    let every = (settings.focus_cycle_every / secs.max(1.0)).ceil().max(1.0) as u64;
+    let beat = |every: f32| (every / secs.max(1.0)).ceil().max(1.0) as u64;
+    let every = beat(settings.focus_cycle_every);
+    // A busy (PEEKING) persona's cycles keep a longer beat — a whole number of `every`, so in
+    // rounds they still fall on its stream's beat.
+    let peek_every = beat(settings.peeking_cycle_every).div_ceil(every).max(1) * every;
     // The last step at which a line a round plans this step may be said.
     let plan_until = step + 2 * every;
     let next_cycle = |on_the_beat: bool| next_cycle(step, every, on_the_beat);
@@ -916,6 +943,32 @@ pub(super) fn group_step(world: &mut World) {
     // all of them at once, before the persona-by-persona loop. A prompt this step sees the
     // chats from before them (read first, only for those with something to store).
     let mut details_before = flush_all_memories(world, &people, &settings, now);
+    // The arena conversations held by a household at home: every member lives there.
+    let households: BTreeSet<StreamKey> = if settings.quiet_household_meals {
+        let home_of: HashMap<Entity, &str> =
+            people.iter().map(|p| (p.entity, p.home.as_str())).collect();
+        world
+            .get_resource::<GroupStreams>()
+            .into_iter()
+            .flat_map(GroupStreams::iter)
+            .filter(|stream| {
+                let StreamKey::Arena(arena) = &stream.key else {
+                    return false;
+                };
+                let Some(sector) = sector_of(arena) else {
+                    return false;
+                };
+                !stream.members.is_empty()
+                    && stream
+                        .members
+                        .iter()
+                        .all(|m| home_of.get(m).is_some_and(|home| *home == sector))
+            })
+            .map(|stream| stream.key.clone())
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     let lent = world.try_resource_scope(|world, streams: Mut<GroupStreams>| {
         let streams: &GroupStreams = &streams;
         let reach = Reach::of(streams);
@@ -928,6 +981,8 @@ pub(super) fn group_step(world: &mut World) {
             secs,
             rounds_on,
             every,
+            peek_every,
+            households: &households,
         };
         let mut hearings = hear_everyone(world, &people, &mut details_before, &cx);
         for (index, someone) in people.iter().enumerate() {
@@ -1628,6 +1683,9 @@ fn gather(world: &mut World) -> Vec<Someone> {
             name: scratch.name.clone(),
             first_name: scratch.first_name.clone(),
             arena: percepts.arena.clone(),
+            home: sector_of(&scratch.living_area)
+                .unwrap_or_default()
+                .to_owned(),
             asleep: scratch.is_sleeping(),
             activity,
             chatting: chatting || scratch.chatting_with.is_some(),
@@ -1668,6 +1726,11 @@ struct HearingContext<'a> {
     secs: f32,
     rounds_on: bool,
     every: u64,
+    /// The beat of a PEEKING persona's focused cycles, in steps.
+    peek_every: u64,
+    /// The arena streams whose every member lives there (see
+    /// [`GroupSettings::quiet_household_meals`]).
+    households: &'a BTreeSet<StreamKey>,
 }
 
 /// The open streams by the personas they reach, made once a step: a persona hears the two or
@@ -1737,8 +1800,9 @@ fn hear(
         secs,
         rounds_on,
         every,
+        peek_every,
+        households,
     } = *cx;
-    let next_cycle = |on_the_beat: bool| next_cycle(step, every, on_the_beat);
     let mut moved: Vec<(StreamKey, Change)> = Vec::new();
     // A stream the persona is no longer in is left.
     for (key, flow) in &mut group.attention.flows {
@@ -1748,14 +1812,37 @@ fn hear(
         }
     }
     group.seen.retain(|key, _| streams.get(key).is_some());
+    // (3. below) The social state, and whether the action lets the persona focus unaddressed:
+    // read first, as what it is doing decides which cycles it keeps.
+    let (social, meal) = if someone.asleep {
+        (SocialState::Offline, false)
+    } else {
+        group.social_for(&someone.activity)
+    };
+    let home = at_home(someone);
+    let household = meal
+        && home
+        && !households.is_empty()
+        && households.contains(&StreamKey::Arena(someone.arena.clone()));
+    let engagement = match Engagement::of(social, meal, home, household) {
+        // Without the social rule only the household's table is kept quiet.
+        Engagement::Listening if !settings.focus_needs_social => Engagement::Social,
+        engagement => engagement,
+    };
+    // A listening persona (its action not social) keeps the beat and the last look of its
+    // focused cycles while it listens: an address is answered a beat after the last answer,
+    // with what is new since. (For any other, only a focused stream's cycle is kept.)
+    let listening = engagement != Engagement::Social;
+    group.cycles.retain(|key, _| {
+        group.attention.flows.get(key).is_some_and(|f| {
+            f.state == ChatState::Focused || (listening && f.state == ChatState::Chat)
+        })
+    });
     let focused = |flows: &BTreeMap<StreamKey, SubFlow>, key: &StreamKey| {
         flows
             .get(key)
             .is_some_and(|f| f.state == ChatState::Focused)
     };
-    group
-        .cycles
-        .retain(|key, _| focused(&group.attention.flows, key));
     group
         .planned
         .retain(|key, _| focused(&group.attention.flows, key));
@@ -1764,13 +1851,17 @@ fn hear(
         .flows
         .retain(|key, flow| streams.get(key).is_some() || flow.state == ChatState::Absent);
     // 2. Memories: stored before (see `flush_all_memories`).
-    // 3. Social state.
-    let social = if someone.asleep {
-        SocialState::Offline
-    } else {
-        group.social_for(&someone.activity)
-    };
+    // 3. Social state, and whether the action lets the persona focus unaddressed.
     moved.extend(group.attention.set_social(social));
+    moved.extend(group.attention.set_engagement(engagement));
+    // A busy persona glances at the talk, and one not out to talk answers who addresses it:
+    // their cycles keep a longer beat.
+    let every = if social == SocialState::Peeking || engagement != Engagement::Social {
+        peek_every
+    } else {
+        every
+    };
+    let next_cycle = |on_the_beat: bool| next_cycle(step, every, on_the_beat);
     // 4. Hearing.
     let mut rng = heart_rng(&someone.name, step);
     let mut reply_wins: BTreeSet<StreamKey> = BTreeSet::new();
@@ -1819,6 +1910,11 @@ fn hear(
             let relevance =
                 by_memory.unwrap_or_else(|| relevance(&line.text, &group.words_of.words));
             flow.hear(relevance, named, &settings.attention);
+            // Named, or game code (the player, a director) spoke into the stream: the persona
+            // may focus here for a while whatever it is doing.
+            if named || line.persona.is_none() {
+                flow.addressed(&settings.attention);
+            }
             // Each message may be answered, by a draw.
             let draw: f32 = rng.random();
             if flow.wants_to_reply(draw, &settings.attention) {
@@ -1836,6 +1932,9 @@ fn hear(
     // busy persona's due cycle waits, unread, until it is free).
     let may_call = someone.free && !someone.asleep && !someone.chatting;
     let me = Some(someone.entity);
+    // In rounds, a listening persona answers its addresses on its beat, so those who address
+    // each other sit at one round instead of a round each.
+    let on_the_beat = !(rounds_on && listening) || step.is_multiple_of(every);
     let focus_due = may_call
         .then(|| {
             group.attention.flows.iter().find_map(|(key, flow)| {
@@ -1843,6 +1942,7 @@ fn hear(
                 let stream = streams.get(key)?;
                 let heard_new = flow.state == ChatState::Focused
                     && step >= due
+                    && on_the_beat
                     && stream.lines_after(looked).any(|l| l.persona != me);
                 heard_new.then_some((key, stream, looked))
             })
@@ -1870,6 +1970,12 @@ fn hear(
         group
             .cycles
             .insert(key.clone(), (stream.last_seq(), next_cycle(rounds_on)));
+        // The cycle observes every line so far: an address is answered by it, and a persona
+        // whose action is not social listens again while it answers.
+        if let Some(flow) = group.attention.flows.get_mut(key) {
+            flow.answered();
+        }
+        moved.extend(group.attention.enforce_limits());
     }
     let mut listening = Vec::new();
     if rounds_on && call.is_none() && may_call {
@@ -2833,6 +2939,7 @@ mod tests {
             name: name.into(),
             first_name: name.split_whitespace().next().unwrap_or_default().into(),
             arena: String::new(),
+            home: String::new(),
             asleep: false,
             activity: String::new(),
             chatting: false,

@@ -9,8 +9,8 @@
 //! The pieces, in the order a step uses them:
 //! - [`attention`]: one persona's sub-flow for one stream (state, interest, willingness, the
 //!   chance to focus, SPEC §8's formulas), pure and seeded;
-//! - [`social`]: the persona's global social state, its limits, and the [`Attention`] that
-//!   keeps every sub-flow within them;
+//! - [`social`]: the persona's global social state, its limits, its [`Engagement`] (may it
+//!   focus unaddressed?), and the [`Attention`] that keeps every sub-flow within them;
 //! - [`stream`]: the streams, their lines, and the [`GroupCommand`]s game code sends (open a
 //!   channel, post, close), validated as untrusted input;
 //! - [`prompts`]: the three model calls — join (yes/no), a casual reply, the focused cycle —
@@ -31,6 +31,17 @@
 //! | [`GroupAttentionChanged`] | a persona's sub-flow moved (`Absent` / `Chat` / `Focused`); also an [`EntityEvent`] on the persona |
 //! | [`GroupRefused`] | a [`GroupCommand`] was refused, and why |
 //! | [`ModelCallFailed`](crate::cognition::ModelCallFailed) | a group prompt fell back to its fail-safe |
+//!
+//! ## What talk costs
+//!
+//! Focused cycles are the calls, so they go where talk is what a persona is there for
+//! ([`GroupSettings::focus_needs_social`]): a social action — a meeting, a party, drinks with
+//! friends, a meal out — focuses by SPEC §8's draws; anyone else (a walk in the park, a shift
+//! at the counter) listens in `Chat` and focuses only to answer a line that named it or that
+//! game code or the player said into the stream, at the longer beat of
+//! [`GroupSettings::peeking_cycle_every`]. A household at a meal at home is not asked to join
+//! its own table's talk until someone speaks to the table
+//! ([`GroupSettings::quiet_household_meals`]).
 //!
 //! ## The player in a group, and thinking with tools
 //!
@@ -94,7 +105,7 @@ pub use attention::{AttentionSettings, Change, ChatState, SubFlow, reply_probabi
 pub use heart::{
     GroupAttention, RELEVANCE_MEMORIES, RELEVANT_AT, RELEVANT_FROM, memory_relevance, relevance,
 };
-pub use social::{Attention, Limits, SocialState};
+pub use social::{Attention, Engagement, Limits, MEAL_WORDS, SocialState, is_meal};
 pub use stream::{GroupCommand, GroupLine, GroupStream, GroupStreams, StreamKey};
 
 use bevy::prelude::*;
@@ -103,7 +114,8 @@ use crate::clock::{AgentSystems, PollSystems, SimPoll, SimStep};
 use crate::dialogue::{DialogueRequest, GroupTalkRouted};
 
 /// Settings of the group conversations.
-#[derive(Resource, Debug, Clone, PartialEq)]
+#[derive(Resource, Reflect, Debug, Clone, PartialEq)]
+#[reflect(Resource, Default)]
 pub struct GroupSettings {
     /// Whether the heart flow runs (default on).
     pub enabled: bool,
@@ -133,6 +145,30 @@ pub struct GroupSettings {
     /// Game seconds between two cycles of one focused sub-flow (30): observing, thinking
     /// and planning take a person a moment, and it bounds the spend of a lively stream.
     pub focus_cycle_every: f32,
+    /// Game seconds between two cycles of a focused sub-flow while the persona is busy
+    /// (PEEKING: working, studying) or not out to talk (its [`Engagement`] is not social, so
+    /// it focuses only to answer an address; 120): it glances at the talk between two things
+    /// it has to do, four times less often than at leisure — a workplace where the talk never
+    /// stops (a shop counter, a class), or walkers who name each other at every line, would
+    /// otherwise cost a call every half minute all day. In lean rounds a listening persona
+    /// answers on this beat of the clock, so those who address each other share a round.
+    pub peeking_cycle_every: f32,
+    /// Whether FOCUSED cycles need a social action (on): a persona follows a stream closely
+    /// only while its action is social — a meeting, a party, drinks with friends, a meal out
+    /// ([`Engagement::of`]) — or to answer a line that named it or that game code or the
+    /// player said into the stream (one focused cycle, within
+    /// [`AttentionSettings::addressed_focus`] seconds); otherwise it listens (`Chat`), which
+    /// calls a model only when a reply draw wins. A morning walk where others
+    /// talk was a focused cycle every half minute. Off: everyone focuses by SPEC §8's draws
+    /// alone.
+    pub focus_needs_social: bool,
+    /// Whether a household at a meal at home keeps quiet (on): when everyone in the arena's
+    /// conversation lives there (the arena is in the sector of each one's `living_area`) and
+    /// a persona's action is a meal ([`is_meal`]), it is not asked to join nor focuses until
+    /// someone speaks to the table — a line naming it, or one game code or the player says
+    /// into the stream ([`Engagement::AtTable`]). A family's breakfast otherwise ran a focused
+    /// cycle per member every half minute: more than half of a morning's prompt tokens.
+    pub quiet_household_meals: bool,
     /// Whether a focused cycle may think with the persona's read-only tools (on): one look-up
     /// per cycle at most, costing one more call when it is used.
     pub think_with_tools: bool,
@@ -156,6 +192,9 @@ impl Default for GroupSettings {
             passage_lines: 8,
             passage_seconds: 300.0,
             focus_cycle_every: 30.0,
+            peeking_cycle_every: 120.0,
+            focus_needs_social: true,
+            quiet_household_meals: true,
             think_with_tools: true,
             recall_memories: 3,
             attention: AttentionSettings::default(),
@@ -246,7 +285,9 @@ pub struct GroupPlugin;
 
 impl Plugin for GroupPlugin {
     fn build(&self, app: &mut App) {
-        app.init_resource::<GroupSettings>()
+        app.register_type::<GroupSettings>()
+            .register_type::<Engagement>()
+            .init_resource::<GroupSettings>()
             .init_resource::<GroupStreams>()
             .init_resource::<heart::GroupCalls>()
             .init_resource::<heart::LastRounds>()

@@ -29,6 +29,7 @@ use super::attention::SubFlow;
 use super::heart::{
     GroupAttention, GroupCalls, HeardLine, LastRounds, PendingMemory, PlannedLine, Said, drop_calls,
 };
+use super::social::Engagement;
 use super::social::{Attention, SocialState};
 use super::stream::{
     GroupLine, GroupStream, GroupStreams, MAX_CHANNELS, MAX_LINE_CHARS, MAX_LINES, StreamKey,
@@ -595,6 +596,7 @@ impl GroupFile {
                 ("focus_draw_in", flow.focus_draw_in),
                 ("silent_for", flow.silent_for),
                 ("absent_for", flow.absent_for),
+                ("addressed_for", flow.addressed_for),
             ] {
                 check_amount(at(&format!(".flow.{name}")), value)?;
             }
@@ -634,6 +636,8 @@ impl GroupFile {
                 .map(|saved| (saved.stream, saved.flow))
                 .collect(),
             join_in: self.join_in,
+            // Read again from the persona's action at its next step, before it is used.
+            engagement: Engagement::default(),
         };
         group.seen = self
             .seen
@@ -804,6 +808,7 @@ mod tests {
             no_replies: 1,
             silent_for: 40.0,
             absent_for: 0.0,
+            addressed_for: 30.0,
         };
         group.attention.flow(&board);
         group.seen.insert(cafe.clone(), 9);
