@@ -752,6 +752,11 @@ impl LlmClient {
         self.inner.usage.record_fail_safe(kind);
     }
 
+    /// Counts an answer of `kind` rejected as garbled (it parsed, but meant nothing).
+    pub fn record_garbled(&self, kind: &str) {
+        self.inner.usage.record_garbled(kind);
+    }
+
     /// A snapshot of the usage counters.
     pub fn usage(&self) -> UsageReport {
         let backend = &self.inner.backend;

@@ -50,6 +50,11 @@ pub struct KindUsage {
     /// documented tie-break picked one). Always 0 for real models.
     #[serde(default)]
     pub guesses: u64,
+    /// Answers rejected as garbled (they parsed, but were a run of one repeated word,
+    /// non-words, times out of order or one item over and over); each is also a retry or,
+    /// on the last attempt, leads to a fail-safe.
+    #[serde(default)]
+    pub garbled: u64,
 }
 
 impl KindUsage {
@@ -75,6 +80,7 @@ impl KindUsage {
         self.cache_hits += other.cache_hits;
         self.errors += other.errors;
         self.guesses += other.guesses;
+        self.garbled += other.garbled;
     }
 
     fn record_latency(&mut self, latency: Duration) {
@@ -152,6 +158,11 @@ impl UsageCounters {
     /// Records a fail-safe being used.
     pub fn record_fail_safe(&self, kind: &str) {
         self.update(kind, |u| u.fail_safes += 1);
+    }
+
+    /// Records an answer rejected as garbled.
+    pub fn record_garbled(&self, kind: &str) {
+        self.update(kind, |u| u.garbled += 1);
     }
 
     /// Records an answer the scripted backend had to guess.
@@ -402,6 +413,7 @@ mod tests {
         usage.record_retry("b");
         usage.record_transport_retry("b");
         usage.record_fail_safe("b");
+        usage.record_garbled("b");
 
         let report = usage.report("scripted", "m", "e");
         assert_eq!(
@@ -430,10 +442,12 @@ mod tests {
                 b.errors,
                 b.retries,
                 b.transport_retries,
-                b.fail_safes
+                b.fail_safes,
+                b.garbled
             ),
-            (1, 1, 1, 1, 1)
+            (1, 1, 1, 1, 1, 1)
         );
+        assert_eq!(report.totals.garbled, 1);
         assert_eq!(report.totals.calls, 3);
         assert_eq!(report.totals.max_latency_ms, 100);
         assert_eq!(report.totals.total_latency_ms, 147);
