@@ -681,6 +681,57 @@ mod tests {
         assert_eq!(block_on(run_prompt(&ctx, &question())), watched);
     }
 
+    /// A one-line answer that must not be garbled.
+    struct Line;
+
+    impl Prompt for Line {
+        type Output = String;
+        fn kind(&self) -> &'static str {
+            "line"
+        }
+        fn request(&self, _: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+            Ok(ChatRequest::new("line", "say something"))
+        }
+        fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+            bounded_text(cleaned, 200)
+        }
+        fn fail_safe(&self) -> String {
+            "the fail-safe".into()
+        }
+        fn garbled(&self, output: &String) -> Option<Garble> {
+            garbled(output)
+        }
+    }
+
+    #[test]
+    fn a_garbled_answer_is_retried_counted_and_never_kept() {
+        // Garbled on the first two attempts (seeds 0 and 1), words after.
+        let backend =
+            ScriptedBackend::new(1).with_responder("line", |request, _| match request.seed {
+                Some(0) => "ulcis, iaceo, iaceo, iaceo at 6:00 pm".into(),
+                Some(1) => "xkcdq vbnmz qwrtp".into(),
+                _ => "dinner with Klaus Mueller at 6:00 pm".into(),
+            });
+        let ctx = PromptContext::new(LlmClient::new(Arc::new(backend)), PromptLibrary::default());
+        let outcome = block_on(run_prompt(&ctx, &Line));
+        assert_eq!(outcome.value, "dinner with Klaus Mueller at 6:00 pm");
+        assert_eq!((outcome.attempts, outcome.fail_safe), (3, false));
+        let usage = ctx.client.usage().kind("line");
+        assert_eq!((usage.garbled, usage.retries, usage.fail_safes), (2, 2, 0));
+
+        // Always garbled: the fail-safe, every attempt counted.
+        let backend =
+            ScriptedBackend::new(1).with_responder("line", |_, _| "iaceo iaceo iaceo iaceo".into());
+        let ctx = PromptContext::new(LlmClient::new(Arc::new(backend)), PromptLibrary::default());
+        let outcome = block_on(run_prompt(&ctx, &Line));
+        assert_eq!(outcome.value, "the fail-safe");
+        assert!(outcome.fail_safe);
+        let usage = ctx.client.usage();
+        assert_eq!(usage.kind("line").garbled, 4);
+        assert_eq!(usage.kind("line").fail_safes, 1);
+        assert_eq!(usage.totals.garbled, 4);
+    }
+
     /// A server that is down, behind a backend that retries by itself (`retries`), counting
     /// the calls that reach it.
     struct Down {

@@ -690,6 +690,35 @@ mod tests {
     }
 
     #[test]
+    fn a_garbled_plan_parses_but_is_garbled() {
+        let p = DailyPlan {
+            wake_up_hour: 6,
+            ..Default::default()
+        };
+        // What SmolLM2-135M wrote: parses as five items, means nothing.
+        let observed = "1) ulcis, iaceo, iaceo, iaceo at 6:00 pm\n2) dinner at 2:30 pm\n\
+                        3) dinner at 2:30 pm\n4) dinner at 2:30 pm\n5) dinner at 2:30 pm";
+        let items = p.parse(observed).expect("it has the shape of a plan");
+        assert!(p.garbled(&items).is_some());
+        let five_dinners = p
+            .parse(&"1) dinner at 2:30 pm\n".repeat(5))
+            .expect("five items");
+        assert!(p.garbled(&five_dinners).is_some());
+        // A real plan and the fail-safe pass.
+        let answer = "1) eat breakfast at 7:00 am\n2) open the cafe at 8:00 am\n\
+                      3) have lunch at 12:00 pm\n4) buy groceries at 4:00 pm\n\
+                      5) cook dinner at 6:00 pm\n6) go to bed at 10:00 pm";
+        assert_eq!(p.garbled(&p.parse(answer).expect("a plan")), None);
+        assert_eq!(p.garbled(&p.fail_safe()), None);
+        let schedule = HourlySchedule {
+            wake_up_hour: 6,
+            workplace: Some("W:Riverside Cafe:cafe".into()),
+            ..Default::default()
+        };
+        assert_eq!(schedule.garbled(&schedule.fail_safe()), None);
+    }
+
+    #[test]
     fn hourly_schedule_reads_labels_and_fills_gaps() {
         let p = HourlySchedule {
             wake_up_hour: 20,
