@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::backend::TokenUsage;
+use super::model_pick::ModelPick;
 
 /// The prompt kind under which embedding batches are counted.
 pub const EMBED_KIND: &str = "embed";
@@ -189,6 +190,7 @@ impl UsageCounters {
             kinds,
             totals,
             endpoints: Vec::new(),
+            model_pick: None,
         }
     }
 }
@@ -212,6 +214,12 @@ pub struct UsageReport {
     /// backends): calls, errors, latency, ejections and re-admissions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointUsage>,
+    /// How the local model was picked among the cached ones (a short warm-up on this
+    /// machine; see [`model_pick`](super::model_pick)): which file, why, and every candidate's
+    /// measured speed. `None` when the model was given (`--model`), only one was cached, or
+    /// the backend is not the local model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_pick: Option<ModelPick>,
 }
 
 /// The counters of one endpoint of a pool of OpenAI-compatible servers (see the README's
@@ -511,5 +519,15 @@ mod tests {
         let back: UsageReport = serde_json::from_str(&json).expect("valid json");
         assert_eq!(back, report);
         assert!(json.contains("\"backend\": \"http\""));
+        assert!(!json.contains("model_pick"), "no pick, no key");
+        // A usage.json written before `garbled` and `model_pick` existed still loads.
+        let mut old: serde_json::Value = serde_json::from_str(&json).expect("valid json");
+        let strip = |counters: &mut serde_json::Value| {
+            counters.as_object_mut().and_then(|c| c.remove("garbled"))
+        };
+        strip(&mut old["totals"]).expect("totals have a garbled count");
+        strip(&mut old["kinds"]["x"]).expect("a kind has a garbled count");
+        let back: UsageReport = serde_json::from_value(old).expect("an older usage.json");
+        assert_eq!(back.totals.garbled, 0);
     }
 }
