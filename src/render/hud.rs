@@ -387,7 +387,12 @@ fn usage_labels(ui: &mut egui::Ui, hud: &HudState, client: Option<&LlmClient>) {
         } else {
             egui::RichText::new(format!("{backend} · {}", client.model()))
         };
-        ui.label(name).on_hover_text("LLM backend and model");
+        // The warm-up's pick, when it made one: which cached model, and why.
+        let about = match client.model_pick() {
+            Some(pick) => format!("LLM backend and model (picked: {})", pick.reason),
+            None => "LLM backend and model".to_owned(),
+        };
+        ui.label(name).on_hover_text(about);
         ui.label(format!(
             "in flight {}/{}",
             client.in_flight(),
