@@ -50,6 +50,8 @@ fn a_day_and_a_morning_on_the_script_needs_no_fail_safe() {
         troubled.is_empty(),
         "(retries, fail-safes) by kind: {troubled:?}"
     );
+    // The script's answers read like words: none is ever judged garbled.
+    assert_eq!(usage.totals.garbled, 0, "{usage:?}");
     for kind in [
         "wake_up_hour",
         "daily_plan",

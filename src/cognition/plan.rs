@@ -16,7 +16,9 @@ use chrono::{Duration, NaiveDateTime, Timelike};
 use crate::llm::ChatRequest;
 use crate::memory::NewMemory;
 use crate::persona::{DayRecord, EventTriple, KnownGrounding, MindState, ScheduleItem, Scratch};
-use crate::prompt::{ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt};
+use crate::prompt::{
+    Garble, ParseError, Prompt, PromptContext, PromptLibrary, TemplateError, run_prompt,
+};
 use crate::settings::AgentSettings;
 use crate::world::{ActionAddress, Address, AddressLevel};
 
@@ -64,6 +66,10 @@ impl<P: Prompt> Prompt for Resampled<P> {
 
     fn fail_safe(&self) -> Self::Output {
         self.inner.fail_safe()
+    }
+
+    fn garbled(&self, output: &Self::Output) -> Option<Garble> {
+        self.inner.garbled(output)
     }
 
     fn options(&self) -> Option<Vec<String>> {

@@ -125,6 +125,8 @@ struct ClientInner {
     usage: Arc<UsageCounters>,
     embed_batch: usize,
     flights: Flights,
+    /// How the local model was picked, for the usage report.
+    model_pick: Option<super::model_pick::ModelPick>,
 }
 
 /// Cacheable chat requests in flight, by cache key, with the callers waiting for the same
@@ -224,6 +226,7 @@ pub struct LlmClientBuilder {
     cache_path: Option<PathBuf>,
     cache_limits: CacheLimits,
     embed_batch: usize,
+    model_pick: Option<super::model_pick::ModelPick>,
 }
 
 impl fmt::Debug for LlmClientBuilder {
@@ -271,6 +274,12 @@ impl LlmClientBuilder {
         self
     }
 
+    /// Records how the backend's model was picked (shown in the usage report).
+    pub fn model_pick(mut self, pick: Option<super::model_pick::ModelPick>) -> Self {
+        self.model_pick = pick;
+        self
+    }
+
     /// Builds the client (opening the cache file, if any) and installs a retry hook on the
     /// backend so its transport retries are counted.
     pub fn build(self) -> Result<LlmClient, CacheError> {
@@ -311,6 +320,7 @@ impl LlmClientBuilder {
                 usage,
                 embed_batch: self.embed_batch,
                 flights: Flights::default(),
+                model_pick: self.model_pick,
             }),
         }
     }
@@ -388,6 +398,7 @@ impl LlmClient {
             cache_path: None,
             cache_limits: CacheLimits::default(),
             embed_batch: DEFAULT_EMBED_BATCH,
+            model_pick: None,
         }
     }
 
@@ -810,6 +821,11 @@ impl LlmClient {
         self.inner.usage.record_fail_safe(kind);
     }
 
+    /// Counts an answer of `kind` rejected as garbled (it parsed, but meant nothing).
+    pub fn record_garbled(&self, kind: &str) {
+        self.inner.usage.record_garbled(kind);
+    }
+
     /// A snapshot of the usage counters.
     pub fn usage(&self) -> UsageReport {
         let backend = &self.inner.backend;
@@ -819,7 +835,14 @@ impl LlmClient {
                 .report(backend.name(), backend.model(), backend.embedding_model());
         report.endpoints = backend.endpoint_usage();
         report.device = backend.device().map(str::to_owned);
+        report.model_pick.clone_from(&self.inner.model_pick);
         report
+    }
+
+    /// How the local model was picked among the cached ones, when it was (see
+    /// [`model_pick`](super::model_pick)); also in [`usage`](Self::usage).
+    pub fn model_pick(&self) -> Option<&super::model_pick::ModelPick> {
+        self.inner.model_pick.as_ref()
     }
 
     /// Per-server counters when the backend routes over a pool of servers (empty otherwise):

@@ -902,44 +902,83 @@ impl LlmConfig {
 /// script (a scripted backend, not a model). Under `auto`, a cached model that fails to load
 /// falls back to the scripted backend with an error in the log.
 pub(crate) fn build_backend(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+    build_backend_picked(config).map(|(backend, _)| backend)
+}
+
+/// [`build_backend`], with how the local model was picked among the cached ones when it was
+/// (see [`model_pick`](super::model_pick)).
+fn build_backend_picked(config: &LlmConfig) -> Result<Built, ConfigError> {
     let auto = config.backend == BackendChoice::Auto;
+    let unpicked = |backend: Arc<dyn LlmBackend>| (backend, None);
     match config.resolved_backend() {
-        BackendChoice::Http => build_http(config),
+        BackendChoice::Http => build_http(config).map(unpicked),
         BackendChoice::Local if auto && config.local_model.is_none() => build_local(config)
             .or_else(|err| {
                 bevy::log::error!("{err}; falling back to the offline SCRIPTED backend");
-                Ok(Arc::new(town_script_backend(0)))
+                Ok(unpicked(Arc::new(town_script_backend(0))))
             }),
         BackendChoice::Local => build_local(config),
         BackendChoice::Scripted if auto => {
             if let Some(warning) = config.fallback_warning() {
                 bevy::log::warn!("{warning}");
             }
-            Ok(Arc::new(town_script_backend(0)))
+            Ok(unpicked(Arc::new(town_script_backend(0))))
         }
-        BackendChoice::Scripted | BackendChoice::Auto => Ok(Arc::new(town_script_backend(0))),
+        BackendChoice::Scripted | BackendChoice::Auto => {
+            Ok(unpicked(Arc::new(town_script_backend(0))))
+        }
     }
 }
 
+/// A backend and how its model was picked, if it was.
+type Built = (Arc<dyn LlmBackend>, Option<super::model_pick::ModelPick>);
+
 #[cfg(feature = "local-llm")]
-fn build_local(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+fn build_local(config: &LlmConfig) -> Result<Built, ConfigError> {
     let startup = |reason: String| ConfigError::Startup {
         backend: "local",
         reason,
     };
-    let path = config.local_model_path().ok_or_else(|| {
-        startup(format!(
-            "no model file: run scripts/fetch-model.sh (it fills {}), or pass --model PATH",
-            config
-                .model_cache
-                .as_deref()
-                .map_or_else(|| "the model cache".to_owned(), |d| d.display().to_string())
-        ))
-    })?;
-    let mut local = super::local::LocalConfig::new(&path);
-    local.threads = config.local_threads;
-    let backend = super::local::LocalBackend::new(local).map_err(|err| startup(err.to_string()))?;
-    let backend = sentence_embedder(config, Arc::new(backend), true);
+    // Several cached models and none given: a short warm-up picks the one this machine runs
+    // best (`model_pick`).
+    let cached = match (&config.local_model, &config.model_cache) {
+        (None, Some(dir)) => super::model_pick::cached_models(dir),
+        _ => Vec::new(),
+    };
+    let picked = if cached.len() > 1 {
+        let picked = super::model_pick::pick_and_load(&cached, config.local_threads);
+        if picked.is_none() {
+            bevy::log::warn!(
+                "model warm-up: no cached model could be measured; loading the default one"
+            );
+        }
+        picked
+    } else {
+        None
+    };
+    let (path, backend, pick) = match picked {
+        Some((path, backend, pick)) => {
+            bevy::log::info!("model pick: {} — {}", pick.file, pick.reason);
+            (path, backend as Arc<dyn LlmBackend>, Some(pick))
+        }
+        None => {
+            let path = config.local_model_path().ok_or_else(|| {
+                startup(format!(
+                    "no model file: run scripts/fetch-model.sh (it fills {}), or pass --model PATH",
+                    config
+                        .model_cache
+                        .as_deref()
+                        .map_or_else(|| "the model cache".to_owned(), |d| d.display().to_string())
+                ))
+            })?;
+            let mut local = super::local::LocalConfig::new(&path);
+            local.threads = config.local_threads;
+            let backend =
+                super::local::LocalBackend::new(local).map_err(|err| startup(err.to_string()))?;
+            (path, Arc::new(backend) as Arc<dyn LlmBackend>, None)
+        }
+    };
+    let backend = sentence_embedder(config, backend, true);
     bevy::log::info!(
         "LLM backend: local model {} ({} thread{}, embeddings {}, {}-d)",
         path.display(),
@@ -948,7 +987,7 @@ fn build_local(config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
         backend.embedding_model(),
         backend.embedding_dim()
     );
-    Ok(backend)
+    Ok((backend, pick))
 }
 
 /// `backend` with its embeddings from the in-process sentence embedder (all-MiniLM-L6-v2) when
@@ -1009,7 +1048,7 @@ fn sentence_embedder(
 }
 
 #[cfg(not(feature = "local-llm"))]
-fn build_local(_config: &LlmConfig) -> Result<Arc<dyn LlmBackend>, ConfigError> {
+fn build_local(_config: &LlmConfig) -> Result<Built, ConfigError> {
     Err(ConfigError::FeatureDisabled {
         backend: "local",
         feature: "local-llm",
@@ -1081,8 +1120,10 @@ pub fn model_cache_dir(lookup: impl Fn(&str) -> Option<String>) -> Option<PathBu
 
 /// Builds the backend and a client with the configured concurrency and cache file.
 pub fn build_client(config: &LlmConfig) -> Result<LlmClient, ConfigError> {
-    let backend = build_backend(config)?;
-    let mut builder = LlmClient::builder(backend).concurrency(config.concurrency);
+    let (backend, pick) = build_backend_picked(config)?;
+    let mut builder = LlmClient::builder(backend)
+        .concurrency(config.concurrency)
+        .model_pick(pick);
     if let Some(path) = &config.cache_path {
         builder = builder.cache_file(path);
     }

@@ -58,6 +58,7 @@ mod kv_slots;
 #[cfg(feature = "local-llm")]
 mod local;
 mod minilm;
+pub mod model_pick;
 pub mod offline;
 mod offline_director;
 mod offline_group;
@@ -104,6 +105,7 @@ pub use minilm::{
     MINILM_DIR, MINILM_FILES, MINILM_MAX_TOKENS, MINILM_NAME, MiniLm, MiniLmEmbedder, MiniLmError,
     SentenceEmbeddings, judge, minilm_dir,
 };
+pub use model_pick::{MIN_TOKENS_PER_SECOND, MeasuredModel, ModelPick, pick_model};
 pub use offline::{town_script_backend, town_script_client};
 pub use plugin::{LlmPlugin, LlmShutDown};
 #[cfg(feature = "http")]

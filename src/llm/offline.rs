@@ -1499,8 +1499,17 @@ fn task_decomposition(text: &str) -> String {
 }
 
 fn new_decomposition(text: &str) -> String {
-    let next = field(text, "Next planned activity:").unwrap_or("").trim();
+    // The next activity may itself be a step this answer wrote before: "getting back to" is
+    // said once, not piled up chat after chat (that would be a garbled answer).
+    fn unwound(mut text: &str) -> &str {
+        while let Some(rest) = text.strip_prefix("getting back to ") {
+            text = rest.trim_start();
+        }
+        text
+    }
+    let next = unwound(field(text, "Next planned activity:").unwrap_or("").trim());
     let (task, _) = split_activity(next);
+    let task = unwound(task);
     let task = if task.is_empty() {
         "the day's plan"
     } else {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::backend::TokenUsage;
+use super::model_pick::ModelPick;
 
 /// The prompt kind under which embedding batches are counted.
 pub const EMBED_KIND: &str = "embed";
@@ -50,6 +51,11 @@ pub struct KindUsage {
     /// documented tie-break picked one). Always 0 for real models.
     #[serde(default)]
     pub guesses: u64,
+    /// Answers rejected as garbled (they parsed, but were a run of one repeated word,
+    /// non-words, times out of order or one item over and over); each is also a retry or,
+    /// on the last attempt, leads to a fail-safe.
+    #[serde(default)]
+    pub garbled: u64,
     /// Of `prompt_tokens`, those found in the backend's prefix cache and not decoded again
     /// (the embedded model's KV slots, a server's prompt cache); written only when not 0.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -84,6 +90,7 @@ impl KindUsage {
         self.errors += other.errors;
         self.guesses += other.guesses;
         self.reused_prompt_tokens += other.reused_prompt_tokens;
+        self.garbled += other.garbled;
     }
 
     fn record_latency(&mut self, latency: Duration) {
@@ -166,6 +173,11 @@ impl UsageCounters {
         self.update(kind, |u| u.fail_safes += 1);
     }
 
+    /// Records an answer rejected as garbled.
+    pub fn record_garbled(&self, kind: &str) {
+        self.update(kind, |u| u.garbled += 1);
+    }
+
     /// Records an answer the scripted backend had to guess.
     pub(crate) fn record_guess(&self, kind: &str) {
         self.update(kind, |u| u.guesses += 1);
@@ -191,6 +203,7 @@ impl UsageCounters {
             totals,
             endpoints: Vec::new(),
             device: None,
+            model_pick: None,
         }
     }
 }
@@ -218,6 +231,12 @@ pub struct UsageReport {
     /// layers, or the CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// How the local model was picked among the cached ones (a short warm-up on this
+    /// machine; see [`model_pick`](super::model_pick)): which file, why, and every candidate's
+    /// measured speed. `None` when the model was given (`--model`), only one was cached, or
+    /// the backend is not the local model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_pick: Option<ModelPick>,
 }
 
 /// The counters of one endpoint of a pool of OpenAI-compatible servers (see the README's
@@ -420,6 +439,7 @@ mod tests {
         usage.record_retry("b");
         usage.record_transport_retry("b");
         usage.record_fail_safe("b");
+        usage.record_garbled("b");
 
         let report = usage.report("scripted", "m", "e");
         assert_eq!(
@@ -449,10 +469,12 @@ mod tests {
                 b.errors,
                 b.retries,
                 b.transport_retries,
-                b.fail_safes
+                b.fail_safes,
+                b.garbled
             ),
-            (1, 1, 1, 1, 1)
+            (1, 1, 1, 1, 1, 1)
         );
+        assert_eq!(report.totals.garbled, 1);
         assert_eq!(report.totals.calls, 3);
         assert_eq!(report.totals.max_latency_ms, 100);
         assert_eq!(report.totals.total_latency_ms, 147);
@@ -525,5 +547,15 @@ mod tests {
         let back: UsageReport = serde_json::from_str(&json).expect("valid json");
         assert_eq!(back, report);
         assert!(json.contains("\"backend\": \"http\""));
+        assert!(!json.contains("model_pick"), "no pick, no key");
+        // A usage.json written before `garbled` and `model_pick` existed still loads.
+        let mut old: serde_json::Value = serde_json::from_str(&json).expect("valid json");
+        let strip = |counters: &mut serde_json::Value| {
+            counters.as_object_mut().and_then(|c| c.remove("garbled"))
+        };
+        strip(&mut old["totals"]).expect("totals have a garbled count");
+        strip(&mut old["kinds"]["x"]).expect("a kind has a garbled count");
+        let back: UsageReport = serde_json::from_value(old).expect("an older usage.json");
+        assert_eq!(back.totals.garbled, 0);
     }
 }

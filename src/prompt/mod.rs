@@ -8,6 +8,11 @@
 //! fail-safe. Whatever the model returns — empty text, prose, broken JSON, `<think>` blocks,
 //! megabytes — the caller gets a valid value and the accounting records what happened.
 //!
+//! An answer that parses but is garbled — a run of one repeated word, non-words, times out
+//! of order ([`garbled`], asked of each prompt by [`Prompt::garbled`]) — is rejected the same
+//! way and counted as `garbled` in the usage: it never becomes a plan item, a status or a
+//! memory.
+//!
 //! The response cache only ever holds answers a prompt accepted: an attempt's answer is cached
 //! ([`LlmClient::keep`]) after it parsed and validated, never before, so a rejected, failed or
 //! fail-safe answer is never served again from the cache.
@@ -38,11 +43,13 @@
 //! **Layer** (see `tests/layers.rs`): imports [`llm`](crate::llm) only.
 
 pub(crate) mod clean;
+mod garble;
 mod overrides;
 mod parse;
 mod template;
 
 pub use clean::{clean_response, extract_json, neutralise_tags, strip_prestart};
+pub use garble::{Garble, ItemRules, Repeats, garbled, garbled_items};
 pub use overrides::{MAX_TEMPLATE_BYTES, OverrideProblem, PromptOverride, PromptProvenance};
 pub use parse::{ParseError, bounded_text, parse_choice, parse_int_in_range, parse_yes_no};
 pub use template::{EMBEDDED_V1, HEADER_MARKER, PromptLibrary, PromptTemplate, TemplateError};
@@ -75,6 +82,15 @@ pub trait Prompt {
 
     /// The value used when no attempt produced a valid answer.
     fn fail_safe(&self) -> Self::Output;
+
+    /// Whether a parsed answer is garbled (see [`garbled`]): words that parse but mean
+    /// nothing. A garbled answer is rejected like one that did not parse — asked again, then
+    /// the fail-safe — and counted as `garbled` in the usage. `None` (the default): prompts
+    /// whose answers are numbers, choices or emoji have no words to judge.
+    fn garbled(&self, output: &Self::Output) -> Option<Garble> {
+        let _ = output;
+        None
+    }
 
     /// For closed-set prompts: the options to score, and [`Prompt::output_for_option`] maps the
     /// winner back. `None` (the default) means free generation.
@@ -424,7 +440,17 @@ async fn run_prompt_inner<P: Prompt>(
                 // encoding (the text is borrowed as it is when it holds none).
                 let cleaned = clean_response(&answer.response.text);
                 let cleaned = crate::llm::redact_secrets(&cleaned);
-                match prompt.parse(&cleaned) {
+                let parsed =
+                    prompt
+                        .parse(&cleaned)
+                        .and_then(|value| match prompt.garbled(&value) {
+                            Some(garble) => {
+                                ctx.client.record_garbled(kind);
+                                Err(ParseError::new(format!("garbled answer ({garble})")))
+                            }
+                            None => Ok(value),
+                        });
+                match parsed {
                     Ok(value) => {
                         // Only an accepted answer is worth answering from the cache again.
                         ctx.client.keep(&answer);
@@ -653,6 +679,57 @@ mod tests {
 
         // Unwatched, the same outcome.
         assert_eq!(block_on(run_prompt(&ctx, &question())), watched);
+    }
+
+    /// A one-line answer that must not be garbled.
+    struct Line;
+
+    impl Prompt for Line {
+        type Output = String;
+        fn kind(&self) -> &'static str {
+            "line"
+        }
+        fn request(&self, _: &PromptLibrary) -> Result<ChatRequest, TemplateError> {
+            Ok(ChatRequest::new("line", "say something"))
+        }
+        fn parse(&self, cleaned: &str) -> Result<String, ParseError> {
+            bounded_text(cleaned, 200)
+        }
+        fn fail_safe(&self) -> String {
+            "the fail-safe".into()
+        }
+        fn garbled(&self, output: &String) -> Option<Garble> {
+            garbled(output)
+        }
+    }
+
+    #[test]
+    fn a_garbled_answer_is_retried_counted_and_never_kept() {
+        // Garbled on the first two attempts (seeds 0 and 1), words after.
+        let backend =
+            ScriptedBackend::new(1).with_responder("line", |request, _| match request.seed {
+                Some(0) => "ulcis, iaceo, iaceo, iaceo at 6:00 pm".into(),
+                Some(1) => "xkcdq vbnmz qwrtp".into(),
+                _ => "dinner with Klaus Mueller at 6:00 pm".into(),
+            });
+        let ctx = PromptContext::new(LlmClient::new(Arc::new(backend)), PromptLibrary::default());
+        let outcome = block_on(run_prompt(&ctx, &Line));
+        assert_eq!(outcome.value, "dinner with Klaus Mueller at 6:00 pm");
+        assert_eq!((outcome.attempts, outcome.fail_safe), (3, false));
+        let usage = ctx.client.usage().kind("line");
+        assert_eq!((usage.garbled, usage.retries, usage.fail_safes), (2, 2, 0));
+
+        // Always garbled: the fail-safe, every attempt counted.
+        let backend =
+            ScriptedBackend::new(1).with_responder("line", |_, _| "iaceo iaceo iaceo iaceo".into());
+        let ctx = PromptContext::new(LlmClient::new(Arc::new(backend)), PromptLibrary::default());
+        let outcome = block_on(run_prompt(&ctx, &Line));
+        assert_eq!(outcome.value, "the fail-safe");
+        assert!(outcome.fail_safe);
+        let usage = ctx.client.usage();
+        assert_eq!(usage.kind("line").garbled, 4);
+        assert_eq!(usage.kind("line").fail_safes, 1);
+        assert_eq!(usage.totals.garbled, 4);
     }
 
     /// A server that is down, behind a backend that retries by itself (`retries`), counting

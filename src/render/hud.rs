@@ -549,8 +549,15 @@ fn usage_labels(ui: &mut egui::Ui, hud: &HudState, client: Option<&LlmClient>) {
                 None => egui::RichText::new(format!("{backend} · {}", client.model())),
             }
         };
-        ui.label(name)
-            .on_hover_text("LLM backend, model and where it runs");
+        // The warm-up's pick, when it made one: which cached model, and why.
+        let about = match client.model_pick() {
+            Some(pick) => format!(
+                "LLM backend, model and where it runs (picked: {})",
+                pick.reason
+            ),
+            None => "LLM backend, model and where it runs".to_owned(),
+        };
+        ui.label(name).on_hover_text(about);
         ui.label(format!(
             "in flight {}/{}",
             client.in_flight(),

@@ -8,7 +8,9 @@ use super::text::{
 };
 use crate::llm::ChatRequest;
 use crate::persona::EventTriple;
-use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, parse_choice};
+use crate::prompt::{
+    Garble, ParseError, Prompt, PromptLibrary, TemplateError, garbled, parse_choice,
+};
 
 /// The emoji shown when the model gives no usable one (SPEC §3.4).
 pub(crate) const FALLBACK_EMOJI: &str = "🙂";
@@ -566,6 +568,10 @@ impl Prompt for ObjectDescription {
 
     fn fail_safe(&self) -> String {
         format!("{} is idle", self.object.trim())
+    }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
     }
 }
 

@@ -9,7 +9,9 @@ use super::text::{
 };
 use super::{numbered_list, transcript};
 use crate::llm::ChatRequest;
-use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, extract_json, parse_yes_no};
+use crate::prompt::{
+    Garble, ParseError, Prompt, PromptLibrary, TemplateError, extract_json, garbled, parse_yes_no,
+};
 
 /// The first word of a name ("Mira Okafor" → "Mira").
 fn first_name(name: &str) -> &str {
@@ -251,6 +253,10 @@ impl Prompt for RelationshipSummary {
             self.name, self.partner
         )
     }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
+    }
 }
 
 /// One line of a conversation and whether it ends the conversation.
@@ -403,6 +409,10 @@ impl Prompt for NextUtterance {
             end: true,
         }
     }
+
+    fn garbled(&self, output: &Utterance) -> Option<Garble> {
+        garbled(&output.text)
+    }
 }
 
 /// A finished conversation in a few words, always starting "conversing about" — it becomes
@@ -475,6 +485,10 @@ impl Prompt for ConversationSummary {
     fn fail_safe(&self) -> String {
         "conversing about the day".to_string()
     }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
+    }
 }
 
 /// After a chat: what the persona should remember for planning (SPEC §3.7). The caller stores
@@ -519,6 +533,10 @@ impl Prompt for PlanningThoughtAfterChat {
             self.name, self.partner
         )
     }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
+    }
 }
 
 /// After a chat: what the persona found memorable (SPEC §3.7). Output: at most 300
@@ -558,6 +576,10 @@ impl Prompt for MemoAfterChat {
 
     fn fail_safe(&self) -> String {
         format!("{} had a conversation with {}.", self.name, self.partner)
+    }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
     }
 }
 
@@ -665,6 +687,10 @@ impl Prompt for AfterChat {
             memo: memo.fail_safe(),
             memo_poignancy: super::perceive::THOUGHT_POIGNANCY_FAIL_SAFE,
         }
+    }
+
+    fn garbled(&self, output: &AfterChatThoughts) -> Option<Garble> {
+        garbled(&output.planning).or_else(|| garbled(&output.memo))
     }
 }
 

@@ -5,7 +5,9 @@
 use super::text::{free_text, list_items, truncate_chars};
 use super::{hour_text, numbered_list, readable_place};
 use crate::llm::ChatRequest;
-use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError};
+use crate::prompt::{
+    Garble, ParseError, Prompt, PromptLibrary, TemplateError, garbled, garbled_items,
+};
 
 /// The most characters kept of a note or status.
 const MAX_NOTE_CHARS: usize = 600;
@@ -48,6 +50,10 @@ impl Prompt for ReviseIdentityPlanNote {
     fn fail_safe(&self) -> String {
         "I will keep to my usual routine today.".to_string()
     }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
+    }
 }
 
 /// How the persona feels about the days just past, first person (SPEC §3.6).
@@ -87,6 +93,10 @@ impl Prompt for ReviseIdentityFeelings {
 
     fn fail_safe(&self) -> String {
         "I feel settled and ready for the day.".to_string()
+    }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
     }
 }
 
@@ -139,6 +149,10 @@ impl Prompt for ReviseIdentityCurrently {
         } else {
             previous.to_string()
         }
+    }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
     }
 }
 
@@ -231,6 +245,10 @@ impl Prompt for ReviseIdentityDailyReq {
             "go to bed by 11:00 pm".to_string(),
         ]
     }
+
+    fn garbled(&self, output: &Vec<String>) -> Option<Garble> {
+        garbled_items(output, super::plan::PLAN_RULES)
+    }
 }
 
 /// An inner voice ("you want to open a bakery") rewritten as a third-person thought about the
@@ -268,6 +286,10 @@ impl Prompt for WhisperThought {
             .collect::<Vec<_>>()
             .join(" ");
         format!("{} thinks: {}", self.name, truncate_chars(&whisper, 300))
+    }
+
+    fn garbled(&self, output: &String) -> Option<Garble> {
+        garbled(output)
     }
 }
 

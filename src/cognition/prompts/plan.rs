@@ -10,7 +10,27 @@ use super::text::{
 };
 use super::{clock_text, hour_text, numbered_list, readable_place, schedule_lines};
 use crate::llm::ChatRequest;
-use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError};
+use crate::prompt::{
+    Garble, ItemRules, ParseError, Prompt, PromptLibrary, Repeats, TemplateError, garbled_items,
+};
+
+/// How a day's plan is judged for garbling: distinct items, in time order.
+pub(crate) const PLAN_RULES: ItemRules = ItemRules {
+    repeats: Repeats::Distinct,
+    in_time_order: true,
+};
+
+/// Whether a decomposition's steps are garbled: their words, and one step over and over.
+fn garbled_steps(steps: &[(String, u32)]) -> Option<Garble> {
+    let names: Vec<&str> = steps.iter().map(|(step, _)| step.as_str()).collect();
+    garbled_items(
+        &names,
+        ItemRules {
+            repeats: Repeats::Lenient,
+            in_time_order: false,
+        },
+    )
+}
 
 /// The place shown for a missing workplace.
 fn workplace_text(workplace: Option<&str>) -> String {
@@ -170,6 +190,10 @@ impl Prompt for DailyPlan {
             "relax and read from 7:00 pm to 9:00 pm".to_string(),
             "go to bed at 11:00 pm".to_string(),
         ]
+    }
+
+    fn garbled(&self, output: &Vec<String>) -> Option<Garble> {
+        garbled_items(output, PLAN_RULES)
     }
 }
 
@@ -353,6 +377,12 @@ impl Prompt for HourlySchedule {
     fn fail_safe(&self) -> Vec<String> {
         self.hours().map(|h| self.generic_activity(h)).collect()
     }
+
+    fn garbled(&self, output: &Vec<String>) -> Option<Garble> {
+        // An hour's activity repeats by nature (a morning of work); the hours are labelled,
+        // so their order is the parser's.
+        garbled_items(output, ItemRules::default())
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -432,6 +462,10 @@ impl Prompt for TaskDecomposition {
 
     fn fail_safe(&self) -> Vec<(String, u32)> {
         vec![(self.task.clone(), self.duration)]
+    }
+
+    fn garbled(&self, output: &Vec<(String, u32)>) -> Option<Garble> {
+        garbled_steps(output)
     }
 }
 
@@ -590,6 +624,11 @@ impl Prompt for NewDecompositionSchedule {
             self.inserted_duration,
         )
     }
+
+    fn garbled(&self, output: &Vec<(String, u32)>) -> Option<Garble> {
+        // Only the model's steps: the fixed part was accepted before.
+        garbled_steps(output.get(self.fixed_part().len()..).unwrap_or_default())
+    }
 }
 
 #[cfg(test)]
@@ -648,6 +687,35 @@ mod tests {
         let fs = p.fail_safe();
         assert_eq!(fs.len(), 7);
         assert_eq!(fs[0], "eat breakfast at 7:00 am");
+    }
+
+    #[test]
+    fn a_garbled_plan_parses_but_is_garbled() {
+        let p = DailyPlan {
+            wake_up_hour: 6,
+            ..Default::default()
+        };
+        // What SmolLM2-135M wrote: parses as five items, means nothing.
+        let observed = "1) ulcis, iaceo, iaceo, iaceo at 6:00 pm\n2) dinner at 2:30 pm\n\
+                        3) dinner at 2:30 pm\n4) dinner at 2:30 pm\n5) dinner at 2:30 pm";
+        let items = p.parse(observed).expect("it has the shape of a plan");
+        assert!(p.garbled(&items).is_some());
+        let five_dinners = p
+            .parse(&"1) dinner at 2:30 pm\n".repeat(5))
+            .expect("five items");
+        assert!(p.garbled(&five_dinners).is_some());
+        // A real plan and the fail-safe pass.
+        let answer = "1) eat breakfast at 7:00 am\n2) open the cafe at 8:00 am\n\
+                      3) have lunch at 12:00 pm\n4) buy groceries at 4:00 pm\n\
+                      5) cook dinner at 6:00 pm\n6) go to bed at 10:00 pm";
+        assert_eq!(p.garbled(&p.parse(answer).expect("a plan")), None);
+        assert_eq!(p.garbled(&p.fail_safe()), None);
+        let schedule = HourlySchedule {
+            wake_up_hour: 6,
+            workplace: Some("W:Riverside Cafe:cafe".into()),
+            ..Default::default()
+        };
+        assert_eq!(schedule.garbled(&schedule.fail_safe()), None);
     }
 
     #[test]

@@ -6,7 +6,10 @@ use serde_json::{Value, json};
 use super::numbered_list;
 use super::text::{MAX_SCAN_CHARS, clean_item, list_items, truncate_chars};
 use crate::llm::ChatRequest;
-use crate::prompt::{ParseError, Prompt, PromptLibrary, TemplateError, extract_json};
+use crate::prompt::{
+    Garble, ItemRules, ParseError, Prompt, PromptLibrary, TemplateError, extract_json,
+    garbled_items,
+};
 
 /// The most characters kept of a focal point or an insight.
 const MAX_ITEM_CHARS: usize = 300;
@@ -73,6 +76,10 @@ impl Prompt for FocalPoints {
 
     fn fail_safe(&self) -> Vec<String> {
         vec!["Who am I".to_string(); self.count]
+    }
+
+    fn garbled(&self, output: &Vec<String>) -> Option<Garble> {
+        garbled_items(output, ItemRules::default())
     }
 }
 
@@ -282,6 +289,11 @@ impl Prompt for InsightsWithEvidence {
 
     fn fail_safe(&self) -> Vec<Insight> {
         Vec::new()
+    }
+
+    fn garbled(&self, output: &Vec<Insight>) -> Option<Garble> {
+        let texts: Vec<&str> = output.iter().map(|i| i.text.as_str()).collect();
+        garbled_items(&texts, ItemRules::default())
     }
 }
 
