@@ -84,9 +84,11 @@ fn a_lean_day_makes_fewer_calls_and_the_personas_live_it_alike() {
     // repeated days to reuse, and few reflections to save on since a group conversation is
     // remembered a passage at a time (before, every heard line drained the faithful side's
     // reflection trigger, and this day came to 43 % and 43 %). 48 hours with three seeds come
-    // to 38 % of the calls and 39 % of the tokens (the closing note's table).
+    // to 38 % of the calls and 39 % of the tokens (the closing note's table). Since group
+    // talk runs on a budget (focused only when social or addressed), the faithful side spends
+    // a fifth fewer tokens on it while lean already spent little there: 50 % and 63 %.
     assert!(comparison.calls_ratio() < 0.52, "{table}");
-    assert!(comparison.tokens_ratio() < 0.62, "{table}");
+    assert!(comparison.tokens_ratio() < 0.66, "{table}");
     // Where they go and what they plan stay the same; talk and reflection counts move with
     // the chance of one seed (the note compares three seeds' means), so they are held loosely.
     for (name, ratio) in comparison.behaviour_ratios() {
