@@ -462,13 +462,10 @@ fn inference_thread(
         // Admit the waiting requests, oldest thought first, while slots and room last. One
         // slot stays free for the next call of the thought served last when it is still due.
         loop {
-            if let Some(prepared) = held.take() {
-                match engine.place(prepared) {
-                    Ok(stream) => streams.push(stream),
-                    Err(prepared) => {
-                        held = Some(prepared);
-                        break;
-                    }
+            if held.is_some() {
+                match engine.place(&mut held) {
+                    Some(stream) => streams.push(stream),
+                    None => break,
                 }
                 continue;
             }
@@ -931,16 +928,15 @@ impl<'m> Engine<'m> {
         Ok((tokens, sampler))
     }
 
-    /// Puts a prepared request into a slot: the cache operations of its [`Placement`]. Gives
-    /// the request back while no slot or room is free.
-    fn place(&mut self, prepared: Prepared) -> Result<Stream, Prepared> {
-        let need = prepared.need.min(self.slots_capacity());
-        let Some(placement) = self
+    /// Puts the held request into a slot: the cache operations of its [`Placement`]. Leaves
+    /// it held while no slot or room is free.
+    fn place(&mut self, held: &mut Option<Prepared>) -> Option<Stream> {
+        let waiting = held.as_ref()?;
+        let need = waiting.need.min(self.slots_capacity());
+        let placement = self
             .slots
-            .place(&prepared.tokens, prepared.task.key(), need)
-        else {
-            return Err(prepared);
-        };
+            .place(&waiting.tokens, waiting.task.key(), need)?;
+        let prepared = held.take()?;
         for &victim in &placement.evict {
             let _ = self.ctx.clear_kv_cache_seq(Some(victim as u32), None, None);
         }
@@ -970,7 +966,7 @@ impl<'m> Engine<'m> {
             self.slots.truncate(placement.slot, 0);
             0
         };
-        Ok(Stream {
+        Some(Stream {
             task: prepared.task,
             tokens: prepared.tokens,
             slot: placement.slot,
