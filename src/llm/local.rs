@@ -70,7 +70,7 @@ use super::backend::{
 use super::kv_slots::SlotTable;
 use super::serve_order::{FOLLOW_UP_WAIT, ServeOrder};
 
-/// The default context size (tokens) of the generation context: room for the [`SLOTS`] kept
+/// The default context size (tokens) of the generation context: room for the 8 kept
 /// prompts of a town's personas (a few hundred tokens each) beside the one being answered.
 pub const DEFAULT_CONTEXT_SIZE: u32 = 8192;
 /// The default number of inference threads (see the module docs for why 1).
