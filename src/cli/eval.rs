@@ -97,16 +97,7 @@ pub fn bench_command(args: &super::args::BenchArgs) -> ExitCode {
         "{:<28} {:>12.3}",
         "choice of 8, warm (s)", report.choice_warm_secs
     );
-    if let Some(path) = &args.json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(|e| e.to_string())
-            .and_then(|json| std::fs::write(path, json).map_err(|e| e.to_string()));
-        if let Err(err) = written {
-            eprintln!("error: {}: {err}", path.display());
-            return ExitCode::FAILURE;
-        }
-    }
-    ExitCode::SUCCESS
+    write_json(args.json.as_deref(), &report)
 }
 
 /// `smallville bench-town`: runs the town on the embedded model and prints the figures; exit
@@ -150,14 +141,23 @@ pub fn town_bench_command(args: &super::args::TownBenchArgs) -> ExitCode {
         }
         _ => println!("{:<32} {:>12}", "first persona up (s)", "nobody"),
     }
-    if let Some(path) = &args.json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(|e| e.to_string())
-            .and_then(|json| std::fs::write(path, json).map_err(|e| e.to_string()));
-        if let Err(err) = written {
+    write_json(args.json.as_deref(), &report)
+}
+
+/// Writes a bench's figures as JSON to `path` when one is given.
+#[cfg(feature = "local-llm")]
+fn write_json(path: Option<&std::path::Path>, report: &impl serde::Serialize) -> ExitCode {
+    let Some(path) = path else {
+        return ExitCode::SUCCESS;
+    };
+    let written = serde_json::to_string_pretty(report)
+        .map_err(|e| e.to_string())
+        .and_then(|json| std::fs::write(path, json).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
             eprintln!("error: {}: {err}", path.display());
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
     }
-    ExitCode::SUCCESS
 }

@@ -91,17 +91,24 @@ fn choice_request(nonce: usize) -> ChoiceRequest {
     }
 }
 
-/// Runs the bench.
-pub fn bench_local(args: &BenchOptions) -> Result<BenchReport, String> {
-    let path = match &args.model {
-        Some(path) => path.clone(),
+/// The model file: the one given, else the model cache's, as the game finds it.
+fn model_file(given: Option<&PathBuf>) -> Result<PathBuf, String> {
+    match given {
+        Some(path) => Ok(path.clone()),
         None => LlmConfig {
             model_cache: model_cache_dir(|v| std::env::var(v).ok()),
             ..LlmConfig::default()
         }
         .local_model_path()
-        .ok_or("no model in the model cache: run scripts/fetch-model.sh or pass --model")?,
-    };
+        .ok_or_else(|| {
+            "no model in the model cache: run scripts/fetch-model.sh or pass --model".to_owned()
+        }),
+    }
+}
+
+/// Runs the bench.
+pub fn bench_local(args: &BenchOptions) -> Result<BenchReport, String> {
+    let path = model_file(args.model.as_ref())?;
     let mut config = LocalConfig::new(&path);
     config.threads = args.threads.max(1);
     let backend = LocalBackend::new(config).map_err(|e| e.to_string())?;
@@ -254,15 +261,7 @@ pub fn bench_town(options: &TownBenchOptions) -> Result<TownBenchReport, String>
     use bevy::prelude::*;
     use std::sync::{Arc, Mutex};
 
-    let path = match &options.model {
-        Some(path) => path.clone(),
-        None => LlmConfig {
-            model_cache: model_cache_dir(|v| std::env::var(v).ok()),
-            ..LlmConfig::default()
-        }
-        .local_model_path()
-        .ok_or("no model in the model cache: run scripts/fetch-model.sh or pass --model")?,
-    };
+    let path = model_file(options.model.as_ref())?;
     let mut run = crate::output::RunOptions::new(options.hours, &options.out);
     run.personas = options.personas;
     run.seed = options.seed;
