@@ -51,6 +51,27 @@ pub(crate) struct SlotTable<T> {
     clock: u64,
 }
 
+/// Leading tokens a prompt must share with one being decoded before it waits for it (about a
+/// paragraph: below that, decoding them twice costs less than the wait).
+pub(crate) const MIN_SHARED_TO_WAIT: usize = 64;
+
+/// Whether `prompt` should wait a moment before taking a slot: a request decoding now shares
+/// at least [`MIN_SHARED_TO_WAIT`] of its leading tokens, more than any slot holds (`cached`),
+/// and has not decoded them yet. Once it has, the prefix is forked instead of decoded twice —
+/// two questions about one conversation asked at once share the conversation.
+/// `decoding` lists each running request's prompt and how much of it is in the cache.
+pub(crate) fn worth_waiting<'a, T: PartialEq + 'a>(
+    prompt: &[T],
+    cached: usize,
+    decoding: impl IntoIterator<Item = (&'a [T], usize)>,
+) -> bool {
+    let cap = prompt.len().saturating_sub(1);
+    decoding.into_iter().any(|(theirs, decoded)| {
+        let shared = common_prefix(theirs, prompt).min(cap);
+        shared >= MIN_SHARED_TO_WAIT && shared > cached && decoded < shared
+    })
+}
+
 /// How many leading tokens `a` and `b` share.
 fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -82,6 +103,15 @@ impl<T: PartialEq + Clone> SlotTable<T> {
     /// The tokens slot `slot` holds.
     pub fn tokens(&self, slot: usize) -> &[T] {
         self.slots.get(slot).map_or(&[], |s| s.tokens.as_slice())
+    }
+
+    /// The longest prefix of `prompt` any slot holds.
+    pub fn best_prefix(&self, prompt: &[T]) -> usize {
+        self.slots
+            .iter()
+            .map(|s| common_prefix(&s.tokens, prompt))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Tokens held by every slot (shared prefixes counted once per slot: an upper bound).
@@ -330,6 +360,26 @@ mod tests {
         table.release(a.slot);
         let b = table.place(&toks("bbbbbbbbbbbbb"), Some("b"), 15).unwrap();
         assert_eq!(b.evict, vec![a.slot]);
+    }
+
+    #[test]
+    fn a_prompt_waits_for_a_long_prefix_another_request_is_decoding() {
+        let transcript: Vec<u32> = (0..200).collect();
+        let ask = |question: u32| {
+            let mut prompt = transcript.clone();
+            prompt.extend([1000 + question, 7, 8]);
+            prompt
+        };
+        let (first, second) = (ask(1), ask(2));
+        // The first is still decoding the transcript: the second waits…
+        assert!(worth_waiting(&second, 0, [(first.as_slice(), 50)]));
+        // …until the transcript is in (then it forks it)…
+        assert!(!worth_waiting(&second, 0, [(first.as_slice(), 200)]));
+        // …and never when a slot already holds as much, or the share is short.
+        assert!(!worth_waiting(&second, 200, [(first.as_slice(), 50)]));
+        let short: Vec<u32> = transcript[..10].iter().copied().chain([5000]).collect();
+        assert!(!worth_waiting(&short, 0, [(first.as_slice(), 0)]));
+        assert!(!worth_waiting::<u32>(&second, 0, []));
     }
 
     #[test]

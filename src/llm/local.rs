@@ -448,11 +448,13 @@ fn inference_thread(
     let mut streams: Vec<Stream> = Vec::new();
     // A prepared request that found no slot or no room yet: it goes first once one frees.
     let mut held: Option<Prepared> = None;
+    // Requests waiting for a long prefix another request is decoding (`worth_waiting`).
+    let mut deferred: Vec<Prepared> = Vec::new();
     loop {
         while let Ok(job) = queue.try_recv() {
             order.push_job(job, std::time::Instant::now());
         }
-        if streams.is_empty() && held.is_none() {
+        if streams.is_empty() && held.is_none() && deferred.is_empty() {
             // Idle: block for work (and wait a moment for a thought's follow-up).
             let Some(job) = next_job(queue, &mut order, &mut engine.stats, stop) else {
                 break;
@@ -462,6 +464,13 @@ fn inference_thread(
         // Admit the waiting requests, oldest thought first, while slots and room last. One
         // slot stays free for the next call of the thought served last when it is still due.
         loop {
+            if held.is_none()
+                && let Some(ready) = deferred
+                    .iter()
+                    .position(|waiting| !engine.worth_waiting(waiting, &streams))
+            {
+                held = Some(deferred.remove(ready));
+            }
             if held.is_some() {
                 match engine.place(&mut held) {
                     Some(stream) => streams.push(stream),
@@ -474,20 +483,26 @@ fn inference_thread(
             } else {
                 SLOTS
             };
-            if streams.len() >= limit.max(1) {
+            if streams.len() + deferred.len() >= limit.max(1) {
                 break;
             }
             let Some(job) = order.pop(std::time::Instant::now()) else {
                 break;
             };
-            held = engine.admit(job, stop);
+            if let Some(prepared) = engine.admit(job, stop) {
+                if engine.worth_waiting(&prepared, &streams) {
+                    deferred.push(prepared);
+                } else {
+                    held = Some(prepared);
+                }
+            }
         }
         if stop.load(Ordering::SeqCst) {
             // Shutting down: what is decoding ends with `Closed`; the queue is refused above.
             for stream in streams.drain(..) {
                 stream.task.fail(LlmError::Closed);
             }
-            if let Some(prepared) = held.take() {
+            for prepared in held.take().into_iter().chain(deferred.drain(..)) {
                 prepared.task.fail(LlmError::Closed);
             }
             engine.forget_cache();
@@ -973,6 +988,17 @@ impl<'m> Engine<'m> {
             next: reuse,
             reused: reuse,
         })
+    }
+
+    /// Whether a prepared request should wait for a long prefix a running one is decoding
+    /// (see [`kv_slots::worth_waiting`](super::kv_slots::worth_waiting)).
+    fn worth_waiting(&self, prepared: &Prepared, streams: &[Stream]) -> bool {
+        let cached = self.slots.best_prefix(&prepared.tokens);
+        super::kv_slots::worth_waiting(
+            &prepared.tokens,
+            cached,
+            streams.iter().map(|s| (s.tokens.as_slice(), s.next)),
+        )
     }
 
     /// Forgets every cached sequence (after a failed decode or on shutdown).
