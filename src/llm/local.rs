@@ -734,6 +734,8 @@ struct Engine<'m> {
     slots: SlotTable<LlamaToken>,
     n_ctx: usize,
     n_batch: usize,
+    /// Tokens llama.cpp computes at once (a decode of more is split into several).
+    n_ubatch: usize,
     norm: ChoiceNorm,
     stats: LocalStats,
     end_token: Option<LlamaToken>,
@@ -799,6 +801,7 @@ impl<'m> Engine<'m> {
             slots: SlotTable::new(SLOTS, n_ctx.saturating_sub(OPTION_ROOM).max(n_ctx / 2)),
             n_ctx,
             n_batch: n_batch as usize,
+            n_ubatch: n_batch.min(512) as usize,
             norm: config.choice_norm,
             stats: LocalStats::default(),
             stop,
@@ -1029,7 +1032,10 @@ impl<'m> Engine<'m> {
                 outputs.push((index, batch.n_tokens() - 1));
             }
         }
-        let mut room = self.n_batch.saturating_sub(batch.n_tokens() as usize);
+        // At most one micro-batch of prompt tokens per step, the oldest thought's first: a
+        // step costs about the same per token either way, and the first persona's prompt is in
+        // after one step instead of after everyone's — it answers while the others read.
+        let mut room = self.n_ubatch.saturating_sub(batch.n_tokens() as usize);
         for (index, stream) in streams.iter().enumerate() {
             if room == 0 || stream.next >= stream.tokens.len() {
                 continue;
