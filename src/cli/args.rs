@@ -335,8 +335,8 @@ fn parse_time_of_day(text: &str) -> Result<chrono::NaiveTime, String> {
 #[cfg(feature = "local-llm")]
 impl TownBenchArgs {
     /// The library's options.
-    pub fn options(&self) -> bevy_generative_agents::eval::bench::TownBenchOptions {
-        bevy_generative_agents::eval::bench::TownBenchOptions {
+    pub fn options(&self) -> bevy_generative_agents::output::bench_town::TownBenchOptions {
+        bevy_generative_agents::output::bench_town::TownBenchOptions {
             model: self.model.clone(),
             threads: self.threads,
             hours: self.hours,

@@ -104,7 +104,7 @@ pub fn bench_command(args: &super::args::BenchArgs) -> ExitCode {
 /// code 1 when the bench cannot run.
 #[cfg(feature = "local-llm")]
 pub fn town_bench_command(args: &super::args::TownBenchArgs) -> ExitCode {
-    let report = match bevy_generative_agents::eval::bench::bench_town(&args.options()) {
+    let report = match bevy_generative_agents::output::bench_town::bench_town(&args.options()) {
         Ok(report) => report,
         Err(err) => {
             eprintln!("error: {err}");

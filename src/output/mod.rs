@@ -29,6 +29,8 @@
 //! **Layer** (see `tests/layers.rs`): imports everything up to [`headless`](crate::headless), and
 //! [`persist`](crate::persist) (a run folder holds a save); `persist` never imports `output`.
 
+#[cfg(feature = "local-llm")]
+pub mod bench_town;
 mod charts;
 pub mod cost;
 pub mod movement;
