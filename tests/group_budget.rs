@@ -35,6 +35,19 @@ struct Person {
     activity: &'static str,
 }
 
+/// People of the Quill house out together in `arena`, doing `activity`.
+fn visitors(names: &[&'static str], arena: &'static str, activity: &'static str) -> Vec<Person> {
+    names
+        .iter()
+        .map(|&name| Person {
+            name,
+            home: "Town:Quill house:bedroom",
+            arena,
+            activity,
+        })
+        .collect()
+}
+
 struct Town {
     app: App,
     people: Vec<Entity>,
@@ -260,15 +273,11 @@ fn a_line_to_the_table_naming_one_gets_a_focused_answer() {
 
 #[test]
 fn friends_out_for_a_drink_focus_and_walkers_in_the_park_listen() {
-    let pub_night: Vec<Person> = ["Ada Quill", "Ben Ode", "Cy Marsh", "Dee Fox"]
-        .into_iter()
-        .map(|name| Person {
-            name,
-            home: "Town:Quill house:bedroom",
-            arena: "Town:Copper Kettle Pub:bar",
-            activity: "meeting friends for a drink at the pub",
-        })
-        .collect();
+    let pub_night: Vec<Person> = visitors(
+        &["Ada Quill", "Ben Ode", "Cy Marsh", "Dee Fox"],
+        "Town:Copper Kettle Pub:bar",
+        "meeting friends for a drink at the pub",
+    );
     let mut out = town(&pub_night, GroupSettings::default());
     run_to(&mut out, STEPS_PER_HOUR, |_, _| {});
     let drinks = group_calls(&out.client);
@@ -277,15 +286,11 @@ fn friends_out_for_a_drink_focus_and_walkers_in_the_park_listen() {
         "friends at the pub focus: {drinks:?}"
     );
 
-    let walk: Vec<Person> = ["Ada Quill", "Ben Ode", "Cy Marsh", "Dee Fox"]
-        .into_iter()
-        .map(|name| Person {
-            name,
-            home: "Town:Quill house:bedroom",
-            arena: "Town:Maple Park:park",
-            activity: "taking a walk in the park",
-        })
-        .collect();
+    let walk: Vec<Person> = visitors(
+        &["Ada Quill", "Ben Ode", "Cy Marsh", "Dee Fox"],
+        "Town:Maple Park:park",
+        "taking a walk in the park",
+    );
     // `run_to` checks at every step that no walker is focused unaddressed.
     let mut park = town(&walk, GroupSettings::default());
     run_to(&mut park, STEPS_PER_HOUR, |_, _| {});
@@ -305,15 +310,11 @@ fn friends_out_for_a_drink_focus_and_walkers_in_the_park_listen() {
 #[test]
 fn a_busy_persona_asked_again_and_again_answers_at_the_longer_beat() {
     let answers = |settings: GroupSettings| {
-        let shop: Vec<Person> = ["Ada Quill", "Ben Ode", "Cy Marsh"]
-            .into_iter()
-            .map(|name| Person {
-                name,
-                home: "Town:Quill house:bedroom",
-                arena: "Town:Elm Street Grocery:store",
-                activity: "serving customers at the counter",
-            })
-            .collect();
+        let shop: Vec<Person> = visitors(
+            &["Ada Quill", "Ben Ode", "Cy Marsh"],
+            "Town:Elm Street Grocery:store",
+            "serving customers at the counter",
+        );
         let mut shop = town(&shop, settings);
         let key = StreamKey::Arena("Town:Elm Street Grocery:store".into());
         run_to(&mut shop, 10, |_, _| {});
@@ -358,15 +359,11 @@ fn a_busy_persona_asked_again_and_again_answers_at_the_longer_beat() {
 /// one round, and cost no more than the rounds of a focused walk did.
 #[test]
 fn in_lean_rounds_walkers_cost_no_more_than_a_focused_walk() {
-    let walk: Vec<Person> = ["Ada Quill", "Ben Ode", "Cy Marsh"]
-        .into_iter()
-        .map(|name| Person {
-            name,
-            home: "Town:Quill house:bedroom",
-            arena: "Town:Maple Park:park",
-            activity: "taking a walk in the park",
-        })
-        .collect();
+    let walk: Vec<Person> = visitors(
+        &["Ada Quill", "Ben Ode", "Cy Marsh"],
+        "Town:Maple Park:park",
+        "taking a walk in the park",
+    );
     let lean_hour = |settings: GroupSettings| {
         let mut park = town(&walk, settings);
         park.app
