@@ -6,35 +6,17 @@
 //! (`scripts/fetch-model.sh` puts it there). Without it these tests print why and pass —
 //! unless `GA_REQUIRE_LOCAL_MODEL` is set (as `scripts/test.sh` and CI do), then they fail.
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use bevy::tasks::block_on;
 use bevy_generative_agents::llm::{
-    BackendChoice, ChatMessage, ChatRequest, ChoiceRequest, LlmBackend, LlmConfig, LocalBackend,
-    LocalConfig,
+    BackendChoice, ChatMessage, ChatRequest, ChoiceRequest, LlmBackend, LocalBackend, LocalConfig,
 };
 use bevy_generative_agents::output::{RunOptions, run};
 
-fn model_path() -> Option<PathBuf> {
-    let path = LlmConfig::from_env()
-        .ok()
-        .and_then(|c| c.local_model_path())
-        .filter(|p| p.is_file());
-    if path.is_none() {
-        let required = std::env::var("GA_REQUIRE_LOCAL_MODEL").is_ok_and(|v| !v.is_empty());
-        assert!(
-            !required,
-            "GA_REQUIRE_LOCAL_MODEL is set but no model file was found: run \
-             scripts/fetch-model.sh or set GA_LOCAL_MODEL"
-        );
-        eprintln!(
-            "SKIPPED: no local model file (run scripts/fetch-model.sh or set GA_LOCAL_MODEL; \
-             set GA_REQUIRE_LOCAL_MODEL=1 to make this a failure)"
-        );
-    }
-    path
-}
+#[path = "support/local_model_file.rs"]
+mod local_model_file;
+use local_model_file::model_path;
 
 /// One backend for the whole file: tests share its queue like personas do.
 fn backend() -> Option<&'static LocalBackend> {

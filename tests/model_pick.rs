@@ -7,28 +7,13 @@
 //! test prints why and passes — unless `GA_REQUIRE_LOCAL_MODEL` is set (as `scripts/test.sh`
 //! and CI do), then it fails.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use bevy_generative_agents::llm::{BackendChoice, LlmConfig, build_client};
 
-fn model_path() -> Option<PathBuf> {
-    let path = LlmConfig::from_env()
-        .ok()
-        .and_then(|c| c.local_model_path())
-        .filter(|p| p.is_file());
-    if path.is_none() {
-        let required = std::env::var("GA_REQUIRE_LOCAL_MODEL").is_ok_and(|v| !v.is_empty());
-        assert!(
-            !required,
-            "GA_REQUIRE_LOCAL_MODEL is set but no model file was found"
-        );
-        eprintln!(
-            "SKIPPED: no local model file (run scripts/fetch-model.sh or set GA_LOCAL_MODEL)"
-        );
-    }
-    path
-}
+#[path = "support/local_model_file.rs"]
+mod local_model_file;
+use local_model_file::model_path;
 
 #[test]
 fn several_cached_models_are_picked_by_a_warm_up() {
