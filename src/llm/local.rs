@@ -524,6 +524,12 @@ fn inference_thread(
     }
 }
 
+/// Tokens the slots share in an `n_ctx`-token context: all but the option sequences' room
+/// (at least half of a small context).
+fn prompt_room(n_ctx: usize) -> usize {
+    n_ctx.saturating_sub(OPTION_ROOM).max(n_ctx / 2)
+}
+
 /// Free memory a GPU keeps beyond the model and its cache when layers are fitted (the game's
 /// own textures and the driver live there too).
 const GPU_MARGIN_BYTES: usize = 512 << 20;
@@ -733,9 +739,10 @@ struct Engine<'m> {
     /// What each kept KV sequence holds (sequence `i` is slot `i`).
     slots: SlotTable<LlamaToken>,
     n_ctx: usize,
-    n_batch: usize,
     /// Tokens llama.cpp computes at once (a decode of more is split into several).
     n_ubatch: usize,
+    /// The batch `step` fills, kept between steps.
+    step_batch: Option<LlamaBatch<'static>>,
     norm: ChoiceNorm,
     stats: LocalStats,
     end_token: Option<LlamaToken>,
@@ -798,10 +805,10 @@ impl<'m> Engine<'m> {
             end_token,
             template,
             // The option sequences' room stays free for scoring.
-            slots: SlotTable::new(SLOTS, n_ctx.saturating_sub(OPTION_ROOM).max(n_ctx / 2)),
+            slots: SlotTable::new(SLOTS, prompt_room(n_ctx)),
             n_ctx,
-            n_batch: n_batch as usize,
             n_ubatch: n_batch.min(512) as usize,
+            step_batch: None,
             norm: config.choice_norm,
             stats: LocalStats::default(),
             stop,
@@ -924,16 +931,18 @@ impl<'m> Engine<'m> {
         // Room for the prompt and one answer token beside the options' room.
         if tokens.len() >= self.slots_capacity() {
             return Err(LlmError::Malformed(format!(
-                "prompt of {} tokens does not fit the {}-token context",
+                "prompt of {} tokens does not fit the {}-token context ({} beside the choice \
+                 options' room)",
                 tokens.len(),
-                self.n_ctx
+                self.n_ctx,
+                self.slots_capacity()
             )));
         }
         Ok(tokens)
     }
 
     fn slots_capacity(&self) -> usize {
-        self.n_ctx.saturating_sub(OPTION_ROOM).max(self.n_ctx / 2)
+        prompt_room(self.n_ctx)
     }
 
     fn prepare_chat(
@@ -1014,7 +1023,14 @@ impl<'m> Engine<'m> {
     /// as much of the prompts still coming in as fits. Streams that finished are answered and
     /// removed; returns their thoughts' keys.
     fn step(&mut self, streams: &mut Vec<Stream>) -> Vec<Option<String>> {
-        let mut batch = LlamaBatch::new(self.n_batch, 1);
+        // One batch for every step: a step holds at most a micro-batch of tokens (the answer
+        // tokens count against the prompts' room), and allocating it per step would cost a
+        // heap allocation per token slot on every generated token.
+        let mut batch = self
+            .step_batch
+            .take()
+            .unwrap_or_else(|| LlamaBatch::new(self.n_ubatch, 1));
+        batch.clear();
         // (stream, batch index of its logits)
         let mut outputs: Vec<(usize, i32)> = Vec::new();
         // (stream, first prompt token, how many) decoded in this batch
@@ -1066,8 +1082,10 @@ impl<'m> Engine<'m> {
                 stream.task.fail(err.clone());
             }
             self.forget_cache();
+            self.step_batch = Some(batch);
             return Vec::new();
         }
+        self.step_batch = Some(batch);
         let elapsed = started.elapsed().as_secs_f64();
         self.stats.batches += 1;
         self.stats.batched_requests += streams.len() as u64;
