@@ -6,7 +6,8 @@
 //! of the *sequential* time — the sum of all call latencies, which is what the original
 //! Smallville schedule (one persona, one call at a time) would take. Prints both and their
 //! ratio (target ≥ 10×), the number of calls, the client's concurrency limit and the peak
-//! number of calls the server saw in flight.
+//! number of calls the server saw in flight — and how much of each prompt matches the same
+//! persona's previous prompt (the share a server's prefix cache can reuse; target ≥ 70 %).
 //!
 //! ```text
 //! cargo bench --no-default-features --features http --bench concurrency
@@ -16,11 +17,14 @@
 //! `BGA_SEED` (7), `BGA_TIMEOUT_S` (600).
 
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
-use bevy_generative_agents::llm::{HttpBackend, HttpConfig, LlmClient};
+use bevy_generative_agents::llm::{
+    BoxFuture, ChatRequest, ChatResponse, ChoiceRequest, HttpBackend, HttpConfig, LlmBackend,
+    LlmClient, LlmError, PrefixShare, RetryBudget, RetryHook,
+};
 use bevy_generative_agents::persona::{ActionView, Diary, Persona};
 use bevy_generative_agents::prompt::PromptLibrary;
 use bevy_generative_agents::testing::fake_openai::{
@@ -35,6 +39,81 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The HTTP backend, with every chat prompt counted against the same persona's previous one.
+struct SharingBackend {
+    inner: HttpBackend,
+    share: Mutex<PrefixShare>,
+}
+
+impl SharingBackend {
+    fn count(&self, request: &ChatRequest) {
+        let Some(persona) = request.affinity.as_deref() else {
+            return;
+        };
+        let prompt: String = request
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        self.share
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(persona, &prompt);
+    }
+}
+
+impl LlmBackend for SharingBackend {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    fn chat(&self, request: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        self.count(&request);
+        self.inner.chat(request)
+    }
+    fn chat_stream(
+        &self,
+        request: ChatRequest,
+        deltas: async_channel::Sender<String>,
+    ) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        self.count(&request);
+        self.inner.chat_stream(request, deltas)
+    }
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        self.inner.embed(texts)
+    }
+    fn embed_within(
+        &self,
+        texts: Vec<String>,
+        budget: Option<RetryBudget>,
+    ) -> BoxFuture<'_, Result<Vec<Vec<f32>>, LlmError>> {
+        self.inner.embed_within(texts, budget)
+    }
+    fn embedding_model(&self) -> &str {
+        self.inner.embedding_model()
+    }
+    fn embedding_dim(&self) -> usize {
+        self.inner.embedding_dim()
+    }
+    fn score_choices(&self, request: ChoiceRequest) -> BoxFuture<'_, Result<Vec<f32>, LlmError>> {
+        self.inner.score_choices(request)
+    }
+    fn supports_choice_scoring(&self) -> bool {
+        self.inner.supports_choice_scoring()
+    }
+    fn shut_down(&self) {
+        self.inner.shut_down();
+    }
+    fn set_retry_hook(&self, hook: RetryHook) {
+        self.inner.set_retry_hook(hook);
+    }
+    fn retries_transient_errors(&self) -> bool {
+        self.inner.retries_transient_errors()
+    }
 }
 
 /// Personas whose first day is planned and whose first action is grounded.
@@ -87,7 +166,11 @@ fn run(
         worker_threads: 2,
         ..HttpConfig::new(server.base_url(), "fake-model")
     })?;
-    let client = LlmClient::builder(Arc::new(backend))
+    let backend = Arc::new(SharingBackend {
+        inner: backend,
+        share: Mutex::new(PrefixShare::new()),
+    });
+    let client = LlmClient::builder(backend.clone())
         .concurrency(concurrency)
         .build()?;
     let cache_policy = client.cache_policy();
@@ -151,6 +234,15 @@ fn run(
         "max concurrent calls:    {} (client limit {concurrency})",
         server.max_concurrent()
     );
+    {
+        let share = backend.share.lock().unwrap_or_else(PoisonError::into_inner);
+        println!(
+            "prefix share:            {:.1} % of prompt bytes match the same persona's previous \
+             prompt ({} prompts; target >= 70 %)",
+            share.share() * 100.0,
+            share.prompts()
+        );
+    }
     let usage = client.usage();
     println!(
         "usage per prompt kind:   {}",

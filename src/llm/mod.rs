@@ -68,6 +68,7 @@ mod permits;
 mod plugin;
 #[cfg(feature = "http")]
 mod pool;
+mod prefix_share;
 mod replay;
 mod scripted;
 mod secrets;
@@ -110,6 +111,7 @@ pub use offline::{town_script_backend, town_script_client};
 pub use plugin::{LlmPlugin, LlmShutDown};
 #[cfg(feature = "http")]
 pub use pool::{PoolBackend, PoolMember, PoolSettings};
+pub use prefix_share::{PrefixShare, common_prefix_len};
 pub use replay::ReplayBackend;
 pub(crate) use scripted::word_overlap_scores;
 pub(crate) use scripted::word_pieces;
