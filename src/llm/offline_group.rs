@@ -49,24 +49,35 @@ fn block<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
 }
 
 fn scene(text: &str) -> Scene<'_> {
-    // "<name> is <activity>, in a group conversation in <place>. Present: a, b."
-    // "<name> is <activity>, following a group conversation in <place> closely. Present: …"
-    // "<name> is <activity>. People are talking in <place>. Present: …"
+    // Stable first: the talk's line, then the persona's own —
+    //   "A group conversation in <place>. Present: a, b." / "People are talking in <place>. …"
+    //   "<name> is <activity>, in the conversation." / "…, following the conversation closely."
+    //   / "<name> is <activity>."
+    // — or, in templates edited before that layout, one line:
+    //   "<name> is <activity>, in a group conversation in <place>. Present: a, b."
     let line = text
         .lines()
-        .find(|l| l.contains(" group conversation in ") || l.contains(". People are talking in "))
+        .find(|l| l.contains("group conversation in ") || l.contains("People are talking in "))
         .unwrap_or("");
-    let (name, rest) = line.split_once(" is ").unwrap_or(("", ""));
-    let (activity, place_part) = rest
-        .split_once(", in a group conversation in ")
-        .or_else(|| rest.split_once(", following a group conversation in "))
-        .or_else(|| rest.split_once(". People are talking in "))
-        .unwrap_or((rest, ""));
+    let (who, place_part) = [
+        ", in a group conversation in ",
+        ", following a group conversation in ",
+        ". People are talking in ",
+        "A group conversation in ",
+        "People are talking in ",
+    ]
+    .iter()
+    .find_map(|marker| line.split_once(marker))
+    .unwrap_or(("", ""));
     let (place, present) = place_part
         .split_once(". Present: ")
         .unwrap_or((place_part, ""));
     let place = place.trim_end_matches(" closely");
     let present = present_list(present);
+    let (name, activity) = match who.split_once(" is ") {
+        Some((name, activity)) => (name, activity),
+        None => own_line(text),
+    };
     let first_name = name.split_whitespace().next().unwrap_or(name);
     let lines = block(text, "The conversation so far:");
     let lines = if lines.is_empty() {
@@ -89,6 +100,29 @@ fn scene(text: &str) -> Scene<'_> {
         lines,
         new_lines: block(text, &new_marker),
     }
+}
+
+/// The persona's own line under the talk's, "<name> is <activity>[, in the conversation | ,
+/// following the conversation closely]." — the name is the identity summary's.
+fn own_line(text: &str) -> (&str, &str) {
+    let Some(name) = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Name: "))
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return ("", "");
+    };
+    let activity = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(" is "))
+        .map(|rest| {
+            rest.trim_end_matches('.')
+                .trim_end_matches(", following the conversation closely")
+                .trim_end_matches(", in the conversation")
+        })
+        .unwrap_or("");
+    (name, activity)
 }
 
 /// The names after "Present: " ("a, b." — "nobody else" is none).
@@ -533,6 +567,64 @@ mod tests {
         assert_eq!(named_by(&s.lines, "Mo"), Some("Ana Ruiz"));
         let line = reply(REPLY);
         assert!(line.contains("Bo"), "answers the last speaker: {line}");
+    }
+
+    #[test]
+    fn the_scene_is_read_from_the_shipped_stable_first_templates() {
+        let library = crate::prompt::PromptLibrary::default();
+        let identity = "Name: Mo Li\nAge: 40\nCurrently: Mo is baking.\n";
+        let inputs = [
+            "Mo Li",
+            identity,
+            "having coffee",
+            "the main room",
+            "Ana Ruiz: Morning, Mo!\nBo Chen: Hi all",
+            "Ana Ruiz, Bo Chen",
+            "(none)",
+            "Mo",
+            "Ana Ruiz: Mo, tea?",
+            "",
+            "",
+        ];
+        for kind in ["group_reply", "group_focus", "group_join"] {
+            let prompt = library.fill(kind, &inputs).expect("the template fills");
+            assert!(prompt.starts_with(identity), "{kind}: identity first");
+            let s = scene(&prompt);
+            assert_eq!(s.name, "Mo Li", "{kind}");
+            assert_eq!(s.first_name, "Mo", "{kind}");
+            assert_eq!(s.activity, "having coffee", "{kind}");
+            assert_eq!(s.place, "the main room", "{kind}");
+            assert_eq!(s.present, vec!["Ana Ruiz", "Bo Chen"], "{kind}");
+            assert_eq!(s.lines.len(), 2, "{kind}");
+        }
+        let focus = library.fill("group_focus", &inputs).expect("fills");
+        assert_eq!(scene(&focus).new_lines, vec!["Ana Ruiz: Mo, tea?"]);
+        // What changes from one look to the next (the persona's own line, what it recalls, what
+        // is new) comes after the talk, so the next look reuses everything up to it.
+        let later = library
+            .fill(
+                "group_focus",
+                &[
+                    "Mo Li",
+                    identity,
+                    "drinking tea",
+                    "the main room",
+                    "Ana Ruiz: Morning, Mo!\nBo Chen: Hi all\nAna Ruiz: Mo, tea?",
+                    "Ana Ruiz, Bo Chen",
+                    "- Ana likes tea",
+                    "Mo",
+                    "(nothing new)",
+                    "",
+                    "",
+                ],
+            )
+            .expect("fills");
+        let shared = crate::llm::common_prefix_len(&focus, &later);
+        assert!(
+            focus[..shared].ends_with("Bo Chen: Hi all\n"),
+            "shared up to the talk's last common line: {:?}",
+            &focus[..shared]
+        );
     }
 
     #[test]
