@@ -60,7 +60,7 @@ impl SharingBackend {
         self.share
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .observe(persona, &prompt);
+            .observe_kind(persona, &request.kind, &prompt);
     }
 }
 
@@ -242,6 +242,14 @@ fn run(
             share.share() * 100.0,
             share.prompts()
         );
+        let mut kinds: Vec<_> = share.by_kind().iter().collect();
+        kinds.sort_by_key(|(_, (_, total))| std::cmp::Reverse(*total));
+        for (kind, (shared, total)) in kinds {
+            println!(
+                "  {kind:<30} {:>5.1} % of {total} bytes",
+                *shared as f64 * 100.0 / (*total).max(1) as f64
+            );
+        }
     }
     let usage = client.usage();
     println!(

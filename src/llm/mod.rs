@@ -82,7 +82,8 @@ pub use cache::{
     ParseCacheKeyError, ResponseCache,
 };
 pub use client::{
-    CachePolicy, ChatAnswer, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, LlmClient, LlmClientBuilder,
+    CachePolicy, ChatAnswer, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, GARBLING_MIN_ANSWERS, LlmClient,
+    LlmClientBuilder,
     ThoughtCalls,
 };
 pub(crate) use config::build_backend;

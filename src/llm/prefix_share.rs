@@ -7,7 +7,7 @@
 //! (the `concurrency` bench prints it); it counts bytes, cut at character boundaries, which
 //! follow tokens closely enough for a ratio.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The share of prompt text that matches the same key's previous prompt.
 #[derive(Debug, Default, Clone)]
@@ -16,12 +16,30 @@ pub struct PrefixShare {
     shared: u64,
     total: u64,
     prompts: u64,
+    /// Shared and total bytes per prompt kind.
+    kinds: BTreeMap<String, (u64, u64)>,
 }
 
 impl PrefixShare {
     /// An empty tally.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// [`PrefixShare::observe`], also tallied under the prompt's `kind`
+    /// ([`PrefixShare::by_kind`]).
+    pub fn observe_kind(&mut self, key: &str, kind: &str, prompt: &str) -> usize {
+        let shared = self.observe(key, prompt);
+        let entry = self.kinds.entry(kind.to_string()).or_default();
+        entry.0 += shared as u64;
+        entry.1 += prompt.len() as u64;
+        shared
+    }
+
+    /// Per prompt kind counted with [`PrefixShare::observe_kind`]: bytes shared with the key's
+    /// previous prompt, and all bytes.
+    pub fn by_kind(&self) -> &BTreeMap<String, (u64, u64)> {
+        &self.kinds
     }
 
     /// Counts `prompt`, asked for `key` (a persona), against that key's previous prompt, and
@@ -95,6 +113,8 @@ mod tests {
         assert!((share.share() - expected).abs() < 1e-12);
         // Compared with the latest prompt, not the first.
         assert_eq!(share.observe("Ana", "Name: Ana\nPlan the week"), 19);
+        assert_eq!(share.observe_kind("Ana", "plan", "Name: Ana\nPlan the month"), 19);
+        assert_eq!(share.by_kind().get("plan"), Some(&(19, 24)));
     }
 
     #[test]

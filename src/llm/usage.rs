@@ -178,6 +178,11 @@ impl UsageCounters {
         self.update(kind, |u| u.garbled += 1);
     }
 
+    /// One kind's counters so far (zero when it was never asked).
+    pub(crate) fn kind(&self, kind: &str) -> KindUsage {
+        self.lock().get(kind).cloned().unwrap_or_default()
+    }
+
     /// Records an answer the scripted backend had to guess.
     pub(crate) fn record_guess(&self, kind: &str) {
         self.update(kind, |u| u.guesses += 1);

@@ -11,7 +11,10 @@
 //! An answer that parses but is garbled — a run of one repeated word, non-words, times out
 //! of order ([`garbled`], asked of each prompt by [`Prompt::garbled`]) — is rejected the same
 //! way and counted as `garbled` in the usage: it never becomes a plan item, a status or a
-//! memory.
+//! memory. Once the model has garbled most answers of a kind ([`LlmClient::garbles_most`]: 3 in
+//! 4, after 4 answers), a garbled answer of that kind takes the fail-safe at once: a model
+//! that small is not asked three more times for what it cannot write, and its time goes to
+//! the other personas' calls.
 //!
 //! The response cache only ever holds answers a prompt accepted: an attempt's answer is cached
 //! ([`LlmClient::keep`]) after it parsed and validated, never before, so a rejected, failed or
@@ -440,11 +443,13 @@ async fn run_prompt_inner<P: Prompt>(
                 // encoding (the text is borrowed as it is when it holds none).
                 let cleaned = clean_response(&answer.response.text);
                 let cleaned = crate::llm::redact_secrets(&cleaned);
+                let mut garbled = false;
                 let parsed =
                     prompt
                         .parse(&cleaned)
                         .and_then(|value| match prompt.garbled(&value) {
                             Some(garble) => {
+                                garbled = true;
                                 ctx.client.record_garbled(kind);
                                 Err(ParseError::new(format!("garbled answer ({garble})")))
                             }
@@ -464,6 +469,10 @@ async fn run_prompt_inner<P: Prompt>(
                         ctx.client.reject(&answer);
                         reason = FailureReason::Unusable;
                         debug!(kind, attempt, reason = %rejected, "rejected model answer");
+                        if garbled && ctx.client.garbles_most(kind) {
+                            debug!(kind, "the model garbles most answers of this kind; fail-safe");
+                            break;
+                        }
                     }
                 }
             }
@@ -730,6 +739,34 @@ mod tests {
         assert_eq!(usage.kind("line").garbled, 4);
         assert_eq!(usage.kind("line").fail_safes, 1);
         assert_eq!(usage.totals.garbled, 4);
+
+        // Now the model has garbled every answer of the kind: the next garbled answer takes
+        // the fail-safe at once, while an answer that is fine is still kept.
+        assert!(ctx.client.garbles_most("line"));
+        let outcome = block_on(run_prompt(&ctx, &Line));
+        assert_eq!((outcome.attempts, outcome.fail_safe), (1, true));
+        assert_eq!(ctx.client.usage().kind("line").garbled, 5);
+        assert!(!ctx.client.garbles_most("other"), "judged per kind");
+    }
+
+    #[test]
+    fn a_kind_is_judged_garbling_after_four_answers_three_in_four_garbled() {
+        // Seeds 0 to 2 garbled, later ones fine.
+        let backend =
+            ScriptedBackend::new(1).with_responder("line", |request, _| match request.seed {
+                Some(0 | 1 | 2) => "iaceo iaceo iaceo iaceo".into(),
+                _ => "dinner with Klaus Mueller at 6:00 pm".into(),
+            });
+        let ctx = PromptContext::new(LlmClient::new(Arc::new(backend)), PromptLibrary::default());
+        assert!(!ctx.client.garbles_most("line"), "nothing asked yet");
+        // Three garbled answers and a good one: 3 of 4 garbled — retried all the same, because
+        // the fourth answer only came after the third was judged.
+        let outcome = block_on(run_prompt(&ctx, &Line));
+        assert_eq!((outcome.attempts, outcome.fail_safe), (4, false));
+        assert!(ctx.client.garbles_most("line"), "3 of 4 garbled");
+        // The same again: its first answer is garbled and that is the end of it.
+        let outcome = block_on(run_prompt(&ctx, &Line));
+        assert_eq!((outcome.attempts, outcome.fail_safe), (1, true));
     }
 
     /// A server that is down, behind a backend that retries by itself (`retries`), counting
