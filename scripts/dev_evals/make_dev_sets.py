@@ -70,10 +70,12 @@ def place_items(rng, tree, people, errands):
         options = must + others[: 8 - len(must)]
         rng.shuffle(options)
         first = who["first"]
+        # The subject's name opens the context, as the eval's reader of errands expects
+        # (`eval::item_about` drops it; the simulation's errand has no name either).
         context = (
-            f"{who['name']} lives in {who['home']} and works at {who['work']}. "
-            f"Places {first} knows in town: {', '.join(options)}. "
-            f"{first} wants to {errand}."
+            f"{who['name']} wants to {errand}. "
+            f"{first} lives in {who['home']} and works at {who['work']}. "
+            f"Places {first} knows in town: {', '.join(options)}."
         )
         items.append(
             {
