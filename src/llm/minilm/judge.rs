@@ -57,50 +57,87 @@ pub const ANCHORS: &[(&str, f32)] = &[
 ];
 
 /// Rules of thumb for a persona's everyday yes/no calls, each marked with the answer it stands
-/// for (`true`: yes). Written once as general rules of everyday life, balanced between the two
-/// answers; chosen on `assets/evals/dev/yes_no.jsonl`, not on any eval item.
+/// for (`true`: yes), 23 each way. Written from the situations of the development set's tuning
+/// part (`assets/evals/dev/tuning.jsonl`: Saltmere and Fernside), generalised to everyday rules,
+/// and never from an eval item. Most topics come in pairs, one for each answer (serving a
+/// customer / serving a drunk one more drink; going to work / going to work with a fever), so
+/// the topic a situation shares with a rule does not decide alone: the detail does.
 pub const YES_NO_ANCHORS: &[(&str, bool)] = &[
-    ("helping someone who needs help", true),
-    ("comforting a friend or family member who is upset", true),
-    ("eating when hungry at mealtime", true),
-    ("drinking when thirsty", true),
-    ("resting or sleeping when tired at night", true),
-    ("checking on a possible danger such as fire or smoke", true),
-    ("accepting a kind offer of help when you need it", true),
-    ("greeting a friend you meet when you both have time", true),
-    ("chatting with a friend or colleague during free time", true),
-    ("leaving on time to keep an appointment or promise", true),
-    ("going to work or class when it is time", true),
-    ("returning something that belongs to someone else", true),
+    ("helping someone who is struggling, hurt or in danger", true),
+    ("comforting a friend or relative who is upset", true),
+    ("warning someone about a danger they do not see", true),
+    (
+        "calling for help when there is a fire or an emergency",
+        true,
+    ),
+    ("stepping in to stop bullying or cruelty", true),
+    ("eating or drinking when you are hungry or thirsty", true),
+    ("resting and accepting care when you are ill", true),
+    ("doing your job for a customer who asks", true),
+    ("keeping a promise you made", true),
+    ("paying back money you owe", true),
+    ("returning something lost to its owner", true),
+    ("pointing out a costly mistake honestly", true),
+    ("accepting an apology and making up after a quarrel", true),
+    ("accepting a kind offer of help", true),
+    ("chatting with a friend when you both have free time", true),
     ("going to a fun event in your free time", true),
-    ("serving a customer who asks for something", true),
-    ("making up with a family member after a quarrel", true),
-    ("waking someone up at night for no good reason", false),
+    ("spending free time with your family", true),
+    ("sharing food you have spare with neighbours", true),
+    ("helping a family member or friend who asks", true),
+    ("saying your view when it is your turn to speak", true),
+    ("going to bed or home to sleep when you are tired", true),
+    ("setting off for work or an appointment in good time", true),
+    ("doing a small favour a neighbour asks", true),
+    ("serving more drink to someone who is already drunk", false),
     (
-        "interrupting your work or a class to chat about nothing",
+        "going to work or out among people with a fever or flu",
         false,
     ),
-    ("interrupting someone who is busy", false),
-    ("doing something dangerous or illegal", false),
-    ("using a phone while driving", false),
-    ("partying late before an important day", false),
-    ("eating something that will make you ill", false),
-    ("starting a long activity just before you must leave", false),
+    ("doing what the doctor told you not to do", false),
+    ("staying up very late before an early start", false),
+    ("starting a long job just before you must leave", false),
+    (
+        "leaving your customers or your work to chat or have fun",
+        false,
+    ),
+    ("leaving children or people in your care alone", false),
+    (
+        "interrupting someone who is busy with something important",
+        false,
+    ),
+    ("making loud noise at night while others sleep", false),
+    ("waking someone at night for no good reason", false),
+    ("keeping money or things that are not yours", false),
+    ("stealing or cheating", false),
+    ("hiding wrongdoing or destroying evidence", false),
+    ("taking revenge or breaking things in anger", false),
+    ("spreading gossip or someone's secret", false),
+    (
+        "using a phone while driving or during a speech or service",
+        false,
+    ),
+    (
+        "doing something dangerous, like crossing in traffic or using a machine you were never taught",
+        false,
+    ),
+    ("spending money you need for rent or bills", false),
     ("repeating a conversation you just had", false),
-    (
-        "doing chores in the middle of the night instead of sleeping",
-        false,
-    ),
-    ("leaving people in your care alone", false),
-    ("spending money you need for bills", false),
-    ("being loud where people need quiet", false),
-    ("taking something that is not yours", false),
-    ("going out among people when you are sick", false),
+    ("ignoring cheating or rule breaking you see", false),
+    ("breaking a rule for your own convenience", false),
+    ("selling or eating food that has gone bad", false),
+    ("driving after drinking alcohol", false),
 ];
 
-/// The softmax temperature over anchor similarities: sharp enough that the nearest anchors
-/// decide, soft enough that two near ones average.
+/// The softmax temperature over the poignancy anchors' similarities: sharp enough that the
+/// nearest anchors decide, soft enough that two near ones average (on the development set's
+/// tuning part 0.05 rated 91 % within 2; 0.02: 87 %, 0.1: 76 %).
 const ANCHOR_TEMPERATURE: f32 = 0.05;
+
+/// The softmax temperature over the rules of thumb: softer than the ratings', so a yes/no call
+/// is the weight of several near rules rather than of the single nearest, which often shares
+/// only the topic (tuning part: 0.1 answered 80.8 %; 0.02: 77.9 %, 0.05: 78.8 %, 0.2: 79.8 %).
+const YES_NO_TEMPERATURE: f32 = 0.1;
 
 fn kind_uses_objects(kind: &str) -> bool {
     matches!(kind, "object" | "action_object")
@@ -143,16 +180,16 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// The anchors' weights for a text whose similarity to each of `count` anchors is
-/// `similarities`: `exp((s - max) / T)`, summing to 1. `None` when the lengths differ or a
+/// `similarities`: `exp((s - max) / temperature)`, summing to 1. `None` when the lengths differ or a
 /// similarity is not a number.
-fn anchor_weights(similarities: &[f32], count: usize) -> Option<Vec<f32>> {
+fn anchor_weights(similarities: &[f32], count: usize, temperature: f32) -> Option<Vec<f32>> {
     if similarities.len() != count || similarities.iter().any(|s| !s.is_finite()) {
         return None;
     }
     let max = similarities.iter().copied().fold(f32::MIN, f32::max);
     let weights: Vec<f32> = similarities
         .iter()
-        .map(|s| ((s - max) / ANCHOR_TEMPERATURE).exp())
+        .map(|s| ((s - max) / temperature).exp())
         .collect();
     let total: f32 = weights.iter().sum();
     Some(weights.into_iter().map(|w| w / total).collect())
@@ -162,7 +199,7 @@ fn anchor_weights(similarities: &[f32], count: usize) -> Option<Vec<f32>> {
 /// the anchors' ratings weighted by their softmax weights. `None` when the lengths differ or a
 /// similarity is not a number.
 pub fn rating_from_similarities(similarities: &[f32]) -> Option<u8> {
-    let weights = anchor_weights(similarities, ANCHORS.len())?;
+    let weights = anchor_weights(similarities, ANCHORS.len(), ANCHOR_TEMPERATURE)?;
     let rating: f32 = weights.iter().zip(ANCHORS).map(|(w, (_, r))| w * r).sum();
     Some(rating.round().clamp(1.0, 10.0) as u8)
 }
@@ -171,7 +208,7 @@ pub fn rating_from_similarities(similarities: &[f32]) -> Option<u8> {
 /// is `similarities`: the summed softmax weights of the yes-anchors. `None` when the lengths
 /// differ or a similarity is not a number.
 pub fn yes_from_similarities(similarities: &[f32]) -> Option<f32> {
-    let weights = anchor_weights(similarities, YES_NO_ANCHORS.len())?;
+    let weights = anchor_weights(similarities, YES_NO_ANCHORS.len(), YES_NO_TEMPERATURE)?;
     Some(
         weights
             .iter()
@@ -308,7 +345,8 @@ mod tests {
         let mut s = vec![0.1; YES_NO_ANCHORS.len()];
         s[yes] = 0.7;
         assert!(yes_from_similarities(&s).is_some_and(|p| p > 0.9));
-        s[no] = 0.8;
+        // A rule for "no" clearly nearer (0.2) outweighs it.
+        s[no] = 0.9;
         assert!(yes_from_similarities(&s).is_some_and(|p| p < 0.2));
         s[no] = f32::INFINITY;
         assert_eq!(yes_from_similarities(&s), None);
