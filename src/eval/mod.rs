@@ -182,7 +182,9 @@ pub(crate) fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
 /// without the subject's name it opens with and without sentences that list the options
 /// (an intent, not a map) — for an object, also without where they are ("is in the kitchen
 /// and …": the room is already chosen, and the simulation asks with the action alone); for a
-/// yes/no item the situation and the question. Other kinds: none.
+/// yes/no item the situation and the question;
+/// for a wake-up hour the context (the lifestyle line, as the simulation sends it). Other
+/// kinds: none.
 pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
     let about = match item.kind.as_str() {
         "poignancy" => {
@@ -194,6 +196,7 @@ pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
         }
         "place" | "arena" => errand(&item.context, &item.options),
         "object" => without_whereabouts(&errand(&item.context, &item.options)).to_owned(),
+        "wake_up_hour" => item.context.clone(),
         "yes_no" => format!("{} {}", item.context.trim(), item.question.trim()),
         _ => return None,
     };
@@ -397,12 +400,18 @@ pub async fn evaluate(
                         .and_then(|(i, _)| item.options.get(i).cloned())
                 }),
             Some(kind) => {
-                let request = ChatRequest {
+                let mut request = ChatRequest {
                     messages,
                     ..ChatRequest::new(kind, "")
                 }
                 .with_temperature(0.0)
                 .with_max_tokens(24);
+                // A wake-up hour says what it is about, as the simulation's prompt does.
+                if strategy == Strategy::Score
+                    && let Some(about) = item_about(item)
+                {
+                    request = request.with_about(about);
+                }
                 backend
                     .chat(request)
                     .await

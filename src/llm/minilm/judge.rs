@@ -23,7 +23,11 @@
 //!   the answer is the side that carries more weight under the same sharp softmax
 //!   ([`yes_from_similarities`]). SmolLM2 answered "No" to nearly everything.
 //!
-//! Everything else (free text, hours, option 1 / option 2) stays with the chat model.
+//! * **The wake-up hour** (`wake_up_hour`): read off the lifestyle line by [`wake_up_hour`], a
+//!   plain reader of times and the words before them, not a model (SmolLM2 answered 12 to most
+//!   lines that say "wakes up around 7 am"); a line with no times goes to the chat model.
+//!
+//! Everything else (free text, option 1 / option 2) stays with the chat model.
 
 use super::MiniLmEmbedder;
 use crate::llm::LlmError;
@@ -141,6 +145,11 @@ const YES_NO_TEMPERATURE: f32 = 0.1;
 
 fn kind_uses_objects(kind: &str) -> bool {
     matches!(kind, "object" | "action_object")
+}
+
+/// Whether `kind` asks for the hour someone wakes up.
+pub fn is_wake_up_kind(kind: &str) -> bool {
+    kind == "wake_up_hour"
 }
 
 /// Whether `kind` is a poignancy rating.
@@ -289,6 +298,110 @@ pub async fn place_scores(
     Ok(scores)
 }
 
+/// Words that say the time after them is when someone wakes ("wakes up around 6 am", "gets
+/// up at 5", "rises at 7", "is up by 9", "never out of bed before 11", "her alarm goes off at
+/// 6"), nearest first in a clause.
+const WAKE_WORDS: &[&str] = &[
+    "wake",
+    "woke",
+    "get up",
+    "gets up",
+    "getting up",
+    "got up",
+    "rise",
+    "rising",
+    "is up",
+    "be up",
+    "out of bed",
+    "alarm",
+];
+
+/// Words that say the time after them is when someone goes to sleep.
+const BED_WORDS: &[&str] = &["bed", "sleep", "asleep"];
+
+/// Words that say the time after them is when something starts (a shift, the shop, work).
+const START_WORDS: &[&str] = &["start", "open", "begin", "shift", "work", "be at"];
+
+/// Hour counts as people write them ("eight hours", "an hour", "2 hours").
+fn hours_before(text: &str, word_end: usize) -> Option<u32> {
+    let words: Vec<&str> = text.get(..word_end)?.split_whitespace().collect();
+    let count = words.iter().rev().nth(1)?;
+    let numbers = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    if matches!(*count, "an" | "a") {
+        return Some(1);
+    }
+    count.parse::<u32>().ok().or_else(|| {
+        numbers
+            .iter()
+            .position(|n| n == count)
+            .and_then(|i| u32::try_from(i + 1).ok())
+    })
+}
+
+/// The hour count `text` gives ("eight hours", "an hour", "seven hours later"), and whether it
+/// runs back from a start ("… hours before", "… earlier").
+fn hours_in(text: &str) -> Option<(u32, bool)> {
+    let at = text.find(" hour")?;
+    let count = hours_before(text, at + " hour".len())?;
+    let rest = &text[at..];
+    let back = rest.contains("before") || rest.contains("earlier");
+    Some((count, back))
+}
+
+/// The hour (0..=23) someone wakes, read off a lifestyle line the way a reader would: a time
+/// after a waking word ("wakes up around 6 am", "is up by noon", "sleeps until 10 am"); else
+/// worked out from a bedtime and the hours slept ("goes to bed at 9 pm and sleeps eight
+/// hours"), a start and the hours before it ("gets up two hours before her 8 am shift"), or a
+/// bedtime alone (eight hours later). `None` when the line gives no times to read.
+///
+/// SmolLM2-135M, asked the hour under a grammar, answered 12 to most lines that state it
+/// plainly (24 % on the development set's tuning part); a reader cannot misread "6 am".
+pub fn wake_up_hour(lifestyle: &str) -> Option<u32> {
+    let lower = lifestyle.to_ascii_lowercase();
+    let mentions = crate::llm::offline::time_mentions(&lower);
+    let mut bed = None;
+    let mut start = None;
+    let mut previous_end = 0;
+    for mention in &mentions {
+        // The words since the last time or clause break decide what this time is.
+        let before = lower.get(previous_end..mention.start).unwrap_or("");
+        let clause = before
+            .rfind([',', ';', '.', ':'])
+            .map_or(before, |at| &before[at + 1..]);
+        previous_end = mention.end;
+        let last = |words: &[&str]| words.iter().filter_map(|w| clause.rfind(w)).max();
+        let asleep_until = (clause.trim_end().ends_with("until")
+            || clause.trim_end().ends_with("till"))
+            && lower.get(..mention.start).is_some_and(|b| {
+                let sentence = b.rfind('.').map_or(b, |at| &b[at..]);
+                sentence.contains("sleep") || sentence.contains("bed")
+            });
+        // "out of bed" names waking, not bed: it is matched as a waking word first.
+        let wake_at = last(WAKE_WORDS);
+        let bed_at = last(BED_WORDS).filter(|&at| !clause[..at + 3].ends_with("out of bed"));
+        let start_at = last(START_WORDS);
+        let hour = mention.hour % 24;
+        let nearest = [wake_at, bed_at, start_at].into_iter().flatten().max();
+        if asleep_until || (wake_at.is_some() && wake_at == nearest) {
+            return Some(hour);
+        } else if bed_at.is_some() && bed_at == nearest {
+            bed = bed.or(Some(hour));
+        } else if start_at.is_some() && start_at == nearest {
+            start = start.or(Some(hour));
+        }
+    }
+    let counted = hours_in(&lower);
+    match (counted, start, bed) {
+        (Some((hours, true)), Some(start), _) => Some((start + 24 - hours % 24) % 24),
+        (Some((hours, false)), _, Some(bed)) => Some((bed + hours) % 24),
+        (_, _, Some(bed)) => Some((bed + 8) % 24),
+        _ => None,
+    }
+}
+
 /// Scores for a rating question asked as a choice among numbers: the closer an option is to
 /// the rating, the higher (an option that is not a number scores lowest).
 pub fn rating_option_scores(rating: u8, options: &[String]) -> Vec<f32> {
@@ -357,6 +470,69 @@ mod tests {
     }
 
     #[test]
+    fn wake_up_hours_are_read_off_the_line() {
+        for (line, hour) in [
+            // Said plainly, in several ways, among other times.
+            (
+                "Ana goes to bed around 10 pm, wakes up around 6 am, and eats at 6 pm.",
+                6,
+            ),
+            (
+                "Bo is an early riser: he is up at 4 am and opens his stall at 5 am.",
+                4,
+            ),
+            (
+                "Cy closes the pub at 1 am and is never out of bed before 11 am.",
+                11,
+            ),
+            (
+                "Di works late, gets home at 3 am and sleeps until noon.",
+                12,
+            ),
+            (
+                "Ed's alarm goes off at 9 am every day; he goes to bed around 1 am.",
+                9,
+            ),
+            (
+                "Fay usually wakes at 5 o'clock and goes to sleep around 9 pm.",
+                5,
+            ),
+            ("Gus sleeps from about 2 am until 10 am.", 10),
+            (
+                "Hal is up by 6 am most days and never stays up past 10 pm.",
+                6,
+            ),
+            // Worked out from a bedtime or a start.
+            (
+                "Ida goes to bed at 9 pm and always sleeps exactly eight hours.",
+                5,
+            ),
+            (
+                "Jo goes to sleep at 4 am and wakes up seven hours later.",
+                11,
+            ),
+            (
+                "Kit starts work at 5 am and gets up one hour before to get ready.",
+                4,
+            ),
+            (
+                "Lu gets up two hours before her shift, which starts at 2 pm.",
+                12,
+            ),
+            ("Mo goes to bed around midnight.", 8),
+        ] {
+            assert_eq!(wake_up_hour(line), Some(hour), "{line}");
+        }
+        // A night owl's "until 2 am" is not a waking time.
+        assert_eq!(
+            wake_up_hour("Pat paints until 2 am and wakes up around 10 am."),
+            Some(10)
+        );
+        assert_eq!(wake_up_hour("Quin is a cheerful baker."), None);
+        assert_eq!(wake_up_hour(""), None);
+    }
+
+    #[test]
     fn yes_and_no_are_found_in_either_order() {
         let options = |a: &str, b: &str| vec![a.to_owned(), b.to_owned()];
         assert_eq!(yes_index(&options("yes", "no")), Some(0));
@@ -369,6 +545,7 @@ mod tests {
     fn kinds() {
         assert!(is_rating_kind("event_poignancy") && is_rating_kind("poignancy"));
         assert!(!is_rating_kind("wake_up_hour"));
+        assert!(is_wake_up_kind("wake_up_hour") && !is_wake_up_kind("eval_wake_up_hour"));
         assert!(is_place_kind("action_arena") && is_place_kind("place"));
         assert!(is_place_kind("action_place"), "lean mode's room and object");
         assert!(!is_place_kind("decide_to_talk"));
