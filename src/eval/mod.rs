@@ -180,9 +180,9 @@ pub(crate) fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
 /// ([`ChatRequest::about`]): for a poignancy item the event (the context, else the question's
 /// text after its last colon); for a place, arena or object item the errand — the context
 /// without the subject's name it opens with and without sentences that list the options
-/// (an intent, not a map) — for an object, also without where they are ("is in the kitchen
-/// and …": the room is already chosen, and the simulation asks with the action alone); for a
-/// yes/no item the situation and the question;
+/// (an intent, not a map) — for an arena or an object, also without where they are ("is at
+/// the bakery and …", "is in the kitchen and …": the place is already chosen, and the
+/// simulation asks with the action alone); for a yes/no item the situation and the question;
 /// for a wake-up hour the context (the lifestyle line, as the simulation sends it). Other
 /// kinds: none.
 pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
@@ -194,8 +194,8 @@ pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
                 item.context.clone()
             }
         }
-        "place" | "arena" => errand(&item.context, &item.options),
-        "object" => without_whereabouts(&errand(&item.context, &item.options)).to_owned(),
+        "place" => errand(&item.context, &item.options),
+        "arena" | "object" => without_whereabouts(&errand(&item.context, &item.options)).to_owned(),
         "wake_up_hour" => item.context.clone(),
         "yes_no" => format!("{} {}", item.context.trim(), item.question.trim()),
         _ => return None,
@@ -560,6 +560,9 @@ mod tests {
             item_about(&object).as_deref(),
             Some("wants to fry eggs in the kitchen.")
         );
+        let mut arena = item("arena", &["kitchen", "bedroom"], "kitchen", None);
+        arena.context = "Mira Okafor is at Okafor house and wants to fry eggs.".into();
+        assert_eq!(item_about(&arena).as_deref(), Some("wants to fry eggs."));
         let mut yes = item("yes_no", &["yes", "no"], "yes", None);
         yes.context = "Mira is hungry.".into();
         yes.question = "Should she eat?".into();
@@ -567,10 +570,13 @@ mod tests {
             item_about(&yes).as_deref(),
             Some("Mira is hungry. Should she eat?")
         );
-        // Questions the embedder does not decide have no plain-words subject.
+        // A wake-up hour is about its lifestyle line; without one, about nothing.
+        let mut wake = item("wake_up_hour", &["6", "7"], "7", Some(1.0));
+        assert_eq!(item_about(&wake), None);
+        wake.context = "Mira wakes up around 7 am.".into();
         assert_eq!(
-            item_about(&item("wake_up_hour", &["6", "7"], "7", Some(1.0))),
-            None
+            item_about(&wake).as_deref(),
+            Some("Mira wakes up around 7 am.")
         );
     }
 
