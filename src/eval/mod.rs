@@ -655,6 +655,51 @@ mod tests {
     }
 
     #[test]
+    fn development_sets_are_large_balanced_and_split_by_town() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/evals/dev");
+        let tuning = load_items(&dir.join("tuning.jsonl")).expect("the tuning part parses");
+        let held_out = load_items(&dir.join("held_out.jsonl")).expect("the held-out part parses");
+        let count =
+            |items: &[EvalItem], kind: &str| items.iter().filter(|i| i.kind == kind).count();
+        let text = |i: &EvalItem| format!("{} {} {}", i.context, i.question, i.options.join(" "));
+        for kind in [
+            "place",
+            "arena",
+            "object",
+            "poignancy",
+            "wake_up_hour",
+            "yes_no",
+        ] {
+            let (tuned, held) = (count(&tuning, kind), count(&held_out, kind));
+            assert!(tuned + held >= 150, "{kind}: {tuned} + {held}");
+            assert!(held >= 50, "{kind}: {held} held out");
+        }
+        // The held-out part is another town: nothing of Saltmere or Fernside, and back.
+        for item in &held_out {
+            let text = text(item);
+            for town in ["Saltmere", "Fernside", "Lantern", "Harbour Bakery"] {
+                assert!(!text.contains(town), "held out but in {town}: {text}");
+            }
+        }
+        assert!(tuning.iter().all(|i| !text(i).contains("Brackenford")));
+        // Answers spread: yes/no about even, hours and ratings over their range.
+        for part in [&tuning, &held_out] {
+            let yes_no: Vec<_> = part.iter().filter(|i| i.kind == "yes_no").collect();
+            let yes = yes_no.iter().filter(|i| i.answer == "yes").count();
+            let share = yes as f64 / yes_no.len() as f64;
+            assert!((0.4..=0.6).contains(&share), "yes share {share}");
+            for (kind, spread) in [("wake_up_hour", 9), ("poignancy", 10)] {
+                let answers: std::collections::BTreeSet<&str> = part
+                    .iter()
+                    .filter(|i| i.kind == kind)
+                    .map(|i| i.answer.as_str())
+                    .collect();
+                assert_eq!(answers.len(), spread, "{kind}: {answers:?}");
+            }
+        }
+    }
+
+    #[test]
     fn evaluate_counts_per_kind_for_both_strategies() {
         // Scoring: the chooser prefers the last option; generation: the answer is "no".
         let backend = ScriptedBackend::new(0)
