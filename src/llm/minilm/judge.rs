@@ -16,7 +16,9 @@
 //!   bedroom") — and scored by its cosine similarity to the errand ([`place_scores`]).
 //!   (Subtracting each option's similarity to a question with no errand in it, which scored
 //!   well on questions that carried the whole prompt, sent errands as plain as "sleeping" or
-//!   "taking a walk" to the library: the plain similarity is kept.)
+//!   "taking a walk" to the library: the plain similarity is kept. Places offered by bare name,
+//!   with no words from the town, are the exception: their pull on two dozen everyday errands
+//!   ([`PLACE_BACKGROUND`]) is subtracted, which sends "sleeping" home, not to the pub.)
 //! * **Yes or no** (any choice between exactly "yes" and "no", such as whether to start a
 //!   conversation): the situation and question are compared with [`YES_NO_ANCHORS`], everyday
 //!   rules of thumb (helping someone who needs it: yes; interrupting someone who is busy: no);
@@ -271,9 +273,60 @@ pub async fn rate(embedder: &MiniLmEmbedder, text: &str) -> Result<u8, LlmError>
         .ok_or_else(|| LlmError::Malformed("the anchor similarities are unusable".into()))
 }
 
+/// Everyday errands of every kind, the background a place's pull is measured against: a
+/// place named so that it sounds like anything ("Fernside Common", "Brenner cabin") is near
+/// every errand, and only what it draws beyond that says it suits this one. Written as
+/// general errands, not from any eval or development item.
+pub const PLACE_BACKGROUND: &[&str] = &[
+    "sleeping",
+    "eating breakfast",
+    "buying groceries",
+    "having a drink with friends",
+    "going for a walk",
+    "working",
+    "reading a book",
+    "taking a shower",
+    "cooking dinner",
+    "seeing a doctor",
+    "posting a letter",
+    "meeting a friend",
+    "studying",
+    "shopping",
+    "relaxing",
+    "playing a game",
+    "cleaning",
+    "repairing something",
+    "attending a meeting",
+    "watching a show",
+    "taking a bath",
+    "getting dressed",
+    "writing a letter",
+    "resting",
+];
+
+/// Whether `kind` chooses among whole places (sectors) by name, not rooms or objects.
+fn kind_chooses_sectors(kind: &str) -> bool {
+    matches!(kind, "place" | "sector" | "action_sector")
+}
+
+/// Each option's score for an errand: its similarity to the errand less its mean similarity to
+/// the [`PLACE_BACKGROUND`] errands (`to_background[option][errand]`).
+pub fn background_corrected(to_errand: &[f32], to_background: &[Vec<f32>]) -> Vec<f32> {
+    to_errand
+        .iter()
+        .zip(to_background)
+        .map(|(s, background)| {
+            let mean = background.iter().sum::<f32>() / background.len().max(1) as f32;
+            s - mean
+        })
+        .collect()
+}
+
 /// One score per option for the intent `about` (higher is better): the cosine similarity to
 /// the intent of each option as `phrases` word it (when there is one per option), else of
-/// "go to {option}" (for objects "use the {option}").
+/// "use the {option}" for objects, "go to {option}" for rooms, and for places by name "the
+/// {option}" less its pull on every errand ([`background_corrected`]; on the development set's
+/// tuning part 70.5 % against 63.8 % for the plain "go to {option}", better in both towns).
 pub async fn place_scores(
     embedder: &MiniLmEmbedder,
     kind: &str,
@@ -281,21 +334,29 @@ pub async fn place_scores(
     options: &[String],
     phrases: &[String],
 ) -> Result<Vec<f32>, LlmError> {
-    let verb = if kind_uses_objects(kind) {
-        "use the"
-    } else {
-        "go to"
-    };
-    let worded: Vec<String> = if phrases.len() == options.len() {
+    let by_name = phrases.len() != options.len();
+    let worded: Vec<String> = if !by_name {
         phrases.to_vec()
+    } else if kind_uses_objects(kind) {
+        options.iter().map(|o| format!("use the {o}")).collect()
+    } else if kind_chooses_sectors(kind) {
+        options.iter().map(|o| format!("the {o}")).collect()
     } else {
-        options.iter().map(|o| format!("{verb} {o}")).collect()
+        options.iter().map(|o| format!("go to {o}")).collect()
     };
     let scores = similarities_to(embedder, about, worded.iter().map(String::as_str)).await?;
     if scores.len() != options.len() {
         return Err(LlmError::Malformed("embeddings missing".into()));
     }
-    Ok(scores)
+    if !(by_name && kind_chooses_sectors(kind)) {
+        return Ok(scores);
+    }
+    let mut to_background = Vec::with_capacity(worded.len());
+    for option in &worded {
+        to_background
+            .push(similarities_to(embedder, option, PLACE_BACKGROUND.iter().copied()).await?);
+    }
+    Ok(background_corrected(&scores, &to_background))
 }
 
 /// Words that say the time after them is when someone wakes ("wakes up around 6 am", "gets
@@ -467,6 +528,15 @@ mod tests {
         // The anchors speak for both answers about equally.
         let yeses = YES_NO_ANCHORS.iter().filter(|a| a.1).count();
         assert_eq!(yeses * 2, YES_NO_ANCHORS.len());
+    }
+
+    #[test]
+    fn a_place_that_draws_every_errand_loses_its_edge() {
+        // The pub is nearest this errand, but it is as near every errand; the park is not.
+        let scores = background_corrected(&[0.5, 0.4], &[vec![0.5, 0.4, 0.6], vec![0.1, 0.2]]);
+        assert!(scores[1] > scores[0], "{scores:?}");
+        assert!((scores[0] - 0.0).abs() < 1e-6 && (scores[1] - 0.25).abs() < 1e-6);
+        assert!(kind_chooses_sectors("action_sector") && !kind_chooses_sectors("arena"));
     }
 
     #[test]
