@@ -216,6 +216,22 @@ def yes_no_items(situations):
     ]
 
 
+def talk_items(situations):
+    items = []
+    for time, who, doing, place, partner, partner_doing, answer in situations:
+        first, partner_first = who.split()[0], partner.split()[0]
+        items.append(
+            {
+                "kind": "yes_no",
+                "context": f"It is {time}. {who} is {doing} at {place}. {partner} is {partner_doing}.",
+                "question": f"Should {first} start a conversation with {partner_first} now?",
+                "options": ["yes", "no"],
+                "answer": answer,
+            }
+        )
+    return items
+
+
 def main():
     rng = random.Random(49)
     tuning = (
@@ -228,6 +244,7 @@ def main():
         + poignancy_items(poignancy.TUNING)
         + wake_items(rng, wake.NAMES_TUNING, wake.TUNING_LINES, 100, wake.PHRASINGS)
         + yes_no_items(yes_no.TUNING)
+        + talk_items(yes_no.TALK_TUNING)
     )
     held_out = (
         place_items(rng, BRACKENFORD, BRACKENFORD_PEOPLE, places.BRACKENFORD_PLACES)
@@ -236,6 +253,7 @@ def main():
         + poignancy_items(poignancy.HELD_OUT)
         + wake_items(rng, wake.NAMES_HELD_OUT, wake.HELD_OUT_LINES, 54, wake.HELD_OUT_PHRASINGS)
         + yes_no_items(yes_no.HELD_OUT)
+        + talk_items(yes_no.TALK_HELD_OUT)
     )
     for name, items in (("tuning", tuning), ("held_out", held_out)):
         path = ROOT / "assets/evals/dev" / f"{name}.jsonl"

@@ -171,3 +171,39 @@ HELD_OUT = [
     ("Dev Pell is short of money this month. A passenger leaves a bag with a purse in it on the platform bench.", "Should Dev take the money from the purse?", "no"),
     ("Agnes Pell has a sore wrist that the doctor told her to rest. A customer wants her to carry three heavy crates of milk to his van.", "Should Agnes carry the crates herself?", "no"),
 ]
+
+# Whether to start a conversation, the simulation's most frequent yes/no call, asked the way
+# its prompt puts the situation (time, both people's activities, the place). Added after the
+# first runs showed the lists above held only one such call. (time, who, doing, place,
+# partner, partner doing, answer)
+TALK_TUNING = [
+    ("6:30 pm", "Bram Visser", "having a pint after work", "Anchor Tavern, taproom", "Otto Brenner", "sitting at the bar with a drink", "yes"),
+    ("1:00 pm", "Anna Visser", "eating her lunch on a bench", "Lighthouse Green, green", "Ines Quill", "sitting on the next bench with a sandwich", "yes"),
+    ("10:00 am", "Anna Visser", "teaching a reading lesson to her class", "Saltmere School, schoolroom", "Bram Visser", "passing the window", "no"),
+    ("5:30 am", "Ines Quill", "taking the loaves out of the oven", "Harbour Bakery, bakehouse", "Bram Visser", "walking past to the market", "no"),
+    ("3:00 pm", "Grace Achebe", "resting on a bench in the sun", "Fernside Common, common", "Samuel Achebe", "weeding the vegetable garden nearby", "yes"),
+    ("4:00 pm", "Lea Moreau", "drinking tea in the cafe", "Copper Kettle Cafe, cafe", "Mina Sato", "reading a magazine at the next table", "yes"),
+    ("7:30 pm", "Jonas Lind", "playing darts with friends", "The Lantern, taproom", "Kenji Sato", "waiting for his turn at darts", "yes"),
+    ("11:00 am", "Clara Marsh", "examining a patient", "Fernside Clinic, consulting room", "Kenji Sato", "filing notes next door", "no"),
+    ("9:30 am", "Iris Hale", "speaking at the council meeting", "Fernside Town Hall, council chamber", "Jonas Lind", "taking the minutes", "no"),
+    ("12:15 pm", "Milo Varga", "eating a sandwich on his lunch break", "Brandt Joinery, workshop", "Luca Dalca", "eating lunch beside him", "yes"),
+    ("2:00 pm", "Karl Brandt", "cutting a board on the lathe", "Brandt Joinery, workshop", "Milo Varga", "sweeping the floor", "no"),
+    ("8:00 pm", "Ada Reid", "singing on stage", "The Lantern, taproom", "Hugo Ferris", "pouring pints", "no"),
+    ("5:00 pm", "Tomasz Novak", "walking home after his round", "Fernside Common, common", "Nell Ferris", "strolling the same way", "yes"),
+    ("10:30 am", "Tess Okoro", "sitting a chemistry exam", "Fernside School, classroom", "Luca Dalca", "walking past the school", "no"),
+    ("3:30 pm", "Petra Varga", "sketching the pond", "Fernside Common, common", "Rosa Dalca", "sitting down beside her to rest", "yes"),
+    ("11:30 pm", "Eva Novak", "asleep in bed", "Novak house, bedroom", "Tomasz Novak", "reading in the kitchen", "no"),
+]
+
+TALK_HELD_OUT = [
+    ("6:00 pm", "Rory Mercer", "having his dinner at the bar after his shift", "Otter Inn, saloon bar", "Arthur Hollis", "drinking a pint beside him", "yes"),
+    ("11:00 am", "Maud Hollis", "having a cup of tea on her break", "Lock Keeper's Cafe, cafe", "Agnes Pell", "wiping the next table", "yes"),
+    ("2:30 pm", "Sunita Pell", "operating on a dog", "Brackenford Vets, surgery", "Dev Pell", "waiting in the waiting area", "no"),
+    ("8:10 am", "Dev Pell", "selling tickets to a long queue", "Brackenford Station, ticket hall", "Femi Okafor", "queueing for a ticket", "no"),
+    ("4:00 pm", "Chloe Okafor", "browsing the market stalls", "Market Square, square", "Maud Hollis", "buying strawberries at the next stall", "yes"),
+    ("10:00 am", "Femi Okafor", "watching the swimmers from the lifeguard chair", "Brackenford Baths, pool hall", "Rory Mercer", "swimming lengths", "no"),
+    ("7:00 pm", "Arthur Hollis", "sitting by the fountain with an ice cream", "Market Square, square", "Dev Pell", "sitting on the fountain's edge", "yes"),
+    ("3:00 am", "Agnes Pell", "asleep", "Pell house, bedroom", "Sunita Pell", "getting a glass of water", "no"),
+    ("1:00 pm", "Chloe Okafor", "eating lunch in the armchair on a quiet afternoon", "Heron Bookshop, shop floor", "Femi Okafor", "bringing her a coffee", "yes"),
+    ("11:00 am", "Maud Hollis", "counting tablets into a bottle for a prescription", "Millrace Pharmacy, dispensary", "Arthur Hollis", "walking in through the front shop", "no"),
+]
