@@ -63,7 +63,7 @@ pub const ANCHORS: &[(&str, f32)] = &[
 ];
 
 /// Rules of thumb for a persona's everyday yes/no calls, each marked with the answer it stands
-/// for (`true`: yes), 23 each way. Written from the situations of the development set's tuning
+/// for (`true`: yes), 26 each way. Written from the situations of the development set's tuning
 /// part (`assets/evals/dev/tuning.jsonl`: Saltmere and Fernside), generalised to everyday rules,
 /// and never from an eval item. Most topics come in pairs, one for each answer (serving a
 /// customer / serving a drunk one more drink; going to work / going to work with a fever), so
@@ -95,6 +95,15 @@ pub const YES_NO_ANCHORS: &[(&str, bool)] = &[
     ("going to bed or home to sleep when you are tired", true),
     ("setting off for work or an appointment in good time", true),
     ("doing a small favour a neighbour asks", true),
+    ("starting a chat with a friend who is relaxing nearby", true),
+    (
+        "talking with someone who shares your table at a meal or a drink",
+        true,
+    ),
+    (
+        "greeting someone you know when you both have free time",
+        true,
+    ),
     ("serving more drink to someone who is already drunk", false),
     (
         "going to work or out among people with a fever or flu",
@@ -133,6 +142,15 @@ pub const YES_NO_ANCHORS: &[(&str, bool)] = &[
     ("breaking a rule for your own convenience", false),
     ("selling or eating food that has gone bad", false),
     ("driving after drinking alcohol", false),
+    (
+        "interrupting someone who is teaching, treating a patient, speaking or performing",
+        false,
+    ),
+    ("disturbing someone who is asleep", false),
+    (
+        "starting a conversation while you or they are working, teaching or in an exam",
+        false,
+    ),
 ];
 
 /// The softmax temperature over the poignancy anchors' similarities: sharp enough that the
@@ -140,10 +158,9 @@ pub const YES_NO_ANCHORS: &[(&str, bool)] = &[
 /// tuning part 0.05 rated 91 % within 2; 0.02: 87 %, 0.1: 76 %).
 const ANCHOR_TEMPERATURE: f32 = 0.05;
 
-/// The softmax temperature over the rules of thumb: softer than the ratings', so a yes/no call
-/// is the weight of several near rules rather than of the single nearest, which often shares
-/// only the topic (tuning part: 0.1 answered 80.8 %; 0.02: 77.9 %, 0.05: 78.8 %, 0.2: 79.8 %).
-const YES_NO_TEMPERATURE: f32 = 0.1;
+/// The softmax temperature over the rules of thumb (tuning part: 0.05 and 0.1 both answered
+/// 80.8 %, 0.2 fewer; 0.05 is the sharper of the two, and the ratings' own).
+const YES_NO_TEMPERATURE: f32 = 0.05;
 
 fn kind_uses_objects(kind: &str) -> bool {
     matches!(kind, "object" | "action_object")
@@ -519,8 +536,7 @@ mod tests {
         let mut s = vec![0.1; YES_NO_ANCHORS.len()];
         s[yes] = 0.7;
         assert!(yes_from_similarities(&s).is_some_and(|p| p > 0.9));
-        // A rule for "no" clearly nearer (0.2) outweighs it.
-        s[no] = 0.9;
+        s[no] = 0.8;
         assert!(yes_from_similarities(&s).is_some_and(|p| p < 0.2));
         s[no] = f32::INFINITY;
         assert_eq!(yes_from_similarities(&s), None);
