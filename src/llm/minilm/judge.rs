@@ -378,7 +378,7 @@ pub async fn place_scores(
 
 /// Words that say the time after them is when someone wakes ("wakes up around 6 am", "gets
 /// up at 5", "rises at 7", "is up by 9", "never out of bed before 11", "her alarm goes off at
-/// 6"), nearest first in a clause.
+/// 6"). Of the waking, bed and start words before a time, the nearest says what it is.
 const WAKE_WORDS: &[&str] = &[
     "wake",
     "woke",
@@ -459,7 +459,11 @@ pub fn wake_up_hour(lifestyle: &str) -> Option<u32> {
             });
         // "out of bed" names waking, not bed: it is matched as a waking word first.
         let wake_at = last(WAKE_WORDS);
-        let bed_at = last(BED_WORDS).filter(|&at| !clause[..at + 3].ends_with("out of bed"));
+        let bed_at = last(BED_WORDS).filter(|&at| {
+            clause
+                .get(..at + "bed".len())
+                .is_none_or(|c| !c.ends_with("out of bed"))
+        });
         let start_at = last(START_WORDS);
         let hour = mention.hour % 24;
         let nearest = [wake_at, bed_at, start_at].into_iter().flatten().max();
