@@ -180,9 +180,11 @@ pub(crate) fn item_messages(item: &EvalItem) -> Vec<ChatMessage> {
 /// ([`ChatRequest::about`]): for a poignancy item the event (the context, else the question's
 /// text after its last colon); for a place, arena or object item the errand — the context
 /// without the subject's name it opens with and without sentences that list the options
-/// (an intent, not a map) — for an object, also without where they are ("is in the kitchen
-/// and …": the room is already chosen, and the simulation asks with the action alone); for a
-/// yes/no item the situation and the question. Other kinds: none.
+/// (an intent, not a map) — for an arena or an object, also without where they are ("is at
+/// the bakery and …", "is in the kitchen and …": the place is already chosen, and the
+/// simulation asks with the action alone); for a yes/no item the situation and the question;
+/// for a wake-up hour the context (the lifestyle line, as the simulation sends it). Other
+/// kinds: none.
 pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
     let about = match item.kind.as_str() {
         "poignancy" => {
@@ -192,8 +194,9 @@ pub(crate) fn item_about(item: &EvalItem) -> Option<String> {
                 item.context.clone()
             }
         }
-        "place" | "arena" => errand(&item.context, &item.options),
-        "object" => without_whereabouts(&errand(&item.context, &item.options)).to_owned(),
+        "place" => errand(&item.context, &item.options),
+        "arena" | "object" => without_whereabouts(&errand(&item.context, &item.options)).to_owned(),
+        "wake_up_hour" => item.context.clone(),
         "yes_no" => format!("{} {}", item.context.trim(), item.question.trim()),
         _ => return None,
     };
@@ -397,12 +400,18 @@ pub async fn evaluate(
                         .and_then(|(i, _)| item.options.get(i).cloned())
                 }),
             Some(kind) => {
-                let request = ChatRequest {
+                let mut request = ChatRequest {
                     messages,
                     ..ChatRequest::new(kind, "")
                 }
                 .with_temperature(0.0)
                 .with_max_tokens(24);
+                // A wake-up hour says what it is about, as the simulation's prompt does.
+                if strategy == Strategy::Score
+                    && let Some(about) = item_about(item)
+                {
+                    request = request.with_about(about);
+                }
                 backend
                     .chat(request)
                     .await
@@ -551,6 +560,9 @@ mod tests {
             item_about(&object).as_deref(),
             Some("wants to fry eggs in the kitchen.")
         );
+        let mut arena = item("arena", &["kitchen", "bedroom"], "kitchen", None);
+        arena.context = "Mira Okafor is at Okafor house and wants to fry eggs.".into();
+        assert_eq!(item_about(&arena).as_deref(), Some("wants to fry eggs."));
         let mut yes = item("yes_no", &["yes", "no"], "yes", None);
         yes.context = "Mira is hungry.".into();
         yes.question = "Should she eat?".into();
@@ -558,10 +570,13 @@ mod tests {
             item_about(&yes).as_deref(),
             Some("Mira is hungry. Should she eat?")
         );
-        // Questions the embedder does not decide have no plain-words subject.
+        // A wake-up hour is about its lifestyle line; without one, about nothing.
+        let mut wake = item("wake_up_hour", &["6", "7"], "7", Some(1.0));
+        assert_eq!(item_about(&wake), None);
+        wake.context = "Mira wakes up around 7 am.".into();
         assert_eq!(
-            item_about(&item("wake_up_hour", &["6", "7"], "7", Some(1.0))),
-            None
+            item_about(&wake).as_deref(),
+            Some("Mira wakes up around 7 am.")
         );
     }
 
@@ -636,6 +651,51 @@ mod tests {
             "wake_up_hour",
         ] {
             assert!(kinds.contains(kind), "{kind} missing: {kinds:?}");
+        }
+    }
+
+    #[test]
+    fn development_sets_are_large_balanced_and_split_by_town() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/evals/dev");
+        let tuning = load_items(&dir.join("tuning.jsonl")).expect("the tuning part parses");
+        let held_out = load_items(&dir.join("held_out.jsonl")).expect("the held-out part parses");
+        let count =
+            |items: &[EvalItem], kind: &str| items.iter().filter(|i| i.kind == kind).count();
+        let text = |i: &EvalItem| format!("{} {} {}", i.context, i.question, i.options.join(" "));
+        for kind in [
+            "place",
+            "arena",
+            "object",
+            "poignancy",
+            "wake_up_hour",
+            "yes_no",
+        ] {
+            let (tuned, held) = (count(&tuning, kind), count(&held_out, kind));
+            assert!(tuned + held >= 150, "{kind}: {tuned} + {held}");
+            assert!(held >= 50, "{kind}: {held} held out");
+        }
+        // The held-out part is another town: nothing of Saltmere or Fernside, and back.
+        for item in &held_out {
+            let text = text(item);
+            for town in ["Saltmere", "Fernside", "Lantern", "Harbour Bakery"] {
+                assert!(!text.contains(town), "held out but in {town}: {text}");
+            }
+        }
+        assert!(tuning.iter().all(|i| !text(i).contains("Brackenford")));
+        // Answers spread: yes/no about even, hours and ratings over their range.
+        for part in [&tuning, &held_out] {
+            let yes_no: Vec<_> = part.iter().filter(|i| i.kind == "yes_no").collect();
+            let yes = yes_no.iter().filter(|i| i.answer == "yes").count();
+            let share = yes as f64 / yes_no.len() as f64;
+            assert!((0.4..=0.6).contains(&share), "yes share {share}");
+            for (kind, spread) in [("wake_up_hour", 9), ("poignancy", 10)] {
+                let answers: std::collections::BTreeSet<&str> = part
+                    .iter()
+                    .filter(|i| i.kind == kind)
+                    .map(|i| i.answer.as_str())
+                    .collect();
+                assert_eq!(answers.len(), spread, "{kind}: {answers:?}");
+            }
         }
     }
 

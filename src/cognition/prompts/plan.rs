@@ -86,9 +86,11 @@ impl Prompt for WakeUpHour {
         // backend's `wake_up_hour` grammar reads the hour off the lifestyle line better when
         // it may say a few words first (the grammar keeps digits out of them, so the first
         // number is the hour, and bounds the answer's length).
+        // About the lifestyle line: the local default reads the hour off it (`llm::judge`).
         Ok(ChatRequest::new(self.kind(), prompt)
             .with_max_tokens(96)
-            .with_temperature(0.0))
+            .with_temperature(0.0)
+            .with_about(&self.lifestyle))
     }
 
     fn parse(&self, cleaned: &str) -> Result<u32, ParseError> {

@@ -346,16 +346,24 @@ impl SentenceEmbeddings {
     }
 
     /// Also lets the embedder answer what it decides better than a tiny chat model
-    /// ([`judge`]): poignancy ratings, where to go and yes/no calls, for requests that say what they are
-    /// about. The local default does this; a capable chat model should keep its own judgement.
+    /// ([`judge`]): poignancy ratings, where to go, yes/no calls and the wake-up hour, for
+    /// requests that say what they are about. The local default does this; a capable chat model should keep its own judgement.
     pub fn deciding(mut self) -> Self {
         self.deciding = true;
         self
     }
 
-    /// Poignancy by the anchors, when this backend decides and the request says what it rates.
+    /// Poignancy by the anchors and the wake-up hour read off the lifestyle line, when this
+    /// backend decides and the request says what it is about.
     async fn judged_chat(&self, request: &ChatRequest) -> Option<ChatResponse> {
         let about = request.about.as_deref().filter(|_| self.deciding)?;
+        if judge::is_wake_up_kind(&request.kind) {
+            // No times to read: the chat model answers.
+            return judge::wake_up_hour(about).map(|hour| ChatResponse {
+                text: hour.to_string(),
+                usage: Default::default(),
+            });
+        }
         if !judge::is_rating_kind(&request.kind) {
             return None;
         }
