@@ -82,9 +82,8 @@ pub use cache::{
     ParseCacheKeyError, ResponseCache,
 };
 pub use client::{
-    CachePolicy, ChatAnswer, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, GARBLING_MIN_ANSWERS, LlmClient,
-    LlmClientBuilder,
-    ThoughtCalls,
+    CachePolicy, ChatAnswer, DEFAULT_CONCURRENCY, DEFAULT_EMBED_BATCH, GARBLING_MIN_ANSWERS,
+    LlmClient, LlmClientBuilder, ThoughtCalls,
 };
 pub(crate) use config::build_backend;
 pub use config::{

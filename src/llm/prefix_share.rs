@@ -113,7 +113,10 @@ mod tests {
         assert!((share.share() - expected).abs() < 1e-12);
         // Compared with the latest prompt, not the first.
         assert_eq!(share.observe("Ana", "Name: Ana\nPlan the week"), 19);
-        assert_eq!(share.observe_kind("Ana", "plan", "Name: Ana\nPlan the month"), 19);
+        assert_eq!(
+            share.observe_kind("Ana", "plan", "Name: Ana\nPlan the month"),
+            19
+        );
         assert_eq!(share.by_kind().get("plan"), Some(&(19, 24)));
     }
 

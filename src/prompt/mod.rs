@@ -470,7 +470,10 @@ async fn run_prompt_inner<P: Prompt>(
                         reason = FailureReason::Unusable;
                         debug!(kind, attempt, reason = %rejected, "rejected model answer");
                         if garbled && ctx.client.garbles_most(kind) {
-                            debug!(kind, "the model garbles most answers of this kind; fail-safe");
+                            debug!(
+                                kind,
+                                "the model garbles most answers of this kind; fail-safe"
+                            );
                             break;
                         }
                     }
