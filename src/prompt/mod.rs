@@ -757,7 +757,7 @@ mod tests {
         // Seeds 0 to 2 garbled, later ones fine.
         let backend =
             ScriptedBackend::new(1).with_responder("line", |request, _| match request.seed {
-                Some(0 | 1 | 2) => "iaceo iaceo iaceo iaceo".into(),
+                Some(0..=2) => "iaceo iaceo iaceo iaceo".into(),
                 _ => "dinner with Klaus Mueller at 6:00 pm".into(),
             });
         let ctx = PromptContext::new(LlmClient::new(Arc::new(backend)), PromptLibrary::default());
