@@ -112,8 +112,8 @@ pub fn town_bench_command(args: &super::args::TownBenchArgs) -> ExitCode {
         }
     };
     println!(
-        "model {} · {} thread(s) · {} game hours from {}",
-        report.model, report.threads, report.hours, report.start
+        "model {} · embeddings {} · {} thread(s) · {} game hours from {}",
+        report.model, report.embedding_model, report.threads, report.hours, report.start
     );
     println!("{:<32} {:>12}", "calls", report.calls);
     println!("{:<32} {:>12}", "prompt tokens", report.prompt_tokens);

@@ -37,6 +37,9 @@ pub struct TownBenchOptions {
 pub struct TownBenchReport {
     /// The model file.
     pub model: String,
+    /// What embedded the memories (and took the decisions it takes): the sentence embedder
+    /// when the model cache holds it, else the chat model's mean-pooled states.
+    pub embedding_model: String,
     /// Inference threads.
     pub threads: u32,
     /// Game hours run, from `start`.
@@ -92,6 +95,9 @@ pub fn bench_town(options: &TownBenchOptions) -> Result<TownBenchReport, String>
     run.llm.backend = crate::llm::BackendChoice::Local;
     run.llm.local_model = Some(path.clone());
     run.llm.local_threads = options.threads.max(1);
+    // The set-up a newcomer gets: the model cache also holds the sentence embedder, which
+    // embeds memories and takes the decisions it takes better than a tiny chat model.
+    run.llm.model_cache = crate::llm::model_cache_dir(|var| std::env::var(var).ok());
     let first_up = Arc::new(Mutex::new(FirstUp::default()));
     let watch = Arc::clone(&first_up);
     run.setup = Some(super::RunSetup(Arc::new(move |app: &mut App| {
@@ -142,6 +148,7 @@ pub fn bench_town(options: &TownBenchOptions) -> Result<TownBenchReport, String>
         .clone();
     Ok(TownBenchReport {
         model: path.display().to_string(),
+        embedding_model: report.usage.embedding_model.clone(),
         threads: options.threads.max(1),
         hours: options.hours,
         start: options.start.format("%H:%M").to_string(),
