@@ -80,6 +80,23 @@ const EMBED_CONTEXT: u32 = 512;
 /// KV sequences kept between calls for prompt reuse, one per recent thought (persona), and
 /// the most requests decoded together in one batch.
 pub const SLOTS: usize = 8;
+
+/// How many requests decode together on the CPU. A small model on a CPU thread is bound by
+/// arithmetic more than by reading its weights, so a wider batch buys little throughput and
+/// divides it among more thoughts: with all five personas' day plans in one batch, each
+/// finished at about the time the last did (the first one up after 247 s with the window
+/// open). Two keep the oldest thought going at about half speed while the other slot batches
+/// whatever comes next; a GPU, where width is nearly free, uses every slot.
+pub const CPU_BATCH_WIDTH: usize = 2;
+
+/// The batch width for `config` with layers on a GPU (`on_gpu`) or not: the configured one
+/// within 1..=[`SLOTS`], else [`CPU_BATCH_WIDTH`] on the CPU and [`SLOTS`] on a GPU.
+pub fn batch_width(config: &LocalConfig, on_gpu: bool) -> usize {
+    config
+        .batch_width
+        .unwrap_or(if on_gpu { SLOTS } else { CPU_BATCH_WIDTH })
+        .clamp(1, SLOTS)
+}
 /// Sequences after the slots that score a choice's options, each a fork of its question.
 const OPTION_SEQUENCES: usize = 8;
 /// Tokens of the context kept free for the option sequences.
@@ -113,6 +130,9 @@ pub struct LocalConfig {
     pub choice_norm: ChoiceNorm,
     /// Offload layers to a GPU when a GPU backend is compiled in and a GPU has room (on).
     pub gpu: bool,
+    /// How many requests decode together at most (1 to [`SLOTS`]); `None` picks by device:
+    /// [`CPU_BATCH_WIDTH`] on the CPU, every slot with layers on a GPU.
+    pub batch_width: Option<usize>,
 }
 
 impl LocalConfig {
@@ -124,6 +144,7 @@ impl LocalConfig {
             context_size: DEFAULT_CONTEXT_SIZE,
             choice_norm: ChoiceNorm::Sum,
             gpu: true,
+            batch_width: None,
         }
     }
 }
@@ -425,6 +446,7 @@ fn inference_thread(
         }
     };
     let name = model_name(&config.model_path);
+    let width = batch_width(config, offload.is_some());
     let device = match offload {
         Some(gpu) => {
             // -1 (or more than the model has) is every layer.
@@ -434,7 +456,12 @@ fn inference_thread(
         }
         None => "CPU".to_owned(),
     };
-    bevy::log::info!(model = name, device, "local model loaded");
+    bevy::log::info!(
+        model = name,
+        device,
+        batch_width = width,
+        "local model loaded"
+    );
     let info = ModelInfo {
         embedding_model: format!("{name}:mean-pool"),
         model: name,
@@ -461,8 +488,9 @@ fn inference_thread(
             };
             held = engine.admit(job, stop);
         }
-        // Admit the waiting requests, oldest thought first, while slots and room last. One
-        // slot stays free for the next call of the thought served last when it is still due.
+        // Admit the waiting requests, oldest thought first, while the batch width, slots and
+        // room last. One place stays free for the next call of the thought served last when
+        // it is still due.
         loop {
             if held.is_none()
                 && let Some(ready) = deferred
@@ -479,9 +507,9 @@ fn inference_thread(
                 continue;
             }
             let limit = if order.awaits_follow_up() {
-                SLOTS - 1
+                width - 1
             } else {
-                SLOTS
+                width
             };
             if streams.len() + deferred.len() >= limit.max(1) {
                 break;
@@ -1664,6 +1692,27 @@ pub fn raw_llama_bench(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_batch_is_narrow_on_the_cpu_and_wide_on_a_gpu_unless_configured() {
+        let mut config = LocalConfig::new("model.gguf");
+        assert_eq!(batch_width(&config, false), CPU_BATCH_WIDTH);
+        assert_eq!(batch_width(&config, true), SLOTS);
+        config.batch_width = Some(5);
+        assert_eq!(batch_width(&config, false), 5);
+        config.batch_width = Some(0);
+        assert_eq!(
+            batch_width(&config, true),
+            1,
+            "at least one request decodes"
+        );
+        config.batch_width = Some(100);
+        assert_eq!(
+            batch_width(&config, false),
+            SLOTS,
+            "no wider than the slots"
+        );
+    }
 
     #[test]
     fn log_softmax_sums_to_one() {

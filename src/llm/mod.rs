@@ -99,8 +99,9 @@ pub use faulty::{Fault, FaultyBackend};
 pub use http::{HttpBackend, HttpConfig};
 #[cfg(feature = "local-llm")]
 pub use local::{
-    ChoiceNorm, DEFAULT_CONTEXT_SIZE, DEFAULT_THREADS, JSON_GRAMMAR, LocalBackend, LocalConfig,
-    LocalError, LocalStats, RawBench, kind_grammar, raw_llama_bench,
+    CPU_BATCH_WIDTH, ChoiceNorm, DEFAULT_CONTEXT_SIZE, DEFAULT_THREADS, JSON_GRAMMAR, LocalBackend,
+    LocalConfig, LocalError, LocalStats, RawBench, SLOTS, batch_width, kind_grammar,
+    raw_llama_bench,
 };
 pub use minilm::{
     MINILM_DIR, MINILM_FILES, MINILM_MAX_TOKENS, MINILM_NAME, MiniLm, MiniLmEmbedder, MiniLmError,
