@@ -831,8 +831,8 @@ impl LlmClient {
     }
 
     /// Whether the model garbles most answers of `kind`: at least
-    /// [`GARBLING_MIN_ANSWERS`] answers of it came back (accepted or garbled) and at least three
-    /// in four of them were garbled. Asking such a model again rarely helps — SmolLM2-135M's
+    /// [`GARBLING_MIN_ANSWERS`] calls of it were answered (usable or not; failed calls do not
+    /// count) and at least three in four of those answers were garbled. Asking such a model again rarely helps — SmolLM2-135M's
     /// day plans were garbled on 20 of 20 attempts — so a garbled answer then takes the
     /// fail-safe at once instead of spending three more generations on it.
     pub fn garbles_most(&self, kind: &str) -> bool {

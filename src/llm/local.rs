@@ -78,7 +78,7 @@ pub const DEFAULT_THREADS: u32 = 1;
 /// Context size of the embedding context; longer texts are truncated to it.
 const EMBED_CONTEXT: u32 = 512;
 /// KV sequences kept between calls for prompt reuse, one per recent thought (persona), and
-/// the most requests decoded together in one batch.
+/// the widest a batch can be ([`batch_width`]).
 pub const SLOTS: usize = 8;
 
 /// How many requests decode together on the CPU. A small model on a CPU thread is bound by
@@ -97,6 +97,7 @@ pub fn batch_width(config: &LocalConfig, on_gpu: bool) -> usize {
         .unwrap_or(if on_gpu { SLOTS } else { CPU_BATCH_WIDTH })
         .clamp(1, SLOTS)
 }
+
 /// Sequences after the slots that score a choice's options, each a fork of its question.
 const OPTION_SEQUENCES: usize = 8;
 /// Tokens of the context kept free for the option sequences.
@@ -418,8 +419,8 @@ fn model_name(path: &Path) -> String {
 
 /// The inference thread: loads the model, reports readiness, then serves jobs until every
 /// sender is gone or `stop` is set. Each turn of its loop takes in what has arrived, admits
-/// as many requests as there are free slots and room ([`SlotTable`]), and decodes one batch
-/// for all of them ([`Engine::step`]).
+/// as many requests as the batch width ([`batch_width`]), free slots and room ([`SlotTable`])
+/// allow, and decodes one batch for all of them ([`Engine::step`]).
 fn inference_thread(
     backend: &'static LlamaBackend,
     config: &LocalConfig,

@@ -322,7 +322,7 @@ fn dialogue_reply(text: &str) -> String {
 // Reading the prompt text.
 
 /// The rest of the first line that starts (after indentation) with `label`, trimmed.
-fn field<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(text: &'a str, label: &str) -> Option<&'a str> {
     text.lines()
         .find_map(|line| line.trim_start().strip_prefix(label))
         .map(str::trim)

@@ -105,12 +105,7 @@ fn scene(text: &str) -> Scene<'_> {
 /// The persona's own line under the talk's, "<name> is <activity>[, in the conversation | ,
 /// following the conversation closely]." — the name is the identity summary's.
 fn own_line(text: &str) -> (&str, &str) {
-    let Some(name) = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Name: "))
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-    else {
+    let Some(name) = super::offline::field(text, "Name:").filter(|n| !n.is_empty()) else {
         return ("", "");
     };
     let activity = text
